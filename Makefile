@@ -1,0 +1,37 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Each builds its own virtualenv (.venv) and installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean system-deps
+
+$(STAMP): pyproject.toml scripts/bootstrap-venv
+	PYTHON="$(PYTHON)" scripts/bootstrap-venv $(VENV)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/paigow-controller demo
+
+test: $(STAMP) system-deps lint typecheck pytest
+
+system-deps:
+	scripts/install-system-deps
+
+lint: $(STAMP)
+	$(BIN)/ruff check controller drivers tests bench
+	$(BIN)/ruff format --check controller drivers tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict controller drivers
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

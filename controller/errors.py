@@ -1,0 +1,122 @@
+"""The product's one exception tree.
+
+Every error the controller raises on purpose derives from :class:`ControllerError`, and also from
+the builtin it means (``SensorTimeout`` is a ``TimeoutError``), so callers may catch either.
+Process exit codes follow sysexits(3): a bad configuration is 78 (EX_CONFIG), a bad command
+line is 2 (argparse's usage error).
+"""
+
+from __future__ import annotations
+
+EX_USAGE = 2
+EX_SOFTWARE = 70
+EX_CONFIG = 78
+
+
+class ControllerError(Exception):
+    """Root of every error the controller raises on purpose."""
+
+
+# --- configuration and command line -------------------------------------------------------
+
+
+class ConfigError(ControllerError, ValueError):
+    """The configuration file is unreadable, has an unknown key or a value out of range."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config: {key}: {message}")
+        self.key = key
+
+
+class UsageError(ControllerError, ValueError):
+    """A command-line argument is out of range (exit 2, one line, no traceback)."""
+
+
+# --- the game core --------------------------------------------------------------------------
+
+
+class GameRuleError(ControllerError, ValueError):
+    """An input that the rules of the game do not allow (a face of 7, a total of 2, ...)."""
+
+
+class BankRuleError(GameRuleError):
+    """A bank selection refused by 621a.11(b),(c) / 645a.12(b),(c)."""
+
+
+class IllegalTransition(ControllerError, RuntimeError):
+    """An event that the round state machine does not accept in its current state."""
+
+    def __init__(self, state: object, event: object) -> None:
+        super().__init__(f"event {event!s} is not allowed in state {state!s}")
+        self.state = state
+        self.event = event
+
+
+# --- hardware -------------------------------------------------------------------------------
+
+
+class HardwareError(ControllerError, OSError):
+    """A hardware adapter failed; the shell latches a fault and drives outputs safe."""
+
+
+class SensorError(HardwareError):
+    """The optical dice sensor failed or said something we cannot trust."""
+
+
+class SensorTimeout(SensorError, TimeoutError):
+    """The sensor did not answer a request in time (after its retries)."""
+
+
+class SensorDisconnected(SensorError, ConnectionError):
+    """The sensor's serial port went away (unplugged, USB reset)."""
+
+
+class FrameError(SensorError, ValueError):
+    """A frame from the sensor was malformed: bad checksum, truncated, over-long, out of range."""
+
+
+class SensorVersionError(SensorError):
+    """The sensor speaks a protocol version or firmware the controller does not accept."""
+
+
+class ShakerError(HardwareError):
+    """The dice shaker's hardware failed."""
+
+
+class MotorOverrun(ShakerError):
+    """The shaker motor ran past its maximum run time and was cut by the driver."""
+
+
+# --- random number generator ----------------------------------------------------------------
+
+
+class RngError(ControllerError, RuntimeError):
+    """The random number generator cannot be trusted; the RNG mode is refused."""
+
+
+class RngSelfTestFailure(RngError):
+    """A known-answer or continuous self-test of the DRBG failed."""
+
+
+class RngVerificationError(RngError):
+    """A revealed RNG session does not match its commitment or its recorded draws."""
+
+
+# --- audit log ------------------------------------------------------------------------------
+
+
+class AuditLogError(ControllerError, OSError):
+    """The audit log cannot be written or read; no new round may start."""
+
+
+class StorageFull(AuditLogError):
+    """The disk (or the database's page limit) is full."""
+
+
+class LogIntegrityError(AuditLogError):
+    """A record, the hash chain, a Merkle root or a signature does not verify."""
+
+    def __init__(self, record: int | None, message: str) -> None:
+        where = f"record {record}" if record is not None else "log"
+        super().__init__(f"{where}: {message}")
+        self.record = record

@@ -1,0 +1,1 @@
+"""Hardware adapters: the shaker and panel through gpiozero, the dice sensor through pyserial."""
