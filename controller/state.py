@@ -91,6 +91,7 @@ class Fault(StrEnum):
     MOTOR_OVERRUN = "motor_overrun"
     SENSOR_TIMEOUT = "sensor_timeout"
     SENSOR_LOST = "sensor_lost"
+    SENSOR_HARDWARE = "sensor_hardware"  # the sensor reports its camera, lighting or lens failed
     RNG_FAILURE = "rng_failure"
     STORAGE = "storage"
     INTERNAL = "internal"
