@@ -1,0 +1,636 @@
+"""The round state machine: the whole State x Event product, and each rule's behaviour."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from controller.dice import DiceReading, DieColour, DieReading, NoRollReason, Roll
+from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
+from controller.position import Game
+from controller.records import RecordKind
+from controller.state import (
+    MOTOR_GRACE_MS,
+    TRANSITIONS,
+    Action,
+    ActionKind,
+    Event,
+    Fault,
+    Mode,
+    Occurrence,
+    RngMode,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+    State,
+)
+
+SETTINGS = RoundSettings(max_reshakes=2, settle_ms=1000, read_timeout_ms=2000, motor_max_ms=5000)
+
+
+def die(colour: DieColour, face: int | None, x: int, *, flat: bool = True) -> DieReading:
+    return DieReading(colour, face, flat, True, 99, (x, 20))
+
+
+def good_reading(red: int = 2, b1: int = 3, b2: int = 4, shift: int = 0) -> DiceReading:
+    return DiceReading(
+        (
+            die(DieColour.RED, red, 10 + shift),
+            die(DieColour.BLUE, b1, 40 + shift),
+            die(DieColour.BLUE, b2, 70 + shift),
+        ),
+        "ab" * 32,
+    )
+
+
+TILTED = DiceReading(
+    (
+        die(DieColour.RED, 1, 10),
+        die(DieColour.BLUE, None, 40, flat=False),
+        die(DieColour.BLUE, 2, 70),
+    ),
+    "cd" * 32,
+)
+
+
+class Table:
+    """A machine with a clock, for scripting rounds."""
+
+    def __init__(self, settings: RoundSettings = SETTINGS) -> None:
+        self.machine = RoundMachine(settings)
+        self.now = 0
+        self.actions: list[Action] = []
+
+    @property
+    def state(self) -> State:
+        return self.machine.state
+
+    def send(self, event: Event, advance: int = 10, **data: object) -> list[Action]:
+        self.now += advance
+        occ = Occurrence(event, at=self.now, **data)  # type: ignore[arg-type]
+        self.actions = self.machine.handle(occ)
+        return self.actions
+
+    def kinds(self) -> list[ActionKind]:
+        return [a.kind for a in self.actions]
+
+    def records(self) -> list[RecordKind | None]:
+        return [a.record for a in self.actions if a.kind is ActionKind.RECORD]
+
+    def screens(self) -> list[Screen | None]:
+        return [a.screen for a in self.actions if a.kind is ActionKind.SHOW]
+
+    def shown(self, screen: Screen) -> Action:
+        return next(a for a in self.actions if a.screen is screen)
+
+    # --- paths -----------------------------------------------------------------------------
+
+    def to_armed(self, **data: object) -> Table:
+        self.send(Event.LID_CLOSED)
+        self.send(Event.NO_MORE_BETS, **data)
+        return self
+
+    def to_shaking(self) -> Table:
+        self.to_armed()
+        self.send(Event.SHAKE_PRESSED)
+        return self
+
+    def to_settling(self) -> Table:
+        self.to_shaking()
+        self.send(Event.SHAKE_DONE, advance=3000, cycles=4)
+        return self
+
+    def to_reading(self) -> Table:
+        self.to_settling()
+        self.send(Event.TICK, advance=SETTINGS.settle_ms)
+        return self
+
+    def read(self, reading: DiceReading) -> Table:
+        self.send(Event.READING, reading=reading)
+        return self
+
+    def to_result(self, reading: DiceReading | None = None) -> Table:
+        self.to_reading()
+        r = reading or good_reading()
+        self.read(r)
+        self.read(r)
+        return self
+
+
+# --- the whole product --------------------------------------------------------------------
+
+
+def reach(mode: Mode, state: State) -> RoundMachine | None:
+    """A machine in ``state`` reached by real events in ``mode``, or None if unreachable."""
+    settings = replace(SETTINGS, mode=mode)
+    t = Table(settings)
+    t.send(Event.LID_CLOSED)
+    if state is State.IDLE:
+        return t.machine
+    t.send(Event.NO_MORE_BETS)
+    if mode is Mode.RNG:
+        if state is State.DRAWING:
+            return t.machine
+        if state is State.RESULT:
+            t.send(Event.RNG_DRAWN, rng_number=3)
+            return t.machine
+        if state is State.FAULT:
+            t.send(Event.TAMPER)
+            return t.machine
+        return None
+    if state is State.ARMED:
+        return t.machine
+    if state is State.FAULT:
+        t.send(Event.TAMPER)
+        return t.machine
+    if mode is Mode.SHAKER:
+        t.send(Event.SHAKE_PRESSED)
+        if state is State.SHAKING:
+            return t.machine
+        t.send(Event.SHAKE_DONE, cycles=3)
+        if state is State.SETTLING:
+            return t.machine
+        t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    else:
+        t.send(Event.DICE_SET)
+    if state is State.READING:
+        return t.machine
+    if state is State.RESULT:
+        t.read(good_reading()).read(good_reading())
+        return t.machine
+    if state is State.NO_ROLL:
+        t.read(TILTED)
+        return t.machine
+    if state is State.LOCKED:
+        t.read(TILTED)
+        t.send(Event.DICE_SET if mode is Mode.MANUAL else Event.SHAKE_PRESSED)
+        t.send(Event.SHAKE_DONE, cycles=1) if mode is Mode.SHAKER else t.read(TILTED)
+        return t.machine
+    return None
+
+
+def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
+    """Representative data for each event, with and without the supervisor key."""
+    data: dict[str, object] = {}
+    if event is Event.READING:
+        data["reading"] = good_reading()
+    if event is Event.SHAKE_DONE:
+        data["cycles"] = 3
+    if event is Event.RNG_DRAWN:
+        data["rng_number"] = 5
+        data["roll"] = Roll(1, (2, 3))
+    if event is Event.FAULT:
+        data["fault"] = Fault.INTERNAL
+    for supervisor in (False, True):
+        yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
+
+
+REACHABLE = [(m, s) for m, s in itertools.product(Mode, State) if reach(m, s) is not None]
+
+
+def test_every_state_is_reachable_in_some_mode() -> None:
+    assert {s for _, s in REACHABLE} == set(State)
+
+
+@pytest.mark.parametrize(("mode", "state"), REACHABLE, ids=[f"{m}-{s}" for m, s in REACHABLE])
+@pytest.mark.parametrize("event", list(Event))
+def test_every_state_event_pair(mode: Mode, state: State, event: Event) -> None:
+    machine = reach(mode, state)
+    assert machine is not None
+    assert machine.state is state
+    for occ in occurrences(event, at=machine.context.deadline or 100_000):
+        probe = RoundMachine(machine.settings, machine.context)
+        before = probe.context
+        allowed = TRANSITIONS.get((state, event))
+        if allowed is None:
+            with pytest.raises(IllegalTransition) as raised:
+                probe.handle(occ)
+            assert str(state) in str(raised.value)
+            assert str(event) in str(raised.value)
+            assert probe.context is before
+            continue
+        try:
+            probe.handle(occ)
+        except (IllegalTransition, GameRuleError):
+            assert probe.context is before  # refused on purpose (mode or data): unchanged
+            continue
+        assert probe.state in allowed, f"{state} --{event}--> {probe.state}"
+
+
+def test_every_table_entry_is_taken_by_some_mode() -> None:
+    """No dead rows: each (state, event) in the table moves somewhere in at least one mode."""
+    taken: set[tuple[State, Event]] = set()
+    for (mode, state), event in itertools.product(REACHABLE, Event):
+        machine = reach(mode, state)
+        if machine is None or (state, event) not in TRANSITIONS:
+            continue
+        for occ in occurrences(event, at=machine.context.deadline or 100_000):
+            probe = RoundMachine(machine.settings, machine.context)
+            try:
+                probe.handle(occ)
+            except (IllegalTransition, GameRuleError):
+                continue
+            taken.add((state, event))
+    assert set(TRANSITIONS) - taken == set()
+
+
+def test_illegal_pair_names_both_and_keeps_the_state() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    before = t.machine.context
+    with pytest.raises(IllegalTransition, match=r"close_round.*idle"):
+        t.send(Event.CLOSE_ROUND)
+    assert t.machine.context is before
+
+
+# --- the player-activated shaker ------------------------------------------------------------
+
+
+def test_a_normal_round() -> None:
+    t = Table()
+    t.to_armed()
+    assert t.state is State.ARMED
+    assert t.records() == [RecordKind.NO_MORE_BETS]
+    t.send(Event.SHAKE_PRESSED)
+    assert t.state is State.SHAKING
+    assert t.kinds()[0] is ActionKind.START_SHAKE
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=3)
+    assert t.state is State.SETTLING
+    assert t.records() == [RecordKind.SHAKE]
+    assert t.actions[1].data["cycles"] == 3
+    t.send(Event.TICK, advance=999)
+    assert t.state is State.SETTLING
+    t.send(Event.TICK, advance=1)
+    assert t.state is State.READING
+    assert ActionKind.REQUEST_READ in t.kinds()
+    t.read(good_reading(6, 2, 1))
+    assert t.state is State.READING  # K = 2
+    assert ActionKind.REQUEST_READ in t.kinds()
+    t.read(good_reading(6, 2, 1))
+    assert t.state is State.RESULT
+    record = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert record.data["total"] == 9
+    assert record.data["starting_position"] == "dealer"  # 621a.8(c)(1)
+    assert record.data["dice"] == {"red": 6, "blue": [2, 1]}
+    wagers = record.data["wagers"]
+    assert isinstance(wagers, dict)
+    assert wagers["beat_it"] == {"red": True, "any": True}
+    t.send(Event.CLOSE_ROUND)
+    assert t.state is State.IDLE
+    assert t.records() == [RecordKind.CLOSE, RecordKind.ROUND_OPENED]
+    assert t.machine.context.round_number == 2
+
+
+def test_the_result_is_recorded_before_it_is_shown() -> None:
+    t = Table().to_result()
+    kinds = [(a.kind, a.record or a.screen) for a in t.actions]
+    assert kinds.index((ActionKind.RECORD, RecordKind.RESULT)) < kinds.index(
+        (ActionKind.SHOW, Screen.RESULT)
+    )
+
+
+def test_shaking_needs_the_lid_closed() -> None:
+    t = Table()
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.SHAKE_PRESSED)
+    assert t.state is State.ARMED
+    assert t.screens() == [Screen.REFUSED]
+    assert ActionKind.START_SHAKE not in t.kinds()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.SHAKE_PRESSED)
+    assert t.state is State.SHAKING
+
+
+@pytest.mark.parametrize("path", ["to_shaking", "to_settling", "to_reading"])
+def test_lid_opened_during_a_shake_voids_it(path: str) -> None:
+    t = Table()
+    getattr(t, path)()
+    t.send(Event.LID_OPENED)
+    assert t.state is State.NO_ROLL
+    assert t.kinds()[0] is ActionKind.STOP_MOTOR
+    no_roll = next(a for a in t.actions if a.record is RecordKind.NO_ROLL)
+    assert no_roll.data["reason"] == "lid_opened"
+    # the player reshakes once the lid is closed again
+    t.send(Event.SHAKE_PRESSED)
+    assert t.state is State.NO_ROLL
+    t.send(Event.LID_CLOSED)
+    t.send(Event.SHAKE_PRESSED)
+    assert t.state is State.SHAKING
+    assert t.machine.context.attempt == 2
+
+
+def test_too_few_shake_cycles_is_a_reshake() -> None:
+    t = Table().to_shaking()
+    t.send(Event.SHAKE_DONE, cycles=2)
+    assert t.state is State.NO_ROLL
+    assert t.shown(Screen.NO_ROLL).data["reason"] == "too_few_cycles"
+
+
+def test_min_shake_cycles_is_never_below_three() -> None:
+    with pytest.raises(ConfigError, match="min_shake_cycles"):
+        RoundSettings(min_shake_cycles=2)
+    t = Table(replace(SETTINGS, min_shake_cycles=5)).to_shaking()
+    t.send(Event.SHAKE_DONE, cycles=4)
+    assert t.state is State.NO_ROLL
+
+
+def test_button_mashing_during_a_shake_does_nothing() -> None:
+    t = Table().to_shaking()
+    before = t.machine.context
+    for _ in range(5):
+        t.send(Event.SHAKE_PRESSED, advance=0)
+        assert t.actions == []
+    assert t.machine.context == before
+
+
+def test_a_no_roll_reading_is_recorded_and_reshaken() -> None:
+    t = Table().to_reading()
+    t.read(TILTED)
+    assert t.state is State.NO_ROLL
+    assert t.records() == [RecordKind.READING, RecordKind.NO_ROLL]
+    assert t.shown(Screen.NO_ROLL).data["words"] == "a die is not flat"
+
+
+def test_reshake_limit_locks_until_the_supervisor_clears() -> None:
+    t = Table().to_reading()
+    t.read(TILTED)
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, cycles=1)
+    assert t.state is State.LOCKED
+    assert RecordKind.RESHAKE_LIMIT in t.records()
+    t.send(Event.CLEAR_FAULT)
+    assert t.state is State.LOCKED
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.VOID_ROUND)
+    assert t.state is State.LOCKED
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.ARMED
+    assert t.records() == [RecordKind.SUPERVISOR_ACTION]
+    assert t.machine.context.no_rolls == 0
+
+
+def test_dice_that_did_not_move_are_a_no_roll() -> None:
+    t = Table().to_result(good_reading(shift=0))
+    t.send(Event.CLOSE_ROUND)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, cycles=3)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(shift=1))
+    t.read(good_reading(shift=1))
+    assert t.state is State.NO_ROLL
+    assert t.shown(Screen.NO_ROLL).data["reason"] == "dice_did_not_move"
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+def test_motor_overrun_latches_and_needs_the_supervisor() -> None:
+    t = Table().to_shaking()
+    t.send(Event.MOTOR_OVERRUN)
+    assert t.state is State.FAULT
+    assert t.kinds()[:2] == [ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE]
+    t.send(Event.CLEAR_FAULT)
+    assert t.state is State.FAULT
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.ARMED  # the shake was void: shake again
+    assert t.machine.context.attempt == 2
+
+
+def test_the_core_backstops_a_shake_that_never_ends() -> None:
+    t = Table().to_shaking()
+    t.send(Event.TICK, advance=SETTINGS.motor_max_ms + MOTOR_GRACE_MS - 20)
+    assert t.state is State.SHAKING
+    t.send(Event.TICK, advance=20)
+    assert t.state is State.FAULT
+    fault = next(a for a in t.actions if a.record is RecordKind.FAULT)
+    assert fault.data["fault"] == "motor_overrun"
+
+
+def test_no_reading_in_time_is_a_sensor_fault_the_dealer_clears() -> None:
+    t = Table().to_reading()
+    t.send(Event.TICK, advance=SETTINGS.read_timeout_ms)
+    assert t.state is State.FAULT
+    t.send(Event.CLEAR_FAULT)
+    assert t.state is State.ARMED
+
+
+def test_sensor_lost_stays_until_it_is_back() -> None:
+    t = Table().to_reading()
+    t.send(Event.SENSOR_LOST)
+    assert t.state is State.FAULT
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.FAULT
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.SENSOR_BACK)
+    t.send(Event.CLEAR_FAULT)
+    assert t.state is State.ARMED
+
+
+@pytest.mark.parametrize("path", ["to_armed", "to_shaking", "to_reading", "to_result"])
+def test_tamper_latches_from_anywhere(path: str) -> None:
+    t = Table()
+    getattr(t, path)()
+    before = t.state
+    t.send(Event.TAMPER, detail="shaker tilted")
+    assert t.state is State.FAULT
+    assert ActionKind.SAFE_STATE in t.kinds()
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    expected = State.ARMED if before in (State.SHAKING, State.READING) else before
+    assert t.state is expected
+
+
+def test_tamper_while_idle() -> None:
+    t = Table()
+    t.send(Event.TAMPER)
+    assert t.state is State.FAULT
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.IDLE
+
+
+def test_faults_accumulate_and_clear_by_who_may() -> None:
+    t = Table().to_armed()
+    t.send(Event.SENSOR_TIMEOUT)
+    t.send(Event.TAMPER)
+    assert t.machine.context.active_faults == {Fault.SENSOR_TIMEOUT, Fault.TAMPER}
+    t.send(Event.CLEAR_FAULT)  # the dealer clears the sensor fault only
+    assert t.state is State.FAULT
+    assert t.machine.context.active_faults == {Fault.TAMPER}
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.ARMED
+
+
+def test_a_fault_after_the_result_shows_the_result_again_once_cleared() -> None:
+    t = Table().to_result()
+    t.send(Event.FAULT, fault=Fault.STORAGE)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.RESULT
+    assert t.screens() == [Screen.RESULT]
+    assert RecordKind.RESULT not in t.records()  # shown again, not decided again
+
+
+# --- void and close ---------------------------------------------------------------------------
+
+
+def test_void_after_a_result_needs_the_supervisor() -> None:
+    t = Table().to_result()
+    t.send(Event.VOID_ROUND)
+    assert t.state is State.RESULT
+    t.send(Event.VOID_ROUND, supervisor=True)
+    assert t.state is State.IDLE
+    assert t.records() == [RecordKind.VOID, RecordKind.ROUND_OPENED]
+
+
+def test_the_dealer_may_void_a_round_in_play_and_the_motor_stops() -> None:
+    t = Table().to_shaking()
+    t.send(Event.VOID_ROUND)
+    assert t.state is State.IDLE
+    assert t.kinds()[0] is ActionKind.STOP_MOTOR
+
+
+def test_void_during_a_fault_keeps_the_fault() -> None:
+    t = Table().to_armed()
+    t.send(Event.TAMPER)
+    t.send(Event.VOID_ROUND, supervisor=True)
+    assert t.state is State.FAULT
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.IDLE
+    assert t.machine.context.round_number == 2
+
+
+# --- bank rules -----------------------------------------------------------------------------
+
+
+def test_bank_rules_are_enforced_at_no_more_bets() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    before = t.machine.context
+    with pytest.raises(BankRuleError):
+        t.send(Event.NO_MORE_BETS, bank_seat=2)  # 621a.11(b): first round after a shuffle
+    assert t.machine.context is before
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)
+    t.send(Event.NO_MORE_BETS, bank_seat=2)
+    assert t.state is State.ARMED
+    t.send(Event.VOID_ROUND)
+    with pytest.raises(BankRuleError):
+        t.send(Event.NO_MORE_BETS, bank_seat=2)  # 621a.11(c): not two rounds in a row
+    t.send(Event.NO_MORE_BETS, bank_seat=3)
+    assert t.state is State.ARMED
+
+
+def test_the_bank_seat_counts_first() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)
+    t.send(Event.NO_MORE_BETS, bank_seat=3)
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, cycles=3)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(1, 1, 3)).read(good_reading(1, 1, 3))  # total 5
+    result = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert result.data["bank"] == "seat 3"
+    assert result.data["starting_position"] == "dead hand"  # 621a.11(j)
+
+
+def test_a_shuffle_resets_the_bank_rules() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)
+    t.send(Event.SHUFFLED)
+    assert t.records() == [RecordKind.SHUFFLE]
+    with pytest.raises(BankRuleError):
+        t.send(Event.NO_MORE_BETS, bank_seat=1)
+
+
+# --- manual shaker and RNG ------------------------------------------------------------------
+
+
+def test_manual_shaker_reads_when_the_dealer_sets_it() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.MANUAL))
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.SHAKE_PRESSED)  # no player button in manual mode
+    assert t.state is State.ARMED
+    t.send(Event.DICE_SET)
+    assert t.state is State.READING
+    t.send(Event.LID_OPENED)  # the dealer uncovers it on purpose (621a.8(a)(2))
+    assert t.state is State.READING
+    t.read(good_reading()).read(good_reading())
+    assert t.state is State.RESULT
+
+
+def test_dice_set_is_refused_outside_manual_mode() -> None:
+    t = Table().to_armed()
+    with pytest.raises(IllegalTransition):
+        t.send(Event.DICE_SET)
+    assert t.state is State.ARMED
+
+
+def test_rng_position_mode() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.RNG))
+    t.send(Event.NO_MORE_BETS)
+    assert t.state is State.DRAWING
+    draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
+    assert draw.data == {"round": 1, "attempt": 1}
+    with pytest.raises(GameRuleError):
+        t.send(Event.RNG_DRAWN, rng_number=9)  # tiles: 1..8
+    assert t.state is State.DRAWING
+    t.send(Event.RNG_DRAWN, rng_number=7)
+    assert t.state is State.RESULT
+    result = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert result.data["starting_position"] == "seat 6"
+    assert "dice" not in result.data
+
+
+def test_rng_dice_mode_settles_the_side_wagers() -> None:
+    settings = replace(SETTINGS, mode=Mode.RNG, rng_mode=RngMode.DICE, game=Game.POKER)
+    t = Table(settings)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.RNG_DRAWN, roll=Roll(5, (1, 1)))
+    result = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert result.data["total"] == 7
+    assert result.data["starting_position"] == "seat 6"
+
+
+def test_an_interrupted_draw_is_resumed_not_replaced() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.RNG))
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.FAULT, fault=Fault.RNG_FAILURE)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.DRAWING
+    draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
+    assert draw.data == {"round": 1, "attempt": 1}  # same round and attempt: shown again
+
+
+def test_the_sensor_does_not_matter_to_an_rng_table() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.RNG))
+    t.send(Event.SENSOR_LOST)
+    assert t.state is State.IDLE
+    assert t.records() == [RecordKind.SENSOR]
+
+
+def test_start_opens_the_first_round() -> None:
+    machine = RoundMachine(SETTINGS)
+    actions = machine.start()
+    assert [a.record for a in actions if a.kind is ActionKind.RECORD] == [RecordKind.ROUND_OPENED]
+
+
+def test_a_reading_lacking_its_data_is_refused() -> None:
+    t = Table().to_reading()
+    before = t.machine.context
+    with pytest.raises(GameRuleError, match="lacks"):
+        t.send(Event.READING)
+    assert t.machine.context is before
+
+
+def test_no_roll_reasons_reach_the_display_in_plain_words() -> None:
+    t = Table().to_reading()
+    t.read(TILTED)
+    shown = t.shown(Screen.NO_ROLL)
+    assert shown.data["reason"] == NoRollReason.NOT_FLAT.value
