@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean system-deps
+.PHONY: demo test lint typecheck unit-checks pytest bench clean system-deps
 
 $(STAMP): pyproject.toml scripts/bootstrap-venv
 	PYTHON="$(PYTHON)" scripts/bootstrap-venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml scripts/bootstrap-venv
 demo: $(STAMP)
 	$(BIN)/paigow-controller demo
 
-test: $(STAMP) system-deps lint typecheck pytest
+test: $(STAMP) system-deps lint typecheck unit-checks pytest
 
 system-deps:
 	scripts/install-system-deps
@@ -26,6 +26,9 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict controller drivers
+
+unit-checks: $(STAMP)
+	scripts/check-systemd-unit
 
 pytest: $(STAMP)
 	$(BIN)/pytest
