@@ -112,6 +112,7 @@ class PinsConfig:
     lamp_red: int = field(default=16, metadata=_range(0, 27))
     lamp_green: int = field(default=20, metadata=_range(0, 27))
     lamp_blue: int = field(default=21, metadata=_range(0, 27))
+    key_clear_fault: int = field(default=26, metadata=_range(0, 27))
 
 
 @dataclass(frozen=True, slots=True)
