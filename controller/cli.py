@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from controller.config import Config, load_config
+from controller.config import DEFAULT_PATH, Config, load_config
 from controller.demo import run_demo
 from controller.dice import FACES, Roll
 from controller.errors import EX_CONFIG, EX_USAGE, ConfigError, ControllerError, UsageError
@@ -145,6 +145,28 @@ def _paytables(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- check-config -----------------------------------------------------------------------------
+
+
+def _check_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    config = load_config(Path(args.config))
+    _print_json(
+        {
+            "config": args.config,
+            "sha256": config.source_sha256,
+            "table": config.table.name,
+            "game": str(config.table.game),
+            "mode": str(config.table.mode),
+            "paytables": [t.name for t in config.paytables],
+        }
+    )
+    return 0
+
+
 # --- demo (the core alone on simulated dice) ------------------------------------------------
 
 
@@ -170,6 +192,12 @@ COMMANDS: list[Command] = [
         "exact hit frequency and house edge of each paytable",
         _paytables_arguments,
         _paytables,
+    ),
+    Command(
+        "check-config",
+        "validate a config file (exit 78 naming the bad key)",
+        _check_config_arguments,
+        _check_config,
     ),
     Command("demo", "play a few rounds of the core on simulated dice", _demo_arguments, _demo),
 ]

@@ -133,3 +133,14 @@ def test_demo_prints_rounds(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.count("no more bets") == 3
     assert out.count("first stack:") == 3
+
+
+def test_check_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "check-config", "--config", str(EXAMPLE))
+    assert code == 0
+    assert json.loads(out)["paytables"] == ["A", "B"]
+    bad = tmp_path / "c.toml"
+    bad.write_text('[sensor]\nurl = "/dev/x"\nspeed = 9600\n')
+    code, out, err = run(capsys, "check-config", "--config", str(bad))
+    assert (code, out) == (78, "")
+    assert "sensor.speed" in err

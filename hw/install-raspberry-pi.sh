@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install the Pai Gow table controller on Raspberry Pi OS (Debian bookworm), as root, from a
+# checkout of this repository:   sudo hw/install-raspberry-pi.sh
+#
+# What it does: a system user `paigow` in the gpio and dialout groups; a virtualenv under
+# /opt/paigow-controller/venv with the product installed; the systemd unit; the udev rule giving
+# the dice sensor a stable name; the example config in /etc/paigow-controller/ (never
+# overwriting one that is there); then it checks the config and enables the service.
+set -euo pipefail
+
+prefix=/opt/paigow-controller
+etc=/etc/paigow-controller
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "install: run as root (sudo $0)" >&2
+    exit 1
+fi
+
+echo "== system packages"
+apt-get update -qq
+# python3-lgpio: gpiozero's default pin factory on a Pi (the venv sees it via system site packages)
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-lgpio
+
+echo "== user"
+getent group gpio >/dev/null || groupadd --system gpio
+getent group dialout >/dev/null || groupadd --system dialout
+if ! id paigow >/dev/null 2>&1; then
+    useradd --system --user-group --home-dir /var/lib/paigow-controller --no-create-home \
+        --shell /usr/sbin/nologin paigow
+fi
+usermod -a -G gpio,dialout paigow
+
+echo "== virtualenv in $prefix"
+install -d -m 0755 "$prefix"
+rm -rf "$prefix/src"
+cp -a "$src" "$prefix/src"
+rm -rf "$prefix/src/.venv" "$prefix/src/.git"
+[ -x "$prefix/venv/bin/python" ] || python3 -m venv --system-site-packages "$prefix/venv"
+"$prefix/venv/bin/pip" install --quiet --upgrade "$prefix/src"
+install -m 0644 "$src/README.md" "$prefix/README.md"
+
+echo "== config in $etc"
+install -d -m 0755 "$etc"
+if [ ! -e "$etc/config.toml" ]; then
+    install -m 0644 "$src/hw/config.example.toml" "$etc/config.toml"
+fi
+"$prefix/venv/bin/paigow-controller" check-config --config "$etc/config.toml"
+
+echo "== udev rule"
+install -m 0644 "$src/hw/99-paigow-dice.rules" /etc/udev/rules.d/99-paigow-dice.rules
+udevadm control --reload
+udevadm trigger --subsystem-match=tty
+
+echo "== systemd unit"
+install -m 0644 "$src/systemd/paigow-controller.service" /etc/systemd/system/paigow-controller.service
+systemctl daemon-reload
+systemctl enable --now paigow-controller.service
+systemctl --no-pager status paigow-controller.service || true
+echo "installed. Journal: journalctl -u paigow-controller -f"
