@@ -79,6 +79,10 @@ class SensorVersionError(SensorError):
     """The sensor speaks a protocol version or firmware the controller does not accept."""
 
 
+class SensorHardwareFault(SensorError):
+    """The sensor reports that its own camera, lighting or lens failed."""
+
+
 class ShakerError(HardwareError):
     """The dice shaker's hardware failed."""
 
