@@ -1,0 +1,447 @@
+"""RNG sessions with commit–reveal: what the daemon calls to open, draw and close.
+
+A session is a dealer shift, or at most ``rng.session_max_rounds`` rounds. At open it takes 256
+bits of entropy and a 128-bit nonce from the operating system (``getrandom``: it blocks until
+the kernel's pool is seeded, the "uncontrolled event" of 25 CFR 547.14 and AGCO 5.1),
+instantiates HMAC_DRBG with a personalization naming the table and the session, records the
+commitment SHA-256(entropy ‖ nonce ‖ personalization) and returns it for the display. Each draw
+passes the round's identity as additional input and is recorded before it is returned, so
+before anything can show it. At close, at the round limit, or at the first open after a
+restart, the seed material is revealed in the log; anyone can then replay every draw
+(``controller.rng_verify``).
+
+Until its reveal the seed material lives in one file in the state directory, mode 0600, written
+and fsynced before the commitment is recorded, so a power cut never loses the ability to prove a
+committed session. It is never shown, logged or exported before its reveal; the file is removed
+once the reveal is recorded.
+
+After a restart (AGCO 5.1: an interrupted selection is kept, never replaced), the daemon builds
+the manager over the log's records: a number recorded for a round and attempt is returned again
+(``is_repeat``), never re-drawn; the interrupted session is revealed at the next :meth:`open`.
+
+The daemon's part::
+
+    rng = RngSessionManager(state_dir=..., log=audit_log, table=config.table.name,
+                            game=config.table.game, mode=config.rng.mode,
+                            max_rounds=config.rng.session_max_rounds,
+                            records=audit_log.records())      # every (seq, kind, data)
+    shown = rng.open()          # KAT, reveal of an interrupted session, new commitment
+    ...                         # show shown.commitment on the table display
+    # on ActionKind.DRAW_NUMBER with data round/attempt:
+    draw = rng.draw(round_number, attempt)                   # recorded on return
+    occurrence = Occurrence(Event.RNG_DRAWN, at=now, rng_number=draw.number, roll=draw.roll)
+    # after each round closes:  new = rng.rollover_if_due()   (show new.commitment if not None)
+    # at the end of a shift / a clean shutdown:  rng.close("close" | "shutdown")
+    # RngError (RngSelfTestFailure included) -> Fault.RNG_FAILURE: the RNG mode is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from controller.dice import Roll
+from controller.errors import RngError, RngSelfTestFailure
+from controller.ports import AuditLog
+from controller.position import Game
+from controller.records import RecordKind
+from controller.rng import MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg, known_answer_test
+from controller.rng_verify import (
+    ALGORITHM,
+    SESSION_ID_HEX,
+    Outcome,
+    Record,
+    commitment_of,
+    draw_fields,
+    draw_outcome,
+    personalization_for,
+    positions_of,
+    round_identity,
+)
+from controller.state import RngMode
+
+SEED_FILE_PREFIX = "rng-seed-"
+SEED_FILE_SUFFIX = ".json"
+SEED_FILE_MODE = 0o600
+
+EntropySource = Callable[[int], bytes]
+
+
+def os_entropy(n_bytes: int) -> bytes:
+    """``n_bytes`` from the kernel's CSPRNG; ``getrandom`` blocks until it is seeded."""
+    getrandom = getattr(os, "getrandom", None)
+    if getrandom is None:  # pragma: no cover - not Linux
+        return os.urandom(n_bytes)
+    data = b""
+    while len(data) < n_bytes:
+        data += getrandom(n_bytes - len(data))
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Commitment:
+    """What the table display shows when a session opens: the session and its commitment."""
+
+    session: str
+    commitment: str
+    seq: int
+
+    def as_display(self) -> dict[str, object]:
+        return {"rng_session": self.session, "rng_commitment": self.commitment}
+
+
+@dataclass(frozen=True, slots=True)
+class RngDraw:
+    """One recorded draw: ``number`` (mode position) or ``roll`` (mode dice).
+
+    ``is_repeat`` is true when the number was recorded before (a restart) and is shown again."""
+
+    session: str
+    round: int
+    attempt: int
+    number: int | None
+    roll: Roll | None
+    seq: int
+    is_repeat: bool = False
+
+
+@dataclass(slots=True)
+class _OpenSession:
+    session: str
+    drbg: HmacDrbg
+    commitment: Commitment
+    rounds: set[int] = field(default_factory=set)
+    is_broken: bool = False  # a draw failed after the DRBG moved on: no more draws
+
+
+@dataclass(frozen=True, slots=True)
+class _SeedMaterial:
+    session: str
+    table: str
+    entropy: bytes
+    nonce: bytes
+    personalization: bytes
+    commitment: str
+
+    def as_file(self) -> bytes:
+        return json.dumps(
+            {
+                "format": 1,
+                "session": self.session,
+                "table": self.table,
+                "entropy": self.entropy.hex(),
+                "nonce": self.nonce.hex(),
+                "personalization": self.personalization.hex(),
+                "commitment": self.commitment,
+            },
+            sort_keys=True,
+        ).encode("ascii")
+
+    def __repr__(self) -> str:  # never the material itself
+        return f"<seed material of RNG session {self.session}>"
+
+
+class RngSessionManager:
+    """Opens, draws from and reveals the RNG's sessions. Not thread-safe: the daemon's one
+    control thread owns it."""
+
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        log: AuditLog,
+        table: str,
+        game: Game,
+        mode: RngMode,
+        max_rounds: int,
+        records: Iterable[Record],
+        entropy_source: EntropySource = os_entropy,
+        drbg_class: type[HmacDrbg] = HmacDrbg,
+    ) -> None:
+        if not table or not all(c.isascii() and (c.isalnum() or c in "-_") for c in table):
+            raise RngError(f"table name {table!r} is not letters, digits, '-' or '_'")
+        if max_rounds < 1:
+            raise RngError(f"session_max_rounds {max_rounds} is below 1")
+        self._state_dir = state_dir
+        self._log = log
+        self._table = table
+        self._game = game
+        self._mode = mode
+        self._positions = positions_of(game)
+        self._max_rounds = max_rounds
+        self._entropy_source = entropy_source
+        self._drbg_class = drbg_class
+        self._session: _OpenSession | None = None
+        self._committed: set[str] = set()
+        self._revealed: set[str] = set()
+        self._unconfirmed: set[str] = set()  # commit append raised: the log may or may not hold it
+        self._recorded: dict[tuple[int, int], RngDraw] = {}  # the latest round's draws
+        self._last_drawn: tuple[int, int] | None = None
+        self._last_entropy: bytes | None = None
+        for seq, kind, data in records:
+            self._learn(seq, kind, data)
+
+    # --- what the log already holds ----------------------------------------------------------
+
+    def _learn(self, seq: int, kind: str, data: Mapping[str, object]) -> None:
+        session = data.get("session")
+        if not isinstance(session, str):
+            return
+        if kind == RecordKind.RNG_COMMIT:
+            self._committed.add(session)
+        elif kind == RecordKind.RNG_REVEAL:
+            self._revealed.add(session)
+        elif kind == RecordKind.RNG_DRAW:
+            round_number, attempt = data.get("round"), data.get("attempt")
+            if not isinstance(round_number, int) or not isinstance(attempt, int):
+                return
+            number, roll = _outcome_of_record(data)
+            self._remember(RngDraw(session, round_number, attempt, number, roll, seq))
+
+    def _remember(self, draw: RngDraw) -> None:
+        key = (draw.round, draw.attempt)
+        if self._last_drawn is None or draw.round > self._last_drawn[0]:
+            self._recorded = {}  # only the latest round can be the one interrupted
+        self._recorded[key] = draw
+        if self._last_drawn is None or key > self._last_drawn:
+            self._last_drawn = key
+
+    def recorded_draw(self, round_number: int, attempt: int) -> RngDraw | None:
+        """The draw already recorded for this round and attempt (of the latest round drawn)."""
+        draw = self._recorded.get((round_number, attempt))
+        return None if draw is None else replace(draw, is_repeat=True)
+
+    # --- the session's life ----------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._session is not None
+
+    @property
+    def commitment(self) -> Commitment | None:
+        return None if self._session is None else self._session.commitment
+
+    def open(self) -> Commitment:
+        """Self-test, reveal any interrupted session, then open a new one and record its
+        commitment. Raises :class:`RngSelfTestFailure` (the RNG mode is refused) or
+        :class:`RngError`."""
+        if self._session is not None:
+            raise RngError(f"RNG session {self._session.session} is already open")
+        known_answer_test(self._drbg_class)  # SP 800-90A §11.3, before any use
+        self._reveal_pending("restart")
+        material = self._fresh_material()
+        drbg = self._drbg_class(material.entropy, material.nonce, material.personalization)
+        self._keep(material)
+        self._unconfirmed.add(material.session)
+        seq = self._log.append(
+            RecordKind.RNG_COMMIT,
+            {
+                "session": material.session,
+                "table": self._table,
+                "game": str(self._game),
+                "mode": str(self._mode),
+                "positions": self._positions,
+                "max_rounds": self._max_rounds,
+                "algorithm": ALGORITHM,
+                "commitment": material.commitment,
+            },
+        )
+        self._unconfirmed.discard(material.session)
+        self._committed.add(material.session)
+        shown = Commitment(material.session, material.commitment, seq)
+        self._session = _OpenSession(material.session, drbg, shown)
+        return shown
+
+    def draw(self, round_number: int, attempt: int) -> RngDraw:
+        """The number (or dice) of this round and attempt, recorded before it is returned.
+
+        A number already recorded for them is returned again and never re-drawn (no second
+        selection); a round before the last one drawn is refused."""
+        if round_number < 1 or attempt < 1:
+            raise RngError(f"round {round_number} attempt {attempt}: both count from 1")
+        recorded = self.recorded_draw(round_number, attempt)
+        if recorded is not None:
+            if recorded.number is None and recorded.roll is None:
+                raise RngError(f"the recorded draw of round {round_number} is unreadable")
+            return recorded
+        key = (round_number, attempt)
+        if self._last_drawn is not None and key < self._last_drawn:
+            last_round, last_attempt = self._last_drawn
+            raise RngError(
+                f"round {round_number} attempt {attempt} comes before the last draw"
+                f" (round {last_round} attempt {last_attempt}): no draw for an earlier round"
+            )
+        session = self._session
+        if session is None:
+            raise RngError("no RNG session is open")
+        if session.is_broken:
+            raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
+        if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
+            self.close("max_rounds")
+            self.open()
+            session = self._session
+            assert session is not None
+        identity = round_identity(self._table, session.session, round_number, attempt)
+        session.is_broken = True  # until the draw is recorded: the DRBG has moved on
+        outcome = draw_outcome(session.drbg, self._mode, self._positions, identity)
+        data: dict[str, object] = {
+            "session": session.session,
+            "round": round_number,
+            "attempt": attempt,
+            "mode": str(self._mode),
+            **draw_fields(self._mode, outcome),
+        }
+        seq = self._log.append(RecordKind.RNG_DRAW, data)
+        session.is_broken = False
+        session.rounds.add(round_number)
+        number, roll = _split(outcome)
+        draw = RngDraw(session.session, round_number, attempt, number, roll, seq)
+        self._remember(draw)
+        return draw
+
+    def rounds_left(self) -> int:
+        """Rounds the open session may still draw for (0 when none is open)."""
+        if self._session is None:
+            return 0
+        return self._max_rounds - len(self._session.rounds)
+
+    def rollover_if_due(self) -> Commitment | None:
+        """Between rounds: reveal the session at its round limit and open the next, so that the
+        new commitment is shown before its first draw. None when nothing changed."""
+        if self._session is None or self.rounds_left() > 0:
+            return None
+        self.close("max_rounds")
+        return self.open()
+
+    def close(self, reason: str = "close") -> None:
+        """Reveal the open session's seed material in the log and forget it. Does nothing when
+        no session is open."""
+        session = self._session
+        if session is None:
+            return
+        self._session = None
+        material = self._read_material(self._seed_path(session.session))
+        self._reveal(material, reason)
+
+    # --- the seed file -------------------------------------------------------------------
+
+    def _fresh_material(self) -> _SeedMaterial:
+        entropy = self._entropy_source(MIN_ENTROPY_BYTES)
+        nonce = self._entropy_source(MIN_NONCE_BYTES)
+        session = self._entropy_source(SESSION_ID_HEX // 2).hex()
+        if len(entropy) != MIN_ENTROPY_BYTES or len(nonce) != MIN_NONCE_BYTES:
+            raise RngError("the operating system gave fewer random bytes than asked")
+        # A health check on the source (SP 800-90B §4.4 in spirit): a stuck source repeats.
+        if entropy == self._last_entropy or len(set(entropy)) == 1:
+            raise RngSelfTestFailure("the operating system's entropy source repeats itself")
+        self._last_entropy = entropy
+        if session in self._committed:
+            raise RngSelfTestFailure(f"session id {session} drawn twice")
+        personalization = personalization_for(self._table, session)
+        commitment = commitment_of(entropy, nonce, personalization)
+        return _SeedMaterial(session, self._table, entropy, nonce, personalization, commitment)
+
+    def _seed_path(self, session: str) -> Path:
+        return self._state_dir / f"{SEED_FILE_PREFIX}{session}{SEED_FILE_SUFFIX}"
+
+    def _keep(self, material: _SeedMaterial) -> None:
+        """Write the seed file: created 0600 (never wider, whatever the umask), fsynced, and
+        the directory fsynced, before the commitment is recorded."""
+        path = self._seed_path(material.session)
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags, SEED_FILE_MODE)
+        except OSError as exc:
+            raise RngError(f"cannot create the RNG seed file in {self._state_dir}: {exc}") from exc
+        try:
+            view = memoryview(material.as_file())
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise RngError(f"cannot write the RNG seed file: {exc}") from exc
+        os.close(fd)
+        _fsync_dir(self._state_dir)
+
+    def _read_material(self, path: Path) -> _SeedMaterial:
+        try:
+            raw = json.loads(path.read_bytes())
+            material = _SeedMaterial(
+                session=str(raw["session"]),
+                table=str(raw["table"]),
+                entropy=bytes.fromhex(raw["entropy"]),
+                nonce=bytes.fromhex(raw["nonce"]),
+                personalization=bytes.fromhex(raw["personalization"]),
+                commitment=str(raw["commitment"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RngError(f"RNG seed file {path.name} is unreadable: {exc!s}") from exc
+        if commitment_of(material.entropy, material.nonce, material.personalization) != (
+            material.commitment
+        ):
+            raise RngError(f"RNG seed file {path.name} does not match its commitment")
+        return material
+
+    def _reveal(self, material: _SeedMaterial, reason: str) -> None:
+        self._log.append(
+            RecordKind.RNG_REVEAL,
+            {
+                "session": material.session,
+                "entropy": material.entropy.hex(),
+                "nonce": material.nonce.hex(),
+                "personalization": material.personalization.hex(),
+                "reason": reason,
+            },
+        )
+        self._revealed.add(material.session)
+        self._forget(material.session)
+
+    def _forget(self, session: str) -> None:
+        self._seed_path(session).unlink(missing_ok=True)
+        _fsync_dir(self._state_dir)
+
+    def _reveal_pending(self, reason: str) -> None:
+        """Reveal every session whose seed file survived a restart; drop files of sessions the
+        log never committed (no number was drawn from them) or already revealed."""
+        for path in sorted(self._state_dir.glob(f"{SEED_FILE_PREFIX}*{SEED_FILE_SUFFIX}")):
+            session = path.name[len(SEED_FILE_PREFIX) : -len(SEED_FILE_SUFFIX)]
+            if session in self._unconfirmed:
+                continue  # the log may hold its commitment: keep it for the next start
+            if session in self._revealed or session not in self._committed:
+                self._forget(session)
+                continue
+            self._reveal(self._read_material(path), reason)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _split(outcome: Outcome) -> tuple[int | None, Roll | None]:
+    if isinstance(outcome, Roll):
+        return None, outcome
+    return outcome, None
+
+
+def _outcome_of_record(data: Mapping[str, object]) -> tuple[int | None, Roll | None]:
+    number = data.get("number")
+    if isinstance(number, int) and not isinstance(number, bool):
+        return number, None
+    dice = data.get("dice")
+    if isinstance(dice, Mapping):
+        red, blue = dice.get("red"), dice.get("blue")
+        if isinstance(red, int) and isinstance(blue, list) and len(blue) == 2:
+            try:
+                return None, Roll(red, (int(blue[0]), int(blue[1])))
+            except (ValueError, TypeError):
+                pass
+    return None, None
