@@ -295,8 +295,11 @@ class SimulatedSensor:
         return self._link is not None
 
     def replug(self) -> None:
+        """Plug the cable back in now (the url is the same as before)."""
         with self._lock:
-            self._replug_at = time.monotonic()
+            self._replug_at = None
+        if not self.is_plugged:
+            self._plug()
 
     def wait_for_sent(self, frames: int, timeout: float) -> bool:
         """Wait until ``frames`` frames (or broken frames) have gone out in total."""
