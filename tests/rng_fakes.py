@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,15 @@ def manager(
         records=list(log.records),
         **kwargs,
     )
+
+
+def counter_source(seed: bytes = b"test") -> Callable[[int], bytes]:
+    """A deterministic stand-in for the OS (tests only): distinct, reproducible bytes."""
+    calls = 0
+
+    def source(n_bytes: int) -> bytes:
+        nonlocal calls
+        calls += 1
+        return hashlib.shake_256(seed + calls.to_bytes(8, "big")).digest(n_bytes)
+
+    return source

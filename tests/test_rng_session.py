@@ -3,15 +3,13 @@ or after a restart, the seed file (0600) and no second selection."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rng_fakes import MemoryLog, manager
+from rng_fakes import MemoryLog, counter_source, manager
 
 from controller.dice import Roll
 from controller.errors import AuditLogError, RngError, RngSelfTestFailure
@@ -21,18 +19,6 @@ from controller.rng import HmacDrbg
 from controller.rng_session import SEED_FILE_PREFIX, RngSessionManager
 from controller.rng_verify import commitment_of, replay_sessions, verify_rng_records
 from controller.state import RngMode
-
-
-def counter_source(seed: bytes = b"test") -> Callable[[int], bytes]:
-    """A deterministic stand-in for the OS (tests only): distinct, reproducible bytes."""
-    calls = 0
-
-    def source(n_bytes: int) -> bytes:
-        nonlocal calls
-        calls += 1
-        return hashlib.shake_256(seed + calls.to_bytes(8, "big")).digest(n_bytes)
-
-    return source
 
 
 def seed_files(state_dir: Path) -> list[Path]:
