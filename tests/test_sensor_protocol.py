@@ -312,3 +312,19 @@ def test_mutated_streams_accept_only_frames_sent_intact(
         assert frame in frames
     if not mutations:
         assert out == frames
+
+
+def test_the_parser_does_no_io() -> None:
+    """The parser is part of the pure core: it imports neither serial nor any I/O module."""
+    import ast
+
+    import controller.sensor_protocol as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported.isdisjoint({"serial", "gpiozero", "os", "socket", "io", "time", "threading"})
