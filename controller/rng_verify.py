@@ -44,8 +44,10 @@ discard (:func:`controller.rng.uniform_below`): take ``ceil(bits(n-1)/8)`` bytes
 n = positions, the number is value + 1. Mode ``dice``: n = 216, red = value // 36 + 1,
 first blue = value // 6 % 6 + 1, second blue = value % 6 + 1.
 
-Round numbers are unique over the log's life, so a second ``rng_draw`` for a round and attempt
-already drawn is a second selection and fails verification.
+Round numbers only grow over the log's life (the audit log's recovery continues the count), so
+draws come in increasing (round, attempt) order: a draw for a round and attempt already drawn,
+or for an earlier one, is a second selection and fails verification. Memory stays bounded by
+the open sessions' draws, whatever the length of the log.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from controller.dice import Roll
@@ -180,14 +182,20 @@ def verify_rng_records(records: Iterable[Record]) -> int:
     """Replay every revealed RNG session of the whole log; the number of sessions verified.
 
     Raises :class:`LogIntegrityError` naming the first (lowest ``seq``) bad record."""
-    return len(replay_sessions(records))
+    return len(replay_sessions(records, keep_draws=False))
 
 
-def replay_sessions(records: Iterable[Record]) -> list[SessionReplay]:
-    """Every revealed session, replayed, in the order of their reveals. Raises
-    :class:`LogIntegrityError` naming the first bad record and why."""
+@dataclass(slots=True)
+class _LastDraw:
+    key: tuple[int, int] = (0, 0)
+    seq: int = 0
+
+
+def replay_sessions(records: Iterable[Record], *, keep_draws: bool = True) -> list[SessionReplay]:
+    """Every revealed session, replayed, in the order of their reveals (with their draws when
+    ``keep_draws``). Raises :class:`LogIntegrityError` naming the first bad record and why."""
     sessions: dict[str, _Session] = {}
-    drawn: dict[tuple[int, int], int] = {}
+    drawn = _LastDraw()
     failures: list[_Bad] = []
     verified: list[SessionReplay] = []
     for seq, kind, data in records:
@@ -199,7 +207,7 @@ def replay_sessions(records: Iterable[Record]) -> list[SessionReplay]:
             elif kind == RecordKind.RNG_REVEAL:
                 replay = _reveal(seq, data, sessions, failures)
                 if replay is not None:
-                    verified.append(replay)
+                    verified.append(replay if keep_draws else replace(replay, draws=()))
         except _Bad as bad:
             failures.append(bad)
     if failures:
@@ -231,7 +239,7 @@ def _draw(
     seq: int,
     data: Mapping[str, object],
     sessions: dict[str, _Session],
-    drawn: dict[tuple[int, int], int],
+    drawn: _LastDraw,
 ) -> None:
     session_id = _session_id(seq, data)
     session = sessions.get(session_id)
@@ -246,13 +254,14 @@ def _draw(
     if _choice(seq, data, "mode", RngMode) is not session.mode:
         raise _Bad(seq, f"RNG draw mode differs from session {session_id}'s commitment")
     key = (round_number, attempt)
-    if key in drawn:
+    if key <= drawn.key:
+        last_round, last_attempt = drawn.key
         raise _Bad(
             seq,
-            f"second RNG selection for round {round_number} attempt {attempt}"
-            f" (first in record {drawn[key]})",
+            f"second RNG selection: round {round_number} attempt {attempt} after round"
+            f" {last_round} attempt {last_attempt} was drawn (record {drawn.seq})",
         )
-    drawn[key] = seq
+    drawn.key, drawn.seq = key, seq
     session.rounds.add(round_number)
     if len(session.rounds) > session.max_rounds:
         raise _Bad(seq, f"RNG session {session_id} drew for more than {session.max_rounds} rounds")
@@ -324,11 +333,11 @@ def _reveal(
                 )
             )
             bad = True
+    draws = tuple(session.draws)
+    session.draws, session.rounds = [], set()  # replayed: memory stays bounded
     if bad:
         return None
-    return SessionReplay(
-        session_id, session.table, session.mode, session.seq, seq, tuple(session.draws)
-    )
+    return SessionReplay(session_id, session.table, session.mode, session.seq, seq, draws)
 
 
 def _show(outcome: Outcome) -> str:

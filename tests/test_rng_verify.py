@@ -244,12 +244,25 @@ def test_a_draw_after_its_reveal_is_named(tmp_path: Path) -> None:
 
 def test_a_second_selection_for_a_round_is_named(tmp_path: Path) -> None:
     records = session_log(tmp_path, sessions=2, rounds=5)
-    first = seq_of(records, RecordKind.RNG_DRAW, 0)
     second = seq_of(records, RecordKind.RNG_DRAW, 5)  # the second session's first draw
-    data_of(records, second)["round"] = data_of(records, first)["round"]
-    with pytest.raises(LogIntegrityError, match=f"second RNG selection.*record {first}") as caught:
+    data_of(records, second)["round"] = 1
+    with pytest.raises(
+        LogIntegrityError, match="second RNG selection: round 1 attempt 1"
+    ) as caught:
         verify_rng_records(records)
     assert caught.value.record == second
+
+
+def test_a_redraw_of_the_interrupted_round_in_the_next_session_is_named(tmp_path: Path) -> None:
+    records = session_log(tmp_path, sessions=2, rounds=5)
+    last_of_first = seq_of(records, RecordKind.RNG_DRAW, 4)
+    redraw = seq_of(records, RecordKind.RNG_DRAW, 5)
+    data_of(records, redraw)["round"] = data_of(records, last_of_first)["round"]
+    with pytest.raises(
+        LogIntegrityError, match=f"was drawn \\(record {last_of_first}\\)"
+    ) as caught:
+        verify_rng_records(records)
+    assert caught.value.record == redraw
 
 
 def test_the_first_bad_record_is_named_when_there_are_several(tmp_path: Path) -> None:
