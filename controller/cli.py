@@ -20,6 +20,7 @@ from controller.dice import FACES, Roll
 from controller.errors import EX_CONFIG, EX_USAGE, ConfigError, ControllerError, UsageError
 from controller.position import BETTING_POSITIONS, Game, starting_position
 from controller.result import result_of_roll
+from controller.rng_cli import rng_replay, rng_replay_arguments, rng_stream, rng_stream_arguments
 from controller.wagers import paytable_figures
 
 PROG = "paigow-controller"
@@ -200,6 +201,8 @@ COMMANDS: list[Command] = [
         _check_config,
     ),
     Command("demo", "play a few rounds of the core on simulated dice", _demo_arguments, _demo),
+    Command("rng-stream", "raw RNG output for test suites", rng_stream_arguments, rng_stream),
+    Command("rng-replay", "replay revealed RNG sessions", rng_replay_arguments, rng_replay),
 ]
 
 
