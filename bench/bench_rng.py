@@ -1,0 +1,81 @@
+"""RNG speed: draws per second of the table's HMAC_DRBG path against ``secrets.randbelow``.
+
+Run: ``.venv/bin/python bench/bench_rng.py`` (also part of ``make bench``). Each figure is the
+median of REPEATS timed runs in this one process; the ratio is against ``secrets.randbelow``
+(the kernel's CSPRNG through ``os.urandom``) measured in the same run, since these machines are
+noisy. A table draws one number per round, so any figure above a few hundred per second is far
+more than it needs; the point is the cost of auditability relative to the stdlib.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+import time
+from collections.abc import Callable
+
+from controller.rng import HmacDrbg, bound_source, number_in_range, virtual_roll
+from controller.rng_verify import personalization_for, round_identity
+
+DRAWS = 50_000
+REPEATS = 7
+STREAM_BYTES = 8 << 20
+
+
+def _rate(work: Callable[[], None], count: int) -> float:
+    timings = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        work()
+        timings.append(time.perf_counter() - start)
+    return count / statistics.median(timings)
+
+
+def _session_drbg() -> HmacDrbg:
+    return HmacDrbg(os.urandom(32), os.urandom(16), personalization_for("table-1", "0" * 16))
+
+
+def main() -> None:
+    identities = [round_identity("table-1", "0" * 16, r, 1) for r in range(1, DRAWS + 1)]
+
+    def baseline() -> None:
+        for _ in range(DRAWS):
+            secrets.randbelow(8)
+
+    def positions() -> None:
+        drbg = _session_drbg()
+        for identity in identities:
+            number_in_range(8, bound_source(drbg, identity))
+
+    def dice() -> None:
+        drbg = _session_drbg()
+        for identity in identities:
+            virtual_roll(bound_source(drbg, identity))
+
+    def stream() -> None:
+        drbg = _session_drbg()
+        for _ in range(STREAM_BYTES // 65536):
+            drbg.generate(65536)
+
+    def stream_baseline() -> None:
+        for _ in range(STREAM_BYTES // 65536):
+            os.urandom(65536)
+
+    base = _rate(baseline, DRAWS)
+    print(f"rng: {DRAWS} draws x {REPEATS} repeats, medians")
+    print(f"  secrets.randbelow(8)              {base:12,.0f} draws/s  (baseline)")
+    for name, work in (("HMAC_DRBG position 1..8", positions), ("HMAC_DRBG three dice", dice)):
+        rate = _rate(work, DRAWS)
+        print(f"  {name:32s}  {rate:12,.0f} draws/s  ratio {rate / base:.3f}")
+    urandom = _rate(stream_baseline, STREAM_BYTES) / 1e6
+    drbg_rate = _rate(stream, STREAM_BYTES) / 1e6
+    print(f"  os.urandom raw stream             {urandom:12,.1f} MB/s     (baseline)")
+    print(
+        f"  HMAC_DRBG raw stream (rng-stream) {drbg_rate:12,.1f} MB/s     "
+        f"ratio {drbg_rate / urandom:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
