@@ -33,6 +33,9 @@ The daemon's part::
     # after each round closes:  new = rng.rollover_if_due()   (show new.commitment if not None)
     # at the end of a shift / a clean shutdown:  rng.close("close" | "shutdown")
     # RngError (RngSelfTestFailure included) -> Fault.RNG_FAILURE: the RNG mode is refused.
+
+:class:`RngPort` wraps the manager as the control loop's ``RngDraws`` port (open on the first
+new draw, roll over at the limit, repeat a recorded draw), with ``when_committed`` for the display.
 """
 
 from __future__ import annotations
@@ -445,3 +448,32 @@ def _outcome_of_record(data: Mapping[str, object]) -> tuple[int | None, Roll | N
             except (ValueError, TypeError):
                 pass
     return None, None
+
+
+class RngPort:
+    """The daemon's ``RngDraws`` port (``draw(*, round_number, attempt) -> int | Roll``) over a
+    manager: it opens a session before the first new draw and rolls over at the round limit,
+    passing each new commitment to ``when_committed`` (the table display) before any number of
+    that session is drawn."""
+
+    def __init__(
+        self,
+        manager: RngSessionManager,
+        *,
+        when_committed: Callable[[Commitment], None] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.when_committed = when_committed
+
+    def draw(self, *, round_number: int, attempt: int) -> int | Roll:
+        rng = self.manager
+        if rng.recorded_draw(round_number, attempt) is None:
+            shown = rng.rollover_if_due() if rng.is_open else rng.open()
+            if shown is not None and self.when_committed is not None:
+                self.when_committed(shown)
+        draw = rng.draw(round_number, attempt)
+        if draw.roll is not None:
+            return draw.roll
+        if draw.number is None:  # pragma: no cover - draw() refuses an unreadable record
+            raise RngError(f"round {round_number}: the draw has no number")
+        return draw.number

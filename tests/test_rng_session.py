@@ -370,3 +370,27 @@ def test_the_manager_refuses_a_table_name_that_could_blur_the_identity(tmp_path:
             max_rounds=10,
             records=[],
         )
+
+
+def test_the_daemon_port_opens_rolls_over_and_repeats_after_a_restart(tmp_path: Path) -> None:
+    from controller.rng_session import Commitment, RngPort
+
+    log = MemoryLog()
+    shown: list[Commitment] = []
+    port = RngPort(manager(tmp_path, log, max_rounds=2), when_committed=shown.append)
+    first = port.draw(round_number=1, attempt=1)
+    assert isinstance(first, int)
+    assert len(shown) == 1
+    assert log.records[0][1] == RecordKind.RNG_COMMIT  # committed (and shown) before the draw
+    port.draw(round_number=2, attempt=1)
+    port.draw(round_number=3, attempt=1)
+    assert len(shown) == 2  # the round limit opened a second session first
+    restarted = RngPort(manager(tmp_path, log, max_rounds=2), when_committed=shown.append)
+    assert restarted.draw(round_number=3, attempt=1) == log.records[-1][2]["number"]
+    assert len(shown) == 2  # a repeat needs no session
+    restarted.draw(round_number=4, attempt=1)
+    assert len(shown) == 3
+    restarted.manager.close()
+    assert verify_rng_records(log.records) == 3
+    dice = RngPort(manager(tmp_path, MemoryLog(), mode=RngMode.DICE))
+    assert isinstance(dice.draw(round_number=1, attempt=1), Roll)
