@@ -1,0 +1,126 @@
+"""What the table display and the result feed read back from the audit log.
+
+The display is written to by the control thread (``show``) but catches clients up from the log:
+a page that reconnects, or a table-management system that asks for the records it missed.
+:class:`LogReader` is the little it needs; :class:`SqliteLogReader` implements it over the
+audit log's SQLite database with its own query-only connections, so the readers never touch the
+control thread's connection (``controller.audit_log.AuditLog`` is not thread-safe by design)
+and WAL lets them read while the log is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from controller import canonical
+from controller.audit_log import DB_NAME, AuditLog, connect, read_records, record_hash
+from controller.errors import AuditLogError
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecord:
+    """One committed record: ``leaf`` is its canonical encoding, the bytes that are hashed."""
+
+    seq: int
+    kind: str
+    leaf: bytes
+
+    @property
+    def hash(self) -> str:
+        """The hex SHA-256 of the leaf, which the next record carries as ``prev``."""
+        return record_hash(self.leaf)
+
+    def entry(self) -> dict[str, Any]:
+        value = canonical.decode(self.leaf)
+        if not isinstance(value, dict):
+            raise canonical.EncodingError("a record is a JSON object")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCheckpoint:
+    """A signed C2SP checkpoint of the first ``size`` records (the note's text)."""
+
+    size: int
+    note: str
+
+
+class LogReader(Protocol):
+    """Read access to the audit log, safe to call from any thread."""
+
+    def size(self) -> int:
+        """The sequence number of the last committed record (0 for an empty log)."""
+        ...
+
+    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+        """Up to ``limit`` records with a sequence number above ``seq``, oldest first."""
+        ...
+
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[LoggedRecord]:
+        """The newest ``limit`` records of these kinds, oldest first."""
+        ...
+
+    def latest_checkpoint(self) -> LoggedCheckpoint | None: ...
+
+
+class SqliteLogReader:
+    """:class:`LogReader` over the audit log's database file; one short connection per call."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def of(cls, log: AuditLog) -> SqliteLogReader:
+        return cls(log.path)
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path | str) -> SqliteLogReader:
+        return cls(Path(state_dir) / DB_NAME)
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        if not self.path.exists():
+            raise AuditLogError(f"audit log: no log at {self.path}")
+        db = connect(self.path, read_only=True)
+        try:
+            yield db
+        except sqlite3.Error as exc:
+            raise AuditLogError(f"audit log: cannot read {self.path}: {exc}") from exc
+        finally:
+            db.close()
+
+    def size(self) -> int:
+        with self._db() as db:
+            (last,) = db.execute("SELECT max(seq) FROM records").fetchone()
+        return 0 if last is None else int(last)
+
+    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+        with self._db() as db:
+            rows = read_records(db, start=seq + 1, stop=seq + limit)
+            return [LoggedRecord(r.seq, r.kind, r.leaf) for r in rows]
+
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[LoggedRecord]:
+        names = sorted(kinds)
+        if not names or limit <= 0:
+            return []
+        marks = ",".join("?" * len(names))
+        # Walks the primary key backwards and stops at ``limit`` matches.
+        query = (
+            f"SELECT seq, kind, leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
+            " ORDER BY seq DESC LIMIT ?"
+        )
+        with self._db() as db:
+            rows = db.execute(query, (*names, limit)).fetchall()
+        return [LoggedRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
+
+    def latest_checkpoint(self) -> LoggedCheckpoint | None:
+        with self._db() as db:
+            row = db.execute(
+                "SELECT size, note FROM checkpoints ORDER BY size DESC LIMIT 1"
+            ).fetchone()
+        return None if row is None else LoggedCheckpoint(int(row[0]), str(row[1]))
