@@ -119,8 +119,22 @@ class SqliteLogReader:
         return [LoggedRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
 
     def latest_checkpoint(self) -> LoggedCheckpoint | None:
+        """The signed checkpoint of the largest tree. The log keeps one per round and may keep
+        a running one (its row key is not the tree size), so the size is read from the note."""
         with self._db() as db:
-            row = db.execute(
-                "SELECT size, note FROM checkpoints ORDER BY size DESC LIMIT 1"
-            ).fetchone()
-        return None if row is None else LoggedCheckpoint(int(row[0]), str(row[1]))
+            rows = db.execute(
+                "SELECT note FROM checkpoints WHERE size = (SELECT max(size) FROM checkpoints)"
+                " OR size = 0"
+            ).fetchall()
+        best: LoggedCheckpoint | None = None
+        for (note,) in rows:
+            size = _tree_size(str(note))
+            if size is not None and (best is None or size > best.size):
+                best = LoggedCheckpoint(size, str(note))
+        return best
+
+
+def _tree_size(note: str) -> int | None:
+    """C2SP tlog-checkpoint: the note's body is origin, tree size, root hash, one a line."""
+    lines = note.split("\n")
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else None

@@ -1,0 +1,186 @@
+"""The result feed and the page stream's catch-up, over real sockets and the real audit log."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.display_events import EventId
+from controller.display_feed import FeedRequestError, parse_request
+from controller.records import RecordKind
+from controller.state import Screen
+from display_table import Table, start_display
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Iterator[Table]:
+    t = Table(tmp_path)
+    t.display = start_display(t.log)
+    yield t
+    t.close()
+
+
+class FeedClient:
+    def __init__(self, address: tuple[str, int], request: bytes | None) -> None:
+        self.sock = socket.create_connection(address, timeout=5)
+        self.file = self.sock.makefile("rb")
+        if request is not None:
+            self.sock.sendall(request)
+
+    def records_until(self, seq: int) -> list[dict[str, Any]]:
+        """Every record line up to and including ``seq`` (heartbeats skipped)."""
+        out: list[dict[str, Any]] = []
+        while not out or out[-1]["seq"] < seq:
+            line = self.file.readline()
+            assert line, "the feed closed"
+            message = json.loads(line)
+            if message["type"] == "record":
+                out.append(message)
+        return out
+
+    def next_message(self) -> dict[str, Any]:
+        line = self.file.readline()
+        assert line, "the feed closed"
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.file.close()
+        self.sock.close()
+
+
+def test_a_reconnecting_client_gets_exactly_the_missed_records(table: Table) -> None:
+    assert table.display is not None
+    address = table.display.feed_address
+    assert address is not None
+    table.open_round()
+    table.play_round(3, (4, 5))
+    first = FeedClient(address, b'{"from": 1}\n')
+    seen = first.records_until(table.log.size)
+    assert [r["seq"] for r in seen] == list(range(1, table.log.size + 1))
+    first.close()
+    last_seen = seen[-1]
+
+    missed_results = [table.play_round(6, (6, 2)), table.play_round(1, (2, 3))]
+    again = FeedClient(address, f"FROM {last_seen['seq'] + 1}\n".encode())
+    missed = again.records_until(table.log.size)
+    again.close()
+
+    assert [r["seq"] for r in missed] == list(range(last_seen["seq"] + 1, table.log.size + 1))
+    assert missed[0]["prev"] == last_seen["hash"]  # the chain continues where it stopped
+    for before, after in zip(missed, missed[1:], strict=False):
+        assert after["prev"] == before["hash"]
+    results = [r for r in missed if r["kind"] == RecordKind.RESULT]
+    assert [r["seq"] for r in results] == missed_results
+    assert results[0]["round"] == 2
+    assert results[0]["dice"] == {"red": 6, "blue": [6, 2]}
+    assert results[0]["total"] == 14
+    assert results[0]["starting_position"] == "seat 5"
+    assert results[1]["checkpoint"]["size"] >= results[1]["seq"]  # the newest signed tree
+    assert results[1]["checkpoint"]["note"].startswith("paigow-controller\n")
+
+
+def test_a_live_client_gets_new_records_then_heartbeats(table: Table) -> None:
+    assert table.display is not None and table.display.feed_address is not None
+    table.open_round()
+    client = FeedClient(table.display.feed_address, None)
+    # No request line: live records only; wait until the server has started streaming.
+    heartbeat = client.next_message()
+    assert (heartbeat["type"], heartbeat["size"]) == ("heartbeat", 1)
+    seq = table.result(5, (5, 5))
+    (line,) = client.records_until(seq)
+    assert (line["seq"], line["round"], line["total"]) == (seq, 1, 15)
+    assert client.next_message()["type"] == "heartbeat"
+    client.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [(b"", None), (b'{"from": 7}', 7), (b"FROM 12", 12), (b"from 3 ", 3)],
+)
+def test_feed_requests(line: bytes, expected: int | None) -> None:
+    assert parse_request(line) == expected
+
+
+@pytest.mark.parametrize("line", [b'{"from": 0}', b'{"from": "7"}', b"FROM", b"GIVE 3", b"{"])
+def test_bad_feed_requests_are_refused(line: bytes) -> None:
+    with pytest.raises(FeedRequestError):
+        parse_request(line)
+
+
+def test_a_bad_request_gets_an_error_line(table: Table) -> None:
+    assert table.display is not None and table.display.feed_address is not None
+    client = FeedClient(table.display.feed_address, b"GIVE ME EVERYTHING\n")
+    assert client.next_message()["type"] == "error"
+    assert client.file.readline() == b""
+    client.close()
+
+
+def read_stream(
+    address: tuple[str, int], last_event_id: str | None
+) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """The page stream's events up to and including the snapshot."""
+    connection = http.client.HTTPConnection(*address, timeout=5)
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    connection.request("GET", "/events", headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type", "").startswith("text/event-stream")
+    events: list[tuple[str, str | None, dict[str, Any]]] = []
+    name, event_id, data = "message", None, ""
+    while not events or events[-1][0] != "snapshot":
+        line = response.readline().decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("id: "):
+            event_id = line[4:]
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif line == "" and data:
+            events.append((name, event_id, json.loads(data)))
+            name, event_id, data = "message", None, ""
+    connection.close()
+    return events
+
+
+def test_the_page_stream_replays_after_last_event_id_from_history_and_log(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.display = start_display(table.log, history=3)  # most of the round is only in the log
+    try:
+        table.open_round()
+        table.play_round(3, (4, 5))
+        seen = table.last_seq
+        assert seen is not None
+        result_2 = table.result(6, (6, 2))
+        table.show(Screen.REFUSED, reason="voiding now needs the supervisor key")
+        table.close_round()
+        table.show(Screen.BETS_CLOSED, round=3, attempt=1)  # no record: same seq, next index
+        events = read_stream(table.display.http_address, str(seen))
+    finally:
+        table.close()
+    replayed = [(event_id, data["screen"], data["round"]) for name, event_id, data in events[:-1]]
+    assert all(name == "replay" for name, _, _ in events[:-1])
+    assert replayed == [
+        (str(result_2), "result", 2),
+        (str(result_2 + 2), "ready", 3),
+        (f"{result_2 + 2}.1", "bets_closed", 3),
+    ]
+    name, event_id, snapshot = events[-1]
+    assert (name, event_id) == ("snapshot", f"{result_2 + 2}.1")
+    assert snapshot["current"]["screen"] == "bets_closed"
+    assert [t["round"] for t in snapshot["trend"]] == [1, 2]
+
+
+def test_event_ids_order_screens_between_records() -> None:
+    assert EventId.parse("41") == EventId(41)
+    assert EventId.parse("41.2") == EventId(41, 2)
+    assert EventId.parse("x") is None
+    assert EventId.parse("") is None
+    assert EventId(41).next_for(41) == EventId(41, 1)
+    assert EventId(41, 1).next_for(42) == EventId(42)
+    assert EventId(41, 1) < EventId(42) < EventId(42, 1)
