@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import socket
 from collections.abc import Iterator
@@ -10,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from display_table import Table, start_display
 
 from controller.display_events import EventId
 from controller.display_feed import FeedRequestError, parse_request
 from controller.records import RecordKind
 from controller.state import Screen
-from display_table import Table, start_display
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_reconnecting_client_gets_exactly_the_missed_records(table: Table) -> 
 
     assert [r["seq"] for r in missed] == list(range(last_seen["seq"] + 1, table.log.size + 1))
     assert missed[0]["prev"] == last_seen["hash"]  # the chain continues where it stopped
-    for before, after in zip(missed, missed[1:], strict=False):
+    for before, after in itertools.pairwise(missed):
         assert after["prev"] == before["hash"]
     results = [r for r in missed if r["kind"] == RecordKind.RESULT]
     assert [r["seq"] for r in results] == missed_results
@@ -86,7 +87,8 @@ def test_a_reconnecting_client_gets_exactly_the_missed_records(table: Table) -> 
 
 
 def test_a_live_client_gets_new_records_then_heartbeats(table: Table) -> None:
-    assert table.display is not None and table.display.feed_address is not None
+    assert table.display is not None
+    assert table.display.feed_address is not None
     table.open_round()
     client = FeedClient(table.display.feed_address, None)
     # No request line: live records only; wait until the server has started streaming.
@@ -114,7 +116,8 @@ def test_bad_feed_requests_are_refused(line: bytes) -> None:
 
 
 def test_a_bad_request_gets_an_error_line(table: Table) -> None:
-    assert table.display is not None and table.display.feed_address is not None
+    assert table.display is not None
+    assert table.display.feed_address is not None
     client = FeedClient(table.display.feed_address, b"GIVE ME EVERYTHING\n")
     assert client.next_message()["type"] == "error"
     assert client.file.readline() == b""

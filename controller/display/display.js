@@ -148,7 +148,8 @@ function renderResult(r) {
   show("dice", !!r.dice);
   show("rng-number", !r.dice);
   text("rng-value", r.dice ? "" : r.count);
-  text("total", r.dice ? r.total : r.count);
+  text("total", r.dice ? r.total : "");
+  show("total-box", !!r.dice);
   text("starting-label", positionName(r.starting_position));
   renderWagers(r);
 }
