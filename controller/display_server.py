@@ -26,6 +26,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -140,7 +141,7 @@ class DisplayServer:
 
     # --- TableDisplay ----------------------------------------------------------------------
 
-    def show(self, screen: Screen, data: dict[str, object] | Any, *, seq: int | None) -> None:
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         """Called by the control thread after the screen's record is committed. Never blocks
         on a client: it only updates memory and wakes the streams."""
         self.hub.publish(Screen(screen), data, seq)
