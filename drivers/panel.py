@@ -1,0 +1,235 @@
+"""The player's shake button and the dealer's panel on gpiozero, with the lamps.
+
+Implements :class:`controller.ports.Panel`. Each key is debounced in software
+(:mod:`drivers.debounce`): a bouncing or held key gives one event per press, and a player mashing
+the shake button gives one ``SHAKE_PRESSED`` per real press, which the core ignores while a shake
+is under way. Key events carry ``supervisor=True`` while the supervisor key switch is on. The
+callbacks only put :class:`~controller.state.Occurrence` events on the sink.
+
+Outputs and their safe values: the shake-button lamp off (nobody is invited to shake), the status
+lamp red (the table is in fault). The lamps follow ``show_status``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpiozero import LED, RGBLED, Button, GPIODeviceClosed
+
+from controller.ports import EventSink
+from controller.state import Event, Occurrence, Screen
+from drivers.debounce import DebouncedInput, monotonic_ms
+from drivers.safety import FaultLatch
+
+log = logging.getLogger(__name__)
+
+Colour = tuple[int, int, int]
+OFF: Colour = (0, 0, 0)
+RED: Colour = (1, 0, 0)
+GREEN: Colour = (0, 1, 0)
+BLUE: Colour = (0, 0, 1)
+YELLOW: Colour = (1, 1, 0)
+MAGENTA: Colour = (1, 0, 1)
+WHITE: Colour = (1, 1, 1)
+
+STATUS_SAFE_COLOUR = RED  # the status lamp's safe value: fault
+SHAKE_LAMP_SAFE = False  # the shake lamp's safe value: off
+
+# What the status lamp shows for each screen (hw/pinout.md). REFUSED is a passing notice on the
+# display: the lamp keeps its colour.
+STATUS_COLOURS: Mapping[Screen, Colour] = {
+    Screen.READY: GREEN,  # bets open
+    Screen.BETS_CLOSED: BLUE,  # waiting for the shake
+    Screen.SHAKING: BLUE,
+    Screen.SETTLING: BLUE,
+    Screen.READING: BLUE,
+    Screen.DRAWING: BLUE,
+    Screen.RESULT: WHITE,
+    Screen.NO_ROLL: YELLOW,  # reshake
+    Screen.FAULT: RED,
+    Screen.LOCKED: MAGENTA,  # reshake limit: the supervisor key clears it
+}
+
+# The screens on which the player may press the shake button: its lamp is lit.
+SHAKE_INVITED: frozenset[Screen] = frozenset({Screen.BETS_CLOSED, Screen.NO_ROLL})
+
+
+@dataclass(frozen=True, slots=True)
+class PanelPins:
+    """BCM numbers (or gpiozero pin names) of the panel; see hw/pinout.md."""
+
+    shake_button: int | str
+    shake_button_lamp: int | str
+    key_no_more_bets: int | str
+    key_close_round: int | str
+    key_void_round: int | str
+    key_clear_fault: int | str
+    supervisor_key: int | str
+    lamp_red: int | str
+    lamp_green: int | str
+    lamp_blue: int | str
+
+
+class GpioPanel:
+    """The panel on gpiozero devices. ``pin_factory=None`` takes gpiozero's default.
+
+    Every key and the key switch close to ground (internal pull-ups, active low): a broken wire
+    reads as not pressed and as supervisor key off. Lamps are driven active high through a
+    transistor or LED driver. ``shake_button_enabled=False`` (manual or RNG mode) keeps the shake
+    lamp dark and the button silent.
+    """
+
+    def __init__(
+        self,
+        sink: EventSink,
+        *,
+        pins: PanelPins,
+        debounce_ms: int,
+        pin_factory: Any = None,
+        latch: FaultLatch | None = None,
+        shake_button_enabled: bool = True,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self._sink = sink
+        self._clock = clock
+        self._latch = latch
+        self._shake_enabled = shake_button_enabled
+        self._lock = threading.RLock()
+        self._closed = False
+        self._screen: Screen | None = None
+        self._inputs: list[DebouncedInput] = []
+        self._shake_lamp: Any = None
+        self._status_lamp: Any = None
+        self._pin_factory = pin_factory
+        self._debounce_s = debounce_ms / 1000
+        try:
+            self._shake_lamp = LED(
+                pins.shake_button_lamp, initial_value=SHAKE_LAMP_SAFE, pin_factory=pin_factory
+            )
+            self._status_lamp = RGBLED(
+                pins.lamp_red,
+                pins.lamp_green,
+                pins.lamp_blue,
+                pwm=False,
+                initial_value=OFF,
+                pin_factory=pin_factory,
+            )
+            self._supervisor = self._key("supervisor_key", pins.supervisor_key, None)
+            keys: list[tuple[str, int | str, Event]] = [
+                ("key_no_more_bets", pins.key_no_more_bets, Event.NO_MORE_BETS),
+                ("key_close_round", pins.key_close_round, Event.CLOSE_ROUND),
+                ("key_void_round", pins.key_void_round, Event.VOID_ROUND),
+                ("key_clear_fault", pins.key_clear_fault, Event.CLEAR_FAULT),
+                ("shake_button", pins.shake_button, Event.SHAKE_PRESSED),
+            ]
+            for name, pin, event in keys:
+                self._key(name, pin, event)
+        except BaseException:
+            self._release_devices()
+            raise
+        if latch is not None:
+            latch.register("panel.lamps", self.drive_safe)
+
+    def _key(self, name: str, pin: int | str, event: Event | None) -> DebouncedInput:
+        device = Button(pin, pull_up=True, pin_factory=self._pin_factory)
+        try:
+            debounced = DebouncedInput(
+                name, device, self._on_key(event), debounce_s=self._debounce_s
+            )
+        except BaseException:
+            device.close()
+            raise
+        self._inputs.append(debounced)
+        return debounced
+
+    # --- the port ----------------------------------------------------------------------------
+
+    @property
+    def is_supervisor_key_on(self) -> bool:
+        return self._supervisor.is_active
+
+    @property
+    def screen(self) -> Screen | None:
+        """The last screen shown (``REFUSED`` notices excluded)."""
+        return self._screen
+
+    def show_status(self, screen: Screen) -> None:
+        """The lamps follow the core's screen. While the latch is tripped they stay safe."""
+        with self._lock:
+            if self._closed:
+                return
+            if screen is Screen.REFUSED:
+                return
+            self._screen = screen
+            if self._latch is not None and self._latch.is_tripped:
+                self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
+                return
+            invited = self._shake_enabled and screen in SHAKE_INVITED
+            self._write(invited, STATUS_COLOURS[screen])
+
+    def drive_safe(self) -> None:
+        """Shake lamp off, status lamp red; from any thread, any number of times."""
+        with self._lock:
+            if self._closed:
+                return
+            self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
+
+    def close(self) -> None:
+        """Lamps off, pins released. May be called twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._latch is not None:
+            self._latch.unregister("panel.lamps")
+        self._release_devices()
+
+    def __enter__(self) -> GpioPanel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _write(self, shake_lamp: bool, colour: Colour) -> None:
+        """Both lamps, each guarded: one failing does not keep the other from its value."""
+        try:
+            with contextlib.suppress(GPIODeviceClosed):
+                self._shake_lamp.value = shake_lamp
+        finally:
+            with contextlib.suppress(GPIODeviceClosed):
+                self._status_lamp.value = colour
+
+    def _on_key(self, event: Event | None) -> Callable[[bool], None]:
+        def changed(is_pressed: bool) -> None:
+            if not is_pressed or event is None or self._closed:
+                return
+            if event is Event.SHAKE_PRESSED and not self._shake_enabled:
+                return
+            supervisor = self._supervisor.is_active
+            self._sink.put(Occurrence(event, at=self._clock(), supervisor=supervisor))
+
+        return changed
+
+    def _release_devices(self) -> None:
+        for debounced in self._inputs:
+            try:
+                debounced.close()
+            except Exception:  # release the rest regardless
+                log.exception("closing key %s failed", debounced.name)
+        self._inputs.clear()
+        for lamp in (self._shake_lamp, self._status_lamp):
+            if lamp is None:
+                continue
+            try:
+                lamp.off()
+            except Exception:  # release the pin regardless
+                log.exception("turning a lamp off failed")
+            finally:
+                lamp.close()

@@ -1,0 +1,143 @@
+"""Builds the table's GPIO drivers from the configuration, around one fault latch.
+
+``pin_factory=None`` lets gpiozero choose its default (lgpio on a Raspberry Pi, or what
+``GPIOZERO_PIN_FACTORY`` names); the simulator passes a ``MockFactory(pin_class=MockPWMPin)``
+with :mod:`drivers.sim_hardware` built on it first. Nothing here assumes mock pins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.config import Config, PinsConfig, ShakerConfig
+from controller.ports import EventSink
+from controller.state import Mode
+from drivers.debounce import monotonic_ms
+from drivers.panel import GpioPanel, PanelPins
+from drivers.safety import FaultLatch
+from drivers.shaker import GpioShaker
+
+log = logging.getLogger(__name__)
+
+
+def panel_pins(pins: PinsConfig) -> PanelPins:
+    return PanelPins(
+        shake_button=pins.shake_button,
+        shake_button_lamp=pins.shake_button_lamp,
+        key_no_more_bets=pins.key_no_more_bets,
+        key_close_round=pins.key_close_round,
+        key_void_round=pins.key_void_round,
+        key_clear_fault=pins.key_clear_fault,
+        supervisor_key=pins.supervisor_key,
+        lamp_red=pins.lamp_red,
+        lamp_green=pins.lamp_green,
+        lamp_blue=pins.lamp_blue,
+    )
+
+
+def build_shaker(
+    pins: PinsConfig,
+    config: ShakerConfig,
+    sink: EventSink,
+    *,
+    latch: FaultLatch | None = None,
+    pin_factory: Any = None,
+    clock: Callable[[], int] = monotonic_ms,
+) -> GpioShaker:
+    return GpioShaker(
+        sink,
+        motor_pin=pins.motor,
+        lid_pin=pins.lid_switch,
+        motion_pin=pins.motion_sensor,
+        tamper_pin=pins.tamper_switch,
+        config=config,
+        pin_factory=pin_factory,
+        latch=latch,
+        clock=clock,
+    )
+
+
+def build_panel(
+    pins: PinsConfig,
+    config: ShakerConfig,
+    sink: EventSink,
+    *,
+    latch: FaultLatch | None = None,
+    pin_factory: Any = None,
+    shake_button_enabled: bool = True,
+    clock: Callable[[], int] = monotonic_ms,
+) -> GpioPanel:
+    return GpioPanel(
+        sink,
+        pins=panel_pins(pins),
+        debounce_ms=config.debounce_ms,
+        pin_factory=pin_factory,
+        latch=latch,
+        shake_button_enabled=shake_button_enabled,
+        clock=clock,
+    )
+
+
+@dataclass(slots=True)
+class TableIO:
+    """The latch and the drivers registered with it. ``shaker`` is ``None`` unless the table
+    runs the player-activated shaker (621a.6(a)(3))."""
+
+    latch: FaultLatch
+    panel: GpioPanel
+    shaker: GpioShaker | None
+
+    def drive_safe(self) -> None:
+        """Every output to its safe value without latching a fault (SIGTERM, shutdown)."""
+        self.latch.drive_all_safe()
+
+    def close(self) -> None:
+        """Outputs safe, then every driver closed, each guarded. May be called twice."""
+        self.latch.drive_all_safe()
+        for name, driver in (("shaker", self.shaker), ("panel", self.panel)):
+            if driver is None:
+                continue
+            try:
+                driver.close()
+            except Exception:
+                log.exception("closing the %s failed", name)
+
+    def __enter__(self) -> TableIO:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_table_io(
+    config: Config,
+    sink: EventSink,
+    *,
+    pin_factory: Any = None,
+    clock: Callable[[], int] = monotonic_ms,
+) -> TableIO:
+    latch = FaultLatch()
+    is_shaker_table = config.table.mode is Mode.SHAKER
+    shaker = None
+    if is_shaker_table:
+        shaker = build_shaker(
+            config.pins, config.shaker, sink, latch=latch, pin_factory=pin_factory, clock=clock
+        )
+    try:
+        panel = build_panel(
+            config.pins,
+            config.shaker,
+            sink,
+            latch=latch,
+            pin_factory=pin_factory,
+            shake_button_enabled=is_shaker_table,
+            clock=clock,
+        )
+    except BaseException:
+        if shaker is not None:
+            shaker.close()
+        raise
+    return TableIO(latch=latch, panel=panel, shaker=shaker)
