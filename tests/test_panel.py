@@ -1,0 +1,210 @@
+"""The panel driver on gpiozero mock pins: debounced keys, the supervisor switch, the lamps."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+import pytest
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from controller.config import PinsConfig, ShakerConfig
+from controller.state import Event, Occurrence, Screen
+from drivers.panel import STATUS_COLOURS, GpioPanel
+from drivers.safety import FaultLatch
+from drivers.sim_hardware import SimPanel
+from drivers.table_io import build_panel
+
+PINS = PinsConfig()
+CONFIG = ShakerConfig(debounce_ms=20)
+WAIT = 3.0
+QUIET = 0.15  # several debounce periods: long enough for a wrongly accepted bounce to show
+
+
+class Desk:
+    def __init__(self, *, shake_button_enabled: bool = True) -> None:
+        self.factory = MockFactory(pin_class=MockPWMPin)
+        self.events: queue.Queue[Occurrence] = queue.Queue()
+        self.latch = FaultLatch()
+        self.sim = SimPanel(self.factory, PINS)
+        self.clock_ms = 1000
+        self.panel = build_panel(
+            PINS,
+            CONFIG,
+            self.events,
+            latch=self.latch,
+            pin_factory=self.factory,
+            shake_button_enabled=shake_button_enabled,
+            clock=lambda: self.clock_ms,
+        )
+
+    def next_event(self, timeout: float = WAIT) -> Occurrence:
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no event within {timeout} s")
+
+    def expect_quiet(self, within: float = QUIET) -> None:
+        try:
+            occ = self.events.get(timeout=within)
+        except queue.Empty:
+            return
+        pytest.fail(f"unexpected event {occ}")
+
+    def tap(self, key: str) -> Occurrence:
+        """A real press: bouncing contact, held, released with bounce."""
+        self.sim.press(key)
+        occ = self.next_event()
+        self.sim.release(key)
+        self.expect_quiet(within=0.06)  # the release settles and gives nothing
+        return occ
+
+    def close(self) -> None:
+        self.panel.close()
+        self.factory.close()
+
+
+@pytest.fixture
+def desk() -> Iterator[Desk]:
+    d = Desk()
+    yield d
+    d.close()
+
+
+def test_a_bouncing_press_gives_one_event(desk: Desk) -> None:
+    desk.sim.press("shake_button", bounces=6)
+    occ = desk.next_event()
+    assert occ == Occurrence(Event.SHAKE_PRESSED, at=1000)
+    desk.expect_quiet()
+    # The contact really did chatter: the driver saw every edge and accepted one press.
+    assert len(desk.sim.keys["shake_button"].states) >= 13
+
+
+def test_a_held_button_gives_one_event(desk: Desk) -> None:
+    desk.sim.press("shake_button")
+    assert desk.next_event().event is Event.SHAKE_PRESSED
+    desk.expect_quiet(within=0.4)  # held
+    desk.sim.release("shake_button")
+    desk.expect_quiet()
+
+
+def test_a_spike_shorter_than_the_debounce_is_ignored(desk: Desk) -> None:
+    desk.sim.press("shake_button", bounces=0)
+    desk.sim.release("shake_button", bounces=0)
+    desk.expect_quiet()
+
+
+def test_mashing_gives_one_event_per_press(desk: Desk) -> None:
+    for _ in range(5):
+        assert desk.tap("shake_button").event is Event.SHAKE_PRESSED
+    desk.expect_quiet()
+
+
+@pytest.mark.parametrize(
+    ("key", "event"),
+    [
+        ("key_no_more_bets", Event.NO_MORE_BETS),
+        ("key_close_round", Event.CLOSE_ROUND),
+        ("key_void_round", Event.VOID_ROUND),
+        ("key_clear_fault", Event.CLEAR_FAULT),
+    ],
+)
+def test_dealer_keys_and_the_supervisor_switch(desk: Desk, key: str, event: Event) -> None:
+    assert desk.tap(key) == Occurrence(event, at=1000, supervisor=False)
+    desk.sim.turn_supervisor_key(True)
+    desk.expect_quiet()  # the key switch itself sends nothing
+    assert desk.panel.is_supervisor_key_on
+    desk.clock_ms = 2000
+    assert desk.tap(key) == Occurrence(event, at=2000, supervisor=True)
+    desk.sim.turn_supervisor_key(False)
+    desk.expect_quiet()
+    assert desk.tap(key).supervisor is False
+
+
+def test_presses_from_another_thread_arrive(desk: Desk) -> None:
+    """Real pins call back on the pin library's thread, not the caller's."""
+    worker = threading.Thread(target=desk.sim.press, args=("key_no_more_bets",))
+    worker.start()
+    worker.join(WAIT)
+    assert desk.next_event().event is Event.NO_MORE_BETS
+
+
+def lamp_values(desk: Desk) -> tuple[int, int, int, int]:
+    s = desk.sim
+    return (int(s.is_shake_lamp_on), *s.status_colour)
+
+
+@pytest.mark.parametrize("screen", [s for s in Screen if s is not Screen.REFUSED])
+def test_the_lamps_follow_the_screen(desk: Desk, screen: Screen) -> None:
+    desk.panel.show_status(screen)
+    invited = screen in (Screen.BETS_CLOSED, Screen.NO_ROLL)
+    assert lamp_values(desk) == (int(invited), *STATUS_COLOURS[screen])
+
+
+def test_lamp_histories(desk: Desk) -> None:
+    red, green = desk.sim.lamp_pin("lamp_red"), desk.sim.lamp_pin("lamp_green")
+    shake = desk.sim.lamp_pin("shake_button_lamp")
+    for pin in (red, green, shake):
+        pin.clear_states()
+    for screen in (Screen.READY, Screen.BETS_CLOSED, Screen.REFUSED, Screen.SHAKING):
+        desk.panel.show_status(screen)
+    desk.panel.show_status(Screen.NO_ROLL)
+    shake.assert_states([False, True, False, True])
+    green.assert_states([False, True, False, True])  # ready, (blue), no roll = yellow
+    red.assert_states([False, True])
+    assert [s.state for s in shake.states] == [0, 1, 0, 1]
+    assert desk.panel.screen is Screen.NO_ROLL
+
+
+def test_refused_keeps_the_lamps(desk: Desk) -> None:
+    desk.panel.show_status(Screen.BETS_CLOSED)
+    before = lamp_values(desk)
+    desk.panel.show_status(Screen.REFUSED)
+    assert lamp_values(desk) == before
+
+
+def test_without_a_player_shaker_the_button_is_dark_and_silent() -> None:
+    d = Desk(shake_button_enabled=False)
+    try:
+        d.panel.show_status(Screen.BETS_CLOSED)
+        assert not d.sim.is_shake_lamp_on
+        d.sim.press("shake_button")
+        d.expect_quiet()
+    finally:
+        d.close()
+
+
+def test_safe_state_and_the_latch(desk: Desk) -> None:
+    desk.panel.show_status(Screen.BETS_CLOSED)
+    assert desk.latch.trip("tamper")
+    assert lamp_values(desk) == (0, 1, 0, 0)  # shake lamp off, status red
+    desk.panel.show_status(Screen.NO_ROLL)  # outputs stay safe while latched
+    assert lamp_values(desk) == (0, 1, 0, 0)
+    desk.latch.reset()
+    desk.panel.show_status(Screen.NO_ROLL)
+    assert lamp_values(desk) == (1, 1, 1, 0)
+
+
+def test_close_twice_releases_everything(desk: Desk) -> None:
+    desk.panel.show_status(Screen.RESULT)
+    desk.panel.close()
+    desk.panel.close()
+    desk.panel.drive_safe()
+    desk.panel.show_status(Screen.READY)
+    assert lamp_values(desk) == (0, 0, 0, 0)
+    assert "panel.lamps" not in desk.latch.outputs
+    desk.sim.press("key_close_round")
+    desk.expect_quiet()
+
+
+def test_context_manager() -> None:
+    factory = MockFactory(pin_class=MockPWMPin)
+    sim = SimPanel(factory, PINS)
+    events: queue.Queue[Occurrence] = queue.Queue()
+    with build_panel(PINS, CONFIG, events, pin_factory=factory) as panel:
+        assert isinstance(panel, GpioPanel)
+        panel.show_status(Screen.FAULT)
+        assert sim.status_colour == (1, 0, 0)
+    assert sim.status_colour == (0, 0, 0)
+    factory.close()

@@ -1,0 +1,202 @@
+"""The fault latch: every output safe, once, whatever one handler does."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+import pytest
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from controller.config import Config, PinsConfig, ShakerConfig
+from controller.state import Occurrence, Screen
+from drivers.safety import FaultLatch
+from drivers.sim_hardware import SimPanel, SimShaker
+from drivers.table_io import build_table_io
+
+WAIT = 3.0
+
+
+def counter(calls: list[str], name: str) -> Callable[[], None]:
+    return lambda: calls.append(name)
+
+
+def test_trip_drives_every_output_once() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    for name in ("motor", "lamp", "buzzer"):
+        latch.register(name, counter(calls, name))
+    assert not latch.is_tripped
+    assert latch.trip("tamper") is True
+    assert latch.trip("motor overrun") is False
+    assert calls == ["motor", "lamp", "buzzer"]
+    assert latch.reason == "tamper"
+    assert latch.wait_for_trip(0)
+
+
+def test_one_raising_handler_does_not_stop_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+
+    def broken() -> None:
+        calls.append("broken")
+        raise OSError("GPIO write failed")
+
+    latch.register("first", counter(calls, "first"))
+    latch.register("broken", broken)
+    latch.register("last", counter(calls, "last"))
+    with caplog.at_level(logging.ERROR, logger="drivers.safety"):
+        assert latch.trip("sensor")
+    assert calls == ["first", "broken", "last"]
+    assert "output broken could not be driven to its safe value" in caplog.text
+    assert "GPIO write failed" in caplog.text
+
+
+def test_concurrent_trips_drive_each_output_once() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    entered = threading.Event()
+    go_on = threading.Event()
+
+    def slow() -> None:
+        calls.append("slow")
+        entered.set()
+        go_on.wait(WAIT)
+
+    latch.register("slow", slow)
+    latch.register("fast", counter(calls, "fast"))
+    results: list[bool] = []
+    first = threading.Thread(target=lambda: results.append(latch.trip("watchdog")))
+    first.start()
+    assert entered.wait(WAIT)
+    others = [
+        threading.Thread(target=lambda: results.append(latch.trip("tamper"))) for _ in range(8)
+    ]
+    for t in others:
+        t.start()
+    go_on.set()
+    for t in [first, *others]:
+        t.join(WAIT)
+    assert sorted(results) == [False] * 8 + [True]
+    assert calls == ["slow", "fast"]
+    assert latch.reason == "watchdog"
+
+
+def test_a_handler_may_trip_again_without_deadlock() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    latch.register("reentrant", lambda: calls.append(str(latch.trip("again"))))
+    assert latch.trip("first")
+    assert calls == ["False"]
+
+
+def test_register_while_tripped_drives_safe_at_once_and_reset_rearms() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    latch.trip("storage")
+    latch.register("late", counter(calls, "late"))
+    assert calls == ["late"]
+    latch.reset()
+    assert not latch.is_tripped
+    assert latch.reason is None
+    assert latch.trip("tamper")
+    assert calls == ["late", "late"]
+
+
+def test_register_twice_is_refused_and_unregister_forgets() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    latch.register("motor", counter(calls, "motor"))
+    with pytest.raises(ValueError, match="motor"):
+        latch.register("motor", counter(calls, "other"))
+    latch.unregister("motor")
+    latch.unregister("motor")
+    latch.trip("x")
+    assert calls == []
+    assert latch.outputs == ()
+
+
+def test_drive_all_safe_does_not_latch() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+    latch.register("motor", counter(calls, "motor"))
+    latch.drive_all_safe()
+    latch.drive_all_safe()
+    assert calls == ["motor", "motor"]
+    assert not latch.is_tripped
+
+
+def test_the_table_latch_drives_every_real_output_safe_even_past_a_failure() -> None:
+    """The motor, the shake lamp and the status lamp, on mock pins, with a broken output first."""
+    config = Config(
+        shaker=ShakerConfig(
+            motor_max_ms=2000, shake_ms=1200, amplitude=0.8, cycle_ms=400, debounce_ms=20
+        ),
+        pins=PinsConfig(),
+    )
+    factory = MockFactory(pin_class=MockPWMPin)
+    sim_shaker = SimShaker(factory, config.pins, config.shaker)
+    sim_panel = SimPanel(factory, config.pins)
+    events: queue.Queue[Occurrence] = queue.Queue()
+    table = build_table_io(config, events, pin_factory=factory)
+    try:
+        assert table.shaker is not None
+        table.latch.unregister("shaker.motor")
+        table.latch.unregister("panel.lamps")
+
+        def broken() -> None:
+            raise OSError("relay board not answering")
+
+        table.latch.register("relay board", broken)  # first in line, and it fails
+        table.latch.register("shaker.motor", table.shaker.drive_safe)
+        table.latch.register("panel.lamps", table.panel.drive_safe)
+
+        table.panel.show_status(Screen.BETS_CLOSED)
+        table.shaker.start_shake()
+        assert sim_shaker.wait_for_motor(running=True, timeout=WAIT)
+        motor = sim_shaker.motor_pin
+        shake_lamp = sim_panel.lamp_pin("shake_button_lamp")
+        red, blue = sim_panel.lamp_pin("lamp_red"), sim_panel.lamp_pin("lamp_blue")
+        for pin in (motor, shake_lamp, red, blue):
+            pin.clear_states()
+
+        assert table.latch.trip("test fault")
+
+        motor.assert_states([0.8, 0.0])
+        shake_lamp.assert_states([True, False])
+        red.assert_states([False, True])
+        blue.assert_states([True, False])
+        assert [len(p.states) for p in (motor, shake_lamp, red, blue)] == [2, 2, 2, 2]
+        assert sim_panel.status_colour == (1, 0, 0)
+        assert not sim_panel.is_shake_lamp_on
+        assert sim_shaker.motor_value == 0.0
+        try:
+            occ = events.get(timeout=1.5)
+        except queue.Empty:
+            occ = None
+        assert occ is None, "a shake stopped by the latch reports no SHAKE_DONE"
+    finally:
+        table.close()
+        table.close()
+        sim_shaker.close()
+        factory.close()
+    assert motor.state == 0.0
+
+
+def test_an_rng_table_has_no_shaker() -> None:
+    from controller.config import TableConfig
+    from controller.state import Mode
+
+    factory = MockFactory(pin_class=MockPWMPin)
+    sim_panel = SimPanel(factory, PinsConfig())
+    events: queue.Queue[Occurrence] = queue.Queue()
+    with build_table_io(
+        Config(table=TableConfig(mode=Mode.RNG)), events, pin_factory=factory
+    ) as table:
+        assert table.shaker is None
+        assert table.latch.outputs == ("panel.lamps",)
+        table.panel.show_status(Screen.BETS_CLOSED)
+        assert not sim_panel.is_shake_lamp_on
+    factory.close()
