@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from controller import audit_cli
 from controller.config import DEFAULT_PATH, Config, load_config
 from controller.demo import run_demo
 from controller.dice import FACES, Roll
@@ -203,6 +204,10 @@ COMMANDS: list[Command] = [
     Command("demo", "play a few rounds of the core on simulated dice", _demo_arguments, _demo),
     Command("rng-stream", "raw RNG output for test suites", rng_stream_arguments, rng_stream),
     Command("rng-replay", "replay revealed RNG sessions", rng_replay_arguments, rng_replay),
+    Command("verify-log", "verify the audit log", audit_cli.verify_arguments, audit_cli.verify),
+    Command("recall", "the last rounds", audit_cli.recall_arguments, audit_cli.recall_command),
+    Command("export", "the audit log as JSON lines", audit_cli.export_arguments, audit_cli.export),
+    Command("export-key", "the log's verifier key", audit_cli.key_arguments, audit_cli.export_key),
 ]
 
 

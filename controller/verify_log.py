@@ -1,0 +1,280 @@
+"""Verification of an audit log, as an auditor runs it (``paigow-controller verify-log``).
+
+It checks, record by record: the canonical encoding, the sequence numbers (nothing deleted or
+reordered), the hash chain, the RFC 6962 Merkle root against every signed checkpoint and each
+checkpoint's Ed25519 signature, and it recomputes every result (starting position and side
+wager outcomes and payouts) from the recorded dice with controller/result.py and the paytables
+of the last ``config_loaded`` record. Then it replays every revealed RNG session
+(controller/rng_verify.py). The first failure raises :class:`LogIntegrityError` naming the
+record.
+
+A record is vouched for by the next record's ``prev`` and by the checkpoints; to name the record
+that was altered rather than its neighbour, the verifier looks two records ahead (and, at the
+end of the log, at the latest checkpoint, which the log re-signs at every append).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller import canonical
+from controller.audit_log import (
+    GENESIS_PREV,
+    LATEST_CHECKPOINT,
+    StoredRecord,
+    open_for_reading,
+    read_checkpoints,
+    read_records,
+    record_hash,
+)
+from controller.audit_records import (
+    RecordDataError,
+    paytables_from_record,
+    recompute_result,
+    result_fields,
+)
+from controller.errors import LogIntegrityError
+from controller.merkle import CompactRange
+from controller.note import Checkpoint, NoteError, Verifier, open_checkpoint
+from controller.records import RecordKind
+from controller.wagers import Paytable
+
+_ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
+_KINDS = frozenset(str(k) for k in RecordKind)
+
+RngVerifier = Callable[[Iterable[tuple[int, str, Mapping[str, Any]]]], object]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    seq: int
+    kind: str
+    prev: str
+    data: Mapping[str, Any]
+    leaf: bytes
+    hash: str
+
+
+@dataclass
+class VerifyReport:
+    records: int = 0
+    checkpoints: int = 0
+    results: int = 0
+    origin: str | None = None
+    rng: str = "no RNG records"
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": True,
+            "records": self.records,
+            "checkpoints": self.checkpoints,
+            "results_recomputed": self.results,
+            "origin": self.origin,
+            "rng": self.rng,
+            "notes": self.notes,
+        }
+
+
+def _decode(row: StoredRecord) -> _Entry:
+    try:
+        entry = row.entry()
+    except canonical.EncodingError as exc:
+        raise LogIntegrityError(row.seq, f"not a canonical record: {exc}") from exc
+    if set(entry) != _ENTRY_KEYS:
+        raise LogIntegrityError(row.seq, f"has fields {sorted(entry)}, not {sorted(_ENTRY_KEYS)}")
+    seq, kind, prev, data = entry["seq"], entry["kind"], entry["prev"], entry["data"]
+    if seq != row.seq:
+        raise LogIntegrityError(
+            row.seq, f"is stored at {row.seq} but holds sequence number {seq} (moved or reordered)"
+        )
+    if kind not in _KINDS or kind != row.kind:
+        raise LogIntegrityError(row.seq, f"kind {kind!r} is unknown or differs from its index")
+    if not isinstance(entry["time"], str) or not isinstance(data, dict):
+        raise LogIntegrityError(row.seq, "time must be a string and data an object")
+    if not isinstance(prev, str) or len(prev) != 64:
+        raise LogIntegrityError(row.seq, "prev is not a SHA-256 in hex")
+    return _Entry(seq, kind, prev, data, row.leaf, record_hash(row.leaf))
+
+
+class LogVerifier:
+    """Streaming verification: ``feed`` each stored record in order, then ``finish``."""
+
+    def __init__(self, verifier: Verifier, checkpoints: Mapping[int, str]) -> None:
+        self.verifier = verifier
+        self.checkpoints = dict(checkpoints)
+        self.latest = self.checkpoints.pop(LATEST_CHECKPOINT, None)
+        self.report = VerifyReport()
+        self._window: deque[_Entry] = deque()
+        self._expected = 1
+        self._prev = GENESIS_PREV
+        self._tree = CompactRange()
+        self._paytables: tuple[Paytable, ...] | None = None
+
+    def feed(self, row: StoredRecord) -> None:
+        if row.seq != self._expected:
+            raise LogIntegrityError(
+                self._expected,
+                f"is missing (the next stored record is {row.seq}): deleted",
+            )
+        self._expected += 1
+        self._window.append(_decode(row))
+        if len(self._window) == 3:
+            self._process(*self._window)
+            self._window.popleft()
+
+    def finish(self) -> VerifyReport:
+        while self._window:
+            entries = list(self._window)
+            self._process(entries[0], *entries[1:3])
+            self._window.popleft()
+        size = self._expected - 1
+        for checkpoint_size in sorted(self.checkpoints):
+            if checkpoint_size > size:
+                raise LogIntegrityError(
+                    size + 1,
+                    f"is missing: a checkpoint signs {checkpoint_size} records, the log holds"
+                    f" {size}",
+                )
+        if self.latest is not None:
+            latest = self._open(size, self.latest, "latest checkpoint")
+            if latest.size != size:
+                first = min(latest.size, size) + 1
+                raise LogIntegrityError(
+                    first,
+                    f"the latest signed checkpoint covers {latest.size} records but the log"
+                    f" holds {size}: records were "
+                    + ("deleted" if latest.size > size else "added without the key"),
+                )
+            if latest.root_hash != self._tree.root():
+                raise LogIntegrityError(
+                    size, "the Merkle root does not match the latest checkpoint"
+                )
+        elif size:
+            raise LogIntegrityError(size, "the log has no latest checkpoint")
+        self.report.records = size
+        return self.report
+
+    # --- one record, with the two after it ---------------------------------------------
+
+    def _process(self, cur: _Entry, nxt: _Entry | None = None, after: _Entry | None = None) -> None:
+        if cur.prev != self._prev:  # only the first record gets here: later ones are vouched
+            raise LogIntegrityError(cur.seq, "prev does not match the hash of the record before it")
+        if nxt is not None and nxt.prev != cur.hash:
+            if self._next_is_altered(cur, nxt, after):
+                raise LogIntegrityError(
+                    nxt.seq, f"prev does not match the hash of record {cur.seq}: altered"
+                )
+            raise LogIntegrityError(
+                cur.seq, f"altered: its hash is not the prev that record {nxt.seq} carries"
+            )
+        self._prev = cur.hash
+        self._tree.append(cur.leaf)
+        note = self.checkpoints.get(cur.seq)
+        if note is not None:
+            checkpoint = self._open(cur.seq, note, "checkpoint")
+            if checkpoint.size != cur.seq or checkpoint.root_hash != self._tree.root():
+                raise LogIntegrityError(
+                    cur.seq,
+                    f"the Merkle root of records 1..{cur.seq} does not match the signed checkpoint",
+                )
+            self.report.checkpoints += 1
+        self._check_meaning(cur)
+
+    def _next_is_altered(self, cur: _Entry, nxt: _Entry, after: _Entry | None) -> bool:
+        """Whether ``nxt`` (its prev) rather than ``cur`` was altered."""
+        if after is not None:
+            return after.prev != nxt.hash  # an intact nxt is vouched for by the one after it
+        if self.latest is None:
+            return False
+        # nxt is the last record: put back the prev it should carry and ask the latest
+        # checkpoint whether that was the log it signed.
+        entry = canonical.decode(nxt.leaf)
+        entry["prev"] = cur.hash
+        tree = CompactRange(self._tree.size, list(self._tree.hashes))
+        tree.append(cur.leaf)
+        tree.append(canonical.encode(entry))
+        try:
+            latest = open_checkpoint(self.latest, self.verifier)
+        except NoteError:
+            return False
+        return latest.size == nxt.seq and latest.root_hash == tree.root()
+
+    def _open(self, seq: int, note: str, what: str) -> Checkpoint:
+        try:
+            checkpoint = open_checkpoint(note, self.verifier)
+        except NoteError as exc:
+            raise LogIntegrityError(seq, f"{what} signature: {exc}") from exc
+        if self.report.origin is None:
+            self.report.origin = checkpoint.origin
+        elif checkpoint.origin != self.report.origin:
+            raise LogIntegrityError(seq, f"{what} names another log: {checkpoint.origin!r}")
+        return checkpoint
+
+    def _check_meaning(self, cur: _Entry) -> None:
+        try:
+            if cur.kind == RecordKind.CONFIG_LOADED:
+                if "paytables" not in cur.data:
+                    raise RecordDataError("config_loaded lacks the paytables")
+                self._paytables = paytables_from_record(cur.data["paytables"])
+            elif cur.kind == RecordKind.RESULT:
+                self._check_result(cur)
+        except RecordDataError as exc:
+            raise LogIntegrityError(cur.seq, str(exc)) from exc
+
+    def _check_result(self, cur: _Entry) -> None:
+        if self._paytables is None and "dice" in cur.data:
+            raise RecordDataError("a result with dice before any config_loaded record")
+        recomputed = recompute_result(cur.data, self._paytables or ())
+        recorded = result_fields(cur.data)
+        expected = canonical.decode(canonical.encode(recomputed.as_record()))
+        if expected != recorded:
+            for key in sorted(set(expected) | set(recorded)):
+                if expected.get(key) != recorded.get(key):
+                    raise RecordDataError(
+                        f"result {key} is recorded as {recorded.get(key)!r} but the recorded"
+                        f" {'dice give' if 'dice' in recorded else 'count gives'}"
+                        f" {expected.get(key)!r}"
+                    )
+        self.report.results += 1
+
+
+def _rng_verifier() -> RngVerifier | None:
+    try:
+        module = importlib.import_module("controller.rng_verify")
+    except ModuleNotFoundError as exc:
+        if exc.name != "controller.rng_verify":
+            raise
+        return None
+    verify: RngVerifier = module.verify_rng_records
+    return verify
+
+
+def verify_state_dir(state_dir: Path | str, verifier: Verifier) -> VerifyReport:
+    """Verify the log in ``state_dir`` with ``verifier``; raises :class:`LogIntegrityError`."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot for both passes, even while the daemon appends
+        log = LogVerifier(verifier, read_checkpoints(db))
+        for row in read_records(db):
+            log.feed(row)
+        report = log.finish()
+        rng = _rng_verifier()
+        if rng is None:
+            report.rng = "not replayed: no RNG verifier (controller.rng_verify) is installed"
+            report.notes.append(report.rng)
+        else:
+            rng(
+                (row.seq, row.kind, row.entry()["data"])
+                for row in read_records(db, stop=report.records)
+            )
+            report.rng = "every revealed session replayed"
+        db.execute("COMMIT")
+        return report
+    finally:
+        db.close()
