@@ -65,6 +65,24 @@ class ShakerConfig:
     cycle_ms: int = field(default=400, metadata=_range(50, 5000))
     debounce_ms: int = field(default=30, metadata=_range(1, 1000))
 
+    @property
+    def cycles(self) -> int:
+        """Complete shake cycles in one pattern."""
+        return self.shake_ms // self.cycle_ms
+
+    def __post_init__(self) -> None:
+        if self.cycles < MIN_SHAKE_CYCLES:
+            raise ConfigError(
+                "shaker.shake_ms",
+                f"{self.shake_ms} ms of {self.cycle_ms} ms cycles is {self.cycles} cycles; "
+                f"a shake needs at least {MIN_SHAKE_CYCLES} (621a.8(a)(2))",
+            )
+        if self.motor_max_ms < (self.cycles + 1) * self.cycle_ms:
+            raise ConfigError(
+                "shaker.motor_max_ms",
+                f"must exceed the shake ({self.cycles * self.cycle_ms} ms) by at least one cycle",
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class SensorConfig:
@@ -189,6 +207,12 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
     if "paytables" in raw:
         config = dataclasses.replace(config, paytables=_paytables(raw["paytables"]))
     _check_pins_distinct(config.pins)
+    if config.shaker.cycles < config.round.min_shake_cycles:
+        raise ConfigError(
+            "round.min_shake_cycles",
+            f"{config.round.min_shake_cycles} is more than the {config.shaker.cycles} cycles"
+            " one shake pattern makes ([shaker] shake_ms / cycle_ms)",
+        )
     config.round_settings()
     return config
 

@@ -80,6 +80,7 @@ class Event(StrEnum):
     LID_CLOSED = "lid_closed"
     MOTOR_OVERRUN = "motor_overrun"  # the driver cut the motor at its maximum run time
     TAMPER = "tamper"  # shaker removed or tilted
+    SECURED = "secured"  # the tamper loop is closed again (the fault stays until cleared)
     FAULT = "fault"  # any other fault (RNG self-test, storage, internal); carries its kind
     CLOSE_ROUND = "close_round"  # dealer key
     VOID_ROUND = "void_round"  # dealer key (supervisor key after a result)
@@ -188,6 +189,7 @@ class RoundContext:
     bank_history: BankHistory = BankHistory()
     is_lid_closed: bool = False
     is_sensor_present: bool = True
+    is_secured: bool = True
     deadline: int | None = None
     read_progress: ReadProgress = ReadProgress()
     previous_roll: Verdict | None = None
@@ -250,6 +252,7 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # faults latch from anywhere
     **_each(_ALL, E.MOTOR_OVERRUN, S.FAULT),
     **_each(_ALL, E.TAMPER, S.FAULT),
+    **_each(_ALL, E.SECURED),
     **_each(_ALL, E.FAULT, S.FAULT),
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
@@ -546,7 +549,11 @@ class _Rules:
         return self._latch(ctx, Fault.MOTOR_OVERRUN, occ.detail)
 
     def tamper(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        return self._latch(ctx, Fault.TAMPER, occ.detail)
+        # N.J.A.C. 13:69E-1.16A: the shaker is secured to the table; removed or tilted latches.
+        return self._latch(replace(ctx, is_secured=False), Fault.TAMPER, occ.detail)
+
+    def secured(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return replace(ctx, is_secured=True), []
 
     def fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._latch(ctx, _need(occ.fault, occ), occ.detail)
@@ -565,6 +572,7 @@ class _Rules:
             for f in ctx.active_faults
             if (occ.supervisor or not f.needs_supervisor)
             and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
+            and (f is not Fault.TAMPER or ctx.is_secured)
         }
         if not clearable:
             return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
@@ -639,6 +647,7 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.LID_CLOSED: _Rules.lid_closed,
     E.MOTOR_OVERRUN: _Rules.motor_overrun,
     E.TAMPER: _Rules.tamper,
+    E.SECURED: _Rules.secured,
     E.FAULT: _Rules.fault,
     E.CLOSE_ROUND: _Rules.close_round,
     E.VOID_ROUND: _Rules.void_round,

@@ -208,6 +208,15 @@ def test_tamper_while_idle_latches_and_refuses_shakes(table: Table) -> None:
     assert_history(table.motor_pin, [(0.0, 0.0)])
 
 
+def test_the_tamper_loop_closing_again_is_reported(table: Table) -> None:
+    table.sim.remove()
+    assert table.next_event().event is Event.TAMPER
+    table.sim.secure()
+    assert table.next_event().event is Event.SECURED
+    assert table.shaker.is_secured
+    assert table.latch.is_tripped  # the fault stays latched until a supervisor clears it
+
+
 def test_tamper_while_shaking_cuts_the_motor(table: Table) -> None:
     table.motor_pin.clear_states()
     table.shaker.start_shake()

@@ -439,6 +439,7 @@ def test_tamper_latches_from_anywhere(path: str) -> None:
     t.send(Event.TAMPER, detail="shaker tilted")
     assert t.state is State.FAULT
     assert ActionKind.SAFE_STATE in t.kinds()
+    t.send(Event.SECURED)
     t.send(Event.CLEAR_FAULT, supervisor=True)
     expected = State.ARMED if before in (State.SHAKING, State.READING) else before
     assert t.state is expected
@@ -448,8 +449,20 @@ def test_tamper_while_idle() -> None:
     t = Table()
     t.send(Event.TAMPER)
     assert t.state is State.FAULT
+    t.send(Event.SECURED)
     t.send(Event.CLEAR_FAULT, supervisor=True)
     assert t.state is State.IDLE
+
+
+def test_tamper_is_not_cleared_while_the_shaker_is_still_loose() -> None:
+    t = Table().to_armed()
+    t.send(Event.TAMPER)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.FAULT
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.SECURED)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.ARMED
 
 
 def test_faults_accumulate_and_clear_by_who_may() -> None:
@@ -460,6 +473,7 @@ def test_faults_accumulate_and_clear_by_who_may() -> None:
     t.send(Event.CLEAR_FAULT)  # the dealer clears the sensor fault only
     assert t.state is State.FAULT
     assert t.machine.context.active_faults == {Fault.TAMPER}
+    t.send(Event.SECURED)
     t.send(Event.CLEAR_FAULT, supervisor=True)
     assert t.state is State.ARMED
 
@@ -497,6 +511,7 @@ def test_void_during_a_fault_keeps_the_fault() -> None:
     t.send(Event.TAMPER)
     t.send(Event.VOID_ROUND, supervisor=True)
     assert t.state is State.FAULT
+    t.send(Event.SECURED)
     t.send(Event.CLEAR_FAULT, supervisor=True)
     assert t.state is State.IDLE
     assert t.machine.context.round_number == 2
