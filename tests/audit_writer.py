@@ -27,7 +27,7 @@ from controller.state import Action, ActionKind, Event, Fault, Occurrence, Round
 def main() -> int:
     state_dir, seed = Path(sys.argv[1]), int(sys.argv[2])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
-    rng = random.Random(seed)  # noqa: S311 - simulated table, not the product RNG
+    rng = random.Random(seed)  # a simulated table, not the product RNG
     config = Config()
     settings = config.round_settings()
     log = AuditLog.open(state_dir)
@@ -43,9 +43,8 @@ def main() -> int:
                 sys.stdout.flush()
 
     carry_out(recovery.actions[:1])  # power_on
-    carry_out(
-        [Action(ActionKind.RECORD, record=RecordKind.CONFIG_LOADED, data=config_loaded_data(config))]
-    )
+    loaded = config_loaded_data(config)
+    carry_out([Action(ActionKind.RECORD, record=RecordKind.CONFIG_LOADED, data=loaded)])
     carry_out(recovery.actions[1:])
     machine = RoundMachine(settings, recovery.context)
     clock = 0
