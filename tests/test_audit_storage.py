@@ -1,0 +1,134 @@
+"""Full or broken storage: the append fails loudly, nothing recorded is lost, the log verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, load_or_create_signer
+from controller.cli import main
+from controller.errors import AuditLogError, StorageFull
+from controller.records import RecordKind
+from controller.verify_log import verify_state_dir
+
+
+def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path, max_page_count=12)
+    appended = 0
+    full: StorageFull | None = None
+    for n in range(10_000):
+        try:
+            log.append(
+                RecordKind.READING, {"round": n, "image_digest": "ab" * 32, "pad": "x" * 300}
+            )
+        except StorageFull as exc:
+            full = exc
+            break
+        appended += 1
+    assert full is not None
+    assert appended > 0
+    assert log.size == appended
+    with pytest.raises(StorageFull):  # still full: still refused, never silently dropped
+        log.append(RecordKind.CLOSE, {"round": 1})
+    log.close()
+    verifier = load_or_create_signer(tmp_path).verifier
+    assert verify_state_dir(tmp_path, verifier).records == appended
+    again = AuditLog.open(tmp_path)  # room again (no page limit): the log goes on
+    assert again.size == appended
+    again.append(RecordKind.CLOSE, {"round": 1})
+    again.close()
+    assert verify_state_dir(tmp_path, verifier).records == appended + 1
+
+
+def test_a_corrupt_database_fails_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.POWER_ON, {})
+    log.close()
+    db = tmp_path / DB_NAME
+    db.write_bytes(b"this is not an SQLite database" * 200)
+    with pytest.raises(AuditLogError, match="not a database"):
+        AuditLog.open(tmp_path)
+    assert main(["verify-log", "--state-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "not a database" in err
+    assert "Traceback" not in err
+
+
+def test_a_read_only_connection_refuses_to_append(tmp_path: Path) -> None:
+    """A read-only file system: SQLite answers SQLITE_READONLY; the append raises."""
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.POWER_ON, {})
+    log._db.execute("PRAGMA query_only=1")  # what a read-only mount looks like to the writer
+    with pytest.raises(AuditLogError) as caught:
+        log.append(RecordKind.CLOSE, {"round": 1})
+    assert not isinstance(caught.value, StorageFull)
+    assert log.size == 1
+    log.close()
+
+
+def test_floats_are_refused_not_recorded(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path)
+    with pytest.raises(AuditLogError, match="float"):
+        log.append(RecordKind.READING, {"confidence": 0.97})
+    assert log.size == 0
+    log.close()
+
+
+def test_the_key_is_created_once_with_mode_0600(tmp_path: Path) -> None:
+    first = load_or_create_signer(tmp_path)
+    assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
+    assert load_or_create_signer(tmp_path).verifier == first.verifier
+    os.chmod(tmp_path / KEY_FILE, 0o644)
+    with pytest.raises(AuditLogError, match="0600"):
+        load_or_create_signer(tmp_path)
+
+
+def test_the_key_comes_from_systemd_credentials_when_provided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    provided = load_or_create_signer(credentials)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+    state = tmp_path / "state"
+    state.mkdir()
+    assert load_or_create_signer(state).verifier == provided.verifier
+    assert not (state / KEY_FILE).exists()
+
+
+def test_recall_shows_the_last_rounds_with_their_readings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    for n in range(1, 13):
+        log.append(RecordKind.ROUND_OPENED, {"round": n})
+        log.append(RecordKind.READING, {"round": n, "attempt": 1, "verdict": "valid"})
+        log.append(RecordKind.CLOSE, {"round": n})
+    log.close()
+    assert main(["recall", "--state-dir", str(tmp_path)]) == 0
+    rounds = json.loads(capsys.readouterr().out)["rounds"]
+    assert [r["round"] for r in rounds] == list(range(3, 13))
+    assert all(any(rec["kind"] == "reading" for rec in r["records"]) for r in rounds)
+    assert main(["recall", "--state-dir", str(tmp_path), "--last", "0"]) == 2
+    assert main(["recall", "--state-dir", str(tmp_path), "--last", "x"]) == 2
+
+
+def test_export_writes_one_json_line_per_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.ROUND_OPENED, {"round": 1})
+    log.append(RecordKind.CLOSE, {"round": 1})
+    log.close()
+    assert main(["export", "--state-dir", str(tmp_path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2]
+    assert lines[1]["prev"] == lines[0]["hash"]
+    assert "checkpoint" in lines[1]
+    assert {"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"} <= set(lines[0])
