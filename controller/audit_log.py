@@ -8,7 +8,8 @@ Each record (a leaf) is the canonical encoding (controller/canonical.py) of
 of the previous leaf (64 zeros for the first), ``time`` is UTC wall-clock time as a string.
 The leaves form an RFC 6962 Merkle tree (controller/merkle.py); after each ``close`` or
 ``void`` record, and on demand, a C2SP checkpoint of the tree is signed with the log's Ed25519
-key (controller/note.py) in the same transaction.
+key (controller/note.py) in the same transaction. The ``checkpoints`` row of size 0 holds the
+latest checkpoint, re-signed at every append, so that the newest records are signed too.
 
 Storage failures never lose what is recorded: a full disk raises :class:`StorageFull`, any other
 failure :class:`AuditLogError`; the transaction is rolled back and the caller starts no round.
@@ -110,6 +111,14 @@ class StoredRecord:
         if not isinstance(value, dict):
             raise canonical.EncodingError("a record is a JSON object")
         return value
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's data (decoded from the leaf; verify-log checks the leaf itself)."""
+        data = self.entry()["data"]
+        if not isinstance(data, dict):
+            raise canonical.EncodingError("a record's data is a JSON object")
+        return data
 
 
 # --- the signing key --------------------------------------------------------------------

@@ -15,9 +15,8 @@ end of the log, at the latest checkpoint, which the log re-signs at every append
 
 from __future__ import annotations
 
-import importlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,12 +41,11 @@ from controller.errors import LogIntegrityError
 from controller.merkle import CompactRange
 from controller.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.records import RecordKind
+from controller.rng_verify import verify_rng_records
 from controller.wagers import Paytable
 
 _ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
 _KINDS = frozenset(str(k) for k in RecordKind)
-
-RngVerifier = Callable[[Iterable[tuple[int, str, Mapping[str, Any]]]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +64,7 @@ class VerifyReport:
     checkpoints: int = 0
     results: int = 0
     origin: str | None = None
-    rng: str = "no RNG records"
+    rng: str = ""
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -244,17 +242,6 @@ class LogVerifier:
         self.report.results += 1
 
 
-def _rng_verifier() -> RngVerifier | None:
-    try:
-        module = importlib.import_module("controller.rng_verify")
-    except ModuleNotFoundError as exc:
-        if exc.name != "controller.rng_verify":
-            raise
-        return None
-    verify: RngVerifier = module.verify_rng_records
-    return verify
-
-
 def verify_state_dir(state_dir: Path | str, verifier: Verifier) -> VerifyReport:
     """Verify the log in ``state_dir`` with ``verifier``; raises :class:`LogIntegrityError`."""
     db = open_for_reading(state_dir)
@@ -264,16 +251,11 @@ def verify_state_dir(state_dir: Path | str, verifier: Verifier) -> VerifyReport:
         for row in read_records(db):
             log.feed(row)
         report = log.finish()
-        rng = _rng_verifier()
-        if rng is None:
-            report.rng = "not replayed: no RNG verifier (controller.rng_verify) is installed"
-            report.notes.append(report.rng)
-        else:
-            rng(
-                (row.seq, row.kind, row.entry()["data"])
-                for row in read_records(db, stop=report.records)
-            )
-            report.rng = "every revealed session replayed"
+        sessions = verify_rng_records(
+            (row.seq, row.kind, row.entry()["data"])
+            for row in read_records(db, stop=report.records)
+        )
+        report.rng = f"{sessions} revealed RNG session(s) replayed"
         db.execute("COMMIT")
         return report
     finally:
