@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml scripts/bootstrap-venv
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/paigow-controller demo
+	$(BIN)/paigow-controller simulate --rounds 12 --faults default --web-display --state-dir demo-state
 
 test: $(STAMP) system-deps lint typecheck unit-checks pytest
 

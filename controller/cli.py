@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from controller import audit_cli
+from controller import appliance_cli, audit_cli
 from controller.config import DEFAULT_PATH, Config, load_config
 from controller.demo import run_demo
 from controller.dice import FACES, Roll
@@ -200,6 +200,24 @@ COMMANDS: list[Command] = [
         "validate a config file (exit 78 naming the bad key)",
         _check_config_arguments,
         _check_config,
+    ),
+    Command(
+        "run",
+        "run the table (what systemd starts)",
+        appliance_cli.run_arguments,
+        appliance_cli.run_command,
+    ),
+    Command(
+        "simulate",
+        "run the table on simulated hardware",
+        appliance_cli.simulate_arguments,
+        appliance_cli.simulate_command,
+    ),
+    Command(
+        "selftest",
+        "check config, keys, RNG, sensor and pins",
+        appliance_cli.selftest_arguments,
+        appliance_cli.selftest_command,
     ),
     Command("demo", "play a few rounds of the core on simulated dice", _demo_arguments, _demo),
     Command("rng-stream", "raw RNG output for test suites", rng_stream_arguments, rng_stream),

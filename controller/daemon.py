@@ -67,7 +67,7 @@ class RngDraws(Protocol):
 class FaultLatch(Protocol):
     """Drives every output to its safe value, once per fault; ``reset`` re-arms it."""
 
-    def trip(self, reason: str) -> None: ...
+    def trip(self, reason: str) -> bool: ...
 
     def reset(self) -> None: ...
 
@@ -131,6 +131,7 @@ class ControlLoop:
 
     def dispatch(self, occ: Occurrence) -> None:
         """One event: ask the core, carry out the actions. Never raises."""
+        was_fault = self.machine.state is State.FAULT
         try:
             actions = self.machine.handle(occ)
         except IllegalTransition as exc:
@@ -144,6 +145,8 @@ class ControlLoop:
             self.is_healthy = False
             self._safe("internal error")
             return
+        if was_fault and self.machine.state is not State.FAULT:
+            self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
         self.execute(actions)
 
     def _refused(self, occ: Occurrence, why: str) -> None:
@@ -180,7 +183,6 @@ class ControlLoop:
             assert action.screen is not None
             self._show(action.screen, action.data)
         elif kind is ActionKind.START_SHAKE:
-            ports.latch.reset()
             ports.shaker.start_shake()
         elif kind is ActionKind.STOP_MOTOR:
             ports.shaker.stop()

@@ -1,0 +1,180 @@
+"""The appliance's commands: ``run`` (what systemd starts), ``simulate`` (``make demo``) and
+``selftest`` (a technician's check of config, keys, RNG, sensor and pins)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import queue
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from controller.appliance import Appliance
+from controller.audit_log import load_or_create_signer
+from controller.config import DEFAULT_PATH, Config, load_config
+from controller.errors import ControllerError, UsageError
+from controller.logs import configure_logging
+from controller.rng import known_answer_test
+from controller.simulate import FAULT_NAMES, parse_faults, run_simulation
+from controller.state import Mode, Occurrence
+from drivers.dice_sensor import SerialDiceSensor
+from drivers.table_io import build_table_io
+
+log = logging.getLogger("paigow")
+
+
+def _whole(text: str, what: str, low: int, high: int) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise UsageError(f"{what} {text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise UsageError(f"{what} {value} is not {low}..{high}")
+    return value
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument("--debug", action="store_true", help="log at debug level")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    configure_logging(logging.DEBUG if args.debug else logging.INFO)
+    config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
+    appliance = Appliance(config)
+    try:
+        appliance.start()
+        appliance.run()
+    except ControllerError as exc:
+        log.error("%s", exc)
+        return 1
+    finally:
+        appliance.close()
+    return 0
+
+
+# --- simulate ---------------------------------------------------------------------------------
+
+
+def simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", default="20", help="rounds to play (default 20)")
+    p.add_argument("--seed", default="1", help="seed of the simulated dice and crew (default 1)")
+    p.add_argument("--fast", action="store_true", help="as fast as the rules allow")
+    p.add_argument(
+        "--faults",
+        default="default",
+        help=f"name=probability per shake, comma-separated; 'none' or 'default'."
+        f" Names: {', '.join(FAULT_NAMES)}",
+    )
+    p.add_argument("--state-dir", help="where the audit log goes (default: a new temporary one)")
+    p.add_argument("--config", help="a config file (default: the built-in defaults)")
+    p.add_argument(
+        "--mode", choices=[m.value for m in Mode], help="override the config's table mode"
+    )
+    p.add_argument("--web-display", action="store_true", help="also serve the table display")
+    p.add_argument("--debug", action="store_true", help="log at debug level")
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
+    seed = _whole(args.seed, "seed", 0, 2**32 - 1)
+    faults = parse_faults(args.faults)
+    configure_logging(logging.DEBUG if args.debug else logging.WARNING)
+    config = Config() if args.config is None else load_config(Path(args.config))
+    if args.mode is not None:
+        config = dataclasses.replace(
+            config, table=dataclasses.replace(config.table, mode=Mode(args.mode))
+        )
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="paigow-sim-"))
+    return run_simulation(
+        config,
+        rounds=rounds,
+        seed=seed,
+        fast=args.fast,
+        faults=faults,
+        state_dir=state_dir,
+        out=sys.stdout,
+        web_display=args.web_display,
+    )
+
+
+# --- selftest ---------------------------------------------------------------------------------
+
+
+def selftest_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument("--sensor-url", help="override the config's [sensor] url")
+    p.add_argument("--state-dir", help="override the config's [storage] state_dir")
+
+
+def selftest_command(args: argparse.Namespace) -> int:
+    """Each check in turn; a JSON report on stdout; exit 1 naming every failure on stderr."""
+    configure_logging(logging.WARNING)
+    config = load_config(Path(args.config))
+    state_dir = Path(args.state_dir or config.storage.state_dir)
+    checks: list[tuple[str, Callable[[], str]]] = [
+        ("config", lambda: f"{args.config} sha256 {config.source_sha256[:16]}"),
+        ("keys", lambda: _check_keys(state_dir)),
+        ("rng", _check_rng),
+    ]
+    if config.table.mode is not Mode.RNG:
+        url = args.sensor_url or config.sensor.url
+        checks.append(("sensor", lambda: _check_sensor(config, url)))
+    checks.append(("pins", lambda: _check_pins(config)))
+    report: dict[str, dict[str, object]] = {}
+    failed = []
+    for name, check in checks:
+        try:
+            report[name] = {"ok": True, "detail": check()}
+        except Exception as exc:  # noqa: BLE001 - each failure is reported by name, no traceback
+            report[name] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
+            failed.append(name)
+    sys.stdout.write(json.dumps({"ok": not failed, "checks": report}) + "\n")
+    for name in failed:
+        sys.stderr.write(f"paigow-controller: selftest: {name} failed: {report[name]['detail']}\n")
+    return 1 if failed else 0
+
+
+def _check_keys(state_dir: Path) -> str:
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    signer = load_or_create_signer(state_dir)
+    return f"log signing key {signer.name} ({state_dir})"
+
+
+def _check_rng() -> str:
+    known_answer_test()
+    return "HMAC_DRBG SHA-256 known-answer test passed"
+
+
+def _check_sensor(config: Config, url: str) -> str:
+    events: queue.Queue[Occurrence] = queue.Queue()
+    sensor = SerialDiceSensor.from_config(dataclasses.replace(config.sensor, url=url), events)
+    try:
+        identity = sensor.open()
+        faults = sensor.status()
+        if faults:
+            raise ControllerError(f"sensor reports {', '.join(sorted(map(str, faults)))}")
+    finally:
+        sensor.close()
+    return f"{identity.model} firmware {identity.firmware} serial {identity.serial_number}"
+
+
+def _check_pins(config: Config) -> str:
+    events: queue.Queue[Occurrence] = queue.Queue()
+    table_io = build_table_io(config, events)
+    try:
+        lid = "n/a"
+        if table_io.shaker is not None:
+            lid = "closed" if table_io.shaker.is_lid_closed else "open"
+            if not table_io.shaker.is_secured:
+                raise ControllerError("the shaker's tamper loop is open (not secured)")
+    finally:
+        table_io.close()
+    return f"pins claimed; lid {lid}"

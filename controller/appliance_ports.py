@@ -1,0 +1,113 @@
+"""Small adapters the appliance puts between the control loop and the drivers.
+
+``NoShaker`` stands where a manual-shaker or RNG table has no motor: it has nothing to start and
+its safe state is already true. ``SensorKeeper`` owns the dice sensor's start-up: a sensor that
+is absent or silent at power-on becomes a ``SENSOR_LOST`` fault, not a crash, and a background
+thread keeps trying the handshake until the sensor answers (``SENSOR_BACK``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from controller.errors import SensorError, ShakerError
+from controller.ports import EventSink, SensorIdentity
+from controller.state import Event, Occurrence
+from drivers.dice_sensor import SerialDiceSensor
+
+log = logging.getLogger("paigow.sensor")
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class NoShaker:
+    """The shaker port of a table without a player-activated shaker."""
+
+    def start_shake(self) -> None:
+        raise ShakerError("this table has no player-activated shaker")
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class SensorKeeper:
+    """The ``DiceSensor`` port over the serial driver, with retried start-up."""
+
+    def __init__(
+        self,
+        sensor: SerialDiceSensor,
+        events: EventSink,
+        *,
+        retry_initial_s: float = 0.5,
+        retry_max_s: float = 10.0,
+    ) -> None:
+        self.sensor = sensor
+        self.events = events
+        self.identity: SensorIdentity | None = None
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> SensorIdentity:
+        self.identity = self.sensor.open()
+        identity = self.identity
+        log.info(
+            "dice sensor %s firmware %s serial %s (protocol %d)",
+            identity.model,
+            identity.firmware,
+            identity.serial_number,
+            identity.protocol_version,
+        )
+        return identity
+
+    def open_or_keep_trying(self) -> bool:
+        """The self-test handshake. On failure: ``SENSOR_LOST`` now, ``SENSOR_BACK`` later."""
+        try:
+            self.open()
+        except SensorError as exc:
+            log.error("dice sensor handshake failed: %s", exc)
+            self.events.put(Occurrence(Event.SENSOR_LOST, at=_now_ms(), detail=str(exc)))
+            self._thread = threading.Thread(
+                target=self._keep_trying, name="dice-sensor-start", daemon=True
+            )
+            self._thread.start()
+            return False
+        return True
+
+    def _keep_trying(self) -> None:
+        delay = self._retry_initial_s
+        while not self._stopping.wait(delay):
+            try:
+                self.open()
+            except SensorError as exc:
+                log.debug("dice sensor still not answering: %s", exc)
+                delay = min(delay * 2, self._retry_max_s)
+                continue
+            except Exception as exc:  # the thread reports, never dies silently
+                log.exception("dice sensor start-up failed")
+                self.events.put(Occurrence(Event.SENSOR_LOST, at=_now_ms(), detail=str(exc)))
+                delay = self._retry_max_s
+                continue
+            self.events.put(Occurrence(Event.SENSOR_BACK, at=_now_ms(), detail="handshake"))
+            return
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        self.sensor.request_read(round_number=round_number, attempt=attempt)
+
+    def close(self) -> None:
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self.sensor.close()

@@ -1,0 +1,258 @@
+"""The appliance end to end: the daemon as a subprocess (``simulate``: mock pins, the simulated
+sensor on a real pty, a temporary state directory), killed and restarted.
+
+These tests read the audit log the daemon wrote, the way an auditor would: through
+``verify-log`` and ``export``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+FAULTS = (
+    "tilted=0.05,die_out=0.03,missing=0.02,colours=0.02,garbled=0.04,bad_checksum=0.04,"
+    "truncated=0.03,duplicate=0.03,late=0.03,no_reply=0.03,few_cycles=0.03,lid=0.03,"
+    "disconnect=0.02,tamper=0.02,camera=0.02"
+)
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "controller", *args]
+
+
+class Daemon:
+    """A ``simulate`` subprocess whose stdout lines are collected by a thread."""
+
+    def __init__(self, state_dir: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            cli("simulate", "--fast", "--state-dir", str(state_dir), *args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for_line(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    if line.startswith(prefix):
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no line {prefix!r} in:\n" + "\n".join(self.lines))
+                self._changed.wait(min(left, 0.5))
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        daemon.kill()
+
+
+def records(state_dir: Path) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        cli("export", "--state-dir", str(state_dir)), capture_output=True, text=True, check=True
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def verify(state_dir: Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        cli("verify-log", "--state-dir", str(state_dir)), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def newest(state_dir: Path) -> tuple[str | None, int]:
+    """The kind of the newest committed record and the number of results, read-only."""
+    path = state_dir / "audit.db"
+    if not path.exists():
+        return None, 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute("SELECT kind FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        (results,) = db.execute("SELECT count(*) FROM records WHERE kind = 'result'").fetchone()
+    except sqlite3.OperationalError:
+        return None, 0
+    finally:
+        db.close()
+    return (None if row is None else str(row[0])), int(results)
+
+
+def kill_after(daemon: Daemon, state_dir: Path, kind: str, results: int, timeout: float) -> None:
+    """SIGKILL the daemon right after it commits a record of ``kind`` (mid-round), once at
+    least ``results`` rounds have their result."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last, done = newest(state_dir)
+        if last == kind and done >= results:
+            daemon.kill()
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"no {kind} record after {results} results within {timeout} s")
+
+
+@pytest.mark.parametrize(
+    ("rounds_first", "kill_at"),
+    [(50, "shake"), (10, "result")],
+    ids=["shake-in-progress", "result-committed"],
+)
+def test_rounds_with_faults_a_kill_mid_round_and_recovery(
+    tmp_path: Path, daemons: list[Daemon], rounds_first: int, kill_at: str
+) -> None:
+    state = tmp_path / "state"
+    first = Daemon(state, "--rounds", "100000", "--seed", "11", "--faults", FAULTS)
+    daemons.append(first)
+    kill_after(first, state, kill_at, rounds_first, timeout=240)
+
+    before = records(state)
+    kinds = [r["kind"] for r in before]
+    assert kinds.count("result") >= rounds_first
+    if rounds_first >= 50:
+        assert {"no_roll", "fault", "fault_cleared"} <= set(kinds), "faults injected, cleared"
+    assert before[-1]["kind"] == kill_at
+    verify(state)
+    killed = before[-1]["data"]
+    round_, attempt = killed["round"], killed["attempt"]
+
+    second = Daemon(state, "--rounds", "2", "--seed", "12", "--faults", "none")
+    daemons.append(second)
+    assert second.wait(timeout=120) == 0, "\n".join(second.lines)
+
+    after = records(state)[len(before) :]
+    assert after[0]["kind"] == "power_on"
+    assert after[0]["data"]["previous"] == "interrupted"
+    recovery = next(r for r in after if r["kind"] == "recovery")["data"]
+    assert recovery["interrupted"] is True
+    assert (recovery["round"], recovery["faults"]) == (round_, [])
+    this_round = [r for r in after if r["data"].get("round") == round_]
+    if kill_at == "result":
+        # A committed result is shown again, never re-drawn or re-read; the dealer closes it.
+        assert recovery["result_seq"] == before[-1]["seq"]
+        assert recovery["state"] == "result"
+        assert [r["kind"] for r in this_round if r["kind"] != "recovery"] == ["close"]
+    else:
+        # A shake without a committed result is void: recorded as such, and reshaken.
+        assert recovery["voided_attempt"] == attempt
+        assert recovery["state"] == "armed"
+        interrupted = next(r for r in after if r["kind"] == "interrupted")
+        assert (interrupted["data"]["round"], interrupted["data"]["attempt"]) == (round_, attempt)
+        reshake = next(r for r in this_round if r["kind"] == "shake")
+        assert reshake["data"]["attempt"] == attempt + 1
+        assert any(r["kind"] == "result" for r in this_round)
+    # Every (round, attempt) is decided at most once over the whole log.
+    decided = [
+        (r["data"]["round"], r["data"]["attempt"]) for r in before + after if r["kind"] == "result"
+    ]
+    assert len(decided) == len(set(decided))
+    assert verify(state)["results_recomputed"] == len(decided)
+
+
+def test_sigterm_stops_the_motor_records_the_round_and_exits_0(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    state = tmp_path / "state"
+    daemon = Daemon(state, "--rounds", "100000", "--seed", "4", "--faults", "none")
+    daemons.append(daemon)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until a shake is under way
+        rows = records(state) if (state / "audit.db").exists() else []
+        if rows and rows[-1]["kind"] == "no_more_bets":
+            break
+        time.sleep(0.05)
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    rows = records(state)
+    assert rows[-1]["kind"] == "shutdown"
+    open_round = rows[-1]["data"]["round"]
+    ended = any(r["kind"] in ("close", "void") and r["data"]["round"] == open_round for r in rows)
+    if not ended and rows[-2]["kind"] != "round_opened":
+        assert rows[-2]["kind"] == "interrupted"
+        assert rows[-2]["data"]["reason"] == "shutdown"
+    verify(state)
+
+
+def test_a_bad_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        cli("simulate", "--rounds", "0", "--state-dir", str(tmp_path)),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    proc = subprocess.run(
+        cli("simulate", "--faults", "meteor=1"), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2
+    assert "meteor" in proc.stderr
+
+
+def test_run_with_a_bad_config_exits_78_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[shaker]\nmotor_max_ms = 99\n")
+    proc = subprocess.run(
+        cli("run", "--config", str(config)), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 78
+    assert "shaker.motor_max_ms" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_selftest_names_what_fails(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[sensor]\nurl = "{tmp_path}/no-such-port"\ntimeout_ms = 100\nretries = 0\n')
+    env = {**os.environ, "GPIOZERO_PIN_FACTORY": "mock"}
+    proc = subprocess.run(
+        cli("selftest", "--config", str(config), "--state-dir", str(tmp_path / "state")),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["checks"]["config"]["ok"]
+    assert report["checks"]["keys"]["ok"]
+    assert report["checks"]["rng"]["ok"]
+    assert not report["checks"]["sensor"]["ok"]
+    assert "sensor failed" in proc.stderr
