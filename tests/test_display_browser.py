@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from display_table import Table, start_display
 
 from controller.dice import NoRollReason
 from controller.records import RecordKind
 from controller.state import Screen
-from display_table import Table, start_display
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
