@@ -16,7 +16,6 @@ from typing import NoReturn
 
 from controller import appliance_cli, audit_cli
 from controller.config import DEFAULT_PATH, Config, load_config
-from controller.demo import run_demo
 from controller.dice import FACES, Roll
 from controller.errors import EX_CONFIG, EX_USAGE, ConfigError, ControllerError, UsageError
 from controller.position import BETTING_POSITIONS, Game, starting_position
@@ -169,21 +168,6 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- demo (the core alone on simulated dice) ------------------------------------------------
-
-
-def _demo_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounds", default="5", help="how many rounds to play (default 5)")
-    p.add_argument("--seed", default="1", help="seed of the simulated dice (default 1)")
-
-
-def _demo(args: argparse.Namespace) -> int:
-    rounds = _int(args.rounds, "rounds")
-    if not 1 <= rounds <= 10_000:
-        raise UsageError(f"rounds {rounds} is not 1..10000")
-    return run_demo(rounds=rounds, seed=_int(args.seed, "seed"), out=sys.stdout)
-
-
 COMMANDS: list[Command] = [
     Command(
         "position", "the position that receives the first stack", _position_arguments, _position
@@ -219,7 +203,6 @@ COMMANDS: list[Command] = [
         appliance_cli.selftest_arguments,
         appliance_cli.selftest_command,
     ),
-    Command("demo", "play a few rounds of the core on simulated dice", _demo_arguments, _demo),
     Command("rng-stream", "raw RNG output for test suites", rng_stream_arguments, rng_stream),
     Command("rng-replay", "replay revealed RNG sessions", rng_replay_arguments, rng_replay),
     Command("verify-log", "verify the audit log", audit_cli.verify_arguments, audit_cli.verify),

@@ -128,13 +128,6 @@ def test_the_installed_entry_point_behaves_the_same() -> None:
     assert json.loads(ok.stdout)["label"] == "dealer"
 
 
-def test_demo_prints_rounds(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo", "--rounds", "3", "--seed", "7")
-    assert code == 0
-    assert out.count("no more bets") == 3
-    assert out.count("first stack:") == 3
-
-
 def test_check_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "check-config", "--config", str(EXAMPLE))
     assert code == 0
