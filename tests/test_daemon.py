@@ -1,0 +1,158 @@
+"""The control loop with the real audit log and the real fault latch: write-ahead, full storage,
+refused keys, and the latch re-armed once a fault is cleared."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from controller.appliance_ports import NoShaker
+from controller.audit_log import DB_NAME, AuditLog, load_or_create_signer
+from controller.daemon import ControlLoop, Ports
+from controller.position import Game
+from controller.records import RecordKind
+from controller.rng_session import RngPort, RngSessionManager
+from controller.state import (
+    Event,
+    Fault,
+    Mode,
+    Occurrence,
+    RngMode,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+)
+from controller.verify_log import verify_state_dir
+from drivers.safety import FaultLatch
+
+
+class ScreenLog:
+    """The table display and the panel's lamps as the dealer sees them: what was shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Screen, dict[str, object], int | None]] = []
+        self.lamps: list[Screen] = []
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        self.shown.append((screen, dict(data), seq))
+
+    def show_status(self, screen: Screen) -> None:
+        self.lamps.append(screen)
+
+    def drive_safe(self) -> None:
+        self.lamps.append(Screen.FAULT)
+
+    def close(self) -> None:
+        return None
+
+
+class Table:
+    def __init__(self, state_dir: Path, *, max_page_count: int | None = None) -> None:
+        state_dir.mkdir(exist_ok=True)
+        self.log = AuditLog(
+            state_dir / DB_NAME, load_or_create_signer(state_dir), max_page_count=max_page_count
+        )
+        self.screens = ScreenLog()
+        self.latch = FaultLatch()
+        self.latch.register("lamps", self.screens.drive_safe)
+        settings = RoundSettings(mode=Mode.RNG)
+        rng = RngSessionManager(
+            state_dir=state_dir,
+            log=self.log,
+            table="t1",
+            game=Game.TILES,
+            mode=RngMode.POSITION,
+            max_rounds=1000,
+            records=[(r.seq, r.kind, r.data) for r in self.log.records()],
+        )
+        ports = Ports(
+            log=self.log,
+            display=self.screens,
+            panel=self.screens,
+            shaker=NoShaker(),
+            latch=self.latch,
+            rng=RngPort(rng),
+        )
+        self.loop = ControlLoop(RoundMachine(settings), ports)
+        self.at = 0
+
+    def send(self, event: Event, **data: object) -> None:
+        self.at += 100
+        self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
+
+    def round(self) -> None:
+        self.send(Event.NO_MORE_BETS)  # 621a.8(a)(1): the RNG selects the number at once
+        self.send(Event.CLOSE_ROUND)
+
+
+def committed_results(state_dir: Path) -> set[int]:
+    db = sqlite3.connect(f"file:{state_dir / DB_NAME}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT seq FROM records WHERE kind = 'result'").fetchall()
+    finally:
+        db.close()
+    return {int(seq) for (seq,) in rows}
+
+
+def test_a_result_is_shown_only_after_it_is_committed(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.round()
+    results = [(data, seq) for screen, data, seq in table.screens.shown if screen is Screen.RESULT]
+    assert len(results) == 1
+    _, seq = results[0]
+    assert seq in committed_results(tmp_path)  # the screen names its committed record
+    table.log.close()
+
+
+def test_full_storage_stops_new_rounds_shows_a_fault_and_loses_nothing(tmp_path: Path) -> None:
+    table = Table(tmp_path, max_page_count=40)
+    for _ in range(400):
+        table.round()
+        if table.loop.is_storage_failed:
+            break
+    else:
+        pytest.fail("the page limit was never reached")
+    # the storage fault is latched and shown; the outputs went safe
+    assert table.loop.machine.state.value == "fault"
+    assert Fault.STORAGE in table.loop.machine.context.active_faults
+    assert table.latch.is_tripped
+    assert any(screen is Screen.FAULT for screen, _, _ in table.screens.shown)
+    # write-ahead: every result ever shown names a committed result record
+    committed = committed_results(tmp_path)
+    shown = [seq for screen, data, seq in table.screens.shown if screen is Screen.RESULT]
+    assert all(seq in committed for seq in shown)
+    # no new round starts
+    shown_before = len(table.screens.shown)
+    table.send(Event.NO_MORE_BETS)
+    assert table.loop.machine.state.value == "fault"
+    assert table.screens.shown[shown_before][0] is Screen.REFUSED
+    table.log.close()
+    # nothing already recorded is lost: the log verifies
+    verifier = load_or_create_signer(tmp_path).verifier
+    report = verify_state_dir(tmp_path, verifier)
+    assert report.records >= 10
+
+
+def test_an_operator_key_at_the_wrong_time_is_refused_on_the_display(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.send(Event.CLOSE_ROUND)
+    screen, data, _ = table.screens.shown[-1]
+    assert screen is Screen.REFUSED
+    assert "close_round" in str(data["reason"])
+    assert table.loop.machine.state.value == "idle"
+    table.log.close()
+
+
+def test_the_latch_is_rearmed_when_the_fault_is_cleared(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.send(Event.FAULT, fault=Fault.SENSOR_TIMEOUT)
+    assert table.latch.is_tripped
+    table.send(Event.CLEAR_FAULT)
+    assert not table.latch.is_tripped
+    assert table.loop.machine.state.value == "idle"
+    kinds = [record.kind for record in table.log.records()]
+    assert kinds[-2:] == [RecordKind.FAULT, RecordKind.FAULT_CLEARED]
+    table.log.close()
