@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from display_table import Table, start_display
+from playwright.sync_api import sync_playwright
 
 from controller.dice import NoRollReason
 from controller.records import RecordKind
 from controller.state import Screen
-
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
 
@@ -36,7 +35,7 @@ SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display"
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
+    with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         yield b
         b.close()
