@@ -35,6 +35,7 @@ from controller.state import (
     RoundSettings,
     Screen,
     State,
+    next_round,
 )
 
 _SHAKE_IN_PROGRESS = (State.SHAKING, State.SETTLING, State.READING)
@@ -150,21 +151,10 @@ class _Fold:
                 self.ctx = replace(ctx, is_sensor_present=False)
 
     def _end_round(self, kind: str) -> None:
-        ctx = self.ctx
-        in_fault = ctx.state is State.FAULT
-        self.ctx = replace(
-            ctx,
-            state=State.FAULT if in_fault else State.IDLE,
-            resume_state=State.IDLE if in_fault else None,
-            round_number=ctx.round_number + 1,
-            attempt=1,
-            no_rolls=0,
-            bank_history=ctx.bank_history.after_round(ctx.bank_seat),
-            bank_seat=None,
-            deadline=None,
-            read_progress=ReadProgress(),
-            result=None,
-        )
+        ctx = next_round(self.ctx)
+        if self.ctx.state is State.FAULT:  # voided during a fault: the fault stays
+            ctx = replace(ctx, state=State.FAULT, resume_state=State.IDLE)
+        self.ctx = ctx
         self.opened = False
         self.result_seq = None
         self.draw = None

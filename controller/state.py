@@ -279,6 +279,23 @@ def _refuse(ctx: RoundContext, why: str) -> Step:
     return ctx, [_show(Screen.REFUSED, reason=why)]
 
 
+def next_round(ctx: RoundContext) -> RoundContext:
+    """The context once a round is closed or voided: bets open for the next round number, a
+    fresh attempt, and the bank history moved on (621a.11(c): no two banks in a row)."""
+    return replace(
+        ctx,
+        state=S.IDLE,
+        round_number=ctx.round_number + 1,
+        attempt=1,
+        no_rolls=0,
+        bank_history=ctx.bank_history.after_round(ctx.bank_seat),
+        bank_seat=None,
+        deadline=None,
+        read_progress=ReadProgress(),
+        result=None,
+    )
+
+
 class _Rules:
     """The handlers. Each returns the next context and the actions; ``step`` checks the result
     against ``TRANSITIONS``."""
@@ -368,18 +385,7 @@ class _Rules:
         return [_show(Screen.RESULT, **self._round(ctx), result=ctx.result.as_record())]
 
     def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
-        ctx = replace(
-            ctx,
-            state=S.IDLE,
-            round_number=ctx.round_number + 1,
-            attempt=1,
-            no_rolls=0,
-            bank_history=ctx.bank_history.after_round(ctx.bank_seat),
-            bank_seat=None,
-            deadline=None,
-            read_progress=ReadProgress(),
-            result=None,
-        )
+        ctx = next_round(ctx)
         actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
         actions.append(_show(Screen.READY, round=ctx.round_number))
         return ctx, actions
