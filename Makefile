@@ -20,9 +20,10 @@ test: $(STAMP) system-deps lint typecheck unit-checks pytest
 system-deps:
 	scripts/install-system-deps
 
-lint: $(STAMP)
+lint: $(STAMP) system-deps
 	$(BIN)/ruff check controller drivers tests bench
 	$(BIN)/ruff format --check controller drivers tests bench
+	shellcheck scripts/* hw/*.sh bench/*.sh
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict controller drivers
