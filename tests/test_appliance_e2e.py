@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,3 +258,55 @@ def test_selftest_names_what_fails(tmp_path: Path) -> None:
     assert report["checks"]["rng"]["ok"]
     assert not report["checks"]["sensor"]["ok"]
     assert "sensor failed" in proc.stderr
+
+
+def test_the_daemon_serves_the_display_and_the_feed_from_its_log(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    """The display server wired into the running appliance: the page is served and the feed
+    carries the committed records (hash for hash what ``export`` gives)."""
+    http_port, feed_port = free_port(), free_port()
+    config = tmp_path / "config.toml"
+    config.write_text(f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n")
+    state = tmp_path / "state"
+    daemon = Daemon(
+        state, "--rounds", "100000", "--faults", "none", "--web-display", "--config", str(config)
+    )
+    daemons.append(daemon)
+    feed = connect_when_listening(feed_port, timeout=60)
+    with feed, feed.makefile("rw", encoding="utf-8", newline="\n") as stream:
+        stream.write('{"from": 1}\n')
+        stream.flush()
+        lines: list[dict[str, Any]] = []
+        while sum(1 for line in lines if line.get("kind") == "result") < 3:
+            line = json.loads(stream.readline())
+            if line["type"] == "record":
+                lines.append(line)
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/", timeout=10) as page:
+        assert page.status == 200
+        assert "<html" in page.read().decode("utf-8").lower()
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    exported = {r["seq"]: r for r in records(state)}
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    for line in lines:
+        assert line["hash"] == exported[line["seq"]]["hash"]
+    results = [line for line in lines if line["kind"] == "result"]
+    assert all(line["starting_position"] and line["total"] for line in results)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def connect_when_listening(port: int, timeout: float) -> socket.socket:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
