@@ -31,3 +31,4 @@ def configure_logging(level: int = logging.INFO, stream: TextIO | None = None) -
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.captureWarnings(True)  # library warnings (gpiozero's pin fallbacks) keep a priority

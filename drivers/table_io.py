@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpiozero.exc import BadPinFactory, GPIOZeroError
+
 from controller.config import Config, PinsConfig, ShakerConfig
+from controller.errors import HardwareError
 from controller.ports import EventSink
 from controller.state import Mode
 from drivers.debounce import monotonic_ms
@@ -118,6 +121,24 @@ def build_table_io(
     *,
     pin_factory: Any = None,
     clock: Callable[[], int] = monotonic_ms,
+) -> TableIO:
+    """The table's GPIO drivers. A board whose pins cannot be claimed (no pin factory, a pin
+    in use) raises :class:`HardwareError` saying so, never gpiozero's own exception."""
+    try:
+        return _build_table_io(config, sink, pin_factory=pin_factory, clock=clock)
+    except GPIOZeroError as exc:
+        hint = ""
+        if isinstance(exc, BadPinFactory):
+            hint = " (on a Raspberry Pi: apt-get install python3-lgpio)"
+        raise HardwareError(f"GPIO pins unavailable: {exc}{hint}") from exc
+
+
+def _build_table_io(
+    config: Config,
+    sink: EventSink,
+    *,
+    pin_factory: Any,
+    clock: Callable[[], int],
 ) -> TableIO:
     latch = FaultLatch()
     is_shaker_table = config.table.mode is Mode.SHAKER

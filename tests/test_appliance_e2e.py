@@ -310,3 +310,18 @@ def connect_when_listening(port: int, timeout: float) -> socket.socket:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def test_run_without_usable_pins_says_so_without_a_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[storage]\nstate_dir = "{tmp_path / "state"}"\n'
+        f"[display]\nhttp_port = {free_port()}\nfeed_port = {free_port()}\n"
+    )
+    env = {**os.environ, "GPIOZERO_PIN_FACTORY": "no-such-factory"}
+    proc = subprocess.run(
+        cli("run", "--config", str(config)), capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 1
+    assert "GPIO pins unavailable" in proc.stderr
+    assert "Traceback" not in proc.stderr
