@@ -131,6 +131,7 @@ class PinsConfig:
     lamp_green: int = field(default=20, metadata=_range(0, 27))
     lamp_blue: int = field(default=21, metadata=_range(0, 27))
     key_clear_fault: int = field(default=26, metadata=_range(0, 27))
+    key_dice_set: int = field(default=25, metadata=_range(0, 27))
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from controller.appliance import Appliance, Options
 from controller.config import Config
 from controller.console_display import ConsoleDisplay
 from controller.errors import UsageError
-from controller.state import Screen
+from controller.state import Mode, Screen
 from drivers.sim_hardware import ShakerFaults, SimPanel, SimShaker
 from drivers.sim_sensor import SimFault, SimulatedSensor
 
@@ -101,6 +101,7 @@ class Crew:
     pause_s: float
     press_s: float
     on_done: threading.Event
+    is_manual: bool = False
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
@@ -151,6 +152,12 @@ class Crew:
                 return
             self._pause()
             self._press("key_no_more_bets")
+        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
+            # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
+            self._pause()
+            self._inject_faults()
+            self.sensor.roll()
+            self._press("key_dice_set")
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
             self._pause()
             if not self.shaker.lid_pin.is_contact_closed:
@@ -226,6 +233,7 @@ def run_simulation(
         pause_s=0.01 if fast else 0.6,
         press_s=config.shaker.debounce_ms * 3 / 1000,
         on_done=done,
+        is_manual=config.table.mode is Mode.MANUAL,
     )
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
     options = Options(

@@ -69,6 +69,7 @@ class PanelPins:
     key_close_round: int | str
     key_void_round: int | str
     key_clear_fault: int | str
+    key_dice_set: int | str
     supervisor_key: int | str
     lamp_red: int | str
     lamp_green: int | str
@@ -125,6 +126,7 @@ class GpioPanel:
                 ("key_close_round", pins.key_close_round, Event.CLOSE_ROUND),
                 ("key_void_round", pins.key_void_round, Event.VOID_ROUND),
                 ("key_clear_fault", pins.key_clear_fault, Event.CLEAR_FAULT),
+                ("key_dice_set", pins.key_dice_set, Event.DICE_SET),
                 ("shake_button", pins.shake_button, Event.SHAKE_PRESSED),
             ]
             for name, pin, event in keys:

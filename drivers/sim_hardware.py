@@ -294,6 +294,7 @@ PANEL_KEYS = (
     "key_close_round",
     "key_void_round",
     "key_clear_fault",
+    "key_dice_set",
     "supervisor_key",
 )
 

@@ -34,6 +34,7 @@ def panel_pins(pins: PinsConfig) -> PanelPins:
         key_close_round=pins.key_close_round,
         key_void_round=pins.key_void_round,
         key_clear_fault=pins.key_clear_fault,
+        key_dice_set=pins.key_dice_set,
         supervisor_key=pins.supervisor_key,
         lamp_red=pins.lamp_red,
         lamp_green=pins.lamp_green,

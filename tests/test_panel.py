@@ -108,6 +108,7 @@ def test_mashing_gives_one_event_per_press(desk: Desk) -> None:
         ("key_close_round", Event.CLOSE_ROUND),
         ("key_void_round", Event.VOID_ROUND),
         ("key_clear_fault", Event.CLEAR_FAULT),
+        ("key_dice_set", Event.DICE_SET),
     ],
 )
 def test_dealer_keys_and_the_supervisor_switch(desk: Desk, key: str, event: Event) -> None:
