@@ -261,8 +261,8 @@ class Appliance:
                         "reason": "shutdown",
                     },
                 )
-            if self.rng is not None and self.rng.is_open:
-                self.rng.close("shutdown")
+            if self.rng is not None:
+                self.rng.close("shutdown")  # reveals the open and any interrupted session
             self.log.append(RecordKind.SHUTDOWN, {"round": ctx.round_number})
         except ControllerError as exc:
             log.error("could not record the shutdown: %s", exc)

@@ -320,14 +320,14 @@ class RngSessionManager:
         return self.open()
 
     def close(self, reason: str = "close") -> None:
-        """Reveal the open session's seed material in the log and forget it. Does nothing when
-        no session is open."""
+        """Reveal the open session's seed material in the log and forget it, and with it any
+        session still unrevealed from before a restart (its numbers are all recorded)."""
         session = self._session
-        if session is None:
-            return
-        self._session = None
-        material = self._read_material(self._seed_path(session.session))
-        self._reveal(material, reason)
+        if session is not None:
+            self._session = None
+            material = self._read_material(self._seed_path(session.session))
+            self._reveal(material, reason)
+        self._reveal_pending(reason)
 
     # --- the seed file -------------------------------------------------------------------
 
