@@ -39,7 +39,7 @@ from controller.ports import TableDisplay
 from controller.records import RecordKind
 from controller.recovery import recover
 from controller.rng import known_answer_test
-from controller.rng_session import Commitment, RngPort, RngSessionManager
+from controller.rng_session import RngPort, RngSessionManager
 from controller.sdnotify import notify, watchdog_interval_s
 from controller.state import Event, Fault, Mode, Occurrence, RoundMachine, Screen, State
 from drivers.dice_sensor import SerialDiceSensor
@@ -165,11 +165,8 @@ class Appliance:
             max_rounds=self.config.rng.session_max_rounds,
             records=self._records(),
         )
-        return RngPort(self.rng, when_committed=self._show_commitment)
-
-    def _show_commitment(self, commitment: Commitment) -> None:
-        if self.display is not None:
-            self.display.show(Screen.DRAWING, commitment.as_display(), seq=commitment.seq)
+        # The table display shows each commitment from its rng_commit record in the log.
+        return RngPort(self.rng)
 
     def _sensor(self) -> SensorKeeper | None:
         if self.config.table.mode is Mode.RNG:
@@ -185,9 +182,12 @@ class Appliance:
     def _self_tests(self) -> None:
         """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed."""
         assert self.table_io is not None
-        if self.config.table.mode is Mode.RNG:
+        if self.rng is not None:
             try:
                 known_answer_test()
+                if not self.rng.is_open and self._is_between_draws():
+                    # The session's commitment is recorded and shown before bets close.
+                    self.rng.open()
             except RngError as exc:
                 log.error("RNG known-answer test failed: %s", exc)
                 self.events.put(
@@ -199,6 +199,10 @@ class Appliance:
             self.sensor.open_or_keep_trying()
         if self.table_io.shaker is not None:
             self.table_io.shaker.report_inputs()
+
+    def _is_between_draws(self) -> bool:
+        assert self.loop is not None
+        return self.loop.machine.state is not State.DRAWING
 
     # --- run --------------------------------------------------------------------------------
 

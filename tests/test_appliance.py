@@ -90,8 +90,9 @@ def test_a_recorded_rng_number_is_shown_again_after_a_power_cut(
     assert shown[-1]["result"]["count"] == number  # type: ignore[index]
     power_on = [data for _, kind, data in rows if kind == RecordKind.POWER_ON]
     assert power_on[-1]["previous"] == "interrupted"
-    # the interrupted session is revealed, and every number of it replays
-    assert any(kind == RecordKind.RNG_REVEAL for _, kind, _ in rows)
+    # the interrupted session and the one opened for the next rounds (its commitment shown
+    # before bets close) are both revealed at the shutdown, and every number replays
+    assert [kind for _, kind, _ in rows].count(RecordKind.RNG_REVEAL) == 2
     report = verify_state_dir(tmp_path, load_or_create_signer(tmp_path).verifier)
     assert report.results == 1
-    assert "1 revealed" in report.rng
+    assert "2 revealed" in report.rng
