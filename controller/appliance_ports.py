@@ -60,15 +60,15 @@ class SensorKeeper:
         self._thread: threading.Thread | None = None
 
     def open(self) -> SensorIdentity:
-        self.identity = self.sensor.open()
-        identity = self.identity
-        log.info(
-            "dice sensor %s firmware %s serial %s (protocol %d)",
-            identity.model,
-            identity.firmware,
-            identity.serial_number,
-            identity.protocol_version,
+        """The handshake. The sensor's identity goes into the audit log (a ``sensor`` record
+        through ``SENSOR_BACK``), so that every reading can be traced to the device."""
+        self.identity = identity = self.sensor.open()
+        detail = (
+            f"{identity.model} {identity.serial_number} firmware {identity.firmware}"
+            f" protocol {identity.protocol_version}"
         )
+        log.info("dice sensor %s", detail)
+        self.events.put(Occurrence(Event.SENSOR_BACK, at=_now_ms(), detail=detail))
         return identity
 
     def open_or_keep_trying(self) -> bool:
@@ -99,7 +99,6 @@ class SensorKeeper:
                 self.events.put(Occurrence(Event.SENSOR_LOST, at=_now_ms(), detail=str(exc)))
                 delay = self._retry_max_s
                 continue
-            self.events.put(Occurrence(Event.SENSOR_BACK, at=_now_ms(), detail="handshake"))
             return
 
     def request_read(self, *, round_number: int, attempt: int) -> None:
