@@ -29,9 +29,10 @@ from typing import Any
 from controller.appliance_ports import NoShaker, SensorKeeper
 from controller.audit_log import AuditLog
 from controller.audit_records import config_loaded_data
+from controller.clock import monotonic_ms
 from controller.config import Config
 from controller.console_display import DisplayFanout
-from controller.daemon import ControlLoop, Ports, monotonic_ms
+from controller.daemon import ControlLoop, Ports
 from controller.display_log import SqliteLogReader
 from controller.display_server import DisplayServer
 from controller.errors import ControllerError, RngError

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from controller.clock import monotonic_ms
 from controller.errors import SensorError, ShakerError
 from controller.ports import EventSink, SensorIdentity
 from controller.state import Event, Occurrence
 from drivers.dice_sensor import SerialDiceSensor
 
 log = logging.getLogger("paigow.sensor")
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class NoShaker:
@@ -68,7 +64,7 @@ class SensorKeeper:
             f" protocol {identity.protocol_version}"
         )
         log.info("dice sensor %s", detail)
-        self.events.put(Occurrence(Event.SENSOR_BACK, at=_now_ms(), detail=detail))
+        self.events.put(Occurrence(Event.SENSOR_BACK, at=monotonic_ms(), detail=detail))
         return identity
 
     def open_or_keep_trying(self) -> bool:
@@ -77,7 +73,7 @@ class SensorKeeper:
             self.open()
         except SensorError as exc:
             log.error("dice sensor handshake failed: %s", exc)
-            self.events.put(Occurrence(Event.SENSOR_LOST, at=_now_ms(), detail=str(exc)))
+            self.events.put(Occurrence(Event.SENSOR_LOST, at=monotonic_ms(), detail=str(exc)))
             self._thread = threading.Thread(
                 target=self._keep_trying, name="dice-sensor-start", daemon=True
             )
@@ -96,7 +92,7 @@ class SensorKeeper:
                 continue
             except Exception as exc:  # the thread reports, never dies silently
                 log.exception("dice sensor start-up failed")
-                self.events.put(Occurrence(Event.SENSOR_LOST, at=_now_ms(), detail=str(exc)))
+                self.events.put(Occurrence(Event.SENSOR_LOST, at=monotonic_ms(), detail=str(exc)))
                 delay = self._retry_max_s
                 continue
             return

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import queue
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.clock import monotonic_ms
 from controller.dice import Roll
 from controller.errors import (
     AuditLogError,
@@ -51,10 +51,6 @@ OPERATOR_EVENTS = frozenset(
     }
 )
 _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class RngDraws(Protocol):

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from gpiozero import DigitalInputDevice
+
+from controller.clock import monotonic_ms
+
+__all__ = ["DebouncedInput", "debounced_input", "monotonic_ms"]
+
 log = logging.getLogger(__name__)
-
-
-def monotonic_ms() -> int:
-    """The event clock of the table: milliseconds of the monotonic clock."""
-    return time.monotonic_ns() // 1_000_000
 
 
 class DebouncedInput:
@@ -122,3 +122,22 @@ class DebouncedInput:
             self._on_change(value)
         except Exception:  # a callback error must not kill the pin's thread
             log.exception("input %s: handler failed", self.name)
+
+
+def debounced_input(
+    name: str,
+    pin: int | str,
+    on_change: Callable[[bool], None],
+    *,
+    pin_factory: Any,
+    debounce_s: float,
+    immediate: bool | None = None,
+) -> DebouncedInput:
+    """A contact to ground on ``pin`` (internal pull-up, active low), debounced. The gpiozero
+    device is closed again if the debouncer cannot be set up."""
+    device = DigitalInputDevice(pin, pull_up=True, pin_factory=pin_factory)
+    try:
+        return DebouncedInput(name, device, on_change, debounce_s=debounce_s, immediate=immediate)
+    except BaseException:
+        device.close()
+        raise

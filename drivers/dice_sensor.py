@@ -24,6 +24,7 @@ from types import TracebackType
 
 import serial
 
+from controller.clock import monotonic_ms
 from controller.config import SensorConfig
 from controller.dice import DiceReading
 from controller.errors import (
@@ -504,7 +505,7 @@ class SerialDiceSensor:
     # --- helpers ---------------------------------------------------------------------------
 
     def _now(self) -> int:
-        return self._clock() if self._clock is not None else time.monotonic_ns() // 1_000_000
+        return self._clock() if self._clock is not None else monotonic_ms()
 
     def _emit(self, event: Event, *, fault: Fault | None = None, detail: str = "") -> None:
         self._events.put(Occurrence(event, self._now(), fault=fault, detail=detail))

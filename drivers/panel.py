@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpiozero import LED, RGBLED, Button, GPIODeviceClosed
+from gpiozero import LED, RGBLED, GPIODeviceClosed
 
 from controller.ports import EventSink
 from controller.state import Event, Occurrence, Screen
-from drivers.debounce import DebouncedInput, monotonic_ms
+from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch
 
 log = logging.getLogger(__name__)
@@ -138,14 +138,13 @@ class GpioPanel:
             latch.register("panel.lamps", self.drive_safe)
 
     def _key(self, name: str, pin: int | str, event: Event | None) -> DebouncedInput:
-        device = Button(pin, pull_up=True, pin_factory=self._pin_factory)
-        try:
-            debounced = DebouncedInput(
-                name, device, self._on_key(event), debounce_s=self._debounce_s
-            )
-        except BaseException:
-            device.close()
-            raise
+        debounced = debounced_input(
+            name,
+            pin,
+            self._on_key(event),
+            pin_factory=self._pin_factory,
+            debounce_s=self._debounce_s,
+        )
         self._inputs.append(debounced)
         return debounced
 

@@ -33,7 +33,7 @@ from controller.config import ShakerConfig
 from controller.errors import ShakerError
 from controller.ports import EventSink
 from controller.state import Event, Fault, Occurrence
-from drivers.debounce import DebouncedInput, monotonic_ms
+from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch
 
 log = logging.getLogger(__name__)
@@ -150,14 +150,14 @@ class GpioShaker:
         *,
         immediate: bool,
     ) -> DebouncedInput:
-        device = DigitalInputDevice(pin, pull_up=True, pin_factory=pin_factory)
-        try:
-            debounced = DebouncedInput(
-                name, device, on_change, debounce_s=debounce_s, immediate=immediate
-            )
-        except BaseException:
-            device.close()
-            raise
+        debounced = debounced_input(
+            name,
+            pin,
+            on_change,
+            pin_factory=pin_factory,
+            debounce_s=debounce_s,
+            immediate=immediate,
+        )
         self._inputs.append(debounced)
         return debounced
 
