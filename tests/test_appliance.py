@@ -4,20 +4,25 @@ shown again after the restart, never drawn a second time (AGCO 5.1; no secondary
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from gpiozero import Device
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.appliance import Appliance, Options
 from controller.audit_log import AuditLog, load_or_create_signer
 from controller.audit_records import config_loaded_data
+from controller.cli import main
 from controller.config import Config
 from controller.records import RecordKind
 from controller.rng_session import RngSessionManager
 from controller.state import Mode, Screen, State
 from controller.verify_log import verify_state_dir
+from drivers.sim_hardware import SimShaker
+from drivers.sim_sensor import SimulatedSensor
 
 
 class Screens:
@@ -96,3 +101,38 @@ def test_a_recorded_rng_number_is_shown_again_after_a_power_cut(
     report = verify_state_dir(tmp_path, load_or_create_signer(tmp_path).verifier)
     assert report.results == 1
     assert "2 revealed" in report.rng
+
+
+def test_selftest_passes_on_healthy_hardware(
+    tmp_path: Path, factory: MockFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The technician's check on a healthy table: the simulated shaker holds the lid closed
+    and the tamper loop secured on the pins, the simulated sensor answers on a pty."""
+    config = Config()
+    shaker = SimShaker(factory, config.pins, config.shaker)
+    previous = Device.pin_factory
+    Device.pin_factory = factory  # what GPIOZERO_PIN_FACTORY selects on a real board
+    try:
+        with SimulatedSensor(seed=3) as sensor:
+            code = main(
+                [
+                    *("selftest", "--config", str(write_config(tmp_path))),
+                    *("--sensor-url", sensor.url, "--state-dir", str(tmp_path / "state")),
+                ]
+            )
+    finally:
+        Device.pin_factory = previous
+        shaker.close()
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert code == 0, report
+    assert report["ok"] is True
+    assert set(report["checks"]) == {"config", "keys", "rng", "sensor", "pins"}
+    assert "OptiDice" in report["checks"]["sensor"]["detail"]
+    assert "lid closed" in report["checks"]["pins"]["detail"]
+
+
+def write_config(directory: Path) -> Path:
+    path = directory / "config.toml"
+    path.write_text('[table]\nname = "t8"\n')
+    return path
