@@ -35,14 +35,24 @@ from controller.console_display import DisplayFanout
 from controller.daemon import ControlLoop, Ports
 from controller.display_log import SqliteLogReader
 from controller.display_server import DisplayServer
-from controller.errors import ControllerError, RngError
+from controller.errors import AuditLogError, ControllerError, RngError
 from controller.ports import TableDisplay
 from controller.records import RecordKind
 from controller.recovery import recover
 from controller.rng import known_answer_test
 from controller.rng_session import RngPort, RngSessionManager
 from controller.sdnotify import notify, watchdog_interval_s
-from controller.state import Event, Fault, Mode, Occurrence, RoundMachine, Screen, State
+from controller.state import (
+    Action,
+    ActionKind,
+    Event,
+    Fault,
+    Mode,
+    Occurrence,
+    RoundMachine,
+    Screen,
+    State,
+)
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
@@ -115,9 +125,11 @@ class Appliance:
             on_alive=self._alive,
         )
         # power_on first, then the configuration in force, then what recovery did.
-        self.loop.execute(recovery.actions[:1])
-        audit.append(RecordKind.CONFIG_LOADED, config_loaded_data(config))
-        self.loop.execute(recovery.actions[1:])
+        # Through the loop, so that a log that cannot be written latches the storage fault.
+        config_loaded = Action(
+            ActionKind.RECORD, record=RecordKind.CONFIG_LOADED, data=config_loaded_data(config)
+        )
+        self.loop.execute([recovery.actions[0], config_loaded, *recovery.actions[1:]])
         for note in recovery.notes:
             log.log(
                 logging.WARNING if recovery.was_interrupted else logging.INFO, "recovery: %s", note
@@ -184,26 +196,24 @@ class Appliance:
         """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed."""
         assert self.table_io is not None
         if self.rng is not None:
+            assert self.loop is not None
             try:
-                known_answer_test()
-                if not self.rng.is_open and self._is_between_draws():
-                    # The session's commitment is recorded and shown before bets close.
+                if self.loop.machine.state is State.DRAWING:
+                    known_answer_test()  # the recovered draw is shown again from the log
+                else:
+                    # The known-answer test, then the session's commitment recorded and shown
+                    # before bets close.
                     self.rng.open()
-            except RngError as exc:
-                log.error("RNG known-answer test failed: %s", exc)
+            except (RngError, AuditLogError) as exc:
+                log.error("RNG session could not open: %s", exc)
+                fault = Fault.STORAGE if isinstance(exc, AuditLogError) else Fault.RNG_FAILURE
                 self.events.put(
-                    Occurrence(
-                        Event.FAULT, at=monotonic_ms(), fault=Fault.RNG_FAILURE, detail=str(exc)
-                    )
+                    Occurrence(Event.FAULT, at=monotonic_ms(), fault=fault, detail=str(exc))
                 )
         if self.sensor is not None:
             self.sensor.open_or_keep_trying()
         if self.table_io.shaker is not None:
             self.table_io.shaker.report_inputs()
-
-    def _is_between_draws(self) -> bool:
-        assert self.loop is not None
-        return self.loop.machine.state is not State.DRAWING
 
     # --- run --------------------------------------------------------------------------------
 

@@ -103,9 +103,6 @@ class ControlLoop:
 
     # --- called from any thread -------------------------------------------------------------
 
-    def put(self, item: Occurrence) -> None:
-        self.events.put(item)
-
     def stop(self) -> None:
         self._stopping = True
         self.events.put(None)
@@ -130,10 +127,7 @@ class ControlLoop:
         was_fault = self.machine.state is State.FAULT
         try:
             actions = self.machine.handle(occ)
-        except IllegalTransition as exc:
-            self._refused(occ, str(exc))
-            return
-        except GameRuleError as exc:  # e.g. a bank seat refused by 621a.11(b),(c)
+        except (IllegalTransition, GameRuleError) as exc:  # e.g. a bank seat refused, 621a.11(b)
             self._refused(occ, str(exc))
             return
         except Exception:  # a bug: latch everything safe, stop telling systemd we are alive
