@@ -106,7 +106,7 @@ class Crew:
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
         self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
-        self.results = 0
+        self.rounds_done: set[object] = set()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="simulated-crew", daemon=True)
         self._last: Screen | None = None
@@ -126,9 +126,9 @@ class Crew:
             try:
                 screen, data = self.screens.get(timeout=max(1.0, 10 * self.pause_s))
             except queue.Empty:
-                if self._last is not None:  # nothing happened: act on the last screen again
-                    self._act(self._last, {})
-                continue
+                if self._last is None:
+                    continue
+                screen, data = self._last, {}  # nothing happened: act on the last screen again
             if screen is Screen.REFUSED:
                 continue
             self._last = screen
@@ -147,7 +147,7 @@ class Crew:
 
     def _act(self, screen: Screen, data: Mapping[str, object]) -> None:
         if screen is Screen.READY:
-            if self.results >= self.rounds:
+            if len(self.rounds_done) >= self.rounds:
                 self.on_done.set()
                 return
             self._pause()
@@ -165,8 +165,9 @@ class Crew:
                 self.stopping.wait(self.press_s)
             self._inject_faults()
             self._press("shake_button")
-        elif screen is Screen.RESULT and "result" in data:
-            self.results += 1
+        elif screen is Screen.RESULT:
+            if "result" in data:  # a nudge, or a result shown again, is not a new round
+                self.rounds_done.add(data.get("round"))
             self._pause()
             self._press("key_close_round")
         elif screen in (Screen.FAULT, Screen.LOCKED):
