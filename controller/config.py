@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.dice import ReadPolicy
+from controller.digits import is_ascii_digits, parse_bounded_int, quoted
 from controller.errors import ConfigError
 from controller.position import Game
 from controller.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
@@ -33,6 +34,11 @@ from controller.wagers import (
 )
 
 DEFAULT_PATH = Path("/etc/paigow-controller/config.toml")
+MAX_FILE_BYTES = 1 << 20  # a config is a few kB; anything past 1 MiB is not one
+_READ_CHUNK = 64 * 1024
+MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
+ODDS_WIN_MAX = 100_000  # "N to M": 1 <= N <= ODDS_WIN_MAX, 1 <= M <= ODDS_STAKE_MAX
+ODDS_STAKE_MAX = 1000
 
 
 def _range(low: float | None = None, high: float | None = None) -> dict[str, Any]:
@@ -179,10 +185,7 @@ _SECTIONS: Mapping[str, type[Any]] = {
 
 def load_config(path: Path) -> Config:
     """Read and validate ``path``. Raises :class:`ConfigError` naming the offending key."""
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError("file", f"cannot read {path}: {exc.strerror or exc}") from exc
+    raw_bytes = read_file(path)
     try:
         raw = tomllib.loads(raw_bytes.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -191,6 +194,29 @@ def load_config(path: Path) -> Config:
         raise ConfigError("file", f"{path} is not valid TOML: {exc}") from exc
     config = parse_config(raw)
     return dataclasses.replace(config, source_sha256=hashlib.sha256(raw_bytes).hexdigest())
+
+
+def read_file(path: Path, *, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, read in chunks and never more than ``limit`` of them: a larger
+    file, or a device or pipe that yields more (``/dev/zero``), is a ConfigError naming
+    ``file``, not a process that grows until the kernel kills it."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with path.open("rb", buffering=0) as file:
+            while size <= limit:
+                chunk = file.read(min(_READ_CHUNK, limit + 1 - size))
+                if not chunk:
+                    break
+                size += len(chunk)
+                chunks.append(chunk)
+    except OSError as exc:
+        raise ConfigError("file", f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # a path with a NUL byte in it
+        raise ConfigError("file", f"cannot read {quoted(str(path))}: {exc}") from exc
+    if size > limit:
+        raise ConfigError("file", f"{path} is larger than {limit} bytes")
+    return b"".join(chunks)
 
 
 def parse_config(raw: Mapping[str, Any]) -> Config:
@@ -259,6 +285,10 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
     elif kind is str:
         if not isinstance(value, str) or not value:
             raise ConfigError(key, "must be a non-empty string")
+        if len(value) > MAX_TEXT_CHARS or not value.isprintable():
+            raise ConfigError(
+                key, f"must be at most {MAX_TEXT_CHARS} characters, none of them control characters"
+            )
         if meta.get("pattern") == "name" and not _is_name(value):
             raise ConfigError(key, "must be 1-32 letters, digits, '-' or '_'")
         return value
@@ -323,9 +353,11 @@ def _odds(key: str, value: Any) -> Odds:
     if not isinstance(value, str):
         raise ConfigError(key, 'must be a string like "25 to 1"')
     parts = value.split()
-    if len(parts) != 3 or parts[1] != "to" or not all(p.isdigit() for p in (parts[0], parts[2])):
-        raise ConfigError(key, f'"{value}" is not odds like "25 to 1"')
-    win, stake = int(parts[0]), int(parts[2])
-    if not 1 <= win <= 100_000 or not 1 <= stake <= 1000:
-        raise ConfigError(key, f'"{value}" is out of range')
+    if len(parts) != 3 or parts[1] != "to" or not all(map(is_ascii_digits, parts[::2])):
+        raise ConfigError(key, f'{quoted(value)} is not odds like "25 to 1"')
+    try:
+        win = parse_bounded_int(parts[0], low=1, high=ODDS_WIN_MAX, what="the win")
+        stake = parse_bounded_int(parts[2], low=1, high=ODDS_STAKE_MAX, what="the stake")
+    except ValueError as exc:
+        raise ConfigError(key, f"{quoted(value)} is out of range: {exc}") from None
     return Odds(win, stake)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -110,3 +114,84 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError, match="UTF-8"):
         load_config(binary)
+
+
+# --- bounds: a config file is read with a size cap ---------------------------------------------
+
+MIB = 1 << 20
+MEMORY_CAP = 1 << 30  # the child may use 1 GiB of address space; an uncapped read dies there
+
+
+def _check_config_in_a_capped_child(path: str) -> subprocess.CompletedProcess[str]:
+    """``check-config --config PATH`` in a child whose memory is capped, so that a reader
+    without a size cap fails with MemoryError instead of taking the machine's memory."""
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP}))\n"
+        "from controller.cli import main\n"
+        f"raise SystemExit(main(['check-config', '--config', {path!r}]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_a_file_over_the_cap_is_refused_naming_file(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * MIB + b"\n")  # valid TOML (one comment), one byte over 1 MiB
+    with pytest.raises(ConfigError, match="larger than") as caught:
+        load_config(path)
+    assert caught.value.key == "file"
+
+
+def test_a_file_just_under_the_cap_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * (MIB - 1) + b"\n")
+    assert load_config(path).table.game is Game.TILES
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_that_never_ends_is_refused_in_bounded_memory(device: str) -> None:
+    proc = _check_config_in_a_capped_child(device)
+    assert proc.returncode == 78, proc.stderr[-2000:]
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("paigow-controller: config: file: ")
+    assert "larger than" in proc.stderr
+
+
+def test_a_pipe_is_read_up_to_the_cap(tmp_path: Path) -> None:
+    """A non-regular file that yields a config is fine (``--config <(...)``)."""
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("wb") as pipe:
+            pipe.write(b'[table]\nname = "from-a-pipe"\n')
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    assert load_config(fifo).table.name == "from-a-pipe"
+    writer.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"storage": {"state_dir": "/var/lib/a\x00b"}}, "storage.state_dir"),
+        ({"sensor": {"url": "/dev/tty\nUSB0"}}, "sensor.url"),
+        ({"display": {"host": "x" * 5000}}, "display.host"),
+    ],
+)
+def test_text_values_are_bounded_and_without_control_characters(
+    raw: dict[str, object], key: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw)
+    assert caught.value.key == key
+
+
+def test_a_path_with_a_nul_byte_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(Path("/etc/paigow\x00.toml"))
+    assert caught.value.key == "file"
