@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from controller.dice import NoRollReason
+from controller.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.display_log import LoggedCheckpoint, LoggedRecord
 from controller.records import RecordKind
 from controller.state import Screen
@@ -49,13 +50,17 @@ class EventId:
 
     @classmethod
     def parse(cls, text: str | None) -> EventId | None:
-        """``"41"`` or ``"41.2"``; anything else is None (the client is treated as new)."""
-        if not text:
+        """``"41"`` or ``"41.2"`` (ASCII digits, each part at most MAX_SEQ); anything else is
+        None (the client is treated as new)."""
+        if not text or len(text) > 40:
             return None
-        head, _, tail = text.strip().partition(".")
-        if not head.isdigit() or (tail and not tail.isdigit()) or len(text) > 40:
+        head, dot, tail = text.strip().partition(".")
+        try:
+            seq = parse_bounded_int(head, high=MAX_SEQ, what="event id")
+            index = parse_bounded_int(tail, high=MAX_SEQ, what="event id") if dot else 0
+        except NumberError:
             return None
-        return cls(int(head), int(tail) if tail else 0)
+        return cls(seq, index)
 
     def next_for(self, seq: int | None) -> EventId:
         """The id of the next screen, shown after record ``seq``."""

@@ -16,19 +16,24 @@ The page's stream (``GET /events``):
   "OFFLINE — NO RESULT" until a fresh snapshot arrives: an old result is never shown as current.
 
 Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
-the configuration on purpose.
+the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
+``MAX_CLIENTS`` at once (more are refused at once: ``503`` here), the whole request within
+``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``, and a client that does not read what is sent for
+``SEND_TIMEOUT_S`` is dropped. A client that goes away costs one log line, never a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import socket
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -42,7 +47,7 @@ from controller.display_events import (
     replay_event,
     trend_entry,
 )
-from controller.display_feed import FeedServer
+from controller.display_feed import CappedServer, ClientLimits, FeedServer
 from controller.display_hub import DisplayHub, Message
 from controller.display_log import LogReader
 from controller.errors import AuditLogError
@@ -58,6 +63,10 @@ ASSETS = {
     "/display.js": ("display.js", "text/javascript; charset=utf-8"),
 }
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
+MAX_CLIENTS = 16  # pages and streams at once: the kiosk, a few others; more get 503
+REQUEST_TIMEOUT_S = 5.0  # the request line and headers, in all
+REQUEST_MAX_BYTES = 16 * 1024  # the request line and headers; past it the request is cut
+SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
 _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -71,15 +80,58 @@ def _load_assets() -> dict[str, tuple[bytes, str]]:
     return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in ASSETS.items()}
 
 
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _HttpServer(CappedServer):
+    name = "display"
+    logger = log
 
-    def __init__(self, address: tuple[str, int], display: DisplayServer) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
+    def __init__(
+        self, address: tuple[str, int], display: DisplayServer, limits: ClientLimits
+    ) -> None:
         self.display = display
-        super().__init__(address, _PageHandler)
+        super().__init__(address, _PageHandler, limits)
+
+    def refusal(self) -> bytes:
+        body = b"too many clients\n"
+        return (
+            b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+
+class _RequestReader(io.RawIOBase):
+    """The reading side of a page connection: the request line and headers must arrive within
+    ``timeout_s`` in all (a client that sends part of them and stalls, or dribbles a byte at a
+    time, is dropped) and ``max_bytes``; past that the stream reads as ended. Each read leaves
+    the socket's timeout at ``send_timeout_s`` for the writes that follow."""
+
+    def __init__(
+        self, sock: socket.socket, *, timeout_s: float, max_bytes: int, send_timeout_s: float
+    ) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = time.monotonic() + timeout_s
+        self._left = max_bytes
+        self._send_timeout_s = send_timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        view = memoryview(buffer).cast("B")[: self._left]
+        self._sock.settimeout(remaining)
+        try:
+            count = self._sock.recv_into(view)
+        finally:
+            self._sock.settimeout(self._send_timeout_s)
+        self._left -= count
+        return count
 
 
 class DisplayServer:
@@ -98,6 +150,8 @@ class DisplayServer:
         heartbeat_s: float = 1.0,
         history: int = 256,
         feed: bool = True,
+        page_limits: ClientLimits | None = None,
+        feed_limits: ClientLimits | None = None,
     ) -> None:
         self.config = config
         self.log_reader = log_reader
@@ -107,13 +161,21 @@ class DisplayServer:
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._watched = self._seed()
-        self._http = _HttpServer((config.host, config.http_port), self)
+        if page_limits is None:
+            page_limits = ClientLimits(MAX_CLIENTS, REQUEST_TIMEOUT_S, SEND_TIMEOUT_S)
+        with _naming_the_address("table display", config.host, config.http_port):
+            self._http = _HttpServer((config.host, config.http_port), self, page_limits)
         self._feed: FeedServer | None = None
         try:
             if feed:
-                self._feed = FeedServer(
-                    (config.host, config.feed_port), self.hub, log_reader, heartbeat_s=heartbeat_s
-                )
+                with _naming_the_address("result feed", config.host, config.feed_port):
+                    self._feed = FeedServer(
+                        (config.host, config.feed_port),
+                        self.hub,
+                        log_reader,
+                        heartbeat_s=heartbeat_s,
+                        limits=feed_limits,
+                    )
         except BaseException:
             self._http.server_close()
             raise
@@ -124,15 +186,20 @@ class DisplayServer:
 
     @property
     def http_address(self) -> tuple[str, int]:
-        host, port = self._http.server_address[:2]
-        return str(host), int(port)
+        return self._http.address
 
     @property
     def feed_address(self) -> tuple[str, int] | None:
-        if self._feed is None:
-            return None
-        host, port = self._feed.server_address[:2]
-        return str(host), int(port)
+        return None if self._feed is None else self._feed.address
+
+    @property
+    def page_server(self) -> CappedServer:
+        """The page's HTTP server (its client count, for surveillance and tests)."""
+        return self._http
+
+    @property
+    def feed_server(self) -> CappedServer | None:
+        return self._feed
 
     @property
     def url(self) -> str:
@@ -258,6 +325,16 @@ class DisplayServer:
         self._threads.append(thread)
 
 
+@contextlib.contextmanager
+def _naming_the_address(what: str, host: str, port: int) -> Iterator[None]:
+    """A server that cannot listen says where it tried (the port taken, the host unknown)."""
+    try:
+        yield
+    except OSError as exc:
+        message = f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}"
+        raise OSError(exc.errno, message) from exc
+
+
 def _sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
     lines = [f"event: {event}"]
     if event_id is not None:
@@ -271,10 +348,34 @@ class _PageHandler(BaseHTTPRequestHandler):
     server_version = "paigow-display"
     sys_version = ""
 
+    def setup(self) -> None:
+        super().setup()
+        limits = self.server.limits
+        self.rfile.close()  # read through the bounded reader instead
+        self.rfile = io.BufferedReader(
+            _RequestReader(
+                self.connection,
+                timeout_s=limits.request_timeout_s,
+                max_bytes=REQUEST_MAX_BYTES,
+                send_timeout_s=limits.send_timeout_s,
+            )
+        )
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("display http: " + format, *args)
 
+    def log_error(self, format: str, *args: Any) -> None:
+        """A malformed or stalled request: one line, and the connection is closed."""
+        log.info("display client %s: " + format, self.address_string(), *args)
+
     def do_GET(self) -> None:
+        try:
+            self._get()
+        except (ConnectionError, TimeoutError) as exc:
+            log.info("display client %s dropped: %s", self.address_string(), exc)
+            self.close_connection = True
+
+    def _get(self) -> None:
         parts = urlsplit(self.path)
         if parts.path == "/events":
             self._events(parse_qs(parts.query))
@@ -297,6 +398,7 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _events(self, query: dict[str, list[str]]) -> None:
+        """The page's stream, until the hub closes or the client goes (or stops reading)."""
         display = self.server.display
         hub = display.hub
         after = EventId.parse(self.headers.get("Last-Event-ID")) or EventId.parse(
@@ -307,29 +409,26 @@ class _PageHandler(BaseHTTPRequestHandler):
         for name, value in _SECURITY_HEADERS.items():
             self.send_header(name, value)
         self.end_headers()
-        try:
-            self.wfile.write(b"retry: 1000\n\n")
-            if after is not None:
-                for event_id, payload in display.replay_after(after):
-                    self.wfile.write(_sse("replay", payload, event_id))
-            number = self._snapshot()
-            while not hub.is_closed():
-                messages, missed = hub.wait_messages(number, display.heartbeat_s)
-                if hub.is_closed():
-                    break
-                if missed:
-                    number = self._snapshot()
-                    continue
-                if not messages:
-                    self.wfile.write(_sse("heartbeat", {}))
-                    self.wfile.flush()
-                    continue
-                for message in messages:
-                    self._send(message)
-                    number = message.number
+        self.wfile.write(b"retry: 1000\n\n")
+        if after is not None:
+            for event_id, payload in display.replay_after(after):
+                self.wfile.write(_sse("replay", payload, event_id))
+        number = self._snapshot()
+        while not hub.is_closed():
+            messages, missed = hub.wait_messages(number, display.heartbeat_s)
+            if hub.is_closed():
+                break
+            if missed:
+                number = self._snapshot()
+                continue
+            if not messages:
+                self.wfile.write(_sse("heartbeat", {}))
                 self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
-            return
+                continue
+            for message in messages:
+                self._send(message)
+                number = message.number
+            self.wfile.flush()
         with contextlib.suppress(OSError):
             self.wfile.flush()
 

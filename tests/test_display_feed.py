@@ -5,16 +5,22 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import logging
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from display_table import Table, start_display
+from test_display_server import EmptyLog, handler_threads, reset, wait_until
 
+from controller import canonical, display_feed
 from controller.display_events import EventId
-from controller.display_feed import FeedRequestError, parse_request
+from controller.display_feed import FeedRequestError, FeedServer, parse_request
+from controller.display_hub import DisplayHub
+from controller.display_log import LoggedRecord
 from controller.records import RecordKind
 from controller.state import Screen
 
@@ -187,3 +193,157 @@ def test_event_ids_order_screens_between_records() -> None:
     assert EventId(41).next_for(41) == EventId(41, 1)
     assert EventId(41, 1).next_for(42) == EventId(42)
     assert EventId(41, 1) < EventId(42) < EventId(42, 1)
+
+
+# --- bounds: requests, clients over the cap, clients that do not read --------------------------
+
+
+def test_a_request_past_the_largest_sequence_number_gets_an_error_line(
+    table: Table, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    assert table.display is not None
+    assert table.display.feed_address is not None
+    for request in (b"FROM 99999999999999999999999\n", b'{"from": 100000000000000000000}\n'):
+        client = FeedClient(table.display.feed_address, request)
+        message = client.next_message()
+        assert message["type"] == "error", message
+        assert client.file.readline() == b""
+        client.close()
+    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in caplog.text
+
+
+def big_record(seq: int) -> LoggedRecord:
+    entry = {
+        "seq": seq,
+        "kind": "note",
+        "time": "t",
+        "prev": "0" * 64,
+        "data": {"pad": "x" * 65536},
+    }
+    return LoggedRecord(seq, "note", canonical.encode(entry))
+
+
+class EndlessLog(EmptyLog):
+    """A log that always has more 64 kB records than a client can take."""
+
+    def size(self) -> int:
+        return 1
+
+    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+        return [big_record(n) for n in range(seq + 1, seq + 1 + min(limit, 2))]
+
+
+@pytest.fixture
+def feed_server(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> Iterator[FeedServer]:
+    """A feed server alone, with short bounds; ``indirect`` picks its log."""
+    # raising=False: a server without these bounds then fails the tests by what it does.
+    monkeypatch.setattr(display_feed, "MAX_CLIENTS", 2, raising=False)
+    monkeypatch.setattr(display_feed, "REQUEST_WAIT_S", 0.3)
+    monkeypatch.setattr(display_feed, "SEND_TIMEOUT_S", 0.5)
+    caplog.set_level(logging.INFO, logger="paigow")
+    log = getattr(request, "param", EmptyLog)()
+    hub = DisplayHub()
+    server = FeedServer(("127.0.0.1", 0), hub, log, heartbeat_s=0.05)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    hub.close()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_more_feed_clients_than_the_cap_are_refused_at_once(
+    feed_server: FeedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    address = feed_server.address
+    clients = [FeedClient(address, b"\n") for _ in range(2)]
+    for client in clients:
+        assert client.next_message()["type"] == "heartbeat"
+    refused = FeedClient(address, None)
+    assert refused.next_message() == {"type": "error", "error": "too many clients"}
+    assert refused.file.readline() == b""
+    refused.close()
+    assert len([r for r in caplog.records if "refused" in r.getMessage()]) == 1
+
+    clients.pop().close()
+    assert wait_until(lambda: handler_threads() == 1)
+    again = FeedClient(address, b"\n")
+    assert again.next_message()["type"] == "heartbeat"
+    for client in [*clients, again]:
+        client.close()
+
+
+def test_a_request_line_that_dribbles_past_the_wait_is_refused(feed_server: FeedServer) -> None:
+    """The request wait is for the whole line: a byte at a time does not hold it open."""
+    client = FeedClient(feed_server.address, None)
+    stop = threading.Event()
+
+    def dribble() -> None:
+        for byte in b"FROM 1\n":
+            if stop.wait(0.1):
+                return
+            try:
+                client.sock.send(bytes([byte]))
+            except OSError:
+                return
+
+    dribbler = threading.Thread(target=dribble, daemon=True)
+    dribbler.start()
+    try:
+        assert client.next_message()["type"] == "error"
+    finally:
+        stop.set()
+        dribbler.join(timeout=5)
+        client.close()
+
+
+@pytest.mark.parametrize("feed_server", [EndlessLog], indirect=True)
+def test_a_feed_client_that_never_reads_is_dropped_and_the_others_are_served(
+    feed_server: FeedServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    address = feed_server.address
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(address)
+    stuck.sendall(b"FROM 1\n")
+    reader = FeedClient(address, b"FROM 1\n")
+    lines = [0]
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set() and reader.file.readline():
+            lines[0] += 1
+
+    reading = threading.Thread(target=read, daemon=True)
+    reading.start()
+    port = str(stuck.getsockname()[1])
+    assert wait_until(lambda: any(port in r.getMessage() for r in caplog.records))  # dropped
+    assert wait_until(lambda: handler_threads() == 1)
+    seen = lines[0]
+    assert wait_until(lambda: lines[0] > seen + 10)  # and the reader is still served
+    stop.set()
+    reader.sock.shutdown(socket.SHUT_RDWR)
+    reading.join(timeout=5)
+    reader.close()
+    stuck.close()
+    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in caplog.text
+
+
+def test_a_feed_client_that_goes_away_mid_stream_costs_a_log_line(
+    feed_server: FeedServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = FeedClient(feed_server.address, b"\n")
+    assert client.next_message()["type"] == "heartbeat"
+    client.file.close()
+    reset(client.sock)
+    assert wait_until(lambda: handler_threads() == 0)
+    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in caplog.text
+    assert len(caplog.records) <= 1

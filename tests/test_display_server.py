@@ -1,0 +1,327 @@
+"""The table display's HTTP server under clients that misbehave, over raw sockets.
+
+A client that goes away, stalls in the middle of its request, never reads, or comes with too
+many others costs one log line and is dropped; the server goes on serving the others and no
+traceback reaches stderr or the log. The bounds are module constants, made short here; the
+tests wait on conditions with timeouts and never measure how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import threading
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
+
+import pytest
+
+from controller import display_server
+from controller.config import DisplayConfig
+from controller.display_log import LoggedCheckpoint, LoggedRecord
+from controller.display_server import DisplayServer
+from controller.state import Screen
+
+WAIT_S = 20.0  # the most any condition below is waited for; a hang fails the test
+
+
+class EmptyLog:
+    """A ``LogReader`` over an empty audit log: what these tests show needs nothing from it."""
+
+    def size(self) -> int:
+        return 0
+
+    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+        return []
+
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[LoggedRecord]:
+        return []
+
+    def latest_checkpoint(self) -> LoggedCheckpoint | None:
+        return None
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = WAIT_S) -> bool:
+    """Wait for ``condition`` to hold, looking every 10 ms, for at most ``timeout``."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return True
+        pause.wait(0.01)
+    return condition()
+
+
+def handler_threads() -> int:
+    """Clients being served now, by any socketserver in this process (one thread each)."""
+    return sum("process_request_thread" in t.name for t in threading.enumerate())
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with a TCP reset, the way a client that crashes or is unplugged goes."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def assert_no_traceback(err: str, caplog: pytest.LogCaptureFixture) -> None:
+    assert "Traceback" not in err
+    assert "Traceback" not in caplog.text
+    assert all(record.exc_info is None for record in caplog.records)
+
+
+@pytest.fixture
+def display(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Iterator[Any]:
+    # raising=False: a server without these bounds then fails the tests by what it does.
+    monkeypatch.setattr(display_server, "MAX_CLIENTS", 3, raising=False)
+    monkeypatch.setattr(display_server, "REQUEST_TIMEOUT_S", 0.3, raising=False)
+    monkeypatch.setattr(display_server, "SEND_TIMEOUT_S", 0.3, raising=False)
+    caplog.set_level(logging.INFO, logger="paigow")
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
+    server = DisplayServer(config, EmptyLog(), table="table-1", heartbeat_s=0.05, feed=False)
+    yield server
+    server.close()
+
+
+def request(address: tuple[str, int], head: bytes, *, rcvbuf: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(5)
+    sock.connect(address)
+    sock.sendall(head)
+    return sock
+
+
+def get(path: str, *headers: str) -> bytes:
+    lines = [f"GET {path} HTTP/1.1", "Host: table", *headers, "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def read_all(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def is_closed_by_the_server(sock: socket.socket, limit: int = 64 << 20) -> bool:
+    """Read what is left (at most ``limit`` bytes): True if the server closed the connection
+    (an end of stream or a reset), False if it is still sending."""
+    received = 0
+    try:
+        while received < limit:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return True
+            received += len(chunk)
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.close()
+    return False
+
+
+class Stream:
+    """The page's event stream on a raw socket, read event by event."""
+
+    def __init__(self, address: tuple[str, int], head: bytes = get("/events")) -> None:
+        self.sock = request(address, head)
+        self.buffer = b""
+
+    def status(self) -> bytes:
+        head = self._until(b"\r\n\r\n")
+        return head.split(b"\r\n", 1)[0]
+
+    def event(self) -> tuple[str, dict[str, Any]]:
+        """The next event that carries data (``retry:`` alone is skipped)."""
+        while True:
+            block = self._until(b"\n\n").decode()
+            fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
+            if "data" in fields:
+                return fields.get("event", "message"), json.loads(fields["data"])
+
+    def _until(self, mark: bytes) -> bytes:
+        while mark not in self.buffer:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the server closed the stream"
+            self.buffer += chunk
+        block, self.buffer = self.buffer.split(mark, 1)
+        return block
+
+    def until_snapshot(self) -> dict[str, Any]:
+        assert self.status().startswith(b"HTTP/1.0 200")
+        while True:
+            name, data = self.event()
+            if name == "snapshot":
+                return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_clients_that_go_away_cost_a_log_line_not_a_traceback(
+    display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    address = display.http_address
+    for path in ("/", "/display.js", "/events", "/nowhere"):
+        reset(request(address, get(path)))
+    half = Stream(address)
+    half.until_snapshot()
+    reset(half.sock)  # mid-stream: the next heartbeat finds it gone
+    socket.create_connection(address, timeout=5).close()  # not a byte sent
+    reset(request(address, b"GET /events HTTP/1.1\r\nHo"))  # gone mid-request
+    assert wait_until(lambda: handler_threads() == 0)
+
+    assert_no_traceback(capfd.readouterr().err, caplog)
+    assert len(caplog.records) <= 7  # at most one line per client
+    page = request(address, get("/"))
+    assert read_all(page).startswith(b"HTTP/1.0 200")
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [b"GET /events HT", b"GET /events HTTP/1.1\r\nHost: table\r\n", b"G"],
+)
+def test_a_request_that_stalls_is_dropped(
+    display: DisplayServer,
+    partial: bytes,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sock = request(display.http_address, partial)
+    assert read_all(sock) == b""  # closed by the server, not by this test's 5 s timeout
+    sock.close()
+    assert wait_until(lambda: handler_threads() == 0)
+    assert_no_traceback(capfd.readouterr().err, caplog)
+    assert any("timed out" in r.getMessage() for r in caplog.records)
+
+
+def test_a_request_that_dribbles_in_is_dropped(
+    display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A byte every 50 ms keeps each read short of the timeout; the request as a whole is
+    still bounded."""
+    sock = request(display.http_address, b"GET /events HTTP/1.1\r\nX-Slow: ")
+    stop = threading.Event()
+
+    def dribble() -> None:
+        for _ in range(400):
+            if stop.wait(0.05):
+                return
+            try:
+                sock.send(b"a")
+            except OSError:
+                return
+
+    dribbler = threading.Thread(target=dribble, daemon=True)
+    dribbler.start()
+    try:
+        assert sock.recv(65536) == b""
+    finally:
+        stop.set()
+        dribbler.join(timeout=5)
+        sock.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)
+
+
+def test_more_clients_than_the_cap_are_refused_at_once(
+    display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    address = display.http_address
+    streams = [Stream(address) for _ in range(3)]
+    for stream in streams:
+        stream.until_snapshot()
+
+    refused = socket.create_connection(address, timeout=5)  # sends nothing: refused anyway
+    answer = read_all(refused)
+    refused.close()
+    assert answer.startswith(b"HTTP/1.0 503 ")
+    assert answer.endswith(b"too many clients\n")
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 1, refusals
+
+    streams.pop().close()
+    assert display.page_server.wait_for_clients(2, timeout=WAIT_S)
+    again = Stream(address)
+    assert again.until_snapshot()["table"] == "table-1"
+    for stream in [*streams, again]:
+        stream.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)
+
+
+def latest_round(name: str, data: dict[str, Any]) -> int | None:
+    """The round on screen after this event (a screen, or the snapshot's current screen)."""
+    if name == "snapshot":
+        data = data.get("current") or {}
+    elif name != "screen":
+        return None
+    number = data.get("round")
+    return number if isinstance(number, int) else None
+
+
+def test_a_client_that_never_reads_is_dropped_and_the_others_are_served(
+    display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    address = display.http_address
+    # A small receive window: the server's sends to it block once its buffers are full.
+    stuck = request(address, get("/events"), rcvbuf=4096)
+    reader = Stream(address)
+    reader.until_snapshot()
+    assert wait_until(lambda: handler_threads() == 2)
+
+    last_round = 200
+    seen = threading.Event()
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while not seen.is_set():
+                if latest_round(*reader.event()) == last_round:
+                    seen.set()
+        except BaseException as exc:
+            failed.append(exc)
+            seen.set()
+
+    reading = threading.Thread(target=read, daemon=True)
+    reading.start()
+    pad = "x" * 65536  # 200 screens of 64 kB: more than the kernel buffers a stuck client
+    for number in range(1, last_round + 1):
+        display.show(Screen.READY, {"round": number, "words": pad}, seq=number)
+
+    assert seen.wait(WAIT_S)
+    assert failed == []
+    assert wait_until(lambda: handler_threads() == 1)  # the stuck client's stream has ended
+    assert is_closed_by_the_server(stuck)
+
+    page = request(address, get("/"))
+    assert read_all(page).startswith(b"HTTP/1.0 200")
+    reading.join(timeout=5)
+    reader.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)
+    assert len([r for r in caplog.records if "dropped" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        get("/events?last=%C2%B2"),  # "²": isdigit() is True, int() refuses it
+        get("/events?last=%D9%A3"),  # "٣": isdecimal() is True
+        get("/events?last=99999999999999999999999"),
+        get("/events", "Last-Event-ID: \xb2"),  # latin-1 "²" in a header
+    ],
+)
+def test_a_last_event_id_that_is_not_ascii_digits_gets_the_snapshot(
+    display: DisplayServer,
+    head: bytes,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    display.show(Screen.READY, {"round": 4}, seq=9)
+    stream = Stream(display.http_address, head)
+    assert stream.status().startswith(b"HTTP/1.0 200")
+    name, data = stream.event()
+    assert name == "snapshot"  # a new client: no replay of screens it cannot have seen
+    assert data["current"]["round"] == 4
+    stream.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)
