@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.config import Config
+from controller.config import ODDS_STAKE_MAX, ODDS_WIN_MAX, Config
 from controller.dice import Roll
+from controller.digits import NumberError, parse_bounded_int, quoted
 from controller.errors import ConfigError, GameRuleError
-from controller.position import Game, seat
+from controller.position import BETTING_POSITIONS, Game, seat
 from controller.result import RoundResult, result_of_number, result_of_roll
 from controller.wagers import Odds, Paytable, Wager, outcomes
 
@@ -47,10 +48,7 @@ def paytables_from_record(raw: object) -> tuple[Paytable, ...]:
         if not isinstance(raw_pays, dict):
             raise RecordDataError("paytable pays must be an object")
         for key, text in raw_pays.items():
-            parts = str(text).split()
-            if len(parts) != 3 or parts[1] != "to" or not (parts[0] + parts[2]).isdigit():
-                raise RecordDataError(f"paytable odds {text!r} are not 'N to M'")
-            pays[key] = Odds(int(parts[0]), int(parts[2]))
+            pays[key] = _odds(text)
         try:
             wager = Wager(item["wager"])
         except ValueError as exc:
@@ -60,6 +58,19 @@ def paytables_from_record(raw: object) -> tuple[Paytable, ...]:
             raise RecordDataError("paytable condition must be a string or null")
         tables.append(Paytable(str(item["name"]), wager, condition, pays))
     return tuple(tables)
+
+
+def _odds(text: object) -> Odds:
+    """Recorded odds ``"N to M"``, in the bounds a config may give them."""
+    parts = str(text).split()
+    if len(parts) != 3 or parts[1] != "to":
+        raise RecordDataError(f"paytable odds {quoted(str(text))} are not 'N to M'")
+    try:
+        win = parse_bounded_int(parts[0], low=1, high=ODDS_WIN_MAX, what="win")
+        stake = parse_bounded_int(parts[2], low=1, high=ODDS_STAKE_MAX, what="stake")
+    except NumberError as exc:
+        raise RecordDataError(f"paytable odds {quoted(str(text))}: {exc}") from None
+    return Odds(win, stake)
 
 
 def config_loaded_data(config: Config) -> dict[str, object]:
@@ -78,9 +89,14 @@ def bank_seat_of(label: object) -> int | None:
     """``"dealer"`` -> None, ``"seat 3"`` -> 3 (the labels the state machine records)."""
     if label == "dealer":
         return None
-    if isinstance(label, str) and label.startswith("seat ") and label[5:].isdigit():
-        return seat(int(label[5:])).index
-    raise RecordDataError(f"bank {label!r} is neither 'dealer' nor 'seat N'")
+    if isinstance(label, str) and label.startswith("seat "):
+        try:
+            number = parse_bounded_int(label[5:], low=1, high=BETTING_POSITIONS, what="seat")
+        except NumberError:
+            pass
+        else:
+            return seat(number).index
+    raise RecordDataError(f"bank {quoted(str(label))} is neither 'dealer' nor 'seat N'")
 
 
 def _roll_of(raw: object) -> Roll:

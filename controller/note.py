@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
+from controller.digits import MAX_SEQ, NumberError, is_ascii_digits, parse_bounded_int
+
 ALG_ED25519 = 0x01
 SIGNATURE_DASH = "\u2014"  # an em dash, as the format requires
 MAX_SIGNATURES = 100
@@ -206,12 +208,17 @@ class Checkpoint:
         if len(lines) < 4 or lines[-1] != "":
             raise NoteError("a checkpoint has an origin, a size and a root hash line")
         origin, size_text, root_text = lines[0], lines[1], lines[2]
-        if not origin or not size_text.isdigit() or (size_text != "0" and size_text[0] == "0"):
+        no_leading_zero = size_text == "0" or not size_text.startswith("0")
+        if not origin or not is_ascii_digits(size_text) or not no_leading_zero:
             raise NoteError("malformed checkpoint origin or size")
+        try:
+            size = parse_bounded_int(size_text, high=MAX_SEQ, what="checkpoint size")
+        except NumberError as exc:
+            raise NoteError(f"malformed checkpoint: {exc}") from None
         root_hash = _b64decode(root_text)
         if len(root_hash) != 32:
             raise NoteError("a checkpoint root hash is 32 bytes")
-        return cls(origin, int(size_text), root_hash)
+        return cls(origin, size, root_hash)
 
 
 def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> str:
