@@ -16,6 +16,7 @@ from pathlib import Path
 from controller.appliance import Appliance
 from controller.audit_log import load_or_create_signer
 from controller.config import DEFAULT_PATH, Config, load_config
+from controller.digits import NumberError, parse_bounded_int, quoted
 from controller.errors import ControllerError, UsageError
 from controller.logs import configure_logging
 from controller.rng import known_answer_test
@@ -29,12 +30,22 @@ log = logging.getLogger("paigow")
 
 def _whole(text: str, what: str, low: int, high: int) -> int:
     try:
-        value = int(text, 10)
-    except ValueError:
-        raise UsageError(f"{what} {text!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise UsageError(f"{what} {value} is not {low}..{high}")
-    return value
+        return parse_bounded_int(text, low=low, high=high, what=what)
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _directory(text: str, option: str) -> Path:
+    """A directory argument that may not exist yet; one that names a file is refused now,
+    before anything starts. (Its length and characters were checked as it was parsed.)"""
+    path = Path(text)
+    try:
+        is_other = path.exists() and not path.is_dir()
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(text)}: {exc.strerror or exc}") from None
+    if is_other:
+        raise UsageError(f"{option} {quoted(text)} exists and is not a directory")
+    return path
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -46,13 +57,13 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    configure_logging(logging.DEBUG if args.debug else logging.INFO)
     config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
+    configure_logging(logging.DEBUG if args.debug else logging.INFO)
     appliance = Appliance(config)
     try:
         appliance.start()
         appliance.run()
-    except ControllerError as exc:
+    except (ControllerError, OSError) as exc:  # a port taken, a state directory not writable
         log.error("%s", exc)
         return 1
     finally:
@@ -86,23 +97,30 @@ def simulate_command(args: argparse.Namespace) -> int:
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
     faults = parse_faults(args.faults)
-    configure_logging(logging.DEBUG if args.debug else logging.WARNING)
+    state_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
     config = Config() if args.config is None else load_config(Path(args.config))
     if args.mode is not None:
         config = dataclasses.replace(
             config, table=dataclasses.replace(config.table, mode=Mode(args.mode))
         )
-    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="paigow-sim-"))
-    return run_simulation(
-        config,
-        rounds=rounds,
-        seed=seed,
-        fast=args.fast,
-        faults=faults,
-        state_dir=state_dir,
-        out=sys.stdout,
-        web_display=args.web_display,
-    )
+    configure_logging(logging.DEBUG if args.debug else logging.WARNING)
+    if state_dir is None:
+        state_dir = Path(tempfile.mkdtemp(prefix="paigow-sim-"))
+    try:
+        return run_simulation(
+            config,
+            rounds=rounds,
+            seed=seed,
+            fast=args.fast,
+            faults=faults,
+            state_dir=state_dir,
+            out=sys.stdout,
+            web_display=args.web_display,
+        )
+    except ControllerError:
+        raise  # ours say what failed: one line on stderr, exit 1
+    except OSError as exc:  # a port taken, a directory not writable: the same, in one line
+        raise ControllerError(f"simulate: {exc}") from exc
 
 
 # --- selftest ---------------------------------------------------------------------------------
@@ -115,10 +133,12 @@ def selftest_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def selftest_command(args: argparse.Namespace) -> int:
-    """Each check in turn; a JSON report on stdout; exit 1 naming every failure on stderr."""
-    configure_logging(logging.WARNING)
+    """Each check in turn; a JSON report on stdout; exit 1 naming every failure on stderr, in
+    one line."""
+    given_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
     config = load_config(Path(args.config))
-    state_dir = Path(args.state_dir or config.storage.state_dir)
+    configure_logging(logging.WARNING)
+    state_dir = given_dir or Path(config.storage.state_dir)
     checks: list[tuple[str, Callable[[], str]]] = [
         ("config", lambda: f"{args.config} sha256 {config.source_sha256[:16]}"),
         ("keys", lambda: _check_keys(state_dir)),
@@ -137,9 +157,10 @@ def selftest_command(args: argparse.Namespace) -> int:
             report[name] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
             failed.append(name)
     sys.stdout.write(json.dumps({"ok": not failed, "checks": report}) + "\n")
-    for name in failed:
-        sys.stderr.write(f"paigow-controller: selftest: {name} failed: {report[name]['detail']}\n")
-    return 1 if failed else 0
+    if failed:  # one line on stderr naming every failure (exit 1); stdout has the details
+        details = "; ".join(f"{name} failed: {report[name]['detail']}" for name in failed)
+        raise ControllerError(f"selftest: {details}")
+    return 0
 
 
 def _check_keys(state_dir: Path) -> str:

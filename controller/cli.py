@@ -8,30 +8,92 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from controller import appliance_cli, audit_cli
 from controller.config import DEFAULT_PATH, Config, load_config
 from controller.dice import FACES, Roll
-from controller.errors import EX_CONFIG, EX_USAGE, ConfigError, ControllerError, UsageError
+from controller.digits import NumberError, is_ascii_digits, parse_bounded_int, quoted
+from controller.errors import (
+    EX_CONFIG,
+    EX_SOFTWARE,
+    EX_USAGE,
+    ConfigError,
+    ControllerError,
+    UsageError,
+)
 from controller.position import BETTING_POSITIONS, Game, starting_position
 from controller.result import result_of_roll
 from controller.rng_cli import rng_replay, rng_replay_arguments, rng_stream, rng_stream_arguments
 from controller.wagers import paytable_figures
 
 PROG = "paigow-controller"
+MESSAGE_MAX_CHARS = 500  # one line on stderr, even when an argument was 100 kB long
+
+
+def one_line(message: str) -> str:
+    """``message`` as one line of at most MESSAGE_MAX_CHARS: line breaks and other control
+    characters escaped (an argument may hold them), the tail of a long message cut."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    if len(text) > MESSAGE_MAX_CHARS:
+        text = text[: MESSAGE_MAX_CHARS - 30] + f"... ({len(text)} characters)"
+    return text
+
+
+def _complain(message: str) -> None:
+    sys.stderr.write(f"{PROG}: {one_line(message)}\n")
+
+
+PATH_MAX_BYTES = 4096  # Linux's PATH_MAX and NAME_MAX: a longer name cannot name a file
+NAME_MAX_BYTES = 255
+NUMBER_MAX_CHARS = 20  # every number option's range fits (2**63 - 1 has 19 digits)
+# Options checked when the command line is parsed, whichever command declares them: the
+# command still decides the range (a number) or what the path must be.
+PATH_OPTIONS = frozenset({"config", "state_dir", "key", "log", "sensor_url"})
+NUMBER_OPTIONS = frozenset({"total", "bank_seat", "rounds", "seed", "n_bytes", "last"})
+
+
+def path_argument(text: str) -> str:
+    """A file or directory name (or a sensor URL): 1..PATH_MAX bytes, no part over NAME_MAX,
+    no control characters. Returned unchanged."""
+    raw = os.fsencode(text)
+    if not raw:
+        raise argparse.ArgumentTypeError("an empty name")
+    if any(c < " " or c == "\x7f" for c in text):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} has control characters")
+    if len(raw) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in raw.split(b"/")):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is too long to be a name")
+    return text
+
+
+def number_argument(text: str) -> str:
+    """A whole number as text: ASCII digits only (int() also takes '٣', ' 7' and '1_0').
+    Returned unchanged; the command checks the range."""
+    if not is_ascii_digits(text) or len(text) > NUMBER_MAX_CHARS:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line and exits 2."""
+    """argparse that reports a bad argument in one line and exits 2, and checks every option
+    in PATH_OPTIONS and NUMBER_OPTIONS as it parses them."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{PROG}: {message}\n")
+        _complain(message)
         raise SystemExit(EX_USAGE)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.type is None and action.dest in PATH_OPTIONS:
+            action.type = path_argument
+        elif action.type is None and action.dest in NUMBER_OPTIONS:
+            action.type = number_argument
+        return action
 
 
 @dataclass(frozen=True)
@@ -54,24 +116,19 @@ def _config_or_default(path: str | None) -> Config:
 
 
 def _total(text: str) -> int:
-    value = _int(text, "total")
-    if not 3 <= value <= 18:
-        raise UsageError(f"total {value} is not a three-dice total (3..18)")
-    return value
+    return whole_number(text, "total", 3, 18)
 
 
 def _seat(text: str) -> int:
-    value = _int(text, "seat")
-    if not 1 <= value <= BETTING_POSITIONS:
-        raise UsageError(f"seat {value} is not a betting position (1..{BETTING_POSITIONS})")
-    return value
+    return whole_number(text, "seat", 1, BETTING_POSITIONS)
 
 
-def _int(text: str, what: str) -> int:
+def whole_number(text: str, what: str, low: int, high: int) -> int:
+    """A whole-number argument: ASCII digits for a value in ``low..high``, else exit 2."""
     try:
-        return int(text, 10)
-    except ValueError:
-        raise UsageError(f"{what} {text!r} is not a whole number") from None
+        return parse_bounded_int(text, low=low, high=high, what=what)
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _position_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,10 +154,7 @@ def _dice(text: str) -> Roll:
     parts = text.split(",")
     if len(parts) != 3:
         raise UsageError(f"--dice needs three faces, red first (R,B,B); got {len(parts)}")
-    faces = [_int(part.strip(), "face") for part in parts]
-    for face in faces:
-        if face not in FACES:
-            raise UsageError(f"face {face} is not 1..6")
+    faces = [whole_number(part.strip(), "face", min(FACES), max(FACES)) for part in parts]
     return Roll(faces[0], (faces[1], faces[2]))
 
 
@@ -223,18 +277,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Whatever goes wrong ends in one line on stderr and an exit code."""
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except UsageError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
+    except (UsageError, NumberError) as exc:
+        _complain(str(exc))
         return EX_USAGE
     except ConfigError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
+        _complain(str(exc))
         return EX_CONFIG
     except ControllerError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
+        _complain(str(exc))
         return 1
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        _complain("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last resort: a user never sees a traceback
+        _complain(f"internal error: {type(exc).__name__}: {exc}")
+        return EX_SOFTWARE

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from controller.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
 from controller.errors import LogIntegrityError, UsageError
 from controller.rng import MAX_REQUEST_BYTES, MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg
 from controller.rng import known_answer_test as _known_answer_test
@@ -18,6 +19,7 @@ from controller.rng_session import os_entropy
 from controller.rng_verify import Record, replay_sessions
 
 STREAM_PERSONALIZATION = b"paigow-controller rng v1 rng-stream"
+MAX_LINE_BYTES = 1 << 20  # one exported record; a record is a few kB
 
 
 # --- rng-stream -----------------------------------------------------------------------------
@@ -44,10 +46,10 @@ def write_stream(out: BinaryIO, n_bytes: int | None, drbg: HmacDrbg) -> int:
 
 
 def rng_stream(args: argparse.Namespace) -> int:
-    text = str(args.n_bytes)
-    if not text.isdigit():
-        raise UsageError(f"--bytes {text!r} is not a whole number ≥ 0")
-    n_bytes = int(text)
+    try:
+        n_bytes = parse_bounded_int(str(args.n_bytes), low=0, high=MAX_SEQ, what="--bytes")
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
     _known_answer_test()
     drbg = HmacDrbg(
         os_entropy(MIN_ENTROPY_BYTES), os_entropy(MIN_NONCE_BYTES), STREAM_PERSONALIZATION
@@ -76,9 +78,14 @@ def rng_replay_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def read_json_lines(path: Path) -> Iterator[Record]:
-    """The records of an exported log, one JSON object per line, read lazily."""
+    """The records of an exported log, one JSON object per line, read lazily; a line longer
+    than MAX_LINE_BYTES is refused before it is read to its end."""
     with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
+        number = 0
+        while line := lines.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise LogIntegrityError(None, f"line {number} is over {MAX_LINE_BYTES} bytes")
             if not line.strip():
                 continue
             try:
@@ -95,9 +102,18 @@ def read_json_lines(path: Path) -> Iterator[Record]:
 
 def rng_replay(args: argparse.Namespace) -> int:
     path = Path(args.log)
-    if not path.is_file():
-        raise UsageError(f"--log {args.log}: no such file")
-    sessions = replay_sessions(read_json_lines(path), keep_draws=args.session is not None)
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long
+        raise UsageError(f"--log {quoted(args.log)}: {exc.strerror or exc}") from None
+    if not is_file:
+        raise UsageError(f"--log {quoted(args.log)}: no such file")
+    try:
+        sessions = replay_sessions(read_json_lines(path), keep_draws=args.session is not None)
+    except LogIntegrityError:
+        raise  # the log itself is bad: exit 1, naming the line
+    except OSError as exc:  # the file cannot be read
+        raise UsageError(f"--log {quoted(args.log)}: {exc.strerror or exc}") from None
     if args.session is not None:
         chosen = [s for s in sessions if s.session == args.session]
         if not chosen:

@@ -118,8 +118,10 @@ class Crew:
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop the crew; may be called whether or not it was started (a failed start-up)."""
         self.stopping.set()
-        self.thread.join(timeout=5)
+        if self.thread.ident is not None:
+            self.thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self.stopping.is_set():
@@ -257,9 +259,12 @@ def run_simulation(
     out.flush()
     appliance = Appliance(config, options)
 
+    finished = threading.Event()  # set when the run is over, however it ended
+
     def stop_when_done() -> None:
         done.wait()
-        appliance.stop()
+        if not finished.is_set():
+            appliance.stop()
 
     stopper = threading.Thread(target=stop_when_done, name="simulation-end", daemon=True)
     try:
@@ -268,11 +273,17 @@ def run_simulation(
         stopper.start()
         appliance.run()
     finally:
-        crew.stop()
-        appliance.close()
-        shaker.close()
-        sensor.close()
-        factory.close()
+        finished.set()
+        done.set()  # the stopper thread, if it runs, ends now
+        # Each is closed whatever the others do, so that a failed start-up ends in its own
+        # error, not in one from the clean-up.
+        for close in (crew.stop, appliance.close, shaker.close, sensor.close, factory.close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - one line; the first error stands
+                log.warning("simulation clean-up: %s failed: %s", close.__qualname__, exc)
+        if stopper.ident is not None:
+            stopper.join(timeout=5)
     out.write(
         f"done: {console.rounds} rounds, {console.no_rolls} no rolls, {console.faults} faults."
         f" Verify: paigow-controller verify-log --state-dir {state_dir}\n"
