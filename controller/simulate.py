@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import queue
 import random
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 from controller.appliance import Appliance, Options
 from controller.config import Config
 from controller.console_display import ConsoleDisplay
+from controller.digits import quoted
 from controller.errors import UsageError
 from controller.state import Mode, Screen
 from drivers.sim_hardware import ShakerFaults, SimPanel, SimShaker
@@ -51,6 +53,7 @@ SENSOR_FAULTS: Mapping[str, SimFault] = {
 }
 SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
 FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
+_DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
 
@@ -64,11 +67,11 @@ def parse_faults(spec: str) -> dict[str, float]:
     for item in spec.split(","):
         name, sep, value = item.strip().partition("=")
         if name not in FAULT_NAMES:
-            raise UsageError(f"--faults: unknown fault {name!r} (known: {', '.join(FAULT_NAMES)})")
-        try:
-            probability = float(value) if sep else 0.1
-        except ValueError:
-            raise UsageError(f"--faults: {item!r} needs a probability like {name}=0.05") from None
+            known = ", ".join(FAULT_NAMES)
+            raise UsageError(f"--faults: unknown fault {quoted(name)} (known: {known})")
+        if sep and not _DECIMAL.fullmatch(value):  # float() also takes '٠.٥', 'nan' and '1e-3'
+            raise UsageError(f"--faults: {quoted(item)} needs a probability like {name}=0.05")
+        probability = float(value) if sep else 0.1
         if not 0.0 <= probability <= 1.0:
             raise UsageError(f"--faults: probability of {name} must be 0..1")
         faults[name] = probability

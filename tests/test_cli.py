@@ -260,6 +260,8 @@ def test_every_option_refuses_garbage_in_one_line(
         ["recall", "--last", ARABIC_INDIC_THREE],
         ["simulate", "--rounds", ARABIC_INDIC_THREE, "--config", "/nonexistent/c.toml"],
         ["simulate", "--seed", "\uff17", "--config", "/nonexistent/c.toml"],
+        ["simulate", "--faults", "tilted=\u0660.\u0665", "--config", "/nonexistent/c.toml"],
+        ["simulate", "--faults", "tilted=nan", "--config", "/nonexistent/c.toml"],
     ],
 )
 def test_numbers_in_other_scripts_are_bad_arguments(
@@ -268,7 +270,7 @@ def test_numbers_in_other_scripts_are_bad_arguments(
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
-    assert "whole number" in err
+    assert "whole number" in err or "needs a probability" in err
 
 
 def test_a_message_that_quotes_an_argument_stays_on_one_line(
