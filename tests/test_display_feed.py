@@ -213,6 +213,11 @@ def test_a_request_past_the_largest_sequence_number_gets_an_error_line(
     assert "Traceback" not in caplog.text
 
 
+def address_of(server: FeedServer) -> tuple[str, int]:
+    host, port = server.server_address[:2]
+    return str(host), int(port)
+
+
 def big_record(seq: int) -> LoggedRecord:
     entry = {
         "seq": seq,
@@ -261,7 +266,7 @@ def feed_server(
 def test_more_feed_clients_than_the_cap_are_refused_at_once(
     feed_server: FeedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    address = feed_server.address
+    address = address_of(feed_server)
     clients = [FeedClient(address, b"\n") for _ in range(2)]
     for client in clients:
         assert client.next_message()["type"] == "heartbeat"
@@ -281,7 +286,7 @@ def test_more_feed_clients_than_the_cap_are_refused_at_once(
 
 def test_a_request_line_that_dribbles_past_the_wait_is_refused(feed_server: FeedServer) -> None:
     """The request wait is for the whole line: a byte at a time does not hold it open."""
-    client = FeedClient(feed_server.address, None)
+    client = FeedClient(address_of(feed_server), None)
     stop = threading.Event()
 
     def dribble() -> None:
@@ -307,7 +312,7 @@ def test_a_request_line_that_dribbles_past_the_wait_is_refused(feed_server: Feed
 def test_a_feed_client_that_never_reads_is_dropped_and_the_others_are_served(
     feed_server: FeedServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    address = feed_server.address
+    address = address_of(feed_server)
     stuck = socket.socket()
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.connect(address)
@@ -339,7 +344,7 @@ def test_a_feed_client_that_never_reads_is_dropped_and_the_others_are_served(
 def test_a_feed_client_that_goes_away_mid_stream_costs_a_log_line(
     feed_server: FeedServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = FeedClient(feed_server.address, b"\n")
+    client = FeedClient(address_of(feed_server), b"\n")
     assert client.next_message()["type"] == "heartbeat"
     client.file.close()
     reset(client.sock)
