@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from controller import canonical
-from controller.audit_log import DB_NAME, AuditLog, connect, read_records, record_hash
+from controller.audit_log import DB_NAME, AuditLog, connect_read_only, read_records, record_hash
+from controller.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.errors import AuditLogError
 
 
@@ -86,7 +87,7 @@ class SqliteLogReader:
     def _db(self) -> Iterator[sqlite3.Connection]:
         if not self.path.exists():
             raise AuditLogError(f"audit log: no log at {self.path}")
-        db = connect(self.path, read_only=True)
+        db = connect_read_only(self.path)
         try:
             yield db
         except sqlite3.Error as exc:
@@ -137,4 +138,9 @@ class SqliteLogReader:
 def _tree_size(note: str) -> int | None:
     """C2SP tlog-checkpoint: the note's body is origin, tree size, root hash, one a line."""
     lines = note.split("\n")
-    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else None
+    if len(lines) < 3:
+        return None
+    try:
+        return parse_bounded_int(lines[1], high=MAX_SEQ, what="checkpoint size")
+    except NumberError:
+        return None

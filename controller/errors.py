@@ -112,9 +112,22 @@ class RngVerificationError(RngError):
 class AuditLogError(ControllerError, OSError):
     """The audit log cannot be written or read; no new round may start."""
 
+    fault = "storage"  # the fault the control loop latches (controller.state.Fault)
+
 
 class StorageFull(AuditLogError):
     """The disk (or the database's page limit) is full."""
+
+
+class LogIdentityError(AuditLogError):
+    """The log's signing key is missing, unreadable or not the one the log was created with,
+    or the log belongs to another table: nothing may be recorded (never a new key)."""
+
+    fault = "log_identity"
+
+
+class InstanceLocked(ControllerError, RuntimeError):
+    """Another controller holds the state directory."""
 
 
 class LogIntegrityError(AuditLogError):

@@ -123,3 +123,100 @@ def root_from_inclusion_proof(
     if sn != 0:
         raise ValueError("inclusion proof is too short")
     return node
+
+
+# --- consistency between two sizes of the log (RFC 6962 section 2.1.2, RFC 9162 2.1.4) ------
+
+
+def consistency_ranges(first: int, second: int) -> list[tuple[int, int]]:
+    """The leaf ranges ``[start, end)`` whose subtree hashes, in this order, are the
+    consistency proof PROOF(first, D[second]) of RFC 6962 section 2.1.2. The ranges are
+    disjoint, so a verifier streaming the leaves once can hash each into its range."""
+    if not 0 <= first <= second:
+        raise ValueError(f"no consistency proof from {first} to {second} leaves")
+    if first in (0, second):
+        return []
+
+    def subproof(m: int, lo: int, hi: int, whole: bool) -> list[tuple[int, int]]:
+        n = hi - lo
+        if m == n:
+            return [] if whole else [(lo, hi)]
+        k = _split(n)
+        if m <= k:
+            return [*subproof(m, lo, lo + k, whole), (lo + k, hi)]
+        return [*subproof(m - k, lo + k, hi, False), (lo, lo + k)]
+
+    return subproof(first, 0, second, True)
+
+
+def consistency_proof(first: int, hashes: Sequence[bytes]) -> list[bytes]:
+    """PROOF(first, D[n]) over hashed leaves (the reference, for tests and small logs)."""
+    return [root_of_hashes(hashes[a:b]) for a, b in consistency_ranges(first, len(hashes))]
+
+
+class ConsistencyCollector:
+    """Builds PROOF(first, D[second]) while the leaves stream past once, in O(log n) memory."""
+
+    def __init__(self, first: int, second: int) -> None:
+        self.first = first
+        self.second = second
+        self._ranges = consistency_ranges(first, second)
+        self._order = sorted(range(len(self._ranges)), key=lambda i: self._ranges[i][0])
+        self._trees = [CompactRange() for _ in self._ranges]
+        self._next = 0  # index into _order of the range the next leaves may fall in
+        self._index = 0
+
+    def add(self, hashed_leaf: bytes) -> None:
+        index = self._index
+        self._index += 1
+        while self._next < len(self._order):
+            start, end = self._ranges[self._order[self._next]]
+            if index < start:
+                return
+            if index < end:
+                self._trees[self._order[self._next]].append_hash(hashed_leaf)
+                return
+            self._next += 1
+
+    def proof(self) -> list[bytes]:
+        if self._index != self.second:
+            raise ValueError(f"saw {self._index} leaves, not {self.second}")
+        return [tree.root() for tree in self._trees]
+
+
+def verify_consistency(
+    first: int, second: int, first_root: bytes, second_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """Whether ``proof`` shows that the tree of ``second`` leaves with ``second_root`` extends
+    the tree of ``first`` leaves with ``first_root`` (RFC 9162 section 2.1.4.2)."""
+    if not 0 <= first <= second:
+        return False
+    if first == second:
+        return not proof and first_root == second_root
+    if first == 0:
+        return not proof
+    if not proof:
+        return False
+    path = list(proof)
+    if first & (first - 1) == 0:  # an exact power of two
+        path.insert(0, first_root)
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while not fn & 1 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == first_root and sr == second_root

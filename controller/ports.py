@@ -8,10 +8,11 @@ thread's queue (``EventSink``) and the one control thread carries out the core's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.dice import Roll
 from controller.records import RecordKind
 from controller.state import Occurrence, Screen
 
@@ -69,13 +70,68 @@ class Panel(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What a commit made durable, and whether the anchor after it could be kept."""
+
+    seqs: list[int]
+    anchor_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reopened:
+    """The log's size as the writer had acknowledged it, and as the reopened file has it."""
+
+    acknowledged: int
+    size: int
+
+
 class AuditLog(Protocol):
-    """The tamper-evident log. ``append`` returns the record's sequence number once the record
-    is durable (write-ahead: nothing is shown before it is recorded)."""
+    """The tamper-evident log. ``commit`` records the events of one step in one transaction
+    and returns once they are durable (write-ahead: nothing is shown before it is recorded),
+    with the round's context after the step stored beside them. After a failed commit the log
+    takes no more until ``reopen`` has read its true tail."""
+
+    @property
+    def next_seq(self) -> int: ...
+
+    def commit(
+        self,
+        entries: Sequence[tuple[RecordKind, Mapping[str, object]]],
+        *,
+        context: bytes | None = None,
+    ) -> Committed: ...
 
     def append(self, kind: RecordKind, data: Mapping[str, object]) -> int: ...
 
+    def reopen(self) -> Reopened: ...
+
+    def latest_context(self) -> tuple[int, bytes] | None: ...
+
+    def reanchor(self) -> int: ...
+
     def close(self) -> None: ...
+
+
+class RngDraws(Protocol):
+    """The RNG of 621a.8(a)(1). ``prepare`` makes sure a committed session with rounds left is
+    open (when bets open); ``draw`` records the number before it returns it, and returns the
+    number already recorded for (round, attempt) instead of drawing a second one; ``close``
+    reveals the session's seed (an orderly stop)."""
+
+    def prepare(self) -> None: ...
+
+    def draw(self, *, round_number: int, attempt: int) -> int | Roll: ...
+
+    def close(self, reason: str) -> None: ...
+
+
+class FaultLatch(Protocol):
+    """Drives every output to its safe value, once per fault; ``reset`` re-arms it."""
+
+    def trip(self, reason: str) -> bool: ...
+
+    def reset(self) -> None: ...
 
 
 class TableDisplay(Protocol):

@@ -27,6 +27,7 @@ class RecordKind(StrEnum):
     SUPERVISOR_ACTION = "supervisor_action"
     SENSOR = "sensor"  # the sensor went away or came back
     # the appliance (emitted by the daemon)
+    LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"
     RNG_COMMIT = "rng_commit"
     RNG_REVEAL = "rng_reveal"
