@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import signal
 import threading
 import time
@@ -27,39 +26,26 @@ from types import FrameType
 from typing import Any
 
 from controller.appliance_ports import NoShaker, SensorKeeper
-from controller.audit_log import AuditLog
+from controller.audit_log import AuditLog, origin_for
 from controller.audit_records import config_loaded_data
-from controller.clock import monotonic_ms
 from controller.config import Config
 from controller.console_display import DisplayFanout
-from controller.daemon import ControlLoop, Ports
+from controller.daemon import ControlLoop, EventQueue, Ports
 from controller.display_log import SqliteLogReader
 from controller.display_server import DisplayServer
-from controller.errors import AuditLogError, ControllerError, RngError
+from controller.errors import LogIdentityError, LogIntegrityError
+from controller.instance_lock import InstanceLock
 from controller.ports import TableDisplay
-from controller.records import RecordKind
-from controller.recovery import recover
-from controller.rng import known_answer_test
 from controller.rng_session import RngPort, RngSessionManager
 from controller.sdnotify import notify, watchdog_interval_s
-from controller.state import (
-    Action,
-    ActionKind,
-    Event,
-    Fault,
-    Mode,
-    Occurrence,
-    RoundMachine,
-    Screen,
-    State,
-)
+from controller.snapshot import SnapshotError, decode_context
+from controller.state import Fault, Mode, RoundContext, RoundMachine, Screen
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
 log = logging.getLogger("paigow.appliance")
 
 Observer = Callable[[Screen, Mapping[str, object]], None]
-_ROUND_OVER = (State.IDLE,)
 
 
 @dataclass(frozen=True)
@@ -81,7 +67,7 @@ class Appliance:
         self.config = config
         self.options = options
         self.state_dir = options.state_dir or Path(config.storage.state_dir)
-        self.events: queue.Queue[Occurrence | None] = queue.Queue()
+        self.events = EventQueue()
         self.log: AuditLog | None = None
         self.table_io: TableIO | None = None
         self.sensor: SensorKeeper | None = None
@@ -92,15 +78,19 @@ class Appliance:
         self._watchdog_s = watchdog_interval_s()
         self._last_ping = 0.0
         self._closed = False
+        self._lock: InstanceLock | None = None
 
     # --- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
         config = self.config
         settings = config.round_settings()
-        self.log = audit = AuditLog.open(self.state_dir)
+        self._lock = InstanceLock.acquire(self.state_dir)
+        self._closables.append(self._lock.release)
+        self.log = audit = self._open_log()
         self._closables.append(audit.close)
-        recovery = recover(self._records(), settings)
+        context = self._stored_context(audit)
+        problem = None if audit.locked else audit.check_anchor()
         self.display = self._displays(audit)
         self._closables.append(self.display.close)
         self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
@@ -116,7 +106,7 @@ class Appliance:
             sensor=self.sensor,
             rng=rng_port,
         )
-        machine = RoundMachine(settings, recovery.context)
+        machine = RoundMachine(settings, context)
         self.loop = ControlLoop(
             machine,
             ports,
@@ -124,16 +114,15 @@ class Appliance:
             tick_ms=self.options.tick_ms,
             on_alive=self._alive,
         )
-        # power_on first, then the configuration in force, then what recovery did.
-        # Through the loop, so that a log that cannot be written latches the storage fault.
-        config_loaded = Action(
-            ActionKind.RECORD, record=RecordKind.CONFIG_LOADED, data=config_loaded_data(config)
+        if problem is not None:
+            log.error("audit log: %s", problem)
+        # power_on, the configuration in force, then what the core decided for the context the
+        # log held: all through the loop, so that a log that cannot be written is a fault.
+        self.loop.power_on(
+            config=config_loaded_data(config),
+            fault=None if problem is None else Fault.LOG_ROLLBACK,
+            detail=problem or "",
         )
-        self.loop.execute([recovery.actions[0], config_loaded, *recovery.actions[1:]])
-        for note in recovery.notes:
-            log.log(
-                logging.WARNING if recovery.was_interrupted else logging.INFO, "recovery: %s", note
-            )
         self._self_tests()
         notify("READY=1\nSTATUS=table " + config.table.name + " ready")
         log.info(
@@ -143,8 +132,32 @@ class Appliance:
             machine.context.round_number,
         )
 
+    def _open_log(self) -> AuditLog:
+        """The table's log. A key that is missing or not the log's own is never replaced: the
+        log is opened for reading only and the table shows the fault until it is restored."""
+        origin = origin_for(self.config.table.name)
+        try:
+            return AuditLog.open(self.state_dir, origin=origin)
+        except LogIdentityError as exc:
+            log.error("%s", exc)
+            return AuditLog.open_locked(self.state_dir, str(exc), origin=origin)
+
+    @staticmethod
+    def _stored_context(audit: AuditLog) -> RoundContext:
+        """The context the log holds (with its last step), or a fresh one for a new log."""
+        stored = audit.latest_context()
+        if stored is None:
+            return RoundContext()
+        seq, blob = stored
+        try:
+            return decode_context(blob)
+        except SnapshotError as exc:
+            raise LogIntegrityError(seq, f"the round's stored context: {exc}") from exc
+
     def _records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
         assert self.log is not None
+        if self.log.locked is not None and not self.log.path.exists():
+            return
         for record in self.log.records():
             yield record.seq, record.kind, record.data
 
@@ -193,23 +206,9 @@ class Appliance:
         return keeper
 
     def _self_tests(self) -> None:
-        """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed."""
+        """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed. The
+        DRBG's known-answer test runs before every session is opened or taken up again."""
         assert self.table_io is not None
-        if self.rng is not None:
-            assert self.loop is not None
-            try:
-                if self.loop.machine.state is State.DRAWING:
-                    known_answer_test()  # the recovered draw is shown again from the log
-                else:
-                    # The known-answer test, then the session's commitment recorded and shown
-                    # before bets close.
-                    self.rng.open()
-            except (RngError, AuditLogError) as exc:
-                log.error("RNG session could not open: %s", exc)
-                fault = Fault.STORAGE if isinstance(exc, AuditLogError) else Fault.RNG_FAILURE
-                self.events.put(
-                    Occurrence(Event.FAULT, at=monotonic_ms(), fault=fault, detail=str(exc))
-                )
         if self.sensor is not None:
             self.sensor.open_or_keep_trying()
         if self.table_io.shaker is not None:
@@ -229,7 +228,8 @@ class Appliance:
         log.warning("signal %d: stopping", signum)
         notify("STOPPING=1")
         if self.table_io is not None:
-            self.table_io.drive_safe()  # the motor stops now, before the loop winds down
+            # The one fault latch: every output safe now, before the loop winds down.
+            self.table_io.latch.trip(f"shutdown: signal {signum}")
         self.stop()
 
     def stop(self) -> None:
@@ -254,33 +254,12 @@ class Appliance:
         if self.table_io is not None:
             self.table_io.drive_safe()
         if self.log is not None and self.loop is not None:
-            self._record_shutdown()
+            self.loop.shutdown()
         for close in reversed(self._closables):
             try:
                 close()
             except Exception:
                 log.exception("closing failed")
-
-    def _record_shutdown(self) -> None:
-        assert self.log is not None
-        assert self.loop is not None
-        ctx = self.loop.machine.context
-        try:
-            if ctx.state not in _ROUND_OVER:
-                self.log.append(
-                    RecordKind.INTERRUPTED,
-                    {
-                        "round": ctx.round_number,
-                        "attempt": ctx.attempt,
-                        "state": str(ctx.state),
-                        "reason": "shutdown",
-                    },
-                )
-            if self.rng is not None:
-                self.rng.close("shutdown")  # reveals the open and any interrupted session
-            self.log.append(RecordKind.SHUTDOWN, {"round": ctx.round_number})
-        except ControllerError as exc:
-            log.error("could not record the shutdown: %s", exc)
 
     def __enter__(self) -> Appliance:
         return self

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller.appliance import Appliance
-from controller.audit_log import load_or_create_signer
+from controller.audit_log import DB_NAME, load_signer, peek_identity
 from controller.config import DEFAULT_PATH, Config, load_config
 from controller.digits import NumberError, parse_bounded_int, quoted
 from controller.errors import ControllerError, UsageError
@@ -164,9 +164,24 @@ def selftest_command(args: argparse.Namespace) -> int:
 
 
 def _check_keys(state_dir: Path) -> str:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    signer = load_or_create_signer(state_dir)
-    return f"log signing key {signer.name} ({state_dir})"
+    """The log's signing key is there and is the log's own. Never creates one: only
+    ``paigow-controller init`` (or the first start on an empty directory) does."""
+    signer = load_signer(state_dir)
+    recorded = peek_identity(state_dir / DB_NAME)
+    if signer is None:
+        if recorded is None:
+            raise ControllerError(
+                f"no signing key in {state_dir}: run paigow-controller init --state-dir"
+                f" {state_dir}, or start the controller once"
+            )
+        raise ControllerError(f"the signing key of {recorded[0]} (key id {recorded[1]}) is missing")
+    key_id = signer.verifier.key_id.hex()
+    if recorded is not None and (recorded[0], recorded[1]) != (signer.name, key_id):
+        raise ControllerError(
+            f"the signing key {signer.name} ({key_id}) is not the log's key"
+            f" {recorded[0]} ({recorded[1]})"
+        )
+    return f"log signing key {signer.name} ({key_id}) in {state_dir}"
 
 
 def _check_rng() -> str:

@@ -54,7 +54,7 @@ NAME_MAX_BYTES = 255
 NUMBER_MAX_CHARS = 20  # every number option's range fits (2**63 - 1 has 19 digits)
 # Options checked when the command line is parsed, whichever command declares them: the
 # command still decides the range (a number) or what the path must be.
-PATH_OPTIONS = frozenset({"config", "state_dir", "key", "log", "sensor_url"})
+PATH_OPTIONS = frozenset({"config", "state_dir", "key", "log", "sensor_url", "checkpoint"})
 NUMBER_OPTIONS = frozenset({"total", "bank_seat", "rounds", "seed", "n_bytes", "last"})
 
 
@@ -263,6 +263,18 @@ COMMANDS: list[Command] = [
     Command("recall", "the last rounds", audit_cli.recall_arguments, audit_cli.recall_command),
     Command("export", "the audit log as JSON lines", audit_cli.export_arguments, audit_cli.export),
     Command("export-key", "the log's verifier key", audit_cli.key_arguments, audit_cli.export_key),
+    Command(
+        "checkpoint",
+        "the log's latest signed checkpoint, to keep off the box",
+        audit_cli.checkpoint_arguments,
+        audit_cli.checkpoint_command,
+    ),
+    Command(
+        "init",
+        "a new state directory: the log's signing key and its first record",
+        audit_cli.init_arguments,
+        audit_cli.init_command,
+    ),
 ]
 
 

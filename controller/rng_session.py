@@ -15,27 +15,26 @@ and fsynced before the commitment is recorded, so a power cut never loses the ab
 committed session. It is never shown, logged or exported before its reveal; the file is removed
 once the reveal is recorded.
 
-After a restart (AGCO 5.1: an interrupted selection is kept, never replaced), the daemon builds
-the manager over the log's records: a number recorded for a round and attempt is returned again
-(``is_repeat``), never re-drawn; the interrupted session is revealed at the next :meth:`open`.
+When a session opens (:meth:`RngSessionManager.prepare`): when bets open, never inside a draw,
+so that the commitment is in the log, and on the table display, before the bets of any round it
+draws for are closed (621a.8(a)(1)). A draw never opens a session.
 
-The daemon's part::
+After a restart (AGCO 5.1: an interrupted selection is kept, never replaced) the session that
+was open is taken up again: its seed file is checked against the commitment the log recorded,
+the DRBG is instantiated from it and every draw the log holds for it is replayed, so the DRBG is
+exactly where it was. A number recorded for a round and attempt is returned again
+(``is_repeat``), never re-drawn; a draw made but not recorded before the power cut comes out
+again the same, since the DRBG state and the round's identity are the same. A session that
+cannot be taken up (its seed file missing, or not matching its recorded commitment) is an RNG
+fault for the supervisor; it is never silently replaced during a round.
 
-    rng = RngSessionManager(state_dir=..., log=audit_log, table=config.table.name,
-                            game=config.table.game, mode=config.rng.mode,
-                            max_rounds=config.rng.session_max_rounds,
-                            records=audit_log.records())      # every (seq, kind, data)
-    shown = rng.open()          # KAT, reveal of an interrupted session, new commitment
-    ...                         # show shown.commitment on the table display
-    # on ActionKind.DRAW_NUMBER with data round/attempt:
-    draw = rng.draw(round_number, attempt)                   # recorded on return
-    occurrence = Occurrence(Event.RNG_DRAWN, at=now, rng_number=draw.number, roll=draw.roll)
-    # after each round closes:  new = rng.rollover_if_due()   (show new.commitment if not None)
-    # at the end of a shift / a clean shutdown:  rng.close("close" | "shutdown")
+The daemon's part (through :class:`RngPort`, the control loop's ``RngDraws`` port)::
+
+    rng.prepare()                        # on PREPARE_RNG, when bets open: a committed session
+                                         # with rounds left (KAT, resume or open, roll over)
+    draw = rng.draw(round_number, attempt)   # on DRAW_NUMBER: recorded before it returns
+    rng.close("shutdown")                # on CLOSE_RNG at an orderly stop: the reveal
     # RngError (RngSelfTestFailure included) -> Fault.RNG_FAILURE: the RNG mode is refused.
-
-:class:`RngPort` wraps the manager as the control loop's ``RngDraws`` port (open on the first
-new draw, roll over at the limit, repeat a recorded draw), with ``when_committed`` for the display.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from controller.dice import Roll
+from controller.durable import fsync_dir
 from controller.errors import RngError, RngSelfTestFailure
 from controller.ports import AuditLog
 from controller.position import Game
@@ -120,6 +120,18 @@ class _OpenSession:
     is_broken: bool = False  # a draw failed after the DRBG moved on: no more draws
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A session the log holds as committed and not yet revealed, with its recorded draws."""
+
+    seq: int
+    data: Mapping[str, object]
+    draws: list[RngDraw] = field(default_factory=list)
+
+    def rounds(self) -> set[int]:
+        return {draw.round for draw in self.draws}
+
+
 @dataclass(frozen=True, slots=True)
 class _SeedMaterial:
     session: str
@@ -180,6 +192,8 @@ class RngSessionManager:
         self._session: _OpenSession | None = None
         self._committed: set[str] = set()
         self._revealed: set[str] = set()
+        self._pending: dict[str, _Pending] = {}  # committed, not yet revealed, as the log says
+        self._abandoned: set[str] = set()  # could not be taken up: never drawn from again
         self._unconfirmed: set[str] = set()  # commit append raised: the log may or may not hold it
         self._recorded: dict[tuple[int, int], RngDraw] = {}  # the latest round's draws
         self._last_drawn: tuple[int, int] | None = None
@@ -195,14 +209,20 @@ class RngSessionManager:
             return
         if kind == RecordKind.RNG_COMMIT:
             self._committed.add(session)
+            self._pending[session] = _Pending(seq, data)
         elif kind == RecordKind.RNG_REVEAL:
             self._revealed.add(session)
+            self._pending.pop(session, None)
         elif kind == RecordKind.RNG_DRAW:
             round_number, attempt = data.get("round"), data.get("attempt")
             if not isinstance(round_number, int) or not isinstance(attempt, int):
                 return
             number, roll = _outcome_of_record(data)
-            self._remember(RngDraw(session, round_number, attempt, number, roll, seq))
+            draw = RngDraw(session, round_number, attempt, number, roll, seq)
+            self._remember(draw)
+            pending = self._pending.get(session)
+            if pending is not None:
+                pending.draws.append(draw)
 
     def _remember(self, draw: RngDraw) -> None:
         key = (draw.round, draw.attempt)
@@ -226,6 +246,77 @@ class RngSessionManager:
     @property
     def commitment(self) -> Commitment | None:
         return None if self._session is None else self._session.commitment
+
+    def prepare(self) -> Commitment:
+        """Before bets close: a committed session with rounds left. The one open before a
+        restart is taken up again; a session at its round limit is revealed and the next one
+        committed. Raises :class:`RngError` (the RNG mode is refused until cleared)."""
+        if self._session is None:
+            resumable = self._resumable(needs_rounds=True)
+            if resumable is not None:
+                self._resume(resumable)
+            else:
+                self.open()
+        elif self.rounds_left() <= 0:
+            self.close("max_rounds")
+            self.open()
+        assert self._session is not None
+        return self._session.commitment
+
+    def _resumable(self, *, needs_rounds: bool) -> str | None:
+        """The session the log says was open (the newest committed and not revealed), if it
+        is this table's and mode's and (``needs_rounds``) may still draw for a new round."""
+        candidates = [s for s in self._pending if s not in self._abandoned]
+        if not candidates:
+            return None
+        session = max(candidates, key=lambda s: self._pending[s].seq)
+        pending = self._pending[session]
+        if pending.data.get("table") != self._table or pending.data.get("mode") != self._mode:
+            return None
+        if pending.data.get("game") != self._game:
+            return None
+        if needs_rounds and len(pending.rounds()) >= self._max_rounds:
+            return None
+        return session
+
+    def _resume(self, session: str) -> None:
+        """Take up a session the log holds as open: its seed checked against the recorded
+        commitment, the DRBG replayed through every recorded draw."""
+        pending = self._pending[session]
+        path = self._seed_path(session)
+        try:
+            if not path.exists():
+                raise RngError(
+                    f"the seed file of RNG session {session} (committed in record"
+                    f" {pending.seq}) is missing: its numbers can be neither drawn nor proven"
+                )
+            material = self._read_material(path)
+            known_answer_test(self._drbg_class)
+            drbg = self._drbg_class(material.entropy, material.nonce, material.personalization)
+            for draw in pending.draws:
+                identity = round_identity(self._table, session, draw.round, draw.attempt)
+                replayed = draw_outcome(drbg, self._mode, self._positions, identity)
+                if _split(replayed) != (draw.number, draw.roll):
+                    raise RngError(
+                        f"the seed of RNG session {session} does not give the number recorded"
+                        f" in record {draw.seq}"
+                    )
+        except RngError:
+            self._abandon(session)
+            raise
+        shown = Commitment(session, material.commitment, pending.seq)
+        self._session = _OpenSession(session, drbg, shown, rounds=pending.rounds())
+
+    def _abandon(self, session: str) -> None:
+        """Never draw from this session again; its seed file is kept aside for inspection."""
+        self._abandoned.add(session)
+        path = self._seed_path(session)
+        if path.exists():
+            try:
+                path.rename(path.with_name(path.name + ".rejected"))
+                fsync_dir(self._state_dir)
+            except OSError as exc:
+                raise RngError(f"cannot set aside the seed file {path.name}: {exc}") from exc
 
     def open(self) -> Commitment:
         """Self-test, reveal any interrupted session, then open a new one and record its
@@ -254,6 +345,7 @@ class RngSessionManager:
         )
         self._unconfirmed.discard(material.session)
         self._committed.add(material.session)
+        self._pending[material.session] = _Pending(seq, {"commitment": material.commitment})
         shown = Commitment(material.session, material.commitment, seq)
         self._session = _OpenSession(material.session, drbg, shown)
         return shown
@@ -279,14 +371,22 @@ class RngSessionManager:
             )
         session = self._session
         if session is None:
-            raise RngError("no RNG session is open")
+            # After a restart with a draw pending: the session committed before bets closed.
+            resumable = self._resumable(needs_rounds=False)
+            if resumable is None:
+                raise RngError(
+                    "no RNG session is open: a session is committed when bets open, never in a draw"
+                )
+            self._resume(resumable)
+            session = self._session
+            assert session is not None
         if session.is_broken:
             raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
         if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
-            self.close("max_rounds")
-            self.open()
-            session = self._session
-            assert session is not None
+            raise RngError(
+                f"RNG session {session.session} has drawn for its {self._max_rounds} rounds;"
+                " the next session is committed when bets open"
+            )
         identity = round_identity(self._table, session.session, round_number, attempt)
         session.is_broken = True  # until the draw is recorded: the DRBG has moved on
         outcome = draw_outcome(session.drbg, self._mode, self._positions, identity)
@@ -369,7 +469,7 @@ class RngSessionManager:
             path.unlink(missing_ok=True)
             raise RngError(f"cannot write the RNG seed file: {exc}") from exc
         os.close(fd)
-        _fsync_dir(self._state_dir)
+        fsync_dir(self._state_dir)
 
     def _read_material(self, path: Path) -> _SeedMaterial:
         try:
@@ -388,6 +488,13 @@ class RngSessionManager:
             material.commitment
         ):
             raise RngError(f"RNG seed file {path.name} does not match its commitment")
+        pending = self._pending.get(material.session)
+        if material.session != path.name[len(SEED_FILE_PREFIX) : -len(SEED_FILE_SUFFIX)] or (
+            pending is not None and pending.data.get("commitment") != material.commitment
+        ):
+            raise RngError(
+                f"RNG seed file {path.name} is not the seed of the session the log committed"
+            )
         return material
 
     def _reveal(self, material: _SeedMaterial, reason: str) -> None:
@@ -402,11 +509,12 @@ class RngSessionManager:
             },
         )
         self._revealed.add(material.session)
+        self._pending.pop(material.session, None)
         self._forget(material.session)
 
     def _forget(self, session: str) -> None:
         self._seed_path(session).unlink(missing_ok=True)
-        _fsync_dir(self._state_dir)
+        fsync_dir(self._state_dir)
 
     def _reveal_pending(self, reason: str) -> None:
         """Reveal every session whose seed file survived a restart; drop files of sessions the
@@ -418,15 +526,12 @@ class RngSessionManager:
             if session in self._revealed or session not in self._committed:
                 self._forget(session)
                 continue
-            self._reveal(self._read_material(path), reason)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            try:
+                material = self._read_material(path)
+            except RngError:
+                self._abandon(session)
+                raise
+            self._reveal(material, reason)
 
 
 def _split(outcome: Outcome) -> tuple[int | None, Roll | None]:
@@ -451,29 +556,23 @@ def _outcome_of_record(data: Mapping[str, object]) -> tuple[int | None, Roll | N
 
 
 class RngPort:
-    """The daemon's ``RngDraws`` port (``draw(*, round_number, attempt) -> int | Roll``) over a
-    manager: it opens a session before the first new draw and rolls over at the round limit,
-    passing each new commitment to ``when_committed`` (the table display) before any number of
-    that session is drawn."""
+    """The control loop's ``RngDraws`` port over a manager: ``prepare`` when bets open (the
+    commitment recorded, and shown by the display from its record, before bets close),
+    ``draw`` on DRAW_NUMBER (never opens a session), ``close`` at an orderly stop."""
 
-    def __init__(
-        self,
-        manager: RngSessionManager,
-        *,
-        when_committed: Callable[[Commitment], None] | None = None,
-    ) -> None:
+    def __init__(self, manager: RngSessionManager) -> None:
         self.manager = manager
-        self.when_committed = when_committed
+
+    def prepare(self) -> None:
+        self.manager.prepare()
 
     def draw(self, *, round_number: int, attempt: int) -> int | Roll:
-        rng = self.manager
-        if rng.recorded_draw(round_number, attempt) is None:
-            shown = rng.rollover_if_due() if rng.is_open else rng.open()
-            if shown is not None and self.when_committed is not None:
-                self.when_committed(shown)
-        draw = rng.draw(round_number, attempt)
+        draw = self.manager.draw(round_number, attempt)
         if draw.roll is not None:
             return draw.roll
         if draw.number is None:  # pragma: no cover - draw() refuses an unreadable record
             raise RngError(f"round {round_number}: the draw has no number")
         return draw.number
+
+    def close(self, reason: str) -> None:
+        self.manager.close(reason)

@@ -10,6 +10,8 @@ import os
 import socket
 from collections.abc import Mapping
 
+from controller.digits import is_ascii_digits
+
 
 def notify(message: str, *, environ: Mapping[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
@@ -29,6 +31,6 @@ def watchdog_interval_s(*, environ: Mapping[str, str] | None = None) -> float | 
     env = os.environ if environ is None else environ
     usec = env.get("WATCHDOG_USEC", "")
     pid = env.get("WATCHDOG_PID", "")
-    if not usec.isdigit() or (pid and pid != str(os.getpid())):
+    if not is_ascii_digits(usec) or len(usec) > 18 or (pid and pid != str(os.getpid())):
         return None
     return int(usec) / 2_000_000

@@ -85,6 +85,8 @@ class Event(StrEnum):
     CLOSE_ROUND = "close_round"  # dealer key
     VOID_ROUND = "void_round"  # dealer key (supervisor key after a result)
     CLEAR_FAULT = "clear_fault"  # dealer key, or the supervisor key switch
+    POWER_ON = "power_on"  # the controller started with the context its log holds
+    SHUTDOWN = "shutdown"  # an orderly stop (SIGTERM, the end of a simulation)
 
 
 class Fault(StrEnum):
@@ -96,11 +98,19 @@ class Fault(StrEnum):
     RNG_FAILURE = "rng_failure"
     STORAGE = "storage"
     INTERNAL = "internal"
+    LOG_ROLLBACK = "log_rollback"  # the log does not extend the checkpoint kept outside it
+    LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
 
     @property
     def needs_supervisor(self) -> bool:
         """A dealer may clear a sensor fault; everything else takes the supervisor key."""
         return self not in (Fault.SENSOR_TIMEOUT, Fault.SENSOR_LOST)
+
+    @property
+    def needs_restart(self) -> bool:
+        """No key clears it: a technician restores the log's signing key and restarts, so
+        that no record is ever signed by another key."""
+        return self is Fault.LOG_IDENTITY
 
 
 class ActionKind(StrEnum):
@@ -111,6 +121,9 @@ class ActionKind(StrEnum):
     SAFE_STATE = "safe_state"  # latch the fault: every output to its safe value
     RECORD = "record"
     SHOW = "show"
+    PREPARE_RNG = "prepare_rng"  # an RNG session committed (and shown) before bets close
+    CLOSE_RNG = "close_rng"  # reveal the RNG session's seed (an orderly stop)
+    REANCHOR = "reanchor"  # keep the log's current checkpoint as its new anchor
 
 
 class Screen(StrEnum):
@@ -151,6 +164,7 @@ class Occurrence:
     fault: Fault | None = None
     supervisor: bool = False
     detail: str = ""
+    config: Mapping[str, object] | None = None  # POWER_ON: the config_loaded record's data
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +210,8 @@ class RoundContext:
     active_faults: frozenset[Fault] = frozenset()
     resume_state: State | None = None
     result: RoundResult | None = None
+    is_round_open: bool = False  # a round_opened record exists for round_number
+    is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
 
 
 S, E = State, Event
@@ -261,6 +277,12 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE),
     **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE),  # supervisor key only
     (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # supervisor key: the round is void, fault stays
+    # the controller's life: what its log holds is taken up again, a shake in progress is void
+    **_each_same_or((S.IDLE, S.ARMED, S.DRAWING, S.RESULT, S.LOCKED, S.FAULT), E.POWER_ON, S.FAULT),
+    **_each(_SHAKE_IN_PROGRESS, E.POWER_ON, S.ARMED, S.FAULT),
+    (S.NO_ROLL, E.POWER_ON): frozenset({S.NO_ROLL, S.LOCKED, S.FAULT}),
+    **_each(tuple(s for s in _ALL if s not in _SHAKE_IN_PROGRESS), E.SHUTDOWN),
+    **_each(_SHAKE_IN_PROGRESS, E.SHUTDOWN, S.ARMED),
 }
 
 
@@ -369,7 +391,12 @@ class _Rules:
     def _enter_screen(self, ctx: RoundContext) -> list[Action]:
         """What to show (and do) on coming back to a resting state."""
         if ctx.state is S.IDLE:
-            return [_show(Screen.READY, round=ctx.round_number)]
+            ready = _show(Screen.READY, round=ctx.round_number)
+            if self.settings.mode is Mode.RNG:
+                # 621a.8(a)(1): the session's commitment is recorded and shown before bets
+                # close, never inside a draw.
+                return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
+            return [ready]
         if ctx.state is S.ARMED:
             return [_show(Screen.BETS_CLOSED, **self._round(ctx))]
         if ctx.state is S.NO_ROLL:
@@ -377,18 +404,21 @@ class _Rules:
         if ctx.state is S.LOCKED:
             return [_show(Screen.LOCKED, **self._round(ctx))]
         if ctx.state is S.DRAWING:
-            # The shell shows the recorded draw of this round and attempt if there is one and
-            # never draws a second number for it (no secondary selection).
-            return [Action(ActionKind.DRAW_NUMBER, data=self._round(ctx)), _show(Screen.DRAWING)]
+            # DRAWING is shown, then the shell draws: it uses the recorded draw of this round and
+            # attempt if there is one and never draws a second number for it (no secondary
+            # selection); the number comes back as RNG_DRAWN.
+            return [
+                _show(Screen.DRAWING, **self._round(ctx)),
+                Action(ActionKind.DRAW_NUMBER, data=self._round(ctx)),
+            ]
         assert ctx.state is S.RESULT
         assert ctx.result is not None
         return [_show(Screen.RESULT, **self._round(ctx), result=ctx.result.as_record())]
 
     def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
-        ctx = next_round(ctx)
+        ctx = replace(next_round(ctx), is_round_open=True)
         actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
-        actions.append(_show(Screen.READY, round=ctx.round_number))
-        return ctx, actions
+        return ctx, [*actions, *self._enter_screen(ctx)]
 
     def _result(self, ctx: RoundContext, result: RoundResult) -> Step:
         ctx = replace(ctx, state=S.RESULT, result=result, deadline=None)
@@ -577,10 +607,13 @@ class _Rules:
             f
             for f in ctx.active_faults
             if (occ.supervisor or not f.needs_supervisor)
+            and not f.needs_restart
             and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
             and (f is not Fault.TAMPER or ctx.is_secured)
         }
         if not clearable:
+            if any(f.needs_restart for f in ctx.active_faults):
+                return _refuse(ctx, "restore the log's own signing key, then restart")
             return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
         remaining = ctx.active_faults - clearable
         record = _record(
@@ -590,10 +623,13 @@ class _Rules:
             supervisor=occ.supervisor,
         )
         ctx = replace(ctx, active_faults=frozenset(remaining))
+        # The supervisor accepts the log as it is: its checkpoint becomes the new anchor.
+        reanchor = [Action(ActionKind.REANCHOR)] if Fault.LOG_ROLLBACK in clearable else []
         if remaining:
-            return ctx, [record, _show(Screen.FAULT, faults=sorted(str(f) for f in remaining))]
+            shown = _show(Screen.FAULT, faults=sorted(str(f) for f in remaining))
+            return ctx, [record, *reanchor, shown]
         ctx, actions = self._resume(ctx)
-        return ctx, [record, *actions]
+        return ctx, [record, *reanchor, *actions]
 
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
@@ -613,11 +649,98 @@ class _Rules:
             ),
         ]
         if ctx.state is S.FAULT:
-            # The round is void; the fault stays until cleared (AGCO 11.1).
+            # The round is void; the fault stays until cleared (AGCO 11.1). What the next round
+            # shows (and prepares) waits for the clear.
             ctx, opened = self._open_next_round(ctx, actions)
-            opened = [a for a in opened if a.kind is not ActionKind.SHOW]
+            opened = [a for a in opened if a.kind in (ActionKind.STOP_MOTOR, ActionKind.RECORD)]
             return replace(ctx, state=S.FAULT, resume_state=S.IDLE), opened
         return self._open_next_round(ctx, actions)
+
+    def power_on(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The first step after power on, from the context the log holds (AGCO 5.1: an
+        interrupted game is kept until recovered; AGCO 11.1: an error persists across a power
+        cycle until it is cleared).
+
+        A committed result is shown again, never re-drawn or re-read; a shake (or a reading)
+        without a committed result is void and the player shakes again (the next attempt); a
+        pending RNG draw is taken up again (the shell uses the recorded number if there is one);
+        a fault stays active with every output safe. ``occ.fault`` is a fault the shell found
+        while opening the log (a log rolled back behind its anchor): it latches last."""
+        if ctx.is_running:
+            previous = "interrupted"
+        else:
+            previous = "shutdown" if ctx.is_round_open else "first start"
+        actions = [_record(RecordKind.POWER_ON, previous=previous)]
+        if occ.config is not None:
+            actions.append(_record(RecordKind.CONFIG_LOADED, **occ.config))
+        ctx = replace(
+            ctx, is_running=True, is_lid_closed=False, deadline=None, read_progress=ReadProgress()
+        )
+        if not ctx.is_round_open:
+            actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+            ctx = replace(ctx, is_round_open=True)
+        voided = None
+        if ctx.state in _SHAKE_IN_PROGRESS:
+            voided = ctx.attempt
+            actions.append(
+                _record(
+                    RecordKind.INTERRUPTED,
+                    **self._round(ctx),
+                    state=str(ctx.state),
+                    reason="power_on",
+                )
+            )
+            ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1)
+        if ctx.state is S.NO_ROLL and ctx.no_rolls >= self.settings.max_reshakes:
+            # The reshake limit was lowered in the configuration since the last no roll.
+            actions.append(
+                _record(RecordKind.RESHAKE_LIMIT, round=ctx.round_number, no_rolls=ctx.no_rolls)
+            )
+            ctx = replace(ctx, state=S.LOCKED)
+        actions.append(
+            _record(
+                RecordKind.RECOVERY,
+                **self._round(ctx),
+                state=str(ctx.state),
+                interrupted=previous == "interrupted",
+                faults=sorted(str(f) for f in ctx.active_faults),
+                voided_attempt=voided,
+            )
+        )
+        if occ.fault is not None:
+            ctx, latched = self._latch(ctx, occ.fault, occ.detail)
+            return ctx, [*actions, *latched]
+        if ctx.state is S.FAULT:
+            faults = sorted(str(f) for f in ctx.active_faults)
+            return ctx, [
+                *actions,
+                Action(ActionKind.STOP_MOTOR),
+                Action(ActionKind.SAFE_STATE, data={"fault": ",".join(faults)}),
+                _show(Screen.FAULT, faults=faults),
+            ]
+        return ctx, [*actions, *self._enter_screen(ctx)]
+
+    def shutdown(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """An orderly stop: the motor off, a round in play recorded as interrupted (a shake in
+        progress is void), the RNG session revealed unless a draw is pending for a round whose
+        bets are closed (its number must come from the session committed before)."""
+        actions = [Action(ActionKind.STOP_MOTOR)]
+        if ctx.state is not S.IDLE:
+            actions.append(
+                _record(
+                    RecordKind.INTERRUPTED,
+                    **self._round(ctx),
+                    state=str(ctx.state),
+                    reason="shutdown",
+                )
+            )
+        if ctx.state in _SHAKE_IN_PROGRESS:
+            ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1, deadline=None)
+        is_draw_pending = S.DRAWING in (ctx.state, ctx.resume_state)
+        if self.settings.mode is Mode.RNG and not is_draw_pending:
+            actions.append(Action(ActionKind.CLOSE_RNG))
+        actions.append(_record(RecordKind.SHUTDOWN, round=ctx.round_number))
+        return replace(ctx, is_running=False), actions
 
 
 def _need(value: _T | None, occ: Occurrence) -> _T:
@@ -658,6 +781,8 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.CLOSE_ROUND: _Rules.close_round,
     E.VOID_ROUND: _Rules.void_round,
     E.CLEAR_FAULT: _Rules.clear_fault,
+    E.POWER_ON: _Rules.power_on,
+    E.SHUTDOWN: _Rules.shutdown,
 }
 
 
@@ -682,13 +807,6 @@ class RoundMachine:
     @property
     def state(self) -> State:
         return self.context.state
-
-    def start(self) -> list[Action]:
-        """The actions that open the first round after power on."""
-        return [
-            _record(RecordKind.ROUND_OPENED, round=self.context.round_number),
-            _show(Screen.READY, round=self.context.round_number),
-        ]
 
     def handle(self, occ: Occurrence) -> list[Action]:
         """Apply one event. On any error the context is left exactly as it was."""

@@ -2,11 +2,16 @@
 
 It checks, record by record: the canonical encoding, the sequence numbers (nothing deleted or
 reordered), the hash chain, the RFC 6962 Merkle root against every signed checkpoint and each
-checkpoint's Ed25519 signature, and it recomputes every result (starting position and side
-wager outcomes and payouts) from the recorded dice with controller/result.py and the paytables
-of the last ``config_loaded`` record. Then it replays every revealed RNG session
-(controller/rng_verify.py). The first failure raises :class:`LogIntegrityError` naming the
-record.
+checkpoint's Ed25519 signature, that the key is the one the log was created for (its first
+record, ``log_created``), and it recomputes every result (starting position and side wager
+outcomes and payouts) from the recorded dice with controller/result.py and the paytables of the
+last ``config_loaded`` record. It checks the round's shape: no round closed without its result,
+no result without bets closed, and no RNG number drawn from a session committed after the bets
+of its round were closed (621a.8(a)(1)). Given a checkpoint kept elsewhere (``--checkpoint``),
+it proves with an RFC 6962 consistency proof, computed from the leaves and verified as RFC 9162
+says, that the log extends it: a log rolled back or forked behind it fails. Then it replays
+every revealed RNG session (controller/rng_verify.py). The first failure raises
+:class:`LogIntegrityError` naming the record.
 
 A record is vouched for by the next record's ``prev`` and by the checkpoints; to name the record
 that was altered rather than its neighbour, the verifier looks two records ahead (and, at the
@@ -38,7 +43,7 @@ from controller.audit_records import (
     result_fields,
 )
 from controller.errors import LogIntegrityError
-from controller.merkle import CompactRange
+from controller.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
 from controller.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.records import RecordKind
 from controller.rng_verify import verify_rng_records
@@ -65,6 +70,9 @@ class VerifyReport:
     results: int = 0
     origin: str | None = None
     rng: str = ""
+    extends: int | None = None  # the size of the checkpoint the log was proven to extend
+    sessions_without_draws: list[str] = field(default_factory=list)
+    sessions_never_revealed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -75,6 +83,9 @@ class VerifyReport:
             "results_recomputed": self.results,
             "origin": self.origin,
             "rng": self.rng,
+            "extends_checkpoint": self.extends,
+            "rng_sessions_revealed_without_draws": self.sessions_without_draws,
+            "rng_sessions_never_revealed": self.sessions_never_revealed,
             "notes": self.notes,
         }
 
@@ -103,7 +114,16 @@ def _decode(row: StoredRecord) -> _Entry:
 class LogVerifier:
     """Streaming verification: ``feed`` each stored record in order, then ``finish``."""
 
-    def __init__(self, verifier: Verifier, checkpoints: Mapping[int, str]) -> None:
+    def __init__(
+        self,
+        verifier: Verifier,
+        checkpoints: Mapping[int, str],
+        *,
+        anchor: Checkpoint | None = None,
+        size: int | None = None,
+    ) -> None:
+        """``anchor``: a checkpoint kept elsewhere (its signature already verified) that the
+        log must extend; ``size``: how many records will be fed (needed with ``anchor``)."""
         self.verifier = verifier
         self.checkpoints = dict(checkpoints)
         self.latest = self.checkpoints.pop(LATEST_CHECKPOINT, None)
@@ -113,6 +133,15 @@ class LogVerifier:
         self._prev = GENESIS_PREV
         self._tree = CompactRange()
         self._paytables: tuple[Paytable, ...] | None = None
+        self._anchor = anchor
+        self._consistency: ConsistencyCollector | None = None
+        if anchor is not None:
+            if size is None:
+                raise ValueError("a log checked against a checkpoint needs its size")
+            if size >= anchor.size:
+                self._consistency = ConsistencyCollector(anchor.size, size)
+        self._round = _RoundShape()
+        self._sessions: dict[str, _SessionShape] = {}
 
     def feed(self, row: StoredRecord) -> None:
         if row.seq != self._expected:
@@ -139,6 +168,14 @@ class LogVerifier:
                     f"is missing: a checkpoint signs {checkpoint_size} records, the log holds"
                     f" {size}",
                 )
+        self._check_extends(size)
+        self.report.sessions_without_draws = [
+            s for s, shape in self._sessions.items() if shape.revealed and not shape.draws
+        ]
+        open_now = max(self._sessions, key=lambda s: self._sessions[s].seq, default=None)
+        self.report.sessions_never_revealed = [
+            s for s, shape in self._sessions.items() if not shape.revealed and s != open_now
+        ]
         if self.latest is not None:
             latest = self._open(size, self.latest, "latest checkpoint")
             if latest.size != size:
@@ -158,6 +195,26 @@ class LogVerifier:
         self.report.records = size
         return self.report
 
+    def _check_extends(self, size: int) -> None:
+        anchor = self._anchor
+        if anchor is None:
+            return
+        if size < anchor.size:
+            raise LogIntegrityError(
+                size + 1,
+                f"is missing: the checkpoint kept elsewhere signs {anchor.size} records and the"
+                f" log holds {size}: rolled back",
+            )
+        proof = [] if self._consistency is None else self._consistency.proof()
+        if not verify_consistency(anchor.size, size, anchor.root_hash, self._tree.root(), proof):
+            raise LogIntegrityError(
+                anchor.size,
+                f"the log does not extend the checkpoint of size {anchor.size}: its first"
+                f" {anchor.size} records are not the ones that checkpoint signs (forked or"
+                " replaced)",
+            )
+        self.report.extends = anchor.size
+
     # --- one record, with the two after it ---------------------------------------------
 
     def _process(self, cur: _Entry, nxt: _Entry | None = None, after: _Entry | None = None) -> None:
@@ -172,7 +229,10 @@ class LogVerifier:
                 cur.seq, f"altered: its hash is not the prev that record {nxt.seq} carries"
             )
         self._prev = cur.hash
-        self._tree.append(cur.leaf)
+        hashed = leaf_hash(cur.leaf)
+        self._tree.append_hash(hashed)
+        if self._consistency is not None:
+            self._consistency.add(hashed)
         note = self.checkpoints.get(cur.seq)
         if note is not None:
             checkpoint = self._open(cur.seq, note, "checkpoint")
@@ -216,7 +276,10 @@ class LogVerifier:
 
     def _check_meaning(self, cur: _Entry) -> None:
         try:
-            if cur.kind == RecordKind.CONFIG_LOADED:
+            self._check_shape(cur)
+            if cur.kind == RecordKind.LOG_CREATED:
+                self._check_created(cur)
+            elif cur.kind == RecordKind.CONFIG_LOADED:
                 if "paytables" not in cur.data:
                     raise RecordDataError("config_loaded lacks the paytables")
                 self._paytables = paytables_from_record(cur.data["paytables"])
@@ -224,6 +287,66 @@ class LogVerifier:
                 self._check_result(cur)
         except RecordDataError as exc:
             raise LogIntegrityError(cur.seq, str(exc)) from exc
+
+    def _check_created(self, cur: _Entry) -> None:
+        """The first record names the log's key: the verifier's must be that key."""
+        if cur.seq != 1:
+            raise RecordDataError("log_created is only the first record")
+        recorded = cur.data.get("key")
+        try:
+            key = Verifier.parse(str(recorded))
+        except NoteError as exc:
+            raise RecordDataError(f"log_created names no verifier key: {exc}") from exc
+        if (key.name, key.key_id) != (self.verifier.name, self.verifier.key_id):
+            raise RecordDataError(
+                f"the log was created for the key {key.name}+{key.key_id.hex()}, not the key"
+                f" {self.verifier.name}+{self.verifier.key_id.hex()} it is verified with"
+            )
+        if cur.data.get("origin") != key.name:
+            raise RecordDataError("log_created: the origin is not the key's name")
+
+    def _check_shape(self, cur: _Entry) -> None:
+        """What every round must look like, whatever happened in it."""
+        if cur.seq == 1 and cur.kind != RecordKind.LOG_CREATED:
+            self.report.notes.append("the log does not record the key it was created for")
+        kind, data = cur.kind, cur.data
+        round_number = data.get("round")
+        shape = self._round
+        if kind == RecordKind.NO_MORE_BETS:
+            shape.bets_closed = (round_number, cur.seq)
+            shape.result = None
+        elif kind == RecordKind.RESULT:
+            if shape.bets_closed is None or shape.bets_closed[0] != round_number:
+                raise RecordDataError(f"a result of round {round_number} before its bets closed")
+            shape.result = round_number
+        elif kind == RecordKind.CLOSE:
+            if shape.result != round_number:
+                raise RecordDataError(f"round {round_number} is closed without its result")
+            shape.bets_closed = shape.result = None
+        elif kind == RecordKind.VOID:
+            shape.bets_closed = shape.result = None
+        elif kind == RecordKind.RNG_COMMIT:
+            session = str(data.get("session"))
+            self._sessions[session] = _SessionShape(cur.seq)
+        elif kind == RecordKind.RNG_REVEAL:
+            revealed = self._sessions.get(str(data.get("session")))
+            if revealed is not None:
+                revealed.revealed = True
+        elif kind == RecordKind.RNG_DRAW:
+            drawn = self._sessions.get(str(data.get("session")))
+            if drawn is None:
+                return  # the RNG replay names it
+            drawn.draws += 1
+            if shape.bets_closed is None or shape.bets_closed[0] != round_number:
+                raise RecordDataError(
+                    f"an RNG number for round {round_number} before its bets closed"
+                )
+            if drawn.seq > shape.bets_closed[1]:
+                raise RecordDataError(
+                    f"RNG session {data.get('session')} was committed in record {drawn.seq}, after"
+                    f" the bets of round {round_number} closed (record {shape.bets_closed[1]}):"
+                    " a commitment must come before"
+                )
 
     def _check_result(self, cur: _Entry) -> None:
         if self._paytables is None and "dice" in cur.data:
@@ -242,12 +365,42 @@ class LogVerifier:
         self.report.results += 1
 
 
-def verify_state_dir(state_dir: Path | str, verifier: Verifier) -> VerifyReport:
-    """Verify the log in ``state_dir`` with ``verifier``; raises :class:`LogIntegrityError`."""
+@dataclass(slots=True)
+class _RoundShape:
+    bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
+    result: object = None  # the round whose result is recorded since its bets closed
+
+
+@dataclass(slots=True)
+class _SessionShape:
+    seq: int  # of its commitment
+    draws: int = 0
+    revealed: bool = False
+
+
+def open_anchor(note: str, verifier: Verifier) -> Checkpoint:
+    """A checkpoint kept elsewhere, as a signed note: it must verify with the log's key."""
+    try:
+        return open_checkpoint(note, verifier)
+    except NoteError as exc:
+        raise LogIntegrityError(None, f"the checkpoint given does not verify: {exc}") from exc
+
+
+def verify_state_dir(
+    state_dir: Path | str, verifier: Verifier, *, checkpoint: str | None = None
+) -> VerifyReport:
+    """Verify the log in ``state_dir`` with ``verifier`` (and, given a signed checkpoint kept
+    elsewhere, that the log extends it); raises :class:`LogIntegrityError`."""
+    anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot for both passes, even while the daemon appends
-        log = LogVerifier(verifier, read_checkpoints(db))
+        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        log = LogVerifier(verifier, read_checkpoints(db), anchor=anchor, size=int(size))
+        if anchor is not None and anchor.origin != log_origin(db):
+            raise LogIntegrityError(
+                None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
+            )
         for row in read_records(db):
             log.feed(row)
         report = log.finish()
@@ -260,3 +413,8 @@ def verify_state_dir(state_dir: Path | str, verifier: Verifier) -> VerifyReport:
         return report
     finally:
         db.close()
+
+
+def log_origin(db: Any) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+    return None if row is None else bytes(row[0]).decode("utf-8", "replace")
