@@ -2,10 +2,11 @@
 
 Usage: python tests/audit_writer.py STATE_DIR SEED [ROUNDS]
 
-On start it recovers from the log like the daemon: recovery's actions are carried out first
-(power_on, interrupted, recovery records), then the pure round state machine plays simulated
-rounds, every RECORD action is appended to the log, and the sequence number is written to
-stdout (one line, flushed) only after ``append`` returned: an acknowledged record.
+It is the daemon's own control loop (controller/daemon.py) with the real audit log, started the
+daemon's way: the context the log holds, then ``POWER_ON`` through the core. Only the hardware
+is stood in for (the lamps, the motor, the sensor), and the events are scripted. The sequence
+number of every record is written to stdout (one line, flushed) only after the commit that made
+it durable returned: an acknowledged record.
 """
 
 from __future__ import annotations
@@ -13,15 +14,73 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from controller.audit_log import AuditLog
 from controller.audit_records import config_loaded_data
 from controller.config import Config
+from controller.daemon import ControlLoop, Ports
 from controller.dice import DiceReading, DieColour, DieReading
+from controller.ports import Committed
 from controller.records import RecordKind
-from controller.recovery import recover
-from controller.state import Action, ActionKind, Event, Fault, Occurrence, RoundMachine, State
+from controller.snapshot import decode_context
+from controller.state import Event, Fault, Occurrence, RoundContext, RoundMachine, Screen, State
+
+
+class Acknowledging:
+    """The audit log, printing each sequence number once its commit returned."""
+
+    def __init__(self, log: AuditLog) -> None:
+        self.log = log
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.log, name)
+
+    def commit(
+        self, entries: Sequence[tuple[RecordKind, Mapping[str, object]]], **kw: bytes | None
+    ) -> Committed:
+        committed = self.log.commit(entries, **kw)
+        sys.stdout.write("".join(f"{seq}\n" for seq in committed.seqs))
+        sys.stdout.flush()
+        return committed
+
+    def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
+        return self.commit([(kind, data)]).seqs[0]
+
+
+class Hardware:
+    """The display, the lamps, the motor, the latch and the sensor: nothing to do."""
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        return None
+
+    def show_status(self, screen: Screen) -> None:
+        return None
+
+    def start_shake(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def trip(self, reason: str) -> bool:
+        return True
+
+    def reset(self) -> None:
+        return None
+
+    def open(self) -> None:
+        return None
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 def main() -> int:
@@ -31,29 +90,30 @@ def main() -> int:
     config = Config()
     settings = config.round_settings()
     log = AuditLog.open(state_dir)
-    records = [(r.seq, r.kind, r.entry()["data"]) for r in log.records()]
-    recovery = recover(records, settings)
-
-    def carry_out(actions: list[Action]) -> None:
-        for action in actions:
-            if action.kind is ActionKind.RECORD:
-                assert action.record is not None
-                seq = log.append(action.record, action.data)
-                sys.stdout.write(f"{seq}\n")
-                sys.stdout.flush()
-
-    carry_out(recovery.actions[:1])  # power_on
-    loaded = config_loaded_data(config)
-    carry_out([Action(ActionKind.RECORD, record=RecordKind.CONFIG_LOADED, data=loaded)])
-    carry_out(recovery.actions[1:])
-    machine = RoundMachine(settings, recovery.context)
+    stored = log.latest_context()
+    context = RoundContext() if stored is None else decode_context(stored[1])
+    hardware = Hardware()
+    machine = RoundMachine(settings, context)
     clock = 0
+    loop = ControlLoop(
+        machine,
+        Ports(
+            log=Acknowledging(log),  # type: ignore[arg-type]
+            display=hardware,
+            panel=hardware,
+            shaker=hardware,
+            latch=hardware,
+            sensor=hardware,  # type: ignore[arg-type]
+        ),
+        clock=lambda: clock,
+    )
+    loop.power_on(config=config_loaded_data(config))
     played = 0
 
     def handle(event: Event, **kw: object) -> None:
         nonlocal clock
         clock += 10
-        carry_out(machine.handle(Occurrence(event, at=clock, **kw)))  # type: ignore[arg-type]
+        loop.dispatch(Occurrence(event, at=clock, **kw))  # type: ignore[arg-type]
 
     handle(Event.LID_CLOSED)
     while played < rounds:
@@ -84,10 +144,11 @@ def main() -> int:
                 handle(Event.CLOSE_ROUND)
                 played += 1
         elif state in (State.FAULT, State.LOCKED):
+            handle(Event.SECURED)
             handle(Event.CLEAR_FAULT, supervisor=True)
         else:  # pragma: no cover - a state this table never reaches
             raise AssertionError(state)
-    log.append(RecordKind.SHUTDOWN, {"reason": "done"})
+    loop.shutdown()
     log.close()
     return 0
 

@@ -13,13 +13,11 @@ from gpiozero import Device
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.appliance import Appliance, Options
-from controller.audit_log import AuditLog, load_or_create_signer
-from controller.audit_records import config_loaded_data
+from controller.audit_log import AuditLog, load_signer
 from controller.cli import main
 from controller.config import Config
 from controller.records import RecordKind
-from controller.rng_session import RngSessionManager
-from controller.state import Mode, Screen, State
+from controller.state import Event, Mode, Occurrence, Screen, State
 from controller.verify_log import verify_state_dir
 from drivers.sim_hardware import SimShaker
 from drivers.sim_sensor import SimulatedSensor
@@ -48,45 +46,57 @@ RNG_TABLE = dataclasses.replace(
 )
 
 
-def crash_after_the_draw(state_dir: Path) -> int:
-    """What the log holds when the power fails right after round 1's number was recorded and
-    before its result: written by the real log and the real RNG session manager."""
-    with AuditLog.open(state_dir) as log:
-        log.append(RecordKind.POWER_ON, {"previous": "first start", "last_seq": 0})
-        log.append(RecordKind.CONFIG_LOADED, config_loaded_data(RNG_TABLE))
-        log.append(RecordKind.ROUND_OPENED, {"round": 1})
-        log.append(RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "rng"})
-        rng = RngSessionManager(
-            state_dir=state_dir,
-            log=log,
-            table="t7",
-            game=RNG_TABLE.table.game,
-            mode=RNG_TABLE.rng.mode,
-            max_rounds=100,
-            records=[],
-        )
-        rng.open()
-        draw = rng.draw(1, 1)
-    assert draw.number is not None
-    return draw.number
+class PowerCut(BaseException):
+    """The power fails: nothing after this point runs (not an error the loop may catch)."""
+
+
+def crash_after_the_draw(state_dir: Path, factory: MockFactory) -> int:
+    """The power fails right after round 1's number was recorded and before its result: the
+    real appliance, its log and its RNG session, stopped dead at that point."""
+    appliance = Appliance(
+        RNG_TABLE, Options(pin_factory=factory, state_dir=state_dir, web_display=False)
+    )
+    appliance.start()
+    assert appliance.loop is not None
+    rng = appliance.loop.ports.rng
+    assert rng is not None
+    drawn: list[int] = []
+    real_draw = rng.draw
+
+    def draw_then_die(*, round_number: int, attempt: int) -> int:
+        value = real_draw(round_number=round_number, attempt=attempt)
+        assert isinstance(value, int)
+        drawn.append(value)
+        raise PowerCut
+
+    rng.draw = draw_then_die  # type: ignore[method-assign]
+    with pytest.raises(PowerCut):
+        appliance.loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+    for close in reversed(appliance._closables):  # what the kernel releases; no shutdown step
+        close()
+    return drawn[0]
 
 
 def test_a_recorded_rng_number_is_shown_again_after_a_power_cut(
     tmp_path: Path, factory: MockFactory
 ) -> None:
-    number = crash_after_the_draw(tmp_path)
+    number = crash_after_the_draw(tmp_path, factory)
     screens = Screens()
     options = Options(
         pin_factory=factory, state_dir=tmp_path, web_display=False, displays=(screens,)
     )
     appliance = Appliance(RNG_TABLE, options)
     try:
-        appliance.start()  # recovery carries out the interrupted draw before any event
+        appliance.start()  # the core takes up the pending draw before any event
         assert appliance.loop is not None
         assert appliance.loop.machine.state is State.RESULT
     finally:
         appliance.close()
-    rows = [(r.seq, r.kind, r.data) for r in AuditLog.open(tmp_path).records()]
+    rows = [
+        (r.seq, r.kind, r.data)
+        for r in AuditLog.open(tmp_path, origin="paigow-controller/t7").records()
+    ]
+    kinds = [kind for _, kind, _ in rows]
     draws = [data for _, kind, data in rows if kind == RecordKind.RNG_DRAW]
     assert len(draws) == 1, "no second selection"
     result = next(data for _, kind, data in rows if kind == RecordKind.RESULT)
@@ -95,12 +105,16 @@ def test_a_recorded_rng_number_is_shown_again_after_a_power_cut(
     assert shown[-1]["result"]["count"] == number  # type: ignore[index]
     power_on = [data for _, kind, data in rows if kind == RecordKind.POWER_ON]
     assert power_on[-1]["previous"] == "interrupted"
-    # the interrupted session and the one opened for the next rounds (its commitment shown
-    # before bets close) are both revealed at the shutdown, and every number replays
-    assert [kind for _, kind, _ in rows].count(RecordKind.RNG_REVEAL) == 2
-    report = verify_state_dir(tmp_path, load_or_create_signer(tmp_path).verifier)
+    # one session, committed before the bets closed, taken up after the power cut; revealed
+    # at the shutdown, and its number replays
+    assert kinds.count(RecordKind.RNG_COMMIT) == 1
+    assert kinds.index(RecordKind.RNG_COMMIT) < kinds.index(RecordKind.NO_MORE_BETS)
+    assert kinds.count(RecordKind.RNG_REVEAL) == 1
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    report = verify_state_dir(tmp_path, signer.verifier)
     assert report.results == 1
-    assert "2 revealed" in report.rng
+    assert "1 revealed" in report.rng
 
 
 def test_selftest_passes_on_healthy_hardware(
@@ -112,11 +126,14 @@ def test_selftest_passes_on_healthy_hardware(
     shaker = SimShaker(factory, config.pins, config.shaker)
     previous = Device.pin_factory
     Device.pin_factory = factory  # what GPIOZERO_PIN_FACTORY selects on a real board
+    config_file = write_config(tmp_path)
+    assert main(["init", "--config", str(config_file), "--state-dir", str(tmp_path / "state")]) == 0
+    assert capsys.readouterr().out.startswith("paigow-controller/t8+")  # the verifier key
     try:
         with SimulatedSensor(seed=3) as sensor:
             code = main(
                 [
-                    *("selftest", "--config", str(write_config(tmp_path))),
+                    *("selftest", "--config", str(config_file)),
                     *("--sensor-url", sensor.url, "--state-dir", str(tmp_path / "state")),
                 ]
             )

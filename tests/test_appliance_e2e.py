@@ -170,7 +170,7 @@ def test_rounds_with_faults_a_kill_mid_round_and_recovery(
     this_round = [r for r in after if r["data"].get("round") == round_]
     if kill_at == "result":
         # A committed result is shown again, never re-drawn or re-read; the dealer closes it.
-        assert recovery["result_seq"] == before[-1]["seq"]
+        assert (recovery["round"], recovery["attempt"]) == (round_, attempt)
         assert recovery["state"] == "result"
         assert [r["kind"] for r in this_round if r["kind"] != "recovery"] == ["close"]
     else:
@@ -245,12 +245,17 @@ def test_selftest_names_what_fails(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'[sensor]\nurl = "{tmp_path}/no-such-port"\ntimeout_ms = 100\nretries = 0\n')
     env = {**os.environ, "GPIOZERO_PIN_FACTORY": "mock"}
-    proc = subprocess.run(
-        cli("selftest", "--config", str(config), "--state-dir", str(tmp_path / "state")),
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    state = tmp_path / "state"
+    selftest = cli("selftest", "--config", str(config), "--state-dir", str(state))
+    proc = subprocess.run(selftest, capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert not report["checks"]["keys"]["ok"]  # a selftest never creates a key
+    assert "paigow-controller init" in report["checks"]["keys"]["detail"]
+    assert not (state / "audit-log.key").exists()
+    init = cli("init", "--config", str(config), "--state-dir", str(state))
+    subprocess.run(init, check=True, capture_output=True)
+    proc = subprocess.run(selftest, capture_output=True, text=True, env=env)
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["checks"]["config"]["ok"]

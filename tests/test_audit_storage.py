@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, load_or_create_signer
+from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
 from controller.cli import main
-from controller.errors import AuditLogError, StorageFull
+from controller.errors import AuditLogError, LogIdentityError, StorageFull
 from controller.records import RecordKind
 from controller.verify_log import verify_state_dir
 
 
 def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Path) -> None:
     log = AuditLog.open(tmp_path, max_page_count=12)
-    appended = 0
+    appended = log.size  # the log_created record
     full: StorageFull | None = None
     for n in range(10_000):
         try:
@@ -30,16 +30,19 @@ def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Pa
             break
         appended += 1
     assert full is not None
-    assert appended > 0
+    assert appended > 1
     assert log.size == appended
-    with pytest.raises(StorageFull):  # still full: still refused, never silently dropped
-        log.append(RecordKind.CLOSE, {"round": 1})
+    with pytest.raises(AuditLogError):  # refused until reopened: never silently dropped
+        log.append(RecordKind.VOID, {"round": 1})
+    assert log.reopen().size == appended
+    with pytest.raises(StorageFull):  # still full: still refused
+        log.append(RecordKind.VOID, {"round": 1})
     log.close()
-    verifier = load_or_create_signer(tmp_path).verifier
+    verifier = _verifier(tmp_path)
     assert verify_state_dir(tmp_path, verifier).records == appended
     again = AuditLog.open(tmp_path)  # room again (no page limit): the log goes on
     assert again.size == appended
-    again.append(RecordKind.CLOSE, {"round": 1})
+    again.append(RecordKind.VOID, {"round": 1})
     again.close()
     assert verify_state_dir(tmp_path, verifier).records == appended + 1
 
@@ -66,9 +69,10 @@ def test_a_read_only_connection_refuses_to_append(tmp_path: Path) -> None:
     log.append(RecordKind.POWER_ON, {})
     log._db.execute("PRAGMA query_only=1")  # what a read-only mount looks like to the writer
     with pytest.raises(AuditLogError) as caught:
-        log.append(RecordKind.CLOSE, {"round": 1})
+        log.append(RecordKind.VOID, {"round": 1})
     assert not isinstance(caught.value, StorageFull)
-    assert log.size == 1
+    assert log.size == 2
+    assert log.is_poisoned
     log.close()
 
 
@@ -76,17 +80,28 @@ def test_floats_are_refused_not_recorded(tmp_path: Path) -> None:
     log = AuditLog.open(tmp_path)
     with pytest.raises(AuditLogError, match="float"):
         log.append(RecordKind.READING, {"confidence": 0.97})
-    assert log.size == 0
+    assert log.size == 1
+    assert not log.is_poisoned  # nothing was written: the log goes on
     log.close()
 
 
-def test_the_key_is_created_once_with_mode_0600(tmp_path: Path) -> None:
-    first = load_or_create_signer(tmp_path)
+def _verifier(state: Path):  # type: ignore[no-untyped-def]
+    signer = load_signer(state)
+    assert signer is not None
+    return signer.verifier
+
+
+def test_the_key_is_created_once_with_mode_0600_and_never_replaced(tmp_path: Path) -> None:
+    assert load_signer(tmp_path) is None
+    first = create_signer(tmp_path, "paigow-controller/t1")
     assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
-    assert load_or_create_signer(tmp_path).verifier == first.verifier
+    assert _verifier(tmp_path) == first.verifier
+    with pytest.raises(LogIdentityError, match="never replaced"):
+        create_signer(tmp_path, "paigow-controller/t1")
+    assert _verifier(tmp_path) == first.verifier
     os.chmod(tmp_path / KEY_FILE, 0o644)
     with pytest.raises(AuditLogError, match="0600"):
-        load_or_create_signer(tmp_path)
+        load_signer(tmp_path)
 
 
 def test_the_key_comes_from_systemd_credentials_when_provided(
@@ -94,11 +109,15 @@ def test_the_key_comes_from_systemd_credentials_when_provided(
 ) -> None:
     credentials = tmp_path / "credentials"
     credentials.mkdir()
-    provided = load_or_create_signer(credentials)
+    provided = create_signer(credentials, "paigow-controller/table-1")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
     state = tmp_path / "state"
     state.mkdir()
-    assert load_or_create_signer(state).verifier == provided.verifier
+    assert _verifier(state) == provided.verifier
+    log = AuditLog.open(state)
+    assert log.signer is not None
+    assert log.signer.verifier == provided.verifier
+    log.close()
     assert not (state / KEY_FILE).exists()
 
 
@@ -109,7 +128,7 @@ def test_recall_shows_the_last_rounds_with_their_readings(
     for n in range(1, 13):
         log.append(RecordKind.ROUND_OPENED, {"round": n})
         log.append(RecordKind.READING, {"round": n, "attempt": 1, "verdict": "valid"})
-        log.append(RecordKind.CLOSE, {"round": n})
+        log.append(RecordKind.VOID, {"round": n})
     log.close()
     assert main(["recall", "--state-dir", str(tmp_path)]) == 0
     rounds = json.loads(capsys.readouterr().out)["rounds"]
@@ -124,11 +143,12 @@ def test_export_writes_one_json_line_per_record(
 ) -> None:
     log = AuditLog.open(tmp_path)
     log.append(RecordKind.ROUND_OPENED, {"round": 1})
-    log.append(RecordKind.CLOSE, {"round": 1})
+    log.append(RecordKind.VOID, {"round": 1})
     log.close()
     assert main(["export", "--state-dir", str(tmp_path)]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [line["seq"] for line in lines] == [1, 2]
-    assert lines[1]["prev"] == lines[0]["hash"]
-    assert "checkpoint" in lines[1]
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    assert lines[0]["kind"] == "log_created"
+    assert lines[2]["prev"] == lines[1]["hash"]
+    assert "checkpoint" in lines[2]
     assert {"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"} <= set(lines[0])

@@ -132,7 +132,7 @@ def test_a_result_whose_wagers_do_not_follow_from_its_dice_is_named(log_dir: Pat
     target.mkdir()
     log = AuditLog(target / DB_NAME, signer)
     bad_seq = None
-    for seq, kind, leaf in rows:
+    for seq, kind, leaf in rows[1:]:  # the new log has its own log_created record
         data = canonical.decode(leaf)["data"]
         if kind == "result" and bad_seq is None:
             data["payouts"]["A"]["wins"] = not data["payouts"]["A"]["wins"]
@@ -166,16 +166,28 @@ def test_reordering_two_records_is_named(log_dir: Path) -> None:
     assert caught.value.record == a
 
 
-def test_another_key_fails_naming_the_first_signed_record(
+def test_another_key_fails_at_the_first_record_which_names_the_log_s_key(
     log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     other = tmp_path / "other.pub"
-    other.write_text(str(Signer.generate("paigow-controller").verifier) + "\n")
+    other.write_text(str(Signer.generate("paigow-controller/table-1").verifier) + "\n")
     assert main(["verify-log", "--state-dir", str(log_dir), "--key", str(other)]) == 1
     out = json.loads(capsys.readouterr().out)
-    first_checkpoint = min(s for s in read_checkpoints(sqlite3.connect(log_dir / DB_NAME)) if s)
-    assert out["record"] == first_checkpoint
-    assert "signature" in out["error"]
+    assert out["record"] == 1
+    assert "created for the key" in out["error"]
+
+
+def test_a_key_of_the_same_name_but_another_secret_fails_the_key_id(
+    log_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A swapped key with the right name: its key id differs from the one recorded."""
+    name = Signer.parse((log_dir / "audit-log.key").read_text()).name
+    other = tmp_path / "other.pub"
+    other.write_text(str(Signer.generate(name).verifier) + "\n")
+    assert main(["verify-log", "--state-dir", str(log_dir), "--key", str(other)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["record"] == 1
+    assert "created for the key" in out["error"]
 
 
 def test_the_right_key_from_export_key_verifies(
@@ -213,7 +225,7 @@ def test_a_torn_wal_tail_is_discarded_and_the_log_verifies(tmp_path: Path) -> No
     log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
     for n in range(5):
         log.append(RecordKind.ROUND_OPENED, {"round": n + 1})
-        log.append(RecordKind.CLOSE, {"round": n + 1})
+        log.append(RecordKind.VOID, {"round": n + 1})
     committed = log.size
     log.append(RecordKind.ROUND_OPENED, {"round": 6})  # the transaction that will be torn
     # A crash copy: what the disk holds while the log is open (WAL not checkpointed).
@@ -242,4 +254,4 @@ def test_garbage_after_the_last_wal_frame_is_ignored(tmp_path: Path) -> None:
     with (crash / f"{DB_NAME}-wal").open("ab") as f:
         f.write(b"\x37" * 1000)
     _verify(crash)
-    assert len(_rows(crash)) == 3
+    assert len(_rows(crash)) == 4  # log_created and the three

@@ -182,6 +182,8 @@ FAIL_LATER: dict[str, list[str]] = {
     "recall": ["--state-dir", "{dir}"],
     "export": ["--state-dir", "{dir}"],
     "export-key": ["--state-dir", "{dir}"],
+    "checkpoint": ["--state-dir", "{dir}"],
+    "init": ["--config", "{missing}"],
 }
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from controller.appliance_ports import NoShaker
-from controller.audit_log import DB_NAME, AuditLog, load_or_create_signer
+from controller.audit_log import DB_NAME, AuditLog, load_signer
+from controller.audit_records import config_loaded_data
+from controller.config import Config
 from controller.daemon import ControlLoop, Ports
 from controller.position import Game
 from controller.records import RecordKind
@@ -52,9 +54,7 @@ class ScreenLog:
 class Table:
     def __init__(self, state_dir: Path, *, max_page_count: int | None = None) -> None:
         state_dir.mkdir(exist_ok=True)
-        self.log = AuditLog(
-            state_dir / DB_NAME, load_or_create_signer(state_dir), max_page_count=max_page_count
-        )
+        self.log = AuditLog.open(state_dir, max_page_count=max_page_count)
         self.screens = ScreenLog()
         self.latch = FaultLatch()
         self.latch.register("lamps", self.screens.drive_safe)
@@ -76,8 +76,9 @@ class Table:
             latch=self.latch,
             rng=RngPort(rng),
         )
-        self.loop = ControlLoop(RoundMachine(settings), ports)
         self.at = 0
+        self.loop = ControlLoop(RoundMachine(settings), ports, clock=lambda: self.at)
+        self.loop.power_on(config=config_loaded_data(Config()))
 
     def send(self, event: Event, **data: object) -> None:
         self.at += 100
@@ -131,8 +132,9 @@ def test_full_storage_stops_new_rounds_shows_a_fault_and_loses_nothing(tmp_path:
     assert table.screens.shown[shown_before][0] is Screen.REFUSED
     table.log.close()
     # nothing already recorded is lost: the log verifies
-    verifier = load_or_create_signer(tmp_path).verifier
-    report = verify_state_dir(tmp_path, verifier)
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    report = verify_state_dir(tmp_path, signer.verifier)
     assert report.records >= 10
 
 

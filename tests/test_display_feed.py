@@ -89,7 +89,7 @@ def test_a_reconnecting_client_gets_exactly_the_missed_records(table: Table) -> 
     assert results[0]["total"] == 14
     assert results[0]["starting_position"] == "seat 5"
     assert results[1]["checkpoint"]["size"] >= results[1]["seq"]  # the newest signed tree
-    assert results[1]["checkpoint"]["note"].startswith("paigow-controller\n")
+    assert results[1]["checkpoint"]["note"].startswith("paigow-controller/table-1\n")
 
 
 def test_a_live_client_gets_new_records_then_heartbeats(table: Table) -> None:
@@ -99,7 +99,7 @@ def test_a_live_client_gets_new_records_then_heartbeats(table: Table) -> None:
     client = FeedClient(table.display.feed_address, None)
     # No request line: live records only; wait until the server has started streaming.
     heartbeat = client.next_message()
-    assert (heartbeat["type"], heartbeat["size"]) == ("heartbeat", 1)
+    assert (heartbeat["type"], heartbeat["size"]) == ("heartbeat", 2)  # log_created, the round
     seq = table.result(5, (5, 5))
     (line,) = client.records_until(seq)
     assert (line["seq"], line["round"], line["total"]) == (seq, 1, 15)

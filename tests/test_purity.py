@@ -17,6 +17,10 @@ DECISION_MODULES = [
     "controller.records",
     "controller.config",
     "controller.errors",
+    "controller.digits",
+    "controller.snapshot",
+    "controller.merkle",
+    "controller.note",
 ]
 FORBIDDEN = ("gpiozero", "serial", "drivers", "sqlite3", "socket", "threading")
 

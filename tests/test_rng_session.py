@@ -241,13 +241,28 @@ def test_a_session_reveals_at_its_round_limit_and_the_next_is_committed_first(
     kinds = [kind for _, kind, _ in log.records]
     assert kinds[-2:] == [RecordKind.RNG_REVEAL, RecordKind.RNG_COMMIT]
     assert log.records[-2][2]["reason"] == "max_rounds"
-    # Without the daemon's rollover, a draw past the limit rolls over by itself.
-    for round_number in range(4, 11):
-        rng.draw(round_number, 1)
+    # A draw never opens a session: past the limit it is refused until bets open again.
+    rng.draw(4, 1)
+    rng.draw(5, 1)
+    rng.draw(6, 1)
+    with pytest.raises(RngError, match="committed when bets open"):
+        rng.draw(7, 1)
+    third = rng.prepare()
+    assert third.session not in (first.session, second.session)
+    rng.draw(7, 1)
+    assert rng.prepare() == third  # rounds left: the same session
     rng.close()
     replays = replay_sessions(log.records)
-    assert [len({d.round for d in s.draws}) for s in replays] == [3, 3, 3, 1]
+    assert [len({d.round for d in s.draws}) for s in replays] == [3, 3, 1]
     assert seed_files(tmp_path) == []
+
+
+def test_a_draw_never_opens_a_session(tmp_path: Path) -> None:
+    log = MemoryLog()
+    rng = manager(tmp_path, log)
+    with pytest.raises(RngError, match="never in a draw"):
+        rng.draw(1, 1)
+    assert log.records == []
 
 
 def test_close_without_a_session_does_nothing(tmp_path: Path) -> None:
@@ -260,12 +275,12 @@ def test_close_without_a_session_does_nothing(tmp_path: Path) -> None:
 # --- restart --------------------------------------------------------------------------------
 
 
-def test_a_restart_mid_session_repeats_the_recorded_number_and_reveals_the_old_session(
+def test_a_restart_mid_session_repeats_the_recorded_number_and_takes_the_session_up(
     tmp_path: Path,
 ) -> None:
     log = MemoryLog()
     before = manager(tmp_path, log, entropy_source=counter_source(b"boot 1"))
-    old = before.open()
+    old = before.prepare()
     numbers = {r: before.draw(r, 1).number for r in range(1, 6)}
     # Power cut: ``before`` is gone without a close; the seed file and the log remain.
     del before
@@ -282,34 +297,73 @@ def test_a_restart_mid_session_repeats_the_recorded_number_and_reveals_the_old_s
     with pytest.raises(RngError, match="before the last draw"):
         after.draw(4, 1)
 
-    new = after.open()
-    reveal = log.records[-2]
-    assert reveal[1] == RecordKind.RNG_REVEAL
-    assert reveal[2]["session"] == old.session
-    assert reveal[2]["reason"] == "restart"
-    assert new.session != old.session
-    assert [p.name for p in seed_files(tmp_path)] == [f"{SEED_FILE_PREFIX}{new.session}.json"]
-    assert after.draw(5, 1).number == numbers[5]  # still the recorded one, after the open
-    after.draw(6, 1)
-    assert verify_rng_records(log.records) == 1  # the old session proves; the new is open
+    assert after.prepare().session == old.session  # taken up, not replaced
+    assert after.draw(5, 1).number == numbers[5]  # still the recorded one
+    after.draw(6, 1)  # the DRBG was replayed to where it was: this draw proves
+    assert [k for _, k, _ in log.records].count(RecordKind.RNG_COMMIT) == 1
     after.close()
-    assert verify_rng_records(log.records) == 2
+    [session] = replay_sessions(log.records)
+    assert [d.round for d in session.draws] == [1, 2, 3, 4, 5, 6]
     assert seed_files(tmp_path) == []
+
+
+def test_a_draw_lost_in_a_power_cut_comes_out_the_same_after_it(tmp_path: Path) -> None:
+    """The draw was made but its record failed: after the restart the same DRBG state and the
+    same round identity give the same number, and the whole session still proves."""
+    log = MemoryLog()
+    before = manager(tmp_path, log)
+    before.prepare()
+    before.draw(1, 1)
+    log.fail_on = RecordKind.RNG_DRAW
+    with pytest.raises(AuditLogError):
+        before.draw(2, 1)
+    log.fail_on = None
+    after = manager(tmp_path, log)
+    second = after.draw(2, 1)
+    assert not second.is_repeat
+    after.close()
+    [session] = replay_sessions(log.records)
+    assert [(d.round, d.outcome) for d in session.draws][-1] == (2, second.number)
 
 
 def test_two_restarts_in_the_same_round_still_repeat_the_first_number(tmp_path: Path) -> None:
     log = MemoryLog()
     first = manager(tmp_path, log, entropy_source=counter_source(b"1"))
-    first.open()
+    first.prepare()
     number = first.draw(1, 1).number
     second = manager(tmp_path, log, entropy_source=counter_source(b"2"))
-    second.open()  # reveals the first session; the round is still not closed
+    second.prepare()  # the round is still not closed: the same session
     third = manager(tmp_path, log, entropy_source=counter_source(b"3"))
-    third.open()  # reveals the second (which drew nothing)
+    third.prepare()
     draw = third.draw(1, 1)
     assert draw.is_repeat
     assert draw.number == number
-    assert verify_rng_records(log.records) == 2
+    assert [k for _, k, _ in log.records].count(RecordKind.RNG_COMMIT) == 1
+    third.close()
+    assert verify_rng_records(log.records) == 1
+
+
+def test_a_forged_seed_file_is_refused_and_set_aside_never_drawn_from(tmp_path: Path) -> None:
+    """A seed file consistent with itself, but not the seed of the session the log committed
+    (a file swapped in to choose the numbers): an RNG fault, never used, never revealed."""
+    log = MemoryLog()
+    shown = manager(tmp_path, log).prepare()
+    [path] = seed_files(tmp_path)
+    forger = manager(tmp_path / "elsewhere", MemoryLog())
+    (tmp_path / "elsewhere").mkdir()
+    forger.prepare()
+    [forged] = seed_files(tmp_path / "elsewhere")
+    data = json.loads(forged.read_text())
+    data["session"] = shown.session  # its own commitment, for the real session's name
+    path.write_text(json.dumps(data))
+    restarted = manager(tmp_path, log)
+    with pytest.raises(RngError, match="not the seed of the session the log committed"):
+        restarted.prepare()
+    assert not path.exists()
+    assert path.with_name(path.name + ".rejected").exists()
+    fresh = restarted.prepare()  # after the supervisor clears: a new session, committed
+    assert fresh.session != shown.session
+    assert [d["session"] for _, k, d in log.records if k == RecordKind.RNG_REVEAL] == []
 
 
 def test_a_seed_file_whose_commitment_never_reached_the_log_is_dropped(tmp_path: Path) -> None:
@@ -372,25 +426,29 @@ def test_the_manager_refuses_a_table_name_that_could_blur_the_identity(tmp_path:
         )
 
 
-def test_the_daemon_port_opens_rolls_over_and_repeats_after_a_restart(tmp_path: Path) -> None:
-    from controller.rng_session import Commitment, RngPort
+def test_the_daemon_port_prepares_rolls_over_and_repeats_after_a_restart(tmp_path: Path) -> None:
+    from controller.rng_session import RngPort
 
     log = MemoryLog()
-    shown: list[Commitment] = []
-    port = RngPort(manager(tmp_path, log, max_rounds=2), when_committed=shown.append)
+    port = RngPort(manager(tmp_path, log, max_rounds=2))
+    with pytest.raises(RngError):
+        port.draw(round_number=1, attempt=1)  # bets opened without prepare: refused
+    port.prepare()
     first = port.draw(round_number=1, attempt=1)
     assert isinstance(first, int)
-    assert len(shown) == 1
     assert log.records[0][1] == RecordKind.RNG_COMMIT  # committed (and shown) before the draw
+    port.prepare()
     port.draw(round_number=2, attempt=1)
+    port.prepare()  # the round limit: revealed, and the next session committed first
     port.draw(round_number=3, attempt=1)
-    assert len(shown) == 2  # the round limit opened a second session first
-    restarted = RngPort(manager(tmp_path, log, max_rounds=2), when_committed=shown.append)
+    commits = [k for _, k, _ in log.records].count(RecordKind.RNG_COMMIT)
+    assert commits == 2
+    restarted = RngPort(manager(tmp_path, log, max_rounds=2))
     assert restarted.draw(round_number=3, attempt=1) == log.records[-1][2]["number"]
-    assert len(shown) == 2  # a repeat needs no session
+    restarted.prepare()
     restarted.draw(round_number=4, attempt=1)
-    assert len(shown) == 3
-    restarted.manager.close()
-    assert verify_rng_records(log.records) == 3
+    restarted.close("shutdown")
+    assert verify_rng_records(log.records) == 2
     dice = RngPort(manager(tmp_path, MemoryLog(), mode=RngMode.DICE))
+    dice.prepare()
     assert isinstance(dice.draw(round_number=1, attempt=1), Roll)

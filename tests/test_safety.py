@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 import queue
+import signal
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.config import Config, PinsConfig, ShakerConfig
-from controller.state import Occurrence, Screen
+from controller.state import Event, Occurrence, Screen
 from drivers.safety import FaultLatch
 from drivers.sim_hardware import SimPanel, SimShaker
-from drivers.table_io import build_table_io
+from drivers.table_io import build_panel, build_shaker, build_table_io
 
 WAIT = 3.0
 
@@ -200,3 +203,168 @@ def test_an_rng_table_has_no_shaker() -> None:
         table.panel.show_status(Screen.BETS_CLOSED)
         assert not sim_panel.is_shake_lamp_on
     factory.close()
+
+
+def test_handlers_run_outside_the_latch_lock() -> None:
+    """While a handler drives its output, any other thread may use the latch: the latch holds
+    no lock while it calls out, so a handler may wait on a thread that does."""
+    latch = FaultLatch()
+    served = threading.Event()
+    seen: list[object] = []
+
+    def other_thread() -> None:
+        seen.append(latch.reason)
+        latch.register("late", lambda: seen.append("late driven"))
+        latch.unregister("late")
+        seen.append(latch.outputs)
+        served.set()
+
+    def handler() -> None:
+        threading.Thread(target=other_thread).start()
+        seen.append(served.wait(WAIT))
+
+    latch.register("motor", handler)
+    assert latch.trip("first")
+    assert seen == ["first", "late driven", ("motor",), True]
+
+
+def test_a_trip_on_the_main_thread_never_waits_for_another_threads_drive() -> None:
+    """Signal handlers run on the main thread, perhaps inside a lock a running handler needs:
+    a trip there drives the outputs itself rather than wait for the trip in progress."""
+    latch = FaultLatch()
+    calls: list[str] = []
+    entered = threading.Event()
+    go_on = threading.Event()
+    finished = threading.Event()
+
+    def slow() -> None:
+        calls.append(threading.current_thread().name)
+        if threading.current_thread() is not threading.main_thread():
+            entered.set()
+            go_on.wait(WAIT)
+            finished.set()
+
+    latch.register("slow", slow)
+    latch.register("fast", counter(calls, "fast"))
+    watchdog = threading.Thread(target=latch.trip, args=("watchdog",), name="watchdog")
+    watchdog.start()
+    try:
+        assert entered.wait(WAIT)
+        assert latch.trip("shutdown: SIGTERM") is False
+        assert not finished.is_set(), "the main thread waited for the other thread's drive"
+        assert calls == ["watchdog", "MainThread", "fast"]
+    finally:
+        go_on.set()
+        watchdog.join(WAIT)
+    assert calls == ["watchdog", "MainThread", "fast", "fast"]
+    assert latch.reason == "watchdog"
+
+
+def test_wait_for_trip_and_reset_rearm() -> None:
+    latch = FaultLatch()
+    assert not latch.wait_for_trip(0)
+    waiter = threading.Thread(target=lambda: seen.append(latch.wait_for_trip(WAIT)))
+    seen: list[bool] = []
+    waiter.start()
+    latch.trip("tamper")
+    waiter.join(WAIT)
+    assert seen == [True]
+    latch.reset()
+    assert not latch.wait_for_trip(0.01)
+    assert latch.trip("again")
+    assert latch.wait_for_trip(0)
+
+
+class SignalRaisingSink(queue.Queue[Occurrence]):
+    """Raises SIGUSR1 on this thread when the lid's event is put: the handler runs right then,
+    while the shaker's lid handler holds the shaker's locks (as SIGTERM may, at any bytecode)."""
+
+    def __init__(self, before_signal: Callable[[], None]) -> None:
+        super().__init__()
+        self._before_signal = before_signal
+        self.armed = True
+
+    def put(self, item: Occurrence, block: bool = True, timeout: float | None = None) -> None:
+        if self.armed and item.event is Event.LID_OPENED:
+            self.armed = False
+            self._before_signal()
+            signal.raise_signal(signal.SIGUSR1)
+        super().put(item, block, timeout)
+
+
+class Stuck(BaseException):
+    """Raised in the main thread by the deadlock alarm (not an Exception: no guard eats it)."""
+
+
+def test_sigterm_trips_the_latch_inside_a_driver_lock_while_another_trip_runs() -> None:
+    """The control (main) thread is inside the shaker's lid handler, holding its locks; the
+    watchdog's trip is driving the outputs on another thread; SIGTERM arrives. The handler's
+    trip completes, every output ends safe, and neither thread deadlocks."""
+    config = Config(pins=PinsConfig())
+    factory = MockFactory(pin_class=MockPWMPin)
+    sim_shaker = SimShaker(factory, config.pins, config.shaker)
+    sim_panel = SimPanel(factory, config.pins)
+    latch = FaultLatch()
+    entered = threading.Event()
+    go_on = threading.Event()
+
+    def first_output() -> None:  # registered first: the watchdog's trip waits here
+        if threading.current_thread() is not threading.main_thread():
+            entered.set()
+            go_on.wait(WAIT)
+
+    latch.register("relay board", first_output)
+    events = SignalRaisingSink(before_signal=go_on.set)
+    shaker = build_shaker(config.pins, config.shaker, events, latch=latch, pin_factory=factory)
+    panel = build_panel(config.pins, config.shaker, events, latch=latch, pin_factory=factory)
+    panel.show_status(Screen.BETS_CLOSED)
+    handled: list[bool] = []
+    returned = threading.Event()
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        handled.append(latch.trip("shutdown: SIGTERM"))
+        returned.set()
+
+    def alarm() -> None:
+        if not returned.wait(WAIT) and main is not None:
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Stuck(f"the SIGTERM handler's trip did not return\n{all_stacks()}")
+
+    previous = signal.signal(signal.SIGUSR1, on_sigterm), signal.signal(signal.SIGUSR2, on_alarm)
+    watchdog = threading.Thread(target=latch.trip, args=("motor overrun",), name="watchdog")
+    try:
+        watchdog.start()
+        assert entered.wait(WAIT)
+        threading.Thread(target=alarm, daemon=True).start()
+        try:
+            sim_shaker.open_lid()  # on this thread: the lid handler runs here, under its locks
+        except Stuck as stuck:
+            pytest.fail(f"deadlock: {stuck}")
+        watchdog.join(WAIT)
+        assert not watchdog.is_alive(), "the watchdog's trip deadlocked"
+        assert handled == [False]  # the watchdog's trip latched the fault first
+        assert latch.reason == "motor overrun"
+        assert sim_shaker.motor_value == 0.0
+        assert sim_panel.status_colour == (1, 0, 0)
+        assert not sim_panel.is_shake_lamp_on
+    finally:
+        signal.signal(signal.SIGUSR1, previous[0])
+        signal.signal(signal.SIGUSR2, previous[1])
+        go_on.set()
+        if not watchdog.is_alive():
+            panel.close()
+            shaker.close()
+            sim_shaker.close()
+            factory.close()
+
+
+def all_stacks() -> str:
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(
+        f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame))}"
+        for ident, frame in sys._current_frames().items()
+    )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
@@ -15,7 +16,7 @@ from controller.errors import ConfigError, ShakerError
 from controller.state import Event, Fault, Occurrence
 from drivers.safety import FaultLatch
 from drivers.shaker import GpioShaker
-from drivers.sim_hardware import ShakerFaults, SimShaker
+from drivers.sim_hardware import ShakerFaults, SimMotorPin, SimShaker
 from drivers.table_io import build_shaker
 
 PINS = PinsConfig()
@@ -28,16 +29,30 @@ WAIT = 3.0  # seconds: the longest any test waits for an event that must come
 class Table:
     """A mock pin factory with the simulated shaker on it and the driver built on top."""
 
-    def __init__(self, faults: ShakerFaults = HEALTHY, config: ShakerConfig = CONFIG):
+    def __init__(
+        self,
+        faults: ShakerFaults = HEALTHY,
+        config: ShakerConfig = CONFIG,
+        *,
+        latch: FaultLatch | None = None,
+        events: queue.Queue[Occurrence] | None = None,
+        motor_pin_class: type[SimMotorPin] = SimMotorPin,
+        latched: bool = True,
+    ):
         self.factory = MockFactory(pin_class=MockPWMPin)
-        self.events: queue.Queue[Occurrence] = queue.Queue()
-        self.latch = FaultLatch()
+        self.factory.pin(PINS.motor, pin_class=motor_pin_class)  # the simulator takes this one
+        self.events = events if events is not None else queue.Queue()
+        self.latch = latch if latch is not None else FaultLatch()
         self.shake_ends = threading.Semaphore(0)
         self.sim = SimShaker(
             self.factory, PINS, config, faults=faults, on_shake_end=self.shake_ends.release
         )
         self.shaker = build_shaker(
-            PINS, config, self.events, latch=self.latch, pin_factory=self.factory
+            PINS,
+            config,
+            self.events,
+            latch=self.latch if latched else None,
+            pin_factory=self.factory,
         )
         self.motor_pin = self.sim.motor_pin
 
@@ -90,7 +105,8 @@ def assert_history(pin: MockPWMPin, expected: list[tuple[float, float]]) -> None
 def test_a_normal_shake_counts_every_cycle(table: Table) -> None:
     table.motor_pin.clear_states()
     table.shaker.start_shake()
-    assert table.shaker.is_shaking
+    was_shaking = table.shaker.is_shaking
+    assert was_shaking
     done = table.next_event()
     assert done.event is Event.SHAKE_DONE
     assert done.cycles == 3
@@ -370,3 +386,267 @@ def test_a_pattern_against_the_rules_is_refused(change: dict[str, int], key: str
         build_shaker(PINS, replace(CONFIG, **change), queue.Queue(), pin_factory=factory)
     assert err.value.key == key
     factory.close()
+
+
+# --- locks, threads and failures -------------------------------------------------------------
+
+FAST = ShakerConfig(motor_max_ms=250, shake_ms=150, amplitude=0.8, cycle_ms=50, debounce_ms=5)
+
+
+@pytest.fixture
+def thread_errors() -> Iterator[list[str]]:
+    """Exceptions that escape any thread during the test; the test fails on any."""
+    errors: list[str] = []
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        name = args.thread.name if args.thread is not None else "?"
+        errors.append(f"{name}: {args.exc_type.__name__}: {args.exc_value}")
+
+    threading.excepthook = hook
+    yield errors
+    threading.excepthook = previous
+    assert errors == []
+
+
+class SeenLatch(FaultLatch):
+    """A latch that tells when the control thread asks it whether it is tripped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = threading.Event()
+
+    @property
+    def is_tripped(self) -> bool:
+        if threading.current_thread().name == "control":
+            self.asked.set()
+        return super().is_tripped
+
+
+def test_start_shake_while_a_trip_drives_the_outputs_does_not_deadlock() -> None:
+    """The trip drives a first output while the control thread, inside start_shake and
+    holding the shaker's lock, asks the latch why it is latched: one lock order, no deadlock."""
+    latch = SeenLatch()
+    entered, go_on = threading.Event(), threading.Event()
+
+    def relay_board() -> None:  # the first output: the trip is under way while it runs
+        entered.set()
+        go_on.wait(WAIT)
+
+    latch.register("relay board", relay_board)
+    t = Table(latch=latch)
+    refused: list[str] = []
+
+    def control() -> None:
+        try:
+            t.shaker.start_shake()
+        except ShakerError as exc:
+            refused.append(str(exc))
+
+    tripper = threading.Thread(target=latch.trip, args=("watchdog",), name="tripper")
+    controller = threading.Thread(target=control, name="control")
+    tripper.start()
+    assert entered.wait(WAIT)
+    controller.start()
+    assert latch.asked.wait(WAIT)  # inside start_shake, the shaker's lock held
+    go_on.set()  # the trip goes on to the shaker's output
+    tripper.join(WAIT)
+    controller.join(WAIT)
+    if tripper.is_alive() or controller.is_alive():
+        pytest.fail("deadlock between the fault latch and the shaker")  # (threads leak)
+    assert refused == ["outputs are latched safe: watchdog"]
+    assert t.shaker.motor_value == 0.0
+    t.close()
+
+
+class StallingMotorPin(SimMotorPin):
+    """The motor's PWM line, where one chosen write stalls (a PWM driver not answering) until
+    released."""
+
+    def __init__(self, factory: Any, info: Any) -> None:
+        super().__init__(factory, info)
+        self.stall_when: Callable[[str, float], bool] = lambda thread, value: False
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+
+    def _change_state(self, value: Any) -> bool:
+        if self.stall_when(threading.current_thread().name, float(value)):
+            self.stall_when = lambda thread, value: False  # once
+            self.stalled.set()
+            self.release.wait(WAIT)
+        return bool(super()._change_state(value))
+
+
+def shake_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("shake-")]
+
+
+def test_a_shake_the_watchdog_ended_never_energises_the_motor_again() -> None:
+    """The pattern thread stalls in a motor write at the motor limit. The watchdog ends the
+    shake; once it has, nothing turns the motor on again (no latch here: the driver alone)."""
+    t = Table(config=FAST, motor_pin_class=StallingMotorPin, latched=False)
+    pin = t.motor_pin
+    assert isinstance(pin, StallingMotorPin)
+    try:
+        pin.stall_when = lambda thread, value: thread.startswith("shake-") and value > 0
+        t.shaker.start_shake()
+        assert pin.stalled.wait(WAIT)
+        try:  # the watchdog fires meanwhile (it may have to wait for the stalled write)
+            overrun: Occurrence | None = t.events.get(timeout=1.0)
+        except queue.Empty:
+            overrun = None
+        pin.release.set()
+        if overrun is None:
+            overrun = t.next_event()
+        assert overrun.event is Event.MOTOR_OVERRUN
+        cut_at = len(pin.states)
+        for thread in shake_threads():
+            thread.join(WAIT)
+        after = [s.state for s in pin.states[cut_at:]]
+        assert after == [], f"the motor was driven to {after} after the watchdog ended the shake"
+        assert pin.state == 0.0
+        assert not t.shaker.is_shaking
+    finally:
+        pin.release.set()
+        t.close()
+
+
+def test_close_while_the_watchdog_cuts_the_motor_writes_nothing_after_close(
+    monkeypatch: pytest.MonkeyPatch, thread_errors: list[str]
+) -> None:
+    """The pattern thread hangs holding the shaker's lock with the motor on; the watchdog's cut
+    is slow (its write stalls); close() comes meanwhile. After close() returns no thread
+    writes the pin, and none raises."""
+    hang = threading.Event()
+
+    def pattern_hung_in_its_lock(self: GpioShaker, run: object) -> None:
+        with self._lock:
+            self._motor.value = 0.8
+            hang.wait(WAIT)
+
+    monkeypatch.setattr(GpioShaker, "_run_pattern", pattern_hung_in_its_lock)
+    t = Table(config=FAST, motor_pin_class=StallingMotorPin)
+    pin = t.motor_pin
+    assert isinstance(pin, StallingMotorPin)
+    writes_after_close: list[tuple[str, float]] = []
+    closed = threading.Event()
+    watched = pin.listener
+
+    def listener(value: float) -> None:
+        if closed.is_set():
+            writes_after_close.append((threading.current_thread().name, value))
+        if watched is not None:
+            watched(value)
+
+    pin.listener = listener
+    try:
+        pin.stall_when = lambda thread, value: thread.startswith("motor-watchdog")
+        t.shaker.start_shake()
+        assert pin.stalled.wait(WAIT)  # the watchdog is cutting the motor, slowly
+        hang.set()  # the pattern thread lets go of the shaker's lock
+
+        def close() -> None:
+            t.shaker.close()
+            closed.set()
+
+        closer = threading.Thread(target=close, name="closer")
+        closer.start()
+        closer.join(0.3)  # close may have to wait for the watchdog's write
+        pin.release.set()
+        closer.join(WAIT)
+        assert closed.is_set(), "close() did not return"
+        for thread in [*shake_threads(), *watchdog_threads()]:
+            thread.join(WAIT)
+        t.sim.close()  # (a later write would also have reached the simulator's listener)
+        assert writes_after_close == []
+        assert pin.state == 0.0
+    finally:
+        hang.set()
+        pin.release.set()
+        t.close()
+
+
+def watchdog_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("motor-watchdog")]
+
+
+def test_one_watchdog_thread_guards_every_shake(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = Table(config=FAST)
+    try:
+        t.shaker.start_shake()  # the first shake starts the shaker's watchdog thread
+        assert t.next_event().event is Event.SHAKE_DONE
+        [watchdog] = watchdog_threads()
+        started: list[str] = []
+        real_start = threading.Thread.start
+
+        def counting_start(self: threading.Thread) -> None:
+            started.append(self.name)
+            real_start(self)
+
+        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        for _ in range(4):
+            t.shaker.start_shake()
+            assert t.next_event().event is Event.SHAKE_DONE
+        timers = [n for n in started if n.startswith(("motor-watchdog", "debounce-"))]
+        assert timers == []  # no timer thread per shake (the simulator's own are not counted)
+        assert watchdog_threads() == [watchdog]
+        assert not t.latch.is_tripped
+    finally:
+        t.close()
+    assert not watchdog.is_alive()  # close ends it
+
+
+class FailingSink(queue.Queue[Occurrence]):
+    """The control thread's queue, failing once on one kind of event."""
+
+    def __init__(self, fail_on: Event) -> None:
+        super().__init__()
+        self.fail_on: Event | None = fail_on
+
+    def put(self, item: Occurrence, block: bool = True, timeout: float | None = None) -> None:
+        if item.event is self.fail_on:
+            self.fail_on = None
+            raise RuntimeError(f"queue refused {item.event}")
+        super().put(item, block, timeout)
+
+
+def test_a_lid_handler_that_raises_trips_the_latch() -> None:
+    t = Table(events=FailingSink(Event.LID_OPENED))
+    try:
+        t.sim.open_lid()  # the LID_OPENED event is lost: the table must not go on regardless
+        fault = t.next_event()
+        assert (fault.event, fault.fault) == (Event.FAULT, Fault.INTERNAL)
+        assert "lid input handler failed" in fault.detail
+        assert "queue refused" in fault.detail
+        assert t.latch.is_tripped
+        t.sim.close_lid()  # the input's thread lives on
+        assert t.next_event().event is Event.LID_CLOSED
+    finally:
+        t.close()
+
+
+class BrokenMotorPin(SimMotorPin):
+    """A motor line whose writes fail while ``broken`` (a PWM driver gone)."""
+
+    broken = False
+
+    def _change_state(self, value: Any) -> bool:
+        if self.broken:
+            raise OSError("PWM driver not answering")
+        return bool(super()._change_state(value))
+
+
+def test_a_tamper_whose_motor_cut_fails_still_trips_the_latch() -> None:
+    t = Table(motor_pin_class=BrokenMotorPin)
+    pin = t.motor_pin
+    assert isinstance(pin, BrokenMotorPin)
+    try:
+        pin.broken = True
+        t.sim.remove()
+        assert t.next_event().event is Event.TAMPER
+        assert t.latch.is_tripped
+        assert t.latch.reason is not None
+        assert "shaker removed or tilted" in t.latch.reason
+    finally:
+        pin.broken = False
+        t.close()

@@ -630,10 +630,119 @@ def test_the_sensor_does_not_matter_to_an_rng_table() -> None:
     assert t.records() == [RecordKind.SENSOR]
 
 
-def test_start_opens_the_first_round() -> None:
-    machine = RoundMachine(SETTINGS)
-    actions = machine.start()
-    assert [a.record for a in actions if a.kind is ActionKind.RECORD] == [RecordKind.ROUND_OPENED]
+def test_the_first_power_on_opens_the_first_round() -> None:
+    t = Table()
+    t.send(Event.POWER_ON, config={"sha256": "ab" * 32})
+    assert t.records() == [
+        RecordKind.POWER_ON,
+        RecordKind.CONFIG_LOADED,
+        RecordKind.ROUND_OPENED,
+        RecordKind.RECOVERY,
+    ]
+    assert t.actions[0].data == {"previous": "first start"}
+    assert t.screens() == [Screen.READY]
+    assert t.machine.context.is_running
+    assert t.machine.context.is_round_open
+
+
+def power_on(machine: RoundMachine, **data: object) -> Table:
+    """The same context, as the log holds it, taken up by a new machine after a power cut."""
+    t = Table(machine.settings)
+    t.machine = RoundMachine(machine.settings, machine.context)
+    t.send(Event.POWER_ON, **data)
+    return t
+
+
+def running(settings: RoundSettings = SETTINGS) -> Table:
+    t = Table(settings)
+    t.send(Event.POWER_ON)
+    return t
+
+
+@pytest.mark.parametrize("path", ["to_settling", "to_reading"])
+def test_a_shake_in_progress_at_a_power_cut_is_void_and_reshaken(path: str) -> None:
+    t = running()
+    getattr(t, path)()
+    attempt = t.machine.context.attempt
+    after = power_on(t.machine)
+    assert after.actions[0].data == {"previous": "interrupted"}
+    assert after.records() == [RecordKind.POWER_ON, RecordKind.INTERRUPTED, RecordKind.RECOVERY]
+    assert after.state is State.ARMED
+    assert after.machine.context.attempt == attempt + 1
+    recovery = next(a for a in after.actions if a.record is RecordKind.RECOVERY)
+    assert recovery.data["voided_attempt"] == attempt
+    assert after.screens() == [Screen.BETS_CLOSED]
+
+
+def test_a_committed_result_is_shown_again_never_decided_again() -> None:
+    t = running().to_result(good_reading(5, 5, 1))
+    result = t.machine.context.result
+    after = power_on(t.machine)
+    assert after.state is State.RESULT
+    assert after.machine.context.result == result
+    assert RecordKind.RESULT not in after.records()
+    assert after.shown(Screen.RESULT).data["result"] == result.as_record()  # type: ignore[union-attr]
+
+
+def test_a_fault_persists_across_a_power_cycle_with_outputs_safe() -> None:
+    t = running().to_armed()
+    t.send(Event.MOTOR_OVERRUN)
+    after = power_on(t.machine)
+    assert after.state is State.FAULT
+    kinds = after.kinds()
+    assert ActionKind.SAFE_STATE in kinds
+    assert kinds.index(ActionKind.STOP_MOTOR) < kinds.index(ActionKind.SHOW)
+    assert after.screens() == [Screen.FAULT]
+
+
+def test_a_rolled_back_log_is_a_supervisor_fault_whose_clear_reanchors() -> None:
+    t = running()
+    after = power_on(t.machine, fault=Fault.LOG_ROLLBACK, detail="rolled back")
+    assert after.state is State.FAULT
+    after.send(Event.CLEAR_FAULT)
+    assert after.screens() == [Screen.REFUSED]
+    after.send(Event.CLEAR_FAULT, supervisor=True)
+    assert after.state is State.IDLE
+    assert after.kinds().index(ActionKind.REANCHOR) > 0
+    assert after.records() == [RecordKind.FAULT_CLEARED]
+
+
+def test_a_log_identity_fault_is_never_cleared_by_a_key() -> None:
+    t = running()
+    t.send(Event.FAULT, fault=Fault.LOG_IDENTITY, detail="key missing")
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.FAULT
+    assert "restart" in t.shown(Screen.REFUSED).data["reason"]
+
+
+def test_shutdown_voids_a_shake_in_progress_and_marks_the_stop() -> None:
+    t = running().to_reading()
+    attempt = t.machine.context.attempt
+    t.send(Event.SHUTDOWN)
+    assert t.records() == [RecordKind.INTERRUPTED, RecordKind.SHUTDOWN]
+    assert t.state is State.ARMED
+    assert t.machine.context.attempt == attempt + 1
+    after = power_on(t.machine)
+    assert after.actions[0].data == {"previous": "shutdown"}
+    assert RecordKind.INTERRUPTED not in after.records()  # already recorded, once
+
+
+def test_rng_sessions_are_prepared_when_bets_open_and_kept_for_a_pending_draw() -> None:
+    rng = replace(SETTINGS, mode=Mode.RNG)
+    t = running(rng)
+    assert t.kinds()[-2:] == [ActionKind.PREPARE_RNG, ActionKind.SHOW]
+    t.send(Event.NO_MORE_BETS)
+    # DRAWING is shown before the number is drawn; the number comes back as its own event.
+    assert t.kinds()[-2:] == [ActionKind.SHOW, ActionKind.DRAW_NUMBER]
+    t.send(Event.SHUTDOWN)
+    assert ActionKind.CLOSE_RNG not in t.kinds()  # the pending draw needs its session
+    after = power_on(t.machine)
+    assert after.kinds()[-2:] == [ActionKind.SHOW, ActionKind.DRAW_NUMBER]
+    after.send(Event.RNG_DRAWN, rng_number=4)
+    after.send(Event.CLOSE_ROUND)
+    assert after.kinds()[-2:] == [ActionKind.PREPARE_RNG, ActionKind.SHOW]
+    after.send(Event.SHUTDOWN)
+    assert ActionKind.CLOSE_RNG in after.kinds()
 
 
 def test_a_reading_lacking_its_data_is_refused() -> None:

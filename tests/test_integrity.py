@@ -1,0 +1,822 @@
+"""What the table shows is what the log holds, and the log cannot be changed unnoticed.
+
+Each test is a fault a field unit meets, tried on the real audit log (SQLite) and the real
+control loop: a commit that fails (also a real fdatasync failing, injected with strace), a log
+replaced by an older copy of itself, two controllers on one state directory, an RNG round, a
+signing key gone or swapped, a database read from read-only media.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit_records import config_loaded_data
+from controller.cli import main
+from controller.config import Config
+from controller.daemon import ControlLoop, Ports
+from controller.dice import DiceReading, DieColour, DieReading
+from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
+from controller.instance_lock import InstanceLock
+from controller.ports import Committed
+from controller.position import Game
+from controller.records import RecordKind
+from controller.rng_session import RngPort, RngSessionManager
+from controller.snapshot import decode_context, encode_context
+from controller.state import (
+    Event,
+    Fault,
+    Mode,
+    Occurrence,
+    RngMode,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+    State,
+)
+from controller.verify_log import verify_state_dir
+
+STRACE = shutil.which("strace")
+
+
+# --- a table on the real log and the real loop, hardware stood in for -------------------------
+
+
+class Hardware:
+    """The display, the lamps, the motor, the latch and the sensor, as the dealer sees them."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Screen, dict[str, Any], int | None]] = []
+        self.lamps: list[Screen] = []
+        self.tripped = 0
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        self.shown.append((screen, dict(data), seq))
+
+    def show_status(self, screen: Screen) -> None:
+        self.lamps.append(screen)
+
+    def start_shake(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def trip(self, reason: str) -> bool:
+        self.tripped += 1
+        return True
+
+    def reset(self) -> None:
+        return None
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        return None
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def screens(self) -> list[Screen]:
+        return [screen for screen, _, _ in self.shown if screen is not Screen.REFUSED]
+
+
+class FailingLog:
+    """The real log, whose commit fails once for a step that records ``kind``: nothing of
+    that step is written, the failure is reported, and the log must be reopened."""
+
+    def __init__(self, log: AuditLog, kind: RecordKind) -> None:
+        self.log = log
+        self.kind = kind
+        self.failures = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.log, name)
+
+    def commit(
+        self, entries: Sequence[tuple[RecordKind, Mapping[str, object]]], **kw: bytes | None
+    ) -> Committed:
+        if self.failures == 0 and any(kind is self.kind for kind, _ in entries):
+            self.failures += 1
+            self.log._poison("disk I/O error (injected)")
+            raise AuditLogError("audit log: cannot write audit.db: disk I/O error (injected)")
+        return self.log.commit(entries, **kw)
+
+    def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
+        return self.commit([(kind, data)]).seqs[0]
+
+
+def reading(red: int = 3, b1: int = 4, b2: int = 5) -> DiceReading:
+    dice = tuple(
+        DieReading(
+            DieColour.RED if i == 0 else DieColour.BLUE, face, True, True, 97, (20 + 30 * i, 40)
+        )
+        for i, face in enumerate((red, b1, b2))
+    )
+    return DiceReading(dice, "ab" * 32)
+
+
+class Table:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        settings: RoundSettings | None = None,
+        fail: RecordKind | None = None,
+        rng: bool = False,
+    ) -> None:
+        self.settings = settings or Config().round_settings()
+        self.state_dir = state_dir
+        self.real_log = AuditLog.open(state_dir)
+        self.log: Any = self.real_log if fail is None else FailingLog(self.real_log, fail)
+        self.hw = Hardware()
+        stored = self.real_log.latest_context()
+        context = decode_context(stored[1]) if stored else None
+        self.at = 0
+        rng_port = None
+        if rng:
+            manager = RngSessionManager(
+                state_dir=state_dir,
+                log=self.log,
+                table="table-1",
+                game=self.settings.game,
+                mode=self.settings.rng_mode,
+                max_rounds=100,
+                records=[(r.seq, r.kind, r.data) for r in self.real_log.records()],
+            )
+            rng_port = RngPort(manager)
+        self.loop = ControlLoop(
+            RoundMachine(self.settings, context),
+            Ports(
+                log=self.log,
+                display=self.hw,
+                panel=self.hw,
+                shaker=self.hw,
+                latch=self.hw,
+                sensor=self.hw,  # type: ignore[arg-type]
+                rng=rng_port,
+            ),
+            clock=lambda: self.at,
+        )
+        self.loop.power_on(config=config_loaded_data(Config()))
+
+    @property
+    def state(self) -> State:
+        return self.loop.machine.state
+
+    def send(self, event: Event, advance: int = 10, **data: object) -> None:
+        self.at += advance
+        self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
+
+    def to_reading(self) -> None:
+        self.send(Event.LID_CLOSED)
+        self.send(Event.NO_MORE_BETS)
+        self.send(Event.SHAKE_PRESSED)
+        self.send(Event.SHAKE_DONE, cycles=4)
+        self.send(Event.TICK, advance=self.settings.settle_ms)
+        assert self.state is State.READING
+
+    def records(self) -> list[tuple[int, str, dict[str, Any]]]:
+        return [(r.seq, r.kind, r.data) for r in self.real_log.records()]
+
+    def close(self) -> None:
+        self.real_log.close()
+
+
+def _verifier(state: Path):  # type: ignore[no-untyped-def]
+    signer = load_signer(state)
+    assert signer is not None
+    return signer.verifier
+
+
+def assert_shown_is_recorded(table: Table) -> None:
+    """Every result ever shown is a result record of the log, with the same data."""
+    recorded = {
+        (d["round"], d["attempt"]): {k: v for k, v in d.items() if k not in ("round", "attempt")}
+        for _, kind, d in table.records()
+        if kind == RecordKind.RESULT
+    }
+    for screen, data, _ in table.hw.shown:
+        if screen is Screen.RESULT:
+            key = (data["round"], data["attempt"])
+            assert key in recorded, f"round {key} was shown but is not in the log"
+            assert json.loads(json.dumps(data["result"])) == recorded[key]
+
+
+# --- 1. a step is a transaction ---------------------------------------------------------------
+
+
+def test_a_result_whose_commit_fails_is_never_shown_nor_resumed(tmp_path: Path) -> None:
+    table = Table(tmp_path, fail=RecordKind.RESULT)
+    table.to_reading()
+    table.send(Event.READING, reading=reading())
+    table.send(Event.READING, reading=reading())  # the second agreeing read: the result
+    assert table.log.failures == 1
+    assert table.state is State.FAULT
+    assert Fault.STORAGE in table.loop.machine.context.active_faults
+    assert Screen.RESULT not in table.hw.screens()
+    assert table.hw.lamps[-1] is Screen.FAULT
+    # the fault is recorded (the log was reopened), naming what was not recorded
+    fault = [d for _, kind, d in table.records() if kind == RecordKind.FAULT][-1]
+    assert fault["fault"] == "storage"
+    assert "not recorded: reading, result" in fault["detail"]
+    # cleared: back to what the log says (the shake is void), never to the unrecorded result
+    table.send(Event.CLEAR_FAULT, supervisor=True)
+    assert table.state is State.ARMED
+    assert table.loop.machine.context.attempt == 2
+    assert Screen.RESULT not in table.hw.screens()
+    table.send(Event.CLOSE_ROUND)  # the round cannot be closed: it has no result
+    assert table.hw.shown[-1][0] is Screen.REFUSED
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+def test_a_commit_that_fails_but_reached_the_disk_is_taken_as_the_log_says(
+    tmp_path: Path,
+) -> None:
+    """The commit was reported failed, yet its records are in the file when it is reopened
+    (SQLite keeps WAL frames written before a failed sync): the loop takes the log's context
+    (the result), and shows it only once the log has been written again."""
+
+    class WrittenThenFailed(FailingLog):
+        def commit(
+            self, entries: Sequence[tuple[RecordKind, Mapping[str, object]]], **kw: bytes | None
+        ) -> Committed:
+            if self.failures == 0 and any(kind is self.kind for kind, _ in entries):
+                self.failures += 1
+                self.log.commit(entries, **kw)  # it reached the disk...
+                self.log._tree = type(self.log._tree)(  # ...but was never acknowledged
+                    self.acknowledged.size, list(self.acknowledged.hashes)
+                )
+                self.log._poison("fsync failed (injected)")
+                raise AuditLogError("audit log: cannot write audit.db: fsync failed (injected)")
+            self.acknowledged = type(self.log._tree)(
+                self.log._tree.size, list(self.log._tree.hashes)
+            )
+            committed = self.log.commit(entries, **kw)
+            self.acknowledged = type(self.log._tree)(
+                self.log._tree.size, list(self.log._tree.hashes)
+            )
+            return committed
+
+    table = Table(tmp_path)
+    table.loop.ports.log = wrapped = WrittenThenFailed(table.real_log, RecordKind.RESULT)
+    wrapped.acknowledged = type(table.real_log._tree)(
+        table.real_log.size, list(table.real_log._tree.hashes)
+    )
+    table.log = wrapped
+    table.to_reading()
+    table.send(Event.READING, reading=reading(6, 6, 6))
+    table.send(Event.READING, reading=reading(6, 6, 6))
+    assert table.state is State.FAULT
+    fault = [d for _, kind, d in table.records() if kind == RecordKind.FAULT][-1]
+    assert "were acknowledged: it is taken as it is" in fault["detail"]
+    assert Screen.RESULT not in table.hw.screens()  # not before the log was written again
+    table.send(Event.CLEAR_FAULT, supervisor=True)
+    assert table.state is State.RESULT  # what the log holds, shown now that it is durable
+    assert table.loop.machine.context.result is not None
+    assert table.loop.machine.context.result.count == 18
+    table.send(Event.CLOSE_ROUND)
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+def test_verify_log_rejects_a_round_closed_without_its_result(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
+    log.append(RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"})
+    log.append(RecordKind.FAULT, {"round": 1, "fault": "storage"})
+    log.append(RecordKind.FAULT_CLEARED, {"round": 1, "faults": ["storage"]})
+    seq = log.append(RecordKind.CLOSE, {"round": 1})
+    log.close()
+    with pytest.raises(LogIntegrityError, match="closed without its result") as caught:
+        verify_state_dir(tmp_path, _verifier(tmp_path))
+    assert caught.value.record == seq
+
+
+def _simulate_under_strace(
+    state: Path, inject: str, rounds: int = 2
+) -> subprocess.CompletedProcess[str]:
+    assert STRACE is not None, "strace is installed by scripts/install-system-deps"
+    return subprocess.run(
+        [
+            STRACE,
+            *("-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync"),
+            *("-e", f"inject=fdatasync:error=EIO:when={inject}"),
+            *(sys.executable, "-m", "controller", "simulate", "--fast"),
+            *("--rounds", str(rounds), "--faults", "none", "--state-dir", str(state)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _export(state: Path) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "controller", "export", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_result(
+    tmp_path: Path,
+) -> None:
+    """The real thing: SQLite's fdatasync fails (EIO) once, at each commit of the first round
+    in turn (power on, bets closed, the shake, the readings and the result, the close)."""
+    hit_result = False
+    for when in range(8, 15):
+        state = tmp_path / f"when-{when}"
+        proc = _simulate_under_strace(state, str(when))
+        assert proc.returncode == 0, (when, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        rows = _export(state)
+        faults = [r["data"]["detail"] for r in rows if r["kind"] == "fault"]
+        assert len(faults) == 1, (when, faults)
+        hit_result |= "result" in faults[0].partition("not recorded: ")[2]
+        verify = subprocess.run(
+            [sys.executable, "-m", "controller", "verify-log", "--state-dir", str(state)],
+            capture_output=True,
+            text=True,
+        )
+        assert verify.returncode == 0, (when, verify.stdout, verify.stderr)
+        decided = [
+            (r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"
+        ]
+        assert len(decided) == len(set(decided))
+        closed = [r["data"]["round"] for r in rows if r["kind"] == "close"]
+        assert closed == sorted({round_ for round_, _ in decided})  # each round closed has one
+    assert hit_result, "no injection hit the commit of a result"
+
+
+def test_records_of_a_commit_that_failed_and_then_a_stop_are_reconciled_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """fdatasync fails from the first result's commit on, for good; the controller is stopped
+    with SIGTERM; the next start (on a good disk) takes the log as it finds it, whatever the
+    failed commits left: every round has one result at most, none is closed without it, and
+    the log verifies."""
+    assert STRACE is not None
+    state = tmp_path / "state"
+    tracer = subprocess.Popen(
+        [
+            STRACE,
+            *("-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync"),
+            *("-e", "inject=fdatasync:error=EIO:when=13+"),
+            *(sys.executable, "-m", "controller", "simulate", "--fast", "--rounds", "50"),
+            *("--faults", "none", "--state-dir", str(state)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert tracer.stderr is not None
+    lines = []
+    for line in tracer.stderr:  # the daemon says when its log failed
+        lines.append(line)
+        if "not recorded:" in line:
+            break
+    children = subprocess.run(
+        ["pgrep", "-P", str(tracer.pid)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    subprocess.run(["kill", "-TERM", *children], check=True)
+    _, rest = tracer.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert "Traceback" not in output, output
+    _play(state, 2)  # the next start, on a good disk
+    rows = _export(state)
+    decided = [(r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"]
+    assert len(decided) == len(set(decided))
+    assert len({round_ for round_, _ in decided}) == len(decided)
+    verify_state_dir(state, _verifier(state))
+    assert [r["data"]["previous"] for r in rows if r["kind"] == "power_on"][-1] == "interrupted"
+
+
+# --- 3. anchors against rollback ------------------------------------------------------------
+
+
+def _play(state: Path, rounds: int) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "simulate",
+            "--fast",
+            "--rounds",
+            str(rounds),
+            "--faults",
+            "none",
+            "--state-dir",
+            str(state),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _copy_log(source: Path, target: Path) -> None:
+    target.mkdir(exist_ok=True)
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        if (source / name).exists():
+            shutil.copy2(source / name, target / name)
+
+
+def _restore_log(backup: Path, state: Path) -> None:
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        (state / name).unlink(missing_ok=True)
+        if (backup / name).exists():
+            shutil.copy2(backup / name, state / name)
+
+
+def test_a_log_replaced_by_an_older_copy_of_itself_is_caught_at_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _play(state, 1)
+    _copy_log(state, tmp_path / "older")
+    _play(state, 2)
+    rounds_before = max(r["data"]["round"] for r in _export(state) if r["kind"] == "round_opened")
+    _restore_log(tmp_path / "older", state)
+    verify_state_dir(state, _verifier(state))  # on its own, the older copy verifies
+    _play(state, 1)  # the simulated supervisor clears the fault
+    rows = _export(state)
+    power_on = max(i for i, r in enumerate(rows) if r["kind"] == "power_on")
+    after = rows[power_on:]
+    fault = next(r for r in after if r["kind"] == "fault")
+    assert fault["data"]["fault"] == "log_rollback"
+    assert "rolled back" in fault["data"]["detail"]
+    kinds = [r["kind"] for r in after]
+    assert kinds.index("fault") < kinds.index("fault_cleared") < kinds.index("no_more_bets")
+    cleared = next(r for r in after if r["kind"] == "fault_cleared")
+    assert cleared["data"]["supervisor"] is True
+    assert rounds_before >= 3
+
+
+def test_the_next_start_after_a_cleared_rollback_is_quiet(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _play(state, 1)
+    _copy_log(state, tmp_path / "older")
+    _play(state, 1)
+    _restore_log(tmp_path / "older", state)
+    _play(state, 1)  # caught, cleared by the supervisor, re-anchored
+    _play(state, 1)
+    rows = _export(state)
+    rollbacks = [r for r in rows if r["kind"] == "fault" and r["data"]["fault"] == "log_rollback"]
+    assert len(rollbacks) == 1
+
+
+def test_verify_log_proves_the_log_extends_a_checkpoint_kept_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    _play(state, 1)
+    _copy_log(state, tmp_path / "older")
+    assert main(["checkpoint", "--state-dir", str(state)]) == 0
+    kept = tmp_path / "checkpoint.txt"
+    kept.write_text(capsys.readouterr().out)
+    size = int(kept.read_text().splitlines()[1])
+    _play(state, 2)
+    assert main(["verify-log", "--state-dir", str(state), "--checkpoint", str(kept)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["extends_checkpoint"] == size
+    assert report["records"] > size
+    # the copy made when the checkpoint was taken: it is that checkpoint's log, exactly
+    older = tmp_path / "older"
+    shutil.copy2(state / KEY_FILE, older / KEY_FILE)
+    log = AuditLog.open(older)  # cut back below the checkpoint: one record fewer
+    log.close()
+    with sqlite3.connect(older / DB_NAME) as db:
+        last = db.execute("SELECT max(seq) FROM records").fetchone()[0]
+        assert last == size
+    assert main(["verify-log", "--state-dir", str(older), "--checkpoint", str(kept)]) == 0
+    capsys.readouterr()
+    forked = tmp_path / "forked"
+    _copy_log(older, forked)
+    shutil.copy2(state / KEY_FILE, forked / KEY_FILE)
+    with sqlite3.connect(forked / DB_NAME) as db:  # a different history from record size-2 on
+        db.execute("DELETE FROM records WHERE seq >= ?", (size - 2,))
+        db.execute("DELETE FROM checkpoints WHERE size >= ?", (size - 2,))
+    log = _rebuilt(forked, size - 3)
+    log.append(RecordKind.VOID, {"round": 99, "detail": "a different history"})
+    while log.size < size + 3:
+        log.append(RecordKind.SENSOR, {"present": True, "detail": "filler"})
+    log.close()
+    assert main(["verify-log", "--state-dir", str(forked), "--checkpoint", str(kept)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert f"does not extend the checkpoint of size {size}" in out["error"]
+    rolled = tmp_path / "rolled"
+    _copy_log(older, rolled)
+    shutil.copy2(state / KEY_FILE, rolled / KEY_FILE)
+    with sqlite3.connect(rolled / DB_NAME) as db:
+        db.execute("DELETE FROM records WHERE seq > ?", (size - 4,))
+        db.execute("DELETE FROM checkpoints WHERE size > ?", (size - 4,))
+    _rebuilt(rolled, size - 4).close()
+    assert main(["verify-log", "--state-dir", str(rolled), "--checkpoint", str(kept)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert f"signs {size} records" in out["error"]
+
+
+def _rebuilt(state: Path, size: int) -> AuditLog:
+    """Re-derive the log's frontier and latest checkpoint after rows were cut (what a key
+    holder rolling the log back would do)."""
+    from controller.merkle import CompactRange
+    from controller.note import Checkpoint, sign_checkpoint
+
+    signer = load_signer(state)
+    assert signer is not None
+    with sqlite3.connect(state / DB_NAME) as db:
+        tree = CompactRange()
+        for (leaf,) in db.execute("SELECT leaf FROM records ORDER BY seq"):
+            tree.append(bytes(leaf))
+        assert tree.size == size
+        db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
+        note = sign_checkpoint(Checkpoint(signer.name, tree.size, tree.root()), signer)
+        db.execute("INSERT OR REPLACE INTO checkpoints VALUES (0, ?)", (note,))
+    return AuditLog.open(state)
+
+
+# --- 4. one controller per state directory ----------------------------------------------------
+
+
+def test_a_second_controller_on_the_same_state_directory_is_refused(tmp_path: Path) -> None:
+    first = InstanceLock.acquire(tmp_path)
+    try:
+        with pytest.raises(InstanceLocked, match=r"PID \d+"):
+            InstanceLock.acquire(tmp_path)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "controller",
+                "simulate",
+                "--fast",
+                "--rounds",
+                "1",
+                "--faults",
+                "none",
+                "--state-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1
+        errors = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(errors) == 1, proc.stderr
+        assert "another controller" in errors[0]
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / DB_NAME).exists()  # nothing was written
+    finally:
+        first.release()
+    InstanceLock.acquire(tmp_path).release()  # free again once the holder is gone
+
+
+# --- 5. RNG rounds end on their result ------------------------------------------------------
+
+
+@pytest.mark.parametrize("rng_mode", list(RngMode))
+def test_every_rng_round_ends_on_its_result_with_the_lamp_following(
+    tmp_path: Path, rng_mode: RngMode
+) -> None:
+    settings = RoundSettings(mode=Mode.RNG, rng_mode=rng_mode, game=Game.TILES)
+    table = Table(tmp_path, settings=settings, rng=True)
+    for round_number in range(1, 6):
+        table.send(Event.NO_MORE_BETS)
+        screens = table.hw.screens()
+        assert screens[-2:] == [Screen.DRAWING, Screen.RESULT], screens[-4:]
+        assert table.hw.lamps[-1] is Screen.RESULT
+        shown = table.hw.shown[-1][1]
+        assert shown["round"] == round_number
+        assert "count" in shown["result"]
+        table.send(Event.CLOSE_ROUND)
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+# --- 6. the commitment comes before the bets close ----------------------------------------------
+
+
+def test_verify_log_rejects_a_commitment_made_after_the_bets_closed(tmp_path: Path) -> None:
+    settings = RoundSettings(mode=Mode.RNG)
+    table = Table(tmp_path, settings=settings, rng=True)
+    table.send(Event.NO_MORE_BETS)
+    table.send(Event.CLOSE_ROUND)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+    rows = _log_rows(tmp_path)
+    # the same events, with the session committed after the bets closed (what a draw that
+    # opened its own session used to record)
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    shutil.copy2(tmp_path / KEY_FILE, forged / KEY_FILE)
+    log = AuditLog.open(forged)
+    reordered = [r for r in rows[1:] if r[1] != RecordKind.RNG_COMMIT]
+    commit = next(r for r in rows if r[1] == RecordKind.RNG_COMMIT)
+    at = next(i for i, r in enumerate(reordered) if r[1] == RecordKind.NO_MORE_BETS) + 1
+    reordered.insert(at, commit)
+    for _, kind, data in reordered:
+        log.append(RecordKind(kind), data)
+    log.close()
+    with pytest.raises(LogIntegrityError, match=r"committed in record .* after the bets"):
+        verify_state_dir(forged, _verifier(forged))
+
+
+def _log_rows(state: Path) -> list[tuple[int, str, dict[str, Any]]]:
+    log = AuditLog.open(state)
+    try:
+        return [(r.seq, r.kind, r.data) for r in log.records()]
+    finally:
+        log.close()
+
+
+def test_verify_log_lists_sessions_revealed_without_draws_and_never_revealed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = RoundSettings(mode=Mode.RNG)
+    table = Table(tmp_path, settings=settings, rng=True)
+    manager = table.loop.ports.rng.manager  # type: ignore[union-attr]
+    manager.close("close")  # revealed, no number drawn from it
+    table.send(Event.NO_MORE_BETS)  # a draw never opens a session: RNG fault
+    assert table.state is State.FAULT
+    manager.prepare()  # a new one, then abandoned: its seed file lost
+    (next(tmp_path.glob("rng-seed-*.json"))).unlink()
+    manager._session = None
+    manager.open()
+    table.close()
+    assert main(["verify-log", "--state-dir", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["rng_sessions_revealed_without_draws"]) == 1
+    assert len(report["rng_sessions_never_revealed"]) == 1
+
+
+# --- 9. identity and keys -------------------------------------------------------------------
+
+
+def test_each_table_signs_as_its_own_origin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for table in ("t1", "t2"):
+        config = tmp_path / f"{table}.toml"
+        config.write_text(f'[table]\nname = "{table}"\n')
+        assert main(["init", "--config", str(config), "--state-dir", str(tmp_path / table)]) == 0
+    keys = capsys.readouterr().out.splitlines()
+    assert [k.split("+")[0] for k in keys] == ["paigow-controller/t1", "paigow-controller/t2"]
+    assert (
+        main(["init", "--config", str(tmp_path / "t1.toml"), "--state-dir", str(tmp_path / "t1")])
+        == 1
+    )
+    assert "already holds" in capsys.readouterr().err
+
+
+def test_a_missing_key_is_a_fault_never_a_new_key(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.send(Event.NO_MORE_BETS)
+    table.close()
+    key = (tmp_path / KEY_FILE).read_bytes()
+    (tmp_path / KEY_FILE).unlink()
+    with pytest.raises(LogIdentityError, match="missing"):
+        AuditLog.open(tmp_path)
+    assert not (tmp_path / KEY_FILE).exists()  # no new key was made
+    (tmp_path / KEY_FILE).write_bytes(key)
+    (tmp_path / KEY_FILE).chmod(0o600)
+    AuditLog.open(tmp_path).close()
+
+
+def test_a_swapped_key_is_refused(tmp_path: Path) -> None:
+    AuditLog.open(tmp_path).close()
+    (tmp_path / KEY_FILE).unlink()
+    create_signer(tmp_path, "paigow-controller/table-1")  # the right name, another secret
+    with pytest.raises(LogIdentityError, match="not the key"):
+        AuditLog.open(tmp_path)
+
+
+def test_the_daemon_with_a_missing_key_shows_the_fault_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+    from controller.appliance import Appliance, Options
+
+    class Screens:
+        def __init__(self) -> None:
+            self.shown: list[tuple[Screen, dict[str, object]]] = []
+
+        def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+            self.shown.append((screen, dict(data)))
+
+        def close(self) -> None:
+            return None
+
+    _play(tmp_path, 1)
+    size = len(_export(tmp_path))
+    (tmp_path / KEY_FILE).unlink()
+    factory = MockFactory(pin_class=MockPWMPin)
+    screens = Screens()
+    config = Config()
+    appliance = Appliance(
+        config,
+        Options(
+            pin_factory=factory,
+            state_dir=tmp_path,
+            web_display=False,
+            displays=(screens,),
+            sensor_url="loop://",
+        ),
+    )
+    try:
+        appliance.start()
+        assert appliance.loop is not None
+        assert appliance.loop.machine.state is State.FAULT
+        assert Fault.LOG_IDENTITY in appliance.loop.machine.context.active_faults
+        assert screens.shown[-1][0] is Screen.FAULT
+        appliance.loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=1, supervisor=True))
+        assert appliance.loop.machine.state is State.FAULT
+    finally:
+        appliance.close()
+        factory.close()
+    assert not (tmp_path / KEY_FILE).exists()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        assert db.execute("SELECT count(*) FROM records").fetchone()[0] == size
+
+
+# --- 10. what the verifier reads ----------------------------------------------------------
+
+
+def test_a_leaf_stored_as_text_is_named_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.SENSOR, {"present": True})
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("UPDATE records SET leaf = CAST(leaf AS TEXT) WHERE seq = 2")
+    assert main(["verify-log", "--state-dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "record 2" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_verify_recall_and_export_read_a_log_on_a_read_only_mount(tmp_path: Path) -> None:
+    """The auditor's copy on read-only media, with the WAL not yet checkpointed."""
+    state = tmp_path / "state"
+    log = AuditLog.open(state)
+    log._db.execute("PRAGMA wal_autocheckpoint=0")
+    log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
+    log.append(RecordKind.SENSOR, {"present": True})
+    crash = tmp_path / "card"
+    crash.mkdir()
+    for file in state.iterdir():  # the files as they are while the log is open
+        shutil.copy2(file, crash / file.name)
+    log.close()
+    assert (crash / f"{DB_NAME}-wal").stat().st_size > 0
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    python = sys.executable
+    script = "\n".join(
+        [
+            "set -e",
+            f"mount --bind {crash} {mount}",
+            f"mount -o remount,bind,ro {mount}",
+            f"! touch {mount}/probe 2>/dev/null",
+            f"{python} -m controller verify-log --state-dir {mount}",
+            f"{python} -m controller recall --state-dir {mount} > /dev/null",
+            f"{python} -m controller export --state-dir {mount} | wc -l",
+        ]
+    )
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout.splitlines()[0])
+    assert report["ok"] is True
+    assert report["records"] == 3  # log_created and the two in the WAL
+    assert proc.stdout.splitlines()[-1].strip() == "3"
+
+
+def test_the_stored_context_is_what_the_loop_had(tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.to_reading()
+    table.send(Event.READING, reading=reading())
+    stored = table.real_log.latest_context()
+    assert stored is not None
+    assert stored[1] == encode_context(table.loop.machine.context)
+    table.close()

@@ -1,0 +1,344 @@
+"""The control loop against the real audit log, driven by hypothesis: random events, commits
+that fail (with nothing written, or written and still reported failed, as SQLite can leave a
+failed fsync), and power cuts at any point, each followed by a start from what the log holds.
+
+After every step:
+- every result ever shown was in the log, with the same data, when it was shown;
+- no (round, attempt) is decided twice, and no RNG (round, attempt) is drawn twice;
+- the context a start recovers is the one the loop had when its last step became durable;
+- the log verifies (chain, signatures, shape: no round closed without its result).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from controller.audit_log import AuditLog, load_signer
+from controller.audit_records import config_loaded_data
+from controller.config import Config
+from controller.daemon import ControlLoop, Ports
+from controller.dice import DiceReading, DieColour, DieReading
+from controller.errors import AuditLogError
+from controller.merkle import CompactRange
+from controller.ports import Committed
+from controller.records import RecordKind
+from controller.rng_session import RngPort, RngSessionManager
+from controller.snapshot import decode_context, encode_context
+from controller.state import Event, Fault, Mode, Occurrence, RoundMachine, RoundSettings, Screen
+from controller.verify_log import verify_state_dir
+
+EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing on tmpfs
+
+
+class Flaky:
+    """The real log; the next commit can be made to fail with nothing written (``lost``), or
+    to be written and still reported failed (``written``: the writer never acknowledged it)."""
+
+    def __init__(self, log: AuditLog, table: Table) -> None:
+        self.log = log
+        self.table = table
+        self.next_failure: str | None = None
+        self.last_context: bytes | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.log, name)
+
+    def commit(
+        self, entries: Sequence[tuple[RecordKind, Mapping[str, object]]], **kw: Any
+    ) -> Committed:
+        failure, self.next_failure = self.next_failure, None
+        if failure == "lost":
+            self.log._poison("injected: nothing written")
+            raise AuditLogError("audit log: injected failure, nothing written")
+        if failure == "written":
+            acknowledged = CompactRange(self.log._tree.size, list(self.log._tree.hashes))
+            prev = self.log._prev
+            self.log.commit(entries, **kw)
+            self.log._tree, self.log._prev = acknowledged, prev  # the writer's view: failed
+            self.log._poison("injected: written, reported failed")
+            raise AuditLogError("audit log: injected failure after the write")
+        committed = self.log.commit(entries, **kw)
+        if kw.get("context") is not None:  # the RNG's own records carry none
+            self.last_context = kw["context"]
+        return committed
+
+    def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
+        return self.commit([(kind, data)]).seqs[0]
+
+    def reopen(self) -> Any:
+        reopened = self.log.reopen()
+        if reopened.size != reopened.acknowledged:
+            stored = self.log.latest_context()
+            self.last_context = None if stored is None else stored[1]
+        return reopened
+
+
+class Table:
+    """One controller run: the loop over the flaky log, the hardware as the dealer sees it."""
+
+    def __init__(self, state: Path, settings: RoundSettings, durable: bytes | None) -> None:
+        self.state = state
+        self.settings = settings
+        self.shown: list[tuple[Screen, dict[str, Any]]] = []
+        self.real = AuditLog.open(state)
+        self.log = Flaky(self.real, self)
+        self.log.last_context = durable
+        stored = self.real.latest_context()
+        self.recovered = None if stored is None else stored[1]
+        context = None if stored is None else decode_context(stored[1])
+        self.at = 0
+        rng = None
+        if settings.mode is Mode.RNG:
+            rng = RngPort(
+                RngSessionManager(
+                    state_dir=state,
+                    log=self.log,  # type: ignore[arg-type]
+                    table="table-1",
+                    game=settings.game,
+                    mode=settings.rng_mode,
+                    max_rounds=3,
+                    records=[(r.seq, r.kind, r.data) for r in self.real.records()],
+                )
+            )
+        self.loop = ControlLoop(
+            RoundMachine(settings, context),
+            Ports(
+                log=self.log,  # type: ignore[arg-type]
+                display=self,
+                panel=self,
+                shaker=self,  # type: ignore[arg-type]
+                latch=self,
+                sensor=self,  # type: ignore[arg-type]
+                rng=rng,
+            ),
+            clock=lambda: self.at,
+        )
+
+    # --- the hardware ------------------------------------------------------------------------
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        if screen is Screen.RESULT:
+            # write-ahead, checked when it happens: the result is in the log right now
+            key = (data["round"], data["attempt"])
+            recorded = [
+                r.data
+                for r in self.real.records()
+                if r.kind == RecordKind.RESULT and (r.data["round"], r.data["attempt"]) == key
+            ]
+            assert len(recorded) == 1, f"result {key} shown with {len(recorded)} records"
+            shown = json.loads(json.dumps(data["result"]))
+            assert shown == {k: v for k, v in recorded[0].items() if k not in ("round", "attempt")}
+        self.shown.append((screen, dict(data)))
+
+    def show_status(self, screen: Screen) -> None:
+        return None
+
+    def start_shake(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def trip(self, reason: str) -> bool:
+        return True
+
+    def reset(self) -> None:
+        return None
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def send(self, occ_event: Event, **data: Any) -> None:
+        self.at += data.pop("advance", 10)
+        self.loop.dispatch(Occurrence(occ_event, at=self.at, **data))
+
+
+def _reading(faces: tuple[int, int, int], flat: bool) -> DiceReading:
+    dice = tuple(
+        DieReading(
+            DieColour.RED if i == 0 else DieColour.BLUE,
+            face,
+            flat or i != 2,
+            True,
+            97,
+            (20 + 30 * i, 40),
+        )
+        for i, face in enumerate(faces)
+    )
+    return DiceReading(dice, "ab" * 32)
+
+
+class ControllerUnderFaults(RuleBasedStateMachine):
+    mode = Mode.SHAKER
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="paigow-stateful-", dir=SCRATCH)
+        self.state = Path(self.dir)
+        self.settings = RoundSettings(mode=self.mode, max_reshakes=3, settle_ms=100)
+        self.table = Table(self.state, self.settings, None)
+        self.table.loop.power_on(config=config_loaded_data(Config()))
+        self.faces = (1, 2, 3)
+
+    def teardown(self) -> None:
+        try:
+            self.table.real.close()
+            signer = load_signer(self.state)
+            assert signer is not None
+            verify_state_dir(self.state, signer.verifier)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- what happens at the table --------------------------------------------------------
+
+    @rule()
+    def bets_closed(self) -> None:
+        self.table.send(Event.NO_MORE_BETS)
+
+    @rule(closed=st.booleans())
+    def lid(self, closed: bool) -> None:
+        self.table.send(Event.LID_CLOSED if closed else Event.LID_OPENED)
+
+    @precondition(lambda self: self.mode is Mode.SHAKER)
+    @rule()
+    def shake(self) -> None:
+        self.table.send(Event.SHAKE_PRESSED)
+
+    @precondition(lambda self: self.mode is Mode.SHAKER)
+    @rule(cycles=st.integers(2, 5))
+    def shake_done(self, cycles: int) -> None:
+        self.table.send(Event.SHAKE_DONE, cycles=cycles)
+
+    @rule(advance=st.sampled_from([10, 100, 2000, 20_000]))
+    def time_passes(self, advance: int) -> None:
+        self.table.send(Event.TICK, advance=advance)
+
+    @precondition(lambda self: self.mode is Mode.SHAKER)
+    @rule(faces=st.tuples(*[st.integers(1, 6)] * 3), flat=st.booleans(), same=st.booleans())
+    def reading(self, faces: tuple[int, int, int], flat: bool, same: bool) -> None:
+        if not same:
+            self.faces = faces
+        self.table.send(Event.READING, reading=_reading(self.faces, flat))
+
+    @rule()
+    def close_round(self) -> None:
+        self.table.send(Event.CLOSE_ROUND)
+
+    @rule(supervisor=st.booleans())
+    def void_round(self, supervisor: bool) -> None:
+        self.table.send(Event.VOID_ROUND, supervisor=supervisor)
+
+    @rule(supervisor=st.booleans())
+    def clear(self, supervisor: bool) -> None:
+        self.table.send(Event.SECURED)
+        self.table.send(Event.SENSOR_BACK)
+        self.table.send(Event.CLEAR_FAULT, supervisor=supervisor)
+
+    @rule(event=st.sampled_from([Event.TAMPER, Event.MOTOR_OVERRUN, Event.SENSOR_LOST]))
+    def hardware_fault(self, event: Event) -> None:
+        self.table.send(event)
+
+    @rule(fault=st.sampled_from([Fault.INTERNAL, Fault.RNG_FAILURE]))
+    def other_fault(self, fault: Fault) -> None:
+        self.table.send(Event.FAULT, fault=fault)
+
+    # --- what happens to the controller -------------------------------------------------
+
+    @rule(how=st.sampled_from(["lost", "written"]))
+    def next_commit_fails(self, how: str) -> None:
+        self.table.log.next_failure = how
+
+    @rule(orderly=st.booleans())
+    def power_cut(self, orderly: bool) -> None:
+        """The controller stops (SIGTERM, or the power fails) and starts again."""
+        old = self.table
+        if orderly:
+            old.loop.shutdown()
+        durable = old.log.last_context
+        old.real.close()
+        self.table = Table(self.state, self.settings, durable)
+        # what a start takes up is what the loop had when its last step became durable
+        assert self.table.recovered == durable or (
+            durable is not None
+            and self.table.recovered is not None
+            and decode_context(self.table.recovered) == decode_context(durable)
+        )
+        self.table.loop.power_on(config=config_loaded_data(Config()))
+        if self.table.recovered is not None:
+            before = decode_context(self.table.recovered)
+            after = self.table.loop.machine.context
+            if before.result is not None and after.state is before.state:
+                assert after.result == before.result  # shown again, never decided again
+
+    # --- always ----------------------------------------------------------------------------
+
+    @invariant()
+    def the_log_holds_what_the_loop_holds(self) -> None:
+        stored = self.table.real.latest_context() if not self.table.real.is_poisoned else None
+        known = self.table.log.last_context
+        if stored is not None and known is not None:
+            assert stored[1] == known
+
+    @invariant()
+    def nothing_is_decided_twice(self) -> None:
+        if self.table.real.is_poisoned:
+            return
+        results: set[tuple[int, int]] = set()
+        draws: set[tuple[int, int]] = set()
+        for record in self.table.real.records():
+            if record.kind in (RecordKind.RESULT, RecordKind.RNG_DRAW):
+                key = (record.data["round"], record.data["attempt"])
+                seen = results if record.kind == RecordKind.RESULT else draws
+                assert key not in seen, f"{record.kind} for {key} twice"
+                seen.add(key)
+
+    @invariant()
+    def a_running_table_is_never_ahead_of_its_log(self) -> None:
+        ctx = self.table.loop.machine.context
+        stored = self.table.log.last_context
+        if stored is None or ctx.result is None:
+            return
+        durable = decode_context(stored)
+        # a result in the loop's context is the result of the log's context
+        if durable.result is not None and durable.round_number == ctx.round_number:
+            assert durable.result == ctx.result
+        assert encode_context(ctx)  # the context always encodes
+
+
+class RngControllerUnderFaults(ControllerUnderFaults):
+    mode = Mode.RNG
+
+
+TestController = ControllerUnderFaults.TestCase
+TestController.settings = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+TestRngController = RngControllerUnderFaults.TestCase
+TestRngController.settings = settings(
+    max_examples=max(EXAMPLES // 2, 50),
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
