@@ -190,3 +190,73 @@ def recorded_result(table: Table) -> dict[str, Any]:
     (record,) = table.display.log_reader.latest_of({"result"}, limit=1)  # type: ignore[union-attr]
     data = record.entry()["data"]
     return {k: v for k, v in data.items() if k not in ("round", "attempt")}
+
+
+def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The daemon's own loop, log, RNG session and display server: the page shows DRAWING,
+    then the result with the number, and stays on it (the number is never overwritten)."""
+    from controller.appliance_ports import NoShaker
+    from controller.audit_records import config_loaded_data
+    from controller.config import Config
+    from controller.daemon import ControlLoop, Ports
+    from controller.position import Game
+    from controller.rng_session import RngPort, RngSessionManager
+    from controller.state import Event, Mode, Occurrence, RngMode, RoundMachine, RoundSettings
+    from drivers.safety import FaultLatch
+
+    class Lamps:
+        def __init__(self) -> None:
+            self.shown: list[Screen] = []
+
+        def show_status(self, screen: Screen) -> None:
+            self.shown.append(screen)
+
+        def drive_safe(self) -> None:
+            return None
+
+        def close(self) -> None:
+            return None
+
+    table = Table(tmp_path)
+    table.display = display = start_display(table.log)
+    lamps = Lamps()
+    manager = RngSessionManager(
+        state_dir=tmp_path,
+        log=table.log,
+        table="table-1",
+        game=Game.TILES,
+        mode=RngMode.POSITION,
+        max_rounds=10,
+        records=[],
+    )
+    loop = ControlLoop(
+        RoundMachine(RoundSettings(mode=Mode.RNG)),
+        Ports(
+            log=table.log,
+            display=display,
+            panel=lamps,
+            shaker=NoShaker(),
+            latch=FaultLatch(),
+            rng=RngPort(manager),
+        ),
+    )
+    loop.power_on(config=config_loaded_data(Config()))
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        page = context.new_page()
+        page.goto(display.url)
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+        wait_current(page, "result", 1, timeout_ms=5000)
+        (draw,) = [r.data for r in table.log.records() if r.kind == RecordKind.RNG_DRAW]
+        assert page.text_content("#rng-value") == str(draw["number"])
+        assert "DRAWING" not in (page.text_content("#headline") or "")
+        screens = [e["screen"] for e in rendered(page)]
+        assert screens[-2:] == ["drawing", "result"]
+        assert lamps.shown[-1] is Screen.RESULT
+        shot(page, "rng-round-of-the-loop")
+    finally:
+        context.close()
+        table.close()
