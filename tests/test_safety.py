@@ -246,7 +246,7 @@ def test_a_trip_on_the_main_thread_never_waits_for_another_threads_drive() -> No
 
     latch.register("slow", slow)
     latch.register("fast", counter(calls, "fast"))
-    watchdog = threading.Thread(target=latch.trip, args=("watchdog",), name="watchdog")
+    watchdog = threading.Thread(target=latch.trip, args=("watchdog",), name="watchdog", daemon=True)
     watchdog.start()
     try:
         assert entered.wait(WAIT)
@@ -335,7 +335,9 @@ def test_sigterm_trips_the_latch_inside_a_driver_lock_while_another_trip_runs() 
         raise Stuck(f"the SIGTERM handler's trip did not return\n{all_stacks()}")
 
     previous = signal.signal(signal.SIGUSR1, on_sigterm), signal.signal(signal.SIGUSR2, on_alarm)
-    watchdog = threading.Thread(target=latch.trip, args=("motor overrun",), name="watchdog")
+    watchdog = threading.Thread(
+        target=latch.trip, args=("motor overrun",), name="watchdog", daemon=True
+    )
     try:
         watchdog.start()
         assert entered.wait(WAIT)
