@@ -8,6 +8,12 @@ callbacks only put :class:`~controller.state.Occurrence` events on the sink.
 
 Outputs and their safe values: the shake-button lamp off (nobody is invited to shake), the status
 lamp red (the table is in fault). The lamps follow ``show_status``.
+
+Locks, in the order of :mod:`drivers`: each key's debounce lock, then ``_lock``, a re-entrant leaf
+lock held only around the lamp writes (the key handlers never take it). ``drive_safe``, the fault
+latch's handler, takes only that lock, so it is safe from a signal handler that interrupted
+``show_status``; ``show_status`` checks the latch and the safe epoch again after writing, so lamps
+that a ``drive_safe`` put safe in the meantime end safe. A key handler that raises trips the latch.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 from gpiozero import LED, RGBLED, GPIODeviceClosed
 
 from controller.ports import EventSink
-from controller.state import Event, Occurrence, Screen
+from controller.state import Event, Fault, Occurrence, Screen
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch
 
@@ -100,8 +106,9 @@ class GpioPanel:
         self._clock = clock
         self._latch = latch
         self._shake_enabled = shake_button_enabled
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # leaf: the lamps; re-entrant for a signal handler
         self._closed = False
+        self._safe_epoch = 0  # moved on by every drive_safe
         self._screen: Screen | None = None
         self._inputs: list[DebouncedInput] = []
         self._shake_lamp: Any = None
@@ -144,6 +151,7 @@ class GpioPanel:
             self._on_key(event),
             pin_factory=self._pin_factory,
             debounce_s=self._debounce_s,
+            on_error=self._key_failed,
         )
         self._inputs.append(debounced)
         return debounced
@@ -161,21 +169,26 @@ class GpioPanel:
 
     def show_status(self, screen: Screen) -> None:
         """The lamps follow the core's screen. While the latch is tripped they stay safe."""
+        epoch = self._safe_epoch  # first: a drive_safe from here on leaves the lamps safe
         with self._lock:
             if self._closed:
                 return
             if screen is Screen.REFUSED:
                 return
             self._screen = screen
-            if self._latch is not None and self._latch.is_tripped:
-                self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
-                return
-            invited = self._shake_enabled and screen in SHAKE_INVITED
-            self._write(invited, STATUS_COLOURS[screen])
+            if not self._is_latched():
+                invited = self._shake_enabled and screen in SHAKE_INVITED
+                self._write(invited, STATUS_COLOURS[screen])
+                if epoch == self._safe_epoch and not self._is_latched():
+                    return
+            # Latched, or driven safe while this call ran (a signal handler on this thread).
+            self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
 
     def drive_safe(self) -> None:
-        """Shake lamp off, status lamp red; from any thread, any number of times."""
+        """Shake lamp off, status lamp red; from any thread, any number of times, from a
+        signal handler too."""
         with self._lock:
+            self._safe_epoch += 1
             if self._closed:
                 return
             self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
@@ -197,6 +210,21 @@ class GpioPanel:
         self.close()
 
     # --- internals ---------------------------------------------------------------------------
+
+    def _is_latched(self) -> bool:
+        return self._latch is not None and self._latch.is_tripped
+
+    def _key_failed(self, name: str, exc: Exception) -> None:
+        """A key's handler raised: its press may be lost, so the table stops safe. Called
+        holding none of the panel's locks (only the key's own)."""
+        reason = f"{name} key handler failed: {exc!r}"
+        try:
+            if self._latch is not None:
+                self._latch.trip(f"{Event.FAULT}: {reason}")
+        finally:
+            self._sink.put(
+                Occurrence(Event.FAULT, at=self._clock(), fault=Fault.INTERNAL, detail=reason)
+            )
 
     def _write(self, shake_lamp: bool, colour: Colour) -> None:
         """Both lamps, each guarded: one failing does not keep the other from its value."""

@@ -3,19 +3,28 @@
 Implements :class:`controller.ports.Shaker`. Safety lives here, not in the control thread:
 
 * The motor's safe value is off (duty 0). ``stop``, ``drive_safe``, ``close`` and the fault latch
-  put it there; all are idempotent and safe from any thread (the daemon's SIGTERM handler too).
+  put it there; all are idempotent and safe from any thread and from a signal handler.
 * A shake runs only with the lid closed and the shaker secured. The pattern (``cycle_ms`` per
   cycle: on at ``amplitude`` for half, off for half; ``shake_ms // cycle_ms`` cycles, at least 3,
   621a.8(a)(2)) runs on its own thread and ends the shake itself, counting the motion sensor's
   pulses; ``SHAKE_DONE`` carries the count. The control thread need not do anything to stop it.
-* A watchdog timer armed with every shake cuts the motor at ``motor_max_ms`` if the pattern has
-  not ended (a hung or starved thread), and reports a motor still turning then (the motion sensor
-  still pulsing after the cut: a motor driver failed on). Either is ``MOTOR_OVERRUN`` and trips
-  the fault latch.
+* The shaker's one watchdog thread (started by the first shake) cuts the motor at
+  ``motor_max_ms`` after a shake's start if the pattern has not ended (a hung or starved thread),
+  and reports a motor still turning then (the motion sensor still pulsing after the cut: a motor
+  driver failed on). Either is ``MOTOR_OVERRUN`` and trips the fault latch.
 * The lid opening during a shake cuts the motor on its first edge (621a.11(i): the shake is void)
   and reports ``LID_OPENED``; lid changes are always reported. The tamper loop breaking (the
   shaker removed or tilted, N.J.A.C. 13:69E-1.16A) cuts the motor, reports ``TAMPER`` and trips
-  the latch, whether shaking or idle.
+  the latch, whether shaking or idle. An input handler that fails trips the latch too.
+
+Locks, in the order of :mod:`drivers`: ``_lock`` (the shaker's state), then ``_watch`` (the
+watchdog's deadline), then ``_motor_lock``, a re-entrant leaf lock that guards every write of the
+motor pin together with the shake's ``ended`` flag and the safe epoch. Once a shake has ended it
+can never energise the motor again, whoever ended it, and after ``close`` nothing writes the pin.
+``drive_safe`` (the latch's handler) takes only ``_motor_lock``. ``drive_safe`` and ``stop`` move
+the safe epoch on: a shake commanded before that (even one whose ``start_shake`` a signal handler
+interrupted) never energises the motor. The latch is read without its lock and tripped only
+while holding none of the shaker's locks.
 """
 
 from __future__ import annotations
@@ -27,20 +36,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpiozero import DigitalInputDevice, GPIODeviceClosed, PWMOutputDevice
+from gpiozero import DigitalInputDevice, PWMOutputDevice
 
 from controller.config import ShakerConfig
 from controller.errors import ShakerError
 from controller.ports import EventSink
 from controller.state import Event, Fault, Occurrence
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
-from drivers.safety import FaultLatch
+from drivers.safety import FaultLatch, SignalSafeFlag
 
 log = logging.getLogger(__name__)
 
 MOTOR_SAFE_VALUE = 0.0  # the motor's safe value: off
 MOTOR_PWM_HZ = 1000
-_WATCHDOG_LOCK_WAIT_S = 0.2  # the watchdog cuts the motor even if it cannot get the lock
+_JOIN_S = 2.0  # how long ``close`` waits for the watchdog thread to finish a check
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +85,11 @@ class _ShakeRun:
     """One shake: the pattern thread, the watchdog and the motion count share it."""
 
     number: int
-    stop: threading.Event = field(default_factory=threading.Event)
+    epoch: int  # the shaker's safe epoch when the shake was commanded
+    watch_until: float = 0.0  # time.monotonic() at which the watchdog checks the motor
+    wake: SignalSafeFlag = field(default_factory=SignalSafeFlag)  # wakes the pattern thread
     cycles: int = 0
-    ended: bool = False
+    ended: bool = False  # changed only under the motor lock, and never back
 
 
 class GpioShaker:
@@ -108,13 +119,20 @@ class GpioShaker:
         self._sink = sink
         self._clock = clock
         self._latch = latch
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the shaker's state
         self._closed = False
-        self._run: _ShakeRun | None = None  # the shake in progress
-        self._watched: _ShakeRun | None = None  # the shake the watchdog guards
-        self._watchdog: threading.Timer | None = None
+        self._run: _ShakeRun | None = None  # the latest shake (ended or not)
         self._runs = 0
         self._last_motion_ns: int | None = None
+        # The leaf lock of every motor write; re-entrant for a signal handler's drive_safe.
+        self._motor_lock = threading.RLock()
+        self._motor_closed = False
+        self._safe_epoch = 0
+        # The watchdog: one thread from the first shake to close, told each shake's deadline.
+        self._watch = threading.Condition(threading.Lock())
+        self._watched: _ShakeRun | None = None
+        self._watch_stopped = False
+        self._watchdog: threading.Thread | None = None
         debounce_s = config.debounce_ms / 1000
         self._inputs: list[DebouncedInput] = []
         self._motion: Any = None
@@ -157,6 +175,7 @@ class GpioShaker:
             pin_factory=pin_factory,
             debounce_s=debounce_s,
             immediate=immediate,
+            on_error=self._input_failed,
         )
         self._inputs.append(debounced)
         return debounced
@@ -173,8 +192,8 @@ class GpioShaker:
 
     @property
     def is_shaking(self) -> bool:
-        with self._lock:
-            return self._run is not None
+        run = self._run
+        return run is not None and not run.ended
 
     @property
     def motor_value(self) -> float:
@@ -194,12 +213,13 @@ class GpioShaker:
     def start_shake(self) -> None:
         """Start one shake pattern and return at once. Refused with an event, not run, while
         the lid is open (``LID_OPENED``) or the shaker is not secured (``TAMPER``)."""
+        epoch = self._safe_epoch  # first: a drive_safe from here on ends this shake
         with self._lock:
             if self._closed:
                 raise ShakerError("the shaker is closed")
             if self._latch is not None and self._latch.is_tripped:
                 raise ShakerError(f"outputs are latched safe: {self._latch.reason}")
-            if self._run is not None:
+            if self.is_shaking:
                 log.warning("start_shake while shaking: ignored")
                 return
             if not self._secured.is_active:
@@ -208,52 +228,86 @@ class GpioShaker:
             if not self._lid.is_active:
                 self._emit(Event.LID_OPENED, detail="shake refused: lid open")
                 return
-            self._runs += 1
-            run = _ShakeRun(self._runs)
+            run = _ShakeRun(self._runs + 1, epoch)
+            self._arm_watchdog(run)  # first: a shake never runs unwatched
+            self._runs = run.number
             self._run = run
-            self._arm_watchdog(run)
-            thread = threading.Thread(
-                target=self._run_pattern, args=(run,), name=f"shake-{run.number}", daemon=True
-            )
+        thread = threading.Thread(
+            target=self._run_pattern, args=(run,), name=f"shake-{run.number}", daemon=True
+        )
+        try:
             thread.start()
+        except RuntimeError as exc:  # no thread to be had: the shake never began
+            with self._motor_lock:
+                self._end(run)
+            raise ShakerError(f"the shake could not start: {exc}") from exc
 
     def stop(self) -> None:
         """Stop the motor; a shake in progress ends without ``SHAKE_DONE``."""
-        with self._lock:
-            if not self._closed:
-                self._abort("stopped")
+        self._cut_now("stopped")
 
     def drive_safe(self) -> None:
-        """The motor to its safe value (off) at once; from any thread, any number of times.
-        The motor is written before the lock is taken, so a stuck lock holder cannot delay it."""
-        try:
-            self._motor.value = MOTOR_SAFE_VALUE
-        except GPIODeviceClosed:
-            return  # closed: the pin is released and the motor driver's pull-down holds it off
-        with self._lock:
-            if not self._closed:
-                self._abort("driven safe")
+        """The motor to its safe value (off) at once; from any thread, any number of times, from
+        a signal handler too. It takes only the motor's leaf lock, held by others just for a pin
+        write, so a stuck holder of the shaker's lock cannot delay it."""
+        self._cut_now("driven safe")
 
     def close(self) -> None:
-        """Motor off, watchdog cancelled, pins released. May be called twice."""
+        """Motor off, watchdog stopped, pins released. May be called twice."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._abort("closed")
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-                self._watchdog = None
-            self._watched = None
-        if self._latch is not None:
-            self._latch.unregister("shaker.motor")
-        self._release_devices()
+        try:
+            self._cut_now("closed")
+        finally:
+            self._stop_watchdog()
+            if self._latch is not None:
+                self._latch.unregister("shaker.motor")
+            self._release_devices()
 
     def __enter__(self) -> GpioShaker:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # --- the motor (every write under the motor lock) -----------------------------------------
+
+    def _write_motor(self, value: float) -> None:
+        """Under the motor lock. After close the pin is released: nothing is written."""
+        if not self._motor_closed:
+            self._motor.value = value
+
+    def _end(self, run: _ShakeRun | None) -> None:
+        """Under the motor lock: the shake over for good, then the motor off."""
+        if run is not None:
+            run.ended = True
+            run.wake.set()
+        self._write_motor(MOTOR_SAFE_VALUE)
+
+    def _cut_now(self, why: str) -> None:
+        """The motor off; a shake in progress, or one being commanded, ends without
+        ``SHAKE_DONE``."""
+        with self._motor_lock:
+            self._safe_epoch += 1
+            run = self._run
+            was_running = run is not None and not run.ended
+            self._end(run)
+        if was_running and run is not None:
+            log.info("shake %d ended: %s (%d cycles counted)", run.number, why, run.cycles)
+
+    def _drive(self, run: _ShakeRun, value: float) -> bool:
+        """One step of the pattern; ``False`` once the shake has ended (it then stays off)."""
+        with self._motor_lock:
+            if run.ended or run.epoch != self._safe_epoch or self._is_latched():
+                self._end(run)
+                return False
+            self._write_motor(value)
+            return True
+
+    def _is_latched(self) -> bool:
+        return self._latch is not None and self._latch.is_tripped
 
     # --- the shake ---------------------------------------------------------------------------
 
@@ -264,7 +318,7 @@ class GpioShaker:
 
         def wait_until(offset_s: float) -> bool:
             # Against the pattern's start, so that a late wake-up does not lengthen the shake.
-            return run.stop.wait(max(0.0, start + offset_s - time.monotonic()))
+            return run.wake.wait(max(0.0, start + offset_s - time.monotonic()))
 
         try:
             for k in range(p.cycles):
@@ -274,9 +328,10 @@ class GpioShaker:
                 if not self._drive(run, MOTOR_SAFE_VALUE) or wait_until(cycle_start + p.cycle_s):
                     return
             with self._lock:
-                if run.ended:
-                    return
-                self._end(run)
+                with self._motor_lock:
+                    if run.ended:
+                        return
+                    self._end(run)
                 self._emit(Event.SHAKE_DONE, cycles=run.cycles)
         except Exception as exc:  # the thread's failure becomes an event
             log.exception("shake %d: pattern failed", run.number)
@@ -285,68 +340,78 @@ class GpioShaker:
     def _pattern_failed(self, run: _ShakeRun, reason: str) -> None:
         """The pattern thread raised: motor off, the fault reported and latched."""
         try:
-            self._motor.value = MOTOR_SAFE_VALUE
+            with self._motor_lock:
+                self._end(run)
+        except Exception:  # the latch drives it safe once more below
+            log.exception("shake %d: the motor could not be cut", run.number)
         finally:
-            with self._lock:
-                if self._run is run:
-                    self._run = None
-                run.ended = True
-                run.stop.set()
             self._latch_fault(Event.FAULT, reason, fault=Fault.INTERNAL)
 
-    def _drive(self, run: _ShakeRun, value: float) -> bool:
-        with self._lock:
-            if run.ended:
-                return False
-            self._motor.value = value
-            return True
-
-    def _end(self, run: _ShakeRun) -> None:
-        """Under the lock: the motor off and the run over (the watchdog still guards it)."""
-        run.ended = True
-        run.stop.set()
-        self._motor.value = MOTOR_SAFE_VALUE
-        if self._run is run:
-            self._run = None
-
-    def _abort(self, why: str) -> None:
-        """Under the lock: the motor off; a run in progress ends without ``SHAKE_DONE``."""
-        self._motor.value = MOTOR_SAFE_VALUE
-        run = self._run
-        if run is not None and not run.ended:
-            log.info("shake %d ended: %s (%d cycles counted)", run.number, why, run.cycles)
-            self._end(run)
+    # --- the watchdog ------------------------------------------------------------------------
 
     def _arm_watchdog(self, run: _ShakeRun) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        self._watched = run
-        timer = threading.Timer(self._pattern.motor_max_s, self._watchdog_fired, args=(run,))
-        timer.name = f"motor-watchdog-{run.number}"
-        timer.daemon = True
-        self._watchdog = timer
-        timer.start()
+        """Under the shaker's lock: the watchdog guards ``run`` now (a newer shake replaces an
+        older one, which has ended). The first shake starts the watchdog's thread."""
+        if self._watchdog is None:
+            watchdog = threading.Thread(
+                target=self._watch_motor, name="motor-watchdog", daemon=True
+            )
+            watchdog.start()  # raises before the shake has started: no shake goes unwatched
+            self._watchdog = watchdog
+        with self._watch:
+            run.watch_until = time.monotonic() + self._pattern.motor_max_s
+            self._watched = run
+            self._watch.notify()
 
-    def _watchdog_fired(self, run: _ShakeRun) -> None:
+    def _stop_watchdog(self) -> None:
+        with self._watch:
+            self._watch_stopped = True
+            self._watch.notify()
+        thread = self._watchdog
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_JOIN_S)
+            if thread.is_alive():
+                log.warning("the motor watchdog is still finishing a check")
+
+    def _watch_motor(self) -> None:
+        """The watchdog thread: sleeps until the guarded shake's deadline (without a timeout
+        while no shake is guarded), then checks the motor."""
+        while True:
+            with self._watch:
+                while True:
+                    if self._watch_stopped:
+                        return
+                    run = self._watched
+                    if run is None:
+                        self._watch.wait()
+                        continue
+                    remaining = run.watch_until - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._watch.wait(remaining)
+                self._watched = None
+            try:
+                self._motor_deadline(run)
+            except Exception as exc:  # the watchdog must outlive any failure
+                log.exception("motor watchdog check failed")
+                self._latch_fault(Event.FAULT, f"motor watchdog failed: {exc!r}", Fault.INTERNAL)
+
+    def _motor_deadline(self, run: _ShakeRun) -> None:
         """``motor_max_ms`` after the start: the motor must be off and still by now."""
-        locked = self._lock.acquire(timeout=_WATCHDOG_LOCK_WAIT_S)
-        try:
-            if locked and (self._closed or self._watched is not run):
-                return  # closed, or a newer shake has its own watchdog
-            if not locked or not run.ended:
-                # The pattern did not end in time (or holds the lock): cut the motor regardless.
-                self._motor.value = MOTOR_SAFE_VALUE
-                if locked:
-                    self._end(run)
-                reason = f"motor cut at its maximum run time ({self._max_ms()} ms)"
-            elif self._is_still_turning():
-                reason = f"motor still turning {self._max_ms()} ms after the shake started"
-            else:
+        with self._motor_lock:
+            if self._motor_closed:
                 return
-            self._motor.value = MOTOR_SAFE_VALUE
-        finally:
-            if locked:
-                self._lock.release()
+            overran = not run.ended
+            if overran:  # the pattern did not end in time: cut the motor regardless
+                self._end(run)
+        if overran:
+            reason = f"motor cut at its maximum run time ({self._max_ms()} ms)"
+        elif run.number == self._runs and self._is_still_turning():
+            reason = f"motor still turning {self._max_ms()} ms after the shake started"
+        else:
+            return  # off and still, or a newer shake (with its own deadline) has begun
+        if self._closed:
+            return
         log.error("%s", reason)
         self._latch_fault(Event.MOTOR_OVERRUN, reason)
 
@@ -373,9 +438,9 @@ class GpioShaker:
         with self._lock:
             if self._closed:
                 return
-            if not is_closed and self._run is not None:
+            if not is_closed and self.is_shaking:
                 # 621a.11(i): the lid lifted during the shake voids it; the motor stops first.
-                self._abort("lid opened")
+                self._cut_now("lid opened")
             self._emit(Event.LID_CLOSED if is_closed else Event.LID_OPENED)
 
     def _tamper_changed(self, is_secured: bool) -> None:
@@ -386,14 +451,25 @@ class GpioShaker:
                 log.warning("tamper loop closed again (the fault stays until cleared)")
                 self._emit(Event.SECURED)
                 return
-            self._abort("tamper")
-        self._latch_fault(Event.TAMPER, "shaker removed or tilted")
+        try:
+            self._cut_now("tamper")
+        finally:  # latched even if the cut failed: the latch drives the motor once more
+            self._latch_fault(Event.TAMPER, "shaker removed or tilted")
 
-    def _latch_fault(self, event: Event, reason: str, *, fault: Fault | None = None) -> None:
-        """Outside the lock: every output safe first, then the control thread told."""
-        if self._latch is not None:
-            self._latch.trip(f"{event}: {reason}")
-        self._emit(event, fault=fault, detail=reason)
+    def _input_failed(self, name: str, exc: Exception) -> None:
+        """An input's handler raised: its event may be lost, so the table stops safe."""
+        self._latch_fault(
+            Event.FAULT, f"{name} input handler failed: {exc!r}", fault=Fault.INTERNAL
+        )
+
+    def _latch_fault(self, event: Event, reason: str, fault: Fault | None = None) -> None:
+        """Holding none of the shaker's locks: every output safe first, then the control
+        thread told."""
+        try:
+            if self._latch is not None:
+                self._latch.trip(f"{event}: {reason}")
+        finally:
+            self._emit(event, fault=fault, detail=reason)
 
     def _emit(
         self,
@@ -418,7 +494,9 @@ class GpioShaker:
             self._motion.when_activated = None
             self._motion.close()
             self._motion = None
-        try:
-            self._motor.value = MOTOR_SAFE_VALUE
-        finally:
-            self._motor.close()
+        with self._motor_lock:
+            try:
+                self._write_motor(MOTOR_SAFE_VALUE)
+            finally:
+                self._motor_closed = True
+        self._motor.close()

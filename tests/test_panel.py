@@ -10,7 +10,7 @@ import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.config import PinsConfig, ShakerConfig
-from controller.state import Event, Occurrence, Screen
+from controller.state import Event, Fault, Occurrence, Screen
 from drivers.panel import STATUS_COLOURS, GpioPanel
 from drivers.safety import FaultLatch
 from drivers.sim_hardware import SimPanel
@@ -23,9 +23,14 @@ QUIET = 0.15  # several debounce periods: long enough for a wrongly accepted bou
 
 
 class Desk:
-    def __init__(self, *, shake_button_enabled: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        shake_button_enabled: bool = True,
+        events: queue.Queue[Occurrence] | None = None,
+    ) -> None:
         self.factory = MockFactory(pin_class=MockPWMPin)
-        self.events: queue.Queue[Occurrence] = queue.Queue()
+        self.events = events if events is not None else queue.Queue()
         self.latch = FaultLatch()
         self.sim = SimPanel(self.factory, PINS)
         self.clock_ms = 1000
@@ -209,3 +214,44 @@ def test_context_manager() -> None:
         assert sim.status_colour == (1, 0, 0)
     assert sim.status_colour == (0, 0, 0)
     factory.close()
+
+
+class FailingSink(queue.Queue[Occurrence]):
+    """The control thread's queue, failing once on one kind of event."""
+
+    def __init__(self, fail_on: Event) -> None:
+        super().__init__()
+        self.fail_on: Event | None = fail_on
+
+    def put(self, item: Occurrence, block: bool = True, timeout: float | None = None) -> None:
+        if item.event is self.fail_on:
+            self.fail_on = None
+            raise RuntimeError(f"queue refused {item.event}")
+        super().put(item, block, timeout)
+
+
+def test_a_key_handler_that_raises_trips_the_latch() -> None:
+    """A press that cannot reach the control thread is lost: the table stops safe."""
+    d = Desk(events=FailingSink(Event.NO_MORE_BETS))
+    try:
+        d.panel.show_status(Screen.READY)
+        d.sim.press("key_no_more_bets")
+        fault = d.next_event()
+        assert (fault.event, fault.fault) == (Event.FAULT, Fault.INTERNAL)
+        assert "key_no_more_bets key handler failed" in fault.detail
+        assert d.latch.is_tripped
+        assert lamp_values(d) == (0, 1, 0, 0)
+        d.sim.release("key_no_more_bets")
+        d.expect_quiet(within=0.06)  # the release settles
+        assert d.tap("key_no_more_bets").event is Event.NO_MORE_BETS  # the key still works
+    finally:
+        d.close()
+
+
+def test_every_key_has_at_most_one_settle_thread(desk: Desk) -> None:
+    for _ in range(3):
+        desk.tap("shake_button")
+    names = [t.name for t in threading.enumerate() if t.name.startswith("debounce-")]
+    assert names.count("debounce-shake_button") == 1
+    desk.panel.close()
+    assert [t for t in threading.enumerate() if t.name.startswith("debounce-")] == []

@@ -443,8 +443,8 @@ def test_start_shake_while_a_trip_drives_the_outputs_does_not_deadlock() -> None
         except ShakerError as exc:
             refused.append(str(exc))
 
-    tripper = threading.Thread(target=latch.trip, args=("watchdog",), name="tripper")
-    controller = threading.Thread(target=control, name="control")
+    tripper = threading.Thread(target=latch.trip, args=("watchdog",), name="tripper", daemon=True)
+    controller = threading.Thread(target=control, name="control", daemon=True)
     tripper.start()
     assert entered.wait(WAIT)
     controller.start()
@@ -549,7 +549,7 @@ def test_close_while_the_watchdog_cuts_the_motor_writes_nothing_after_close(
             t.shaker.close()
             closed.set()
 
-        closer = threading.Thread(target=close, name="closer")
+        closer = threading.Thread(target=close, name="closer", daemon=True)
         closer.start()
         closer.join(0.3)  # close may have to wait for the watchdog's write
         pin.release.set()
@@ -560,6 +560,7 @@ def test_close_while_the_watchdog_cuts_the_motor_writes_nothing_after_close(
         t.sim.close()  # (a later write would also have reached the simulator's listener)
         assert writes_after_close == []
         assert pin.state == 0.0
+        assert thread_errors == []
     finally:
         hang.set()
         pin.release.set()
