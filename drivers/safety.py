@@ -18,7 +18,9 @@ handler): those return ``False`` at once and the drive completes when control re
 trip from another thread while the first trip's handlers run waits for them, except on the main
 thread: Python runs signal handlers there, between any two bytecodes, so the main thread may
 hold a lock that the running handler needs. It drives the outputs itself instead (every handler
-is idempotent) and never waits for another thread here.
+is idempotent) and never waits for another thread here. So a handler must not wait for another
+thread that may trip the latch. The latch logs only after the outputs are driven, and a log
+that fails (a signal handler's write to a stream its own thread was writing) is dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 log = logging.getLogger(__name__)
+
+
+def _log(level: int, message: str, *args: object, exc_info: bool = False) -> None:
+    """Logging never stops the latch. From a signal handler the log stream may be in the middle
+    of a write on the same thread, and the re-entered write raises (``RuntimeError``)."""
+    with contextlib.suppress(Exception):
+        log.log(level, message, *args, exc_info=exc_info)
 
 
 class SignalSafeFlag:
@@ -163,8 +172,9 @@ class FaultLatch:
                 self._drive(fault.outputs)
             finally:
                 fault.done.set()
+            _log(logging.ERROR, "fault latch tripped: %s", reason)  # the outputs first
             return True
-        log.debug("fault latch already tripped (%s); also: %s", fault.reason, reason)
+        _log(logging.DEBUG, "fault latch already tripped (%s); also: %s", fault.reason, reason)
         if fault.driver == threading.get_ident() or fault.done.is_set():
             return False
         if threading.current_thread() is threading.main_thread():
@@ -187,9 +197,9 @@ class FaultLatch:
                     self._state = _State(None, SignalSafeFlag())
             finally:
                 self._changing = None
-            if state.fault is not None:
-                log.warning("fault latch reset (was: %s)", state.fault.reason)
             self._latch_deferred()
+        if state.fault is not None:
+            _log(logging.WARNING, "fault latch reset (was: %s)", state.fault.reason)
 
     def wait_for_trip(self, timeout: float | None = None) -> bool:
         state = self._state
@@ -214,7 +224,6 @@ class FaultLatch:
             state.tripped.set()
         finally:
             self._changing = None
-        log.error("fault latch tripped: %s", reason)
         self._latch_deferred()
         return fault, True
 
@@ -222,9 +231,11 @@ class FaultLatch:
         """Under the lock: latch the trips that interrupted a change (their caller has driven
         the outputs already)."""
         while self._deferred:
-            fault, first = self._latch(self._deferred.pop(0))
+            reason = self._deferred.pop(0)
+            fault, first = self._latch(reason)
             if first:
                 fault.done.set()
+                _log(logging.ERROR, "fault latch tripped: %s", reason)
 
     def _drive(self, outputs: tuple[SafeOutput, ...]) -> None:
         driving: set[str] = self._local.__dict__.setdefault("driving", set())
@@ -235,6 +246,7 @@ class FaultLatch:
             try:
                 output.drive_safe()
             except Exception:  # one output failing must not stop the others
-                log.exception("output %s could not be driven to its safe value", output.name)
+                with contextlib.suppress(Exception):  # nor the log failing (see _log)
+                    log.exception("output %s could not be driven to its safe value", output.name)
             finally:
                 driving.discard(output.name)

@@ -370,3 +370,34 @@ def all_stacks() -> str:
         f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame))}"
         for ident, frame in sys._current_frames().items()
     )
+
+
+class RaisingHandler(logging.Handler):
+    """A log stream that fails, as a signal handler's write to a stream its own thread was in
+    the middle of writing does (``RuntimeError: reentrant call``)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+
+def test_a_log_that_fails_does_not_stop_a_trip() -> None:
+    latch = FaultLatch()
+    calls: list[str] = []
+
+    def broken() -> None:
+        raise OSError("relay board not answering")  # its log line fails too
+
+    latch.register("motor", counter(calls, "motor"))
+    latch.register("broken", broken)
+    latch.register("lamp", counter(calls, "lamp"))
+    logger = logging.getLogger("drivers.safety")
+    handler = RaisingHandler()
+    logger.addHandler(handler)
+    try:
+        assert latch.trip("shutdown: SIGTERM") is True
+        assert calls == ["motor", "lamp"]
+        assert latch.trip("again") is False
+        latch.reset()
+        assert not latch.is_tripped
+    finally:
+        logger.removeHandler(handler)
