@@ -79,6 +79,7 @@ class Appliance:
         self._last_ping = 0.0
         self._closed = False
         self._lock: InstanceLock | None = None
+        self._signal: int | None = None
 
     # --- start ------------------------------------------------------------------------------
 
@@ -223,14 +224,21 @@ class Appliance:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.loop.run()
+        if self._signal is not None:
+            log.warning("signal %d: stopping", self._signal)
+            notify("STOPPING=1")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        log.warning("signal %d: stopping", signum)
-        notify("STOPPING=1")
+        """Runs on the control thread between any two bytecodes, maybe inside a lock of a
+        driver, of the queue or of a stream: it only trips the latch (safe there, see
+        drivers/safety.py) and raises the loop's stop flag, which the loop reads within a tick.
+        It logs nothing and touches no queue."""
+        self._signal = signum
         if self.table_io is not None:
             # The one fault latch: every output safe now, before the loop winds down.
             self.table_io.latch.trip(f"shutdown: signal {signum}")
-        self.stop()
+        if self.loop is not None:
+            self.loop.request_stop()
 
     def stop(self) -> None:
         if self.loop is not None:

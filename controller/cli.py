@@ -290,7 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Whatever goes wrong ends in one line on stderr and an exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad argument, already said in one line (2)
+        return exc.code if isinstance(exc.code, int) else EX_USAGE
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)

@@ -144,6 +144,11 @@ class ControlLoop:
         self._stopping = True
         self.events.wake()
 
+    def request_stop(self) -> None:
+        """``stop`` for a signal handler: a flag only (no lock is taken); the loop sees it
+        within ``tick_ms``."""
+        self._stopping = True
+
     # --- the control thread -----------------------------------------------------------------
 
     def run(self) -> None:

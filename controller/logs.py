@@ -25,8 +25,21 @@ class SyslogPrefixFormatter(logging.Formatter):
         return "\n".join(f"<{priority}>{line}" for line in text.splitlines())
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, not the stream it was
+    when logging was set up (which may have been closed or replaced since)."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        return None
+
+
 def configure_logging(level: int = logging.INFO, stream: TextIO | None = None) -> None:
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(SyslogPrefixFormatter("%(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

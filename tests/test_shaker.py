@@ -489,15 +489,19 @@ def test_a_shake_the_watchdog_ended_never_energises_the_motor_again() -> None:
     assert isinstance(pin, StallingMotorPin)
     try:
         pin.stall_when = lambda thread, value: thread.startswith("shake-") and value > 0
+        deadline_reached = threading.Event()
+        check = t.shaker._motor_deadline
+
+        def watchdog_check(run: Any) -> None:
+            deadline_reached.set()  # the watchdog is at the shake's deadline...
+            check(run)  # ...and cuts the motor once the stalled write lets it
+
+        t.shaker._motor_deadline = watchdog_check  # type: ignore[method-assign]
         t.shaker.start_shake()
         assert pin.stalled.wait(WAIT)
-        try:  # the watchdog fires meanwhile (it may have to wait for the stalled write)
-            overrun: Occurrence | None = t.events.get(timeout=1.0)
-        except queue.Empty:
-            overrun = None
+        assert deadline_reached.wait(WAIT)
         pin.release.set()
-        if overrun is None:
-            overrun = t.next_event()
+        overrun = t.next_event()
         assert overrun.event is Event.MOTOR_OVERRUN
         cut_at = len(pin.states)
         for thread in shake_threads():
