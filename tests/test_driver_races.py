@@ -53,7 +53,7 @@ from drivers.table_io import build_panel
 PINS = PinsConfig()
 ITERATIONS = int(os.environ.get("RACE_ITERATIONS", "10000"))  # per kind of race, in total
 WORKERS = 2
-JOIN_S = 5.0  # a round not finished in this long is a deadlock
+JOIN_S = 30.0  # a round not finished in this long is a deadlock (a loaded machine is slow)
 SLOW = ShakerConfig(motor_max_ms=400, shake_ms=150, cycle_ms=50, amplitude=0.8, debounce_ms=5)
 # 3 cycles of 1 ms (on for 0 ms: on, then off at once) and the watchdog at 4 ms.
 FAST = ShakerConfig(motor_max_ms=4, shake_ms=3, cycle_ms=1, amplitude=0.8, debounce_ms=1)
