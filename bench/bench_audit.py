@@ -18,24 +18,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from controller import canonical
-from controller.audit_log import (
+from controller.audit.log import (
     DB_NAME,
     GENESIS_PREV,
     LATEST_CHECKPOINT,
     AuditLog,
     load_or_create_signer,
-    record_hash,
 )
-from controller.audit_records import config_loaded_data
-from controller.config import Config
-from controller.dice import Roll
-from controller.merkle import CompactRange
-from controller.note import Checkpoint, sign_checkpoint
-from controller.position import Game
-from controller.records import RecordKind as K
-from controller.result import result_of_roll
-from controller.verify_log import verify_state_dir
+from controller.audit.verify import verify_state_dir
+from controller.core import canonical
+from controller.core.config import Config
+from controller.core.dice import Roll
+from controller.core.merkle import CompactRange
+from controller.core.note import Checkpoint, sign_checkpoint
+from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind as K
+from controller.core.records import record_hash
+from controller.core.result import result_of_roll
 
 READING = {
     "round": 1,

@@ -11,9 +11,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from controller.dice import DiceReading, DieColour, DieReading
-from controller.state import Event, Occurrence, RoundMachine, RoundSettings
-from controller.wagers import all_rolls, outcomes
+from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+from controller.core.wagers import all_rolls, outcomes
 
 
 def reading(red: int, b1: int, b2: int, shift: int) -> DiceReading:

@@ -15,8 +15,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from controller.rng import HmacDrbg, bound_source, number_in_range, virtual_roll
-from controller.rng_verify import personalization_for, round_identity
+from controller.core.drbg import HmacDrbg, bound_source, number_in_range, virtual_roll
+from controller.core.rng_replay import personalization_for, round_identity
 
 DRAWS = 50_000
 REPEATS = 7

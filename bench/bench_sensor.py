@@ -11,11 +11,11 @@ import queue
 import statistics
 import time
 
-from controller.dice import DieColour
-from controller.sensor_protocol import DieField, FrameParser, Reading, encode
-from controller.state import Event, Occurrence
+from controller.core.dice import DieColour
+from controller.core.sensor_protocol import DieField, FrameParser, Reading, encode
+from controller.core.state import Event, Occurrence
 from drivers.dice_sensor import SerialDiceSensor
-from drivers.sim_sensor import SimulatedSensor
+from drivers.sim.sensor import SimulatedSensor
 
 BAUD = 115200
 BYTES_PER_SECOND_ON_THE_LINE = BAUD / 10  # 8N1: ten bit times per byte

@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
-from controller.rng import HmacDrbg, bound_source, number_in_range, virtual_roll
-from controller.rng_verify import personalization_for, round_identity
+from controller.core.drbg import HmacDrbg, bound_source, number_in_range, virtual_roll
+from controller.core.rng_replay import personalization_for, round_identity
 
 _T = TypeVar("_T")
 _K = TypeVar("_K")

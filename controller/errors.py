@@ -112,7 +112,7 @@ class RngVerificationError(RngError):
 class AuditLogError(ControllerError, OSError):
     """The audit log cannot be written or read; no new round may start."""
 
-    fault = "storage"  # the fault the control loop latches (controller.state.Fault)
+    fault = "storage"  # the fault the control loop latches (controller.core.state.Fault)
 
 
 class StorageFull(AuditLogError):

@@ -2,19 +2,29 @@
 
 Each has a real implementation (``drivers/`` for hardware, ``controller/`` for storage and the
 display) and a simulated one behind the same interface, chosen by configuration. Adapters never
-call into the core: they put :class:`~controller.state.Occurrence` events on the control
+call into the core: they put :class:`~controller.core.state.Occurrence` events on the control
 thread's queue (``EventSink``) and the one control thread carries out the core's actions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.dice import Roll
-from controller.records import RecordKind
-from controller.state import Occurrence, Screen
+from controller.core.dice import Roll
+from controller.core.records import RecordKind, StoredRecord
+from controller.core.state import Occurrence, Screen
+
+Clock = Callable[[], int]
+
+
+def monotonic_ms() -> int:
+    """The table's event clock: whole milliseconds of the monotonic clock. The core never reads
+    a clock; every adapter stamps its events (``Occurrence.at``) with this one (or the one a
+    test injects), so that deadlines in the round state machine compare like with like."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class EventSink(Protocol):
@@ -141,3 +151,29 @@ class TableDisplay(Protocol):
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCheckpoint:
+    """A signed C2SP checkpoint of the first ``size`` records (the note's text)."""
+
+    size: int
+    note: str
+
+
+class LogReader(Protocol):
+    """Read access to the audit log for the display and the feed, safe from any thread."""
+
+    def size(self) -> int:
+        """The sequence number of the last committed record (0 for an empty log)."""
+        ...
+
+    def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
+        """Up to ``limit`` records with a sequence number above ``seq``, oldest first."""
+        ...
+
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[StoredRecord]:
+        """The newest ``limit`` records of these kinds, oldest first."""
+        ...
+
+    def latest_checkpoint(self) -> LoggedCheckpoint | None: ...

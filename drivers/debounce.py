@@ -29,7 +29,7 @@ from typing import Any
 
 from gpiozero import DigitalInputDevice
 
-from controller.clock import monotonic_ms
+from controller.ports import monotonic_ms
 
 __all__ = ["DebouncedInput", "InputErrorHandler", "debounced_input", "monotonic_ms"]
 

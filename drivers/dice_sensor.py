@@ -8,8 +8,8 @@ One reader thread owns the reading side of the port. It matches replies to the o
 flight by sequence number (a late or duplicated reply is ignored), retries a request that got
 no valid reply in time with a new sequence number, notices the line going away, reopens it with
 a growing delay and repeats the handshake. Everything it learns goes on the injected
-:class:`~controller.ports.EventSink` as an :class:`~controller.state.Occurrence`; an exception in
-the thread becomes an event too, never a silent death.
+:class:`~controller.ports.EventSink` as an :class:`~controller.core.state.Occurrence`; an
+exception in the thread becomes an event too, never a silent death.
 """
 
 from __future__ import annotations
@@ -24,18 +24,9 @@ from types import TracebackType
 
 import serial
 
-from controller.clock import monotonic_ms
-from controller.config import SensorConfig
-from controller.dice import DiceReading
-from controller.errors import (
-    SensorDisconnected,
-    SensorError,
-    SensorHardwareFault,
-    SensorTimeout,
-    SensorVersionError,
-)
-from controller.ports import EventSink, SensorIdentity
-from controller.sensor_protocol import (
+from controller.core.config import SensorConfig
+from controller.core.dice import DiceReading
+from controller.core.sensor_protocol import (
     PROTOCOL_VERSION,
     SEQ_MODULO,
     FaultReport,
@@ -52,7 +43,15 @@ from controller.sensor_protocol import (
     StatusRequest,
     encode,
 )
-from controller.state import Event, Fault, Occurrence
+from controller.core.state import Event, Fault, Occurrence
+from controller.errors import (
+    SensorDisconnected,
+    SensorError,
+    SensorHardwareFault,
+    SensorTimeout,
+    SensorVersionError,
+)
+from controller.ports import EventSink, SensorIdentity, monotonic_ms
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Implements :class:`controller.ports.Panel`. Each key is debounced in software
 (:mod:`drivers.debounce`): a bouncing or held key gives one event per press, and a player mashing
 the shake button gives one ``SHAKE_PRESSED`` per real press, which the core ignores while a shake
 is under way. Key events carry ``supervisor=True`` while the supervisor key switch is on. The
-callbacks only put :class:`~controller.state.Occurrence` events on the sink.
+callbacks only put :class:`~controller.core.state.Occurrence` events on the sink.
 
 Outputs and their safe values: the shake-button lamp off (nobody is invited to shake), the status
 lamp red (the table is in fault). The lamps follow ``show_status``.
@@ -27,8 +27,8 @@ from typing import Any
 
 from gpiozero import LED, RGBLED, GPIODeviceClosed
 
+from controller.core.state import Event, Fault, Occurrence, Screen
 from controller.ports import EventSink
-from controller.state import Event, Fault, Occurrence, Screen
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch
 

@@ -38,10 +38,10 @@ from typing import Any
 
 from gpiozero import DigitalInputDevice, PWMOutputDevice
 
-from controller.config import ShakerConfig
+from controller.core.config import ShakerConfig
+from controller.core.state import Event, Fault, Occurrence
 from controller.errors import ShakerError
 from controller.ports import EventSink
-from controller.state import Event, Fault, Occurrence
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch, SignalSafeFlag
 

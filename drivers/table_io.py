@@ -2,7 +2,7 @@
 
 ``pin_factory=None`` lets gpiozero choose its default (lgpio on a Raspberry Pi, or what
 ``GPIOZERO_PIN_FACTORY`` names); the simulator passes a ``MockFactory(pin_class=MockPWMPin)``
-with :mod:`drivers.sim_hardware` built on it first. Nothing here assumes mock pins.
+with :mod:`drivers.sim.hardware` built on it first. Nothing here assumes mock pins.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from gpiozero.exc import BadPinFactory, GPIOZeroError
 
-from controller.config import Config, PinsConfig, ShakerConfig
+from controller.core.config import Config, PinsConfig, ShakerConfig
+from controller.core.state import Mode
 from controller.errors import HardwareError
 from controller.ports import EventSink
-from controller.state import Mode
 from drivers.debounce import monotonic_ms
 from drivers.panel import GpioPanel, PanelPins
 from drivers.safety import FaultLatch

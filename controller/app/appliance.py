@@ -1,0 +1,276 @@
+"""The appliance: the real drivers, the core, the RNG, the log and the display, put together.
+
+``Appliance.start`` opens the audit log, rebuilds the table from it after a crash or power cut
+(``controller.recovery``), records the power-on and the configuration, runs the self-tests (the
+DRBG's known-answer test, the dice sensor's handshake, the pins' first reading) and tells systemd
+it is ready. ``run`` is the control loop, in the calling thread, until SIGTERM (or ``stop``);
+``close`` drives every output safe, records an unfinished round as interrupted, reveals an open
+RNG session, writes the shutdown record and closes everything.
+
+The same class runs on a Raspberry Pi (gpiozero's default pin factory, the sensor on its serial
+port) and in ``simulate`` (a MockFactory with simulated shaker mechanics, the simulated sensor
+on a pseudo-terminal): only the pin factory and the sensor's URL differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from controller.app.adapters import NoShaker, SensorKeeper
+from controller.app.instance_lock import InstanceLock
+from controller.app.loop import ControlLoop, EventQueue, Ports
+from controller.app.sdnotify import notify, watchdog_interval_s
+from controller.audit.log import AuditLog, origin_for
+from controller.core.config import Config
+from controller.core.record_data import config_loaded_data
+from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
+from controller.display.fanout import DisplayFanout
+from controller.display.log_reader import SqliteLogReader
+from controller.display.server import DisplayServer
+from controller.errors import LogIdentityError, LogIntegrityError
+from controller.ports import TableDisplay
+from controller.rng.session import RngPort, RngSessionManager
+from drivers.dice_sensor import SerialDiceSensor
+from drivers.table_io import TableIO, build_table_io
+
+log = logging.getLogger("paigow.appliance")
+
+Observer = Callable[[Screen, Mapping[str, object]], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What differs between the table and the simulation."""
+
+    pin_factory: Any = None  # None: gpiozero's default (lgpio on a Pi)
+    sensor_url: str | None = None  # None: the config's [sensor] url
+    state_dir: Path | None = None  # None: the config's [storage] state_dir
+    web_display: bool = True
+    web_display_required: bool = True  # the simulation goes on without it if its port is taken
+    displays: Sequence[TableDisplay] = ()
+    observers: Sequence[Observer] = ()
+    tick_ms: int = 50
+
+
+class Appliance:
+    def __init__(self, config: Config, options: Options = Options()) -> None:
+        self.config = config
+        self.options = options
+        self.state_dir = options.state_dir or Path(config.storage.state_dir)
+        self.events = EventQueue()
+        self.log: AuditLog | None = None
+        self.table_io: TableIO | None = None
+        self.sensor: SensorKeeper | None = None
+        self.rng: RngSessionManager | None = None
+        self.display: DisplayFanout | None = None
+        self.loop: ControlLoop | None = None
+        self._closables: list[Callable[[], None]] = []
+        self._watchdog_s = watchdog_interval_s()
+        self._last_ping = 0.0
+        self._closed = False
+        self._lock: InstanceLock | None = None
+        self._signal: int | None = None
+
+    # --- start ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        config = self.config
+        settings = config.round_settings()
+        self._lock = InstanceLock.acquire(self.state_dir)
+        self._closables.append(self._lock.release)
+        self.log = audit = self._open_log()
+        self._closables.append(audit.close)
+        context = self._stored_context(audit)
+        problem = None if audit.locked else audit.check_anchor()
+        self.display = self._displays(audit)
+        self._closables.append(self.display.close)
+        self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
+        self._closables.append(self.table_io.close)
+        rng_port = self._rng()
+        self.sensor = self._sensor()
+        ports = Ports(
+            log=audit,
+            display=self.display,
+            panel=self.table_io.panel,
+            shaker=self.table_io.shaker or NoShaker(),
+            latch=self.table_io.latch,
+            sensor=self.sensor,
+            rng=rng_port,
+        )
+        machine = RoundMachine(settings, context)
+        self.loop = ControlLoop(
+            machine,
+            ports,
+            events=self.events,
+            tick_ms=self.options.tick_ms,
+            on_alive=self._alive,
+        )
+        if problem is not None:
+            log.error("audit log: %s", problem)
+        # power_on, the configuration in force, then what the core decided for the context the
+        # log held: all through the loop, so that a log that cannot be written is a fault.
+        self.loop.power_on(
+            config=config_loaded_data(config),
+            fault=None if problem is None else Fault.LOG_ROLLBACK,
+            detail=problem or "",
+        )
+        self._self_tests()
+        notify("READY=1\nSTATUS=table " + config.table.name + " ready")
+        log.info(
+            "ready: table %s, %s mode, round %d",
+            config.table.name,
+            config.table.mode,
+            machine.context.round_number,
+        )
+
+    def _open_log(self) -> AuditLog:
+        """The table's log. A key that is missing or not the log's own is never replaced: the
+        log is opened for reading only and the table shows the fault until it is restored."""
+        origin = origin_for(self.config.table.name)
+        try:
+            return AuditLog.open(self.state_dir, origin=origin)
+        except LogIdentityError as exc:
+            log.error("%s", exc)
+            return AuditLog.open_locked(self.state_dir, str(exc), origin=origin)
+
+    @staticmethod
+    def _stored_context(audit: AuditLog) -> RoundContext:
+        """The context the log holds (with its last step), or a fresh one for a new log."""
+        stored = audit.latest_context()
+        if stored is None:
+            return RoundContext()
+        seq, blob = stored
+        try:
+            return decode_context(blob)
+        except SnapshotError as exc:
+            raise LogIntegrityError(seq, f"the round's stored context: {exc}") from exc
+
+    def _records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+        assert self.log is not None
+        if self.log.locked is not None and not self.log.path.exists():
+            return
+        for record in self.log.records():
+            yield record.seq, record.kind, record.data
+
+    def _displays(self, audit: AuditLog) -> DisplayFanout:
+        displays = list(self.options.displays)
+        if self.options.web_display:
+            try:
+                server = DisplayServer(
+                    self.config.display, SqliteLogReader.of(audit), table=self.config.table.name
+                )
+            except OSError as exc:
+                if self.options.web_display_required:
+                    raise
+                log.warning("table display not served: %s", exc)
+            else:
+                displays.append(server)
+                host, port = self.config.display.host, self.config.display.http_port
+                log.info("table display on http://%s:%d/", host, port)
+        return DisplayFanout(displays, observers=self.options.observers)
+
+    def _rng(self) -> RngPort | None:
+        if self.config.table.mode is not Mode.RNG:
+            return None
+        assert self.log is not None
+        self.rng = RngSessionManager(
+            state_dir=self.state_dir,
+            log=self.log,
+            table=self.config.table.name,
+            game=self.config.table.game,
+            mode=self.config.rng.mode,
+            max_rounds=self.config.rng.session_max_rounds,
+            records=self._records(),
+        )
+        # The table display shows each commitment from its rng_commit record in the log.
+        return RngPort(self.rng)
+
+    def _sensor(self) -> SensorKeeper | None:
+        if self.config.table.mode is Mode.RNG:
+            return None
+        url = self.options.sensor_url or self.config.sensor.url
+        sensor = SerialDiceSensor.from_config(
+            dataclasses.replace(self.config.sensor, url=url), self.events
+        )
+        keeper = SensorKeeper(sensor, self.events)
+        self._closables.append(keeper.close)
+        return keeper
+
+    def _self_tests(self) -> None:
+        """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed. The
+        DRBG's known-answer test runs before every session is opened or taken up again."""
+        assert self.table_io is not None
+        if self.sensor is not None:
+            self.sensor.open_or_keep_trying()
+        if self.table_io.shaker is not None:
+            self.table_io.shaker.report_inputs()
+
+    # --- run --------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The control loop in this thread until ``stop``; SIGTERM and SIGINT stop it."""
+        assert self.loop is not None
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        self.loop.run()
+        if self._signal is not None:
+            log.warning("signal %d: stopping", self._signal)
+            notify("STOPPING=1")
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Runs on the control thread between any two bytecodes, maybe inside a lock of a
+        driver, of the queue or of a stream: it only trips the latch (safe there, see
+        drivers/safety.py) and raises the loop's stop flag, which the loop reads within a tick.
+        It logs nothing and touches no queue."""
+        self._signal = signum
+        if self.table_io is not None:
+            # The one fault latch: every output safe now, before the loop winds down.
+            self.table_io.latch.trip(f"shutdown: signal {signum}")
+        if self.loop is not None:
+            self.loop.request_stop()
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.stop()
+
+    def _alive(self) -> None:
+        if self._watchdog_s is None:
+            return
+        now = time.monotonic()
+        if now - self._last_ping >= self._watchdog_s / 2:
+            self._last_ping = now
+            notify("WATCHDOG=1")
+
+    # --- close ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Everything safe, the unfinished round recorded as interrupted, the log closed."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.table_io is not None:
+            self.table_io.drive_safe()
+        if self.log is not None and self.loop is not None:
+            self.loop.shutdown()
+        for close in reversed(self._closables):
+            try:
+                close()
+            except Exception:
+                log.exception("closing failed")
+
+    def __enter__(self) -> Appliance:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

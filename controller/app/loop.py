@@ -1,0 +1,416 @@
+"""The control loop: the one thread that asks the core what to do and does it.
+
+Adapters (gpiozero callbacks, the sensor's reader thread, the shaker's motor watchdog, signal
+handlers) only put events on the queue, which is bounded: an event that does not fit is never
+dropped silently, it is counted and latched as an internal fault. This loop takes the events one
+at a time, lets the round state machine decide, and carries out the actions.
+
+**A step is a transaction.** For each event the core returns the next context and the actions.
+The loop first drives the outputs safe if the step says so (that never waits for anything),
+then records the step's records in one transaction together with the next context, and only
+once they are durable adopts that context and carries out the rest (show, shake, read, draw) in
+order. If the commit fails, the machine stays where the log says it is, plus the storage fault:
+nothing unrecorded can be shown, resumed or closed. The log is then reopened and what it really
+holds is taken as the truth (a commit reported failed may have reached the disk after all).
+
+**No re-entrant dispatch.** What the loop learns while carrying out a step (a drawn number, an
+action that failed) becomes an event of its own, taken right after the step and before anything
+from the queue, never dispatched from inside the step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from controller.core.dice import Roll
+from controller.core.snapshot import SnapshotError, decode_context, encode_context
+from controller.core.state import (
+    Action,
+    ActionKind,
+    Event,
+    Fault,
+    Occurrence,
+    RoundContext,
+    RoundMachine,
+    Screen,
+    State,
+    step,
+)
+from controller.errors import (
+    AuditLogError,
+    ControllerError,
+    GameRuleError,
+    IllegalTransition,
+    RngError,
+)
+from controller.ports import (
+    AuditLog,
+    DiceSensor,
+    FaultLatch,
+    Panel,
+    RngDraws,
+    Shaker,
+    TableDisplay,
+    monotonic_ms,
+)
+
+log = logging.getLogger("paigow.daemon")
+
+QUEUE_SIZE = 1024
+OPERATOR_EVENTS = frozenset(
+    {
+        Event.NO_MORE_BETS,
+        Event.SHUFFLED,
+        Event.SHAKE_PRESSED,
+        Event.DICE_SET,
+        Event.CLOSE_ROUND,
+        Event.VOID_ROUND,
+        Event.CLEAR_FAULT,
+    }
+)
+_SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
+
+
+class EventQueue:
+    """The control thread's bounded queue. ``put`` never blocks an adapter's thread; an event
+    that does not fit is counted (with its name) for the loop to latch as a fault."""
+
+    def __init__(self, maxsize: int = QUEUE_SIZE) -> None:
+        self._queue: queue.Queue[Occurrence | None] = queue.Queue(maxsize)
+        self._lock = threading.Lock()
+        self._lost: list[str] = []
+
+    def put(self, item: Occurrence) -> None:
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            with self._lock:
+                self._lost.append(str(item.event))
+
+    def get(self, timeout: float | None) -> Occurrence | None:
+        """The next event, None for a wake-up; raises ``queue.Empty`` after ``timeout``."""
+        return self._queue.get(timeout=timeout)
+
+    def wake(self) -> None:
+        # A full queue: the loop is busy with it and will look at its flags soon.
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
+
+    def take_lost(self) -> list[str]:
+        with self._lock:
+            lost, self._lost = self._lost, []
+        return lost
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+
+@dataclass
+class Ports:
+    log: AuditLog
+    display: TableDisplay
+    panel: Panel
+    shaker: Shaker
+    latch: FaultLatch
+    sensor: DiceSensor | None = None
+    rng: RngDraws | None = None
+
+
+class ControlLoop:
+    def __init__(
+        self,
+        machine: RoundMachine,
+        ports: Ports,
+        *,
+        events: EventQueue | None = None,
+        clock: Callable[[], int] = monotonic_ms,
+        tick_ms: int = 50,
+        on_alive: Callable[[], None] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.ports = ports
+        self.events = events or EventQueue()
+        self.clock = clock
+        self.tick_ms = tick_ms
+        self.on_alive = on_alive
+        self.last_seq: int | None = None
+        self.is_storage_failed = False
+        self.is_healthy = True
+        self._stopping = False
+        self._follow_ups: deque[Occurrence] = deque()
+        self._power_on: Occurrence | None = None  # until its records are durable
+
+    # --- called from any thread -------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.events.wake()
+
+    def request_stop(self) -> None:
+        """``stop`` for a signal handler: a flag only (no lock is taken); the loop sees it
+        within ``tick_ms``."""
+        self._stopping = True
+
+    # --- the control thread -----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Take events until ``stop``. Every ``tick_ms`` without an event is a ``TICK``."""
+        while not self._stopping:
+            try:
+                item = self.events.get(timeout=self.tick_ms / 1000)
+            except queue.Empty:
+                item = Occurrence(Event.TICK, at=self.clock())
+            if item is not None:
+                self.dispatch(item)
+            lost = self.events.take_lost()
+            if lost:
+                detail = f"the event queue was full: {len(lost)} events lost ({', '.join(lost)})"
+                log.error("%s", detail)
+                self.dispatch(
+                    Occurrence(Event.FAULT, at=self.clock(), fault=Fault.INTERNAL, detail=detail)
+                )
+            if self.is_healthy and self.on_alive is not None:
+                self.on_alive()
+
+    def power_on(
+        self,
+        *,
+        config: Mapping[str, object],
+        fault: Fault | None = None,
+        detail: str = "",
+    ) -> None:
+        """The first step: the core takes up the context the log held (``machine.context``).
+        Until its records are durable it is taken again before every other event (a log that
+        failed at power on must still record power_on and the configuration in force)."""
+        self._power_on = Occurrence(
+            Event.POWER_ON, at=self.clock(), config=config, fault=fault, detail=detail
+        )
+        self.dispatch(self._power_on)
+
+    def shutdown(self) -> None:
+        """The last step of an orderly stop (the loop is no longer running)."""
+        self.dispatch(Occurrence(Event.SHUTDOWN, at=self.clock()))
+
+    def dispatch(self, occ: Occurrence) -> None:
+        """One event, then what the loop learned while carrying it out, each its own step.
+        Never raises."""
+        pending = self._power_on
+        if pending is not None and occ is not pending and occ.event is not Event.TICK:
+            self._follow_ups.append(replace(pending, at=occ.at))
+        self._follow_ups.append(occ)
+        while self._follow_ups:
+            self._step(self._follow_ups.popleft())
+
+    def _step(self, occ: Occurrence) -> None:
+        before = self.machine.context
+        try:
+            after, actions = step(self.machine.settings, before, occ)
+        except (IllegalTransition, GameRuleError) as exc:  # e.g. a bank seat refused, 621a.11(b)
+            self._refused(occ, str(exc))
+            return
+        except Exception:  # a bug: latch everything safe, stop telling systemd we are alive
+            log.exception("internal error handling %s", occ.event)
+            self.is_healthy = False
+            self._safe("internal error")
+            return
+        if self._carry_out(before, after, actions) and occ.event is Event.POWER_ON:
+            self._power_on = None
+
+    def _carry_out(
+        self,
+        before: RoundContext,
+        after: RoundContext,
+        actions: Sequence[Action],
+        *,
+        must_adopt: bool = False,
+    ) -> bool:
+        """Safety first, then the records with the next context in one transaction, then (only
+        once they are durable) the context adopted and the rest of the actions in order.
+        Returns whether the step's records (if any) are durable."""
+        for action in actions:
+            if action.kind in _SAFETY_ACTIONS:
+                self._do_safely(action)
+        records = [
+            (action.record, action.data)
+            for action in actions
+            if action.kind is ActionKind.RECORD and action.record is not None
+        ]
+        durable = True
+        if records:
+            try:
+                committed = self.ports.log.commit(records, context=encode_context(after))
+            except AuditLogError as exc:
+                durable = False
+                if not must_adopt:
+                    self._storage_failed(before, exc, [str(kind) for kind, _ in records])
+                    return False
+                log.error("the fault could not be recorded either: %s", exc)
+            else:
+                self.last_seq = committed.seqs[-1]
+                self.is_storage_failed = False
+                if committed.anchor_error is not None:
+                    log.error("%s", committed.anchor_error)
+                    self._follow(Fault.STORAGE, committed.anchor_error)
+        self.machine.context = after
+        if before.state is State.FAULT and after.state is not State.FAULT:
+            self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
+        for action in actions:
+            if action.kind in _SAFETY_ACTIONS or action.kind is ActionKind.RECORD:
+                continue
+            try:
+                self._do(action)
+            except AuditLogError as exc:  # a record the RNG makes itself
+                log.error("%s failed: %s", action.kind, exc)
+                self._follow(Fault(exc.fault), str(exc))
+                break
+            except ControllerError as exc:
+                log.error("%s failed: %s", action.kind, exc)
+                self._follow(_fault_of(action, exc), str(exc))
+                break
+            except Exception:
+                log.exception("%s failed", action.kind)
+                self.is_healthy = False
+                self._safe("internal error")
+                break
+        return durable
+
+    def _follow(self, fault: Fault, detail: str) -> None:
+        self._follow_ups.append(
+            Occurrence(Event.FAULT, at=self.clock(), fault=fault, detail=detail)
+        )
+
+    def _refused(self, occ: Occurrence, why: str) -> None:
+        if occ.event in OPERATOR_EVENTS:
+            log.info("refused: %s", why)
+            self._show(Screen.REFUSED, {"reason": why, "event": str(occ.event)})
+        elif occ.event is not Event.TICK:
+            log.warning("ignored: %s", why)
+
+    def _do(self, action: Action) -> None:
+        ports = self.ports
+        kind = action.kind
+        if kind is ActionKind.SHOW:
+            assert action.screen is not None
+            self._show(action.screen, action.data)
+        elif kind is ActionKind.START_SHAKE:
+            ports.shaker.start_shake()
+        elif kind is ActionKind.REQUEST_READ:
+            if ports.sensor is None:
+                raise ControllerError("no dice sensor configured")
+            ports.sensor.request_read(
+                round_number=_int(action.data["round"]), attempt=_int(action.data["attempt"])
+            )
+        elif kind is ActionKind.DRAW_NUMBER:
+            self._draw(_int(action.data["round"]), _int(action.data["attempt"]))
+        elif kind is ActionKind.PREPARE_RNG:
+            if ports.rng is None:
+                raise RngError("no RNG configured")
+            ports.rng.prepare()
+        elif kind is ActionKind.CLOSE_RNG:
+            if ports.rng is not None:
+                ports.rng.close("shutdown")
+        elif kind is ActionKind.REANCHOR:
+            size = ports.log.reanchor()
+            log.warning("the log's anchor is now its checkpoint of %d records", size)
+        else:  # pragma: no cover - a kind added to the core without a handler here
+            raise ControllerError(f"no handler for action {kind}")
+
+    def _do_safely(self, action: Action) -> None:
+        """A safety action never stops the step: each is tried, a failure logged."""
+        try:
+            if action.kind is ActionKind.STOP_MOTOR:
+                self.ports.shaker.stop()
+            else:
+                self.ports.latch.trip(str(action.data.get("fault", "fault")))
+        except Exception:
+            log.exception("%s failed; driving every output safe", action.kind)
+            self._safe(f"{action.kind} failed")
+
+    def _show(self, screen: Screen, data: object) -> None:
+        assert isinstance(data, dict)
+        self.ports.display.show(screen, data, seq=self.last_seq)
+        self.ports.panel.show_status(screen)
+
+    def _draw(self, round_number: int, attempt: int) -> None:
+        if self.ports.rng is None:
+            raise RngError("no RNG configured")
+        value = self.ports.rng.draw(round_number=round_number, attempt=attempt)
+        at = self.clock()
+        if isinstance(value, Roll):
+            self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, roll=value))
+        else:
+            self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, rng_number=value))
+
+    def _storage_failed(self, before: RoundContext, exc: AuditLogError, kinds: list[str]) -> None:
+        """Write-ahead: the step is not adopted. The log is reopened and read as it really is;
+        the machine takes the storage fault from the context the log holds."""
+        log.error("audit log failed: %s; not recorded: %s", exc, ", ".join(kinds))
+        self.is_storage_failed = True
+        base = before
+        detail = f"{exc}; not recorded: {', '.join(kinds)}"
+        try:
+            reopened = self.ports.log.reopen()
+        except AuditLogError as again:
+            detail += f"; reopening failed: {again}"
+        else:
+            if reopened.size != reopened.acknowledged:
+                detail += (
+                    f"; the log holds {reopened.size} records where {reopened.acknowledged}"
+                    " were acknowledged: it is taken as it is"
+                )
+                base = self._context_in_log(before)
+                log.error("%s", detail)
+        try:
+            after, actions = step(
+                self.machine.settings,
+                base,
+                Occurrence(Event.FAULT, at=self.clock(), fault=Fault(exc.fault), detail=detail),
+            )
+        except Exception:
+            log.exception("internal error latching the storage fault")
+            self.is_healthy = False
+            self._safe("storage fault")
+            return
+        self._carry_out(base, after, actions, must_adopt=True)
+
+    def _context_in_log(self, before: RoundContext) -> RoundContext:
+        try:
+            stored = self.ports.log.latest_context()
+            if stored is None:
+                return before
+            ctx = decode_context(stored[1])
+        except (AuditLogError, SnapshotError) as exc:
+            log.error("the context in the log cannot be read: %s", exc)
+            return before
+        return replace(ctx, is_lid_closed=before.is_lid_closed)
+
+    def _safe(self, reason: str) -> None:
+        for drive in (self.ports.shaker.drive_safe, lambda: self.ports.latch.trip(reason)):
+            try:
+                drive()
+            except Exception:
+                log.exception("could not drive the outputs safe")
+        try:
+            self._show(Screen.FAULT, {"faults": ["internal"]})
+        except Exception:
+            log.exception("could not show the fault")
+
+
+def _fault_of(action: Action, exc: ControllerError) -> Fault:
+    if action.kind is ActionKind.REQUEST_READ:
+        return Fault.SENSOR_LOST
+    if isinstance(exc, RngError) or action.kind in (ActionKind.DRAW_NUMBER, ActionKind.PREPARE_RNG):
+        return Fault.RNG_FAILURE
+    return Fault.INTERNAL
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int):
+        raise GameRuleError(f"expected a whole number, got {value!r}")
+    return value

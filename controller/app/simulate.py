@@ -1,0 +1,295 @@
+"""``paigow-controller simulate``: the appliance on simulated hardware, with a simulated crew.
+
+The same :class:`~controller.app.appliance.Appliance` as on the table, with gpiozero's
+``MockFactory(pin_class=MockPWMPin)`` instead of the Pi's pins, simulated shaker mechanics behind
+them (motion pulses while the motor turns, the lid, the tamper loop), and the simulated dice
+sensor speaking the DS1 protocol at the far end of a real pseudo-terminal. A simulated dealer and
+player press the panel's keys and the shake button on the mock pins as rounds ask for them, and a
+supervisor clears faults. Faults are injected by chance per shake (``--faults``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import random
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+from controller.app.appliance import Appliance, Options
+from controller.core.config import Config
+from controller.core.digits import quoted
+from controller.core.state import Mode, Screen
+from controller.display.console import ConsoleDisplay
+from controller.errors import UsageError
+from drivers.sim.hardware import ShakerFaults, SimPanel, SimShaker
+from drivers.sim.sensor import SimFault, SimulatedSensor
+
+log = logging.getLogger("paigow.simulate")
+
+SENSOR_FAULTS: Mapping[str, SimFault] = {
+    "tilted": SimFault.TILTED_DIE,
+    "die_out": SimFault.DIE_OUT,
+    "missing": SimFault.MISSING_DIE,
+    "extra": SimFault.EXTRA_OBJECT,
+    "colours": SimFault.WRONG_COLOURS,
+    "low_confidence": SimFault.LOW_CONFIDENCE,
+    "unreadable": SimFault.UNREADABLE_DIE,
+    "garbled": SimFault.GARBLED_BYTES,
+    "bad_checksum": SimFault.BAD_CHECKSUM,
+    "truncated": SimFault.TRUNCATED_FRAME,
+    "no_reply": SimFault.NO_REPLY,
+    "late": SimFault.LATE_REPLY,
+    "duplicate": SimFault.DUPLICATED_FRAME,
+    "disconnect": SimFault.DISCONNECT,
+    "camera": SimFault.CAMERA_FAULT,
+}
+SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
+FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
+_DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
+DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
+
+
+def parse_faults(spec: str) -> dict[str, float]:
+    """``name=probability,...`` (``default`` for a usual mix, ``none`` for none)."""
+    if spec in ("", "none"):
+        return {}
+    if spec == "default":
+        spec = DEFAULT_FAULTS
+    faults: dict[str, float] = {}
+    for item in spec.split(","):
+        name, sep, value = item.strip().partition("=")
+        if name not in FAULT_NAMES:
+            known = ", ".join(FAULT_NAMES)
+            raise UsageError(f"--faults: unknown fault {quoted(name)} (known: {known})")
+        if sep and not _DECIMAL.fullmatch(value):  # float() also takes '٠.٥', 'nan' and '1e-3'
+            raise UsageError(f"--faults: {quoted(item)} needs a probability like {name}=0.05")
+        probability = float(value) if sep else 0.1
+        if not 0.0 <= probability <= 1.0:
+            raise UsageError(f"--faults: probability of {name} must be 0..1")
+        faults[name] = probability
+    return faults
+
+
+def simulation_config(config: Config, *, fast: bool) -> Config:
+    """Timings for the simulation: brisk, or (``fast``) as quick as the rules allow."""
+    if fast:
+        shaker = dataclasses.replace(
+            config.shaker, shake_ms=300, cycle_ms=100, motor_max_ms=1000, debounce_ms=5
+        )
+        round_ = dataclasses.replace(config.round, settle_ms=200, read_timeout_ms=3000)
+    else:
+        shaker = dataclasses.replace(config.shaker, shake_ms=2000, cycle_ms=400)
+        round_ = dataclasses.replace(config.round, settle_ms=800)
+    return dataclasses.replace(config, shaker=shaker, round=round_)
+
+
+@dataclass
+class Crew:
+    """The simulated dealer, player and supervisor: they react to what the display shows."""
+
+    panel: SimPanel
+    shaker: SimShaker
+    sensor: SimulatedSensor
+    rounds: int
+    faults: Mapping[str, float]
+    seed: int
+    pause_s: float
+    press_s: float
+    on_done: threading.Event
+    is_manual: bool = False
+
+    def __post_init__(self) -> None:
+        self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
+        self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
+        self.rounds_done: set[object] = set()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="simulated-crew", daemon=True)
+        self._last: Screen | None = None
+
+    def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
+        self.screens.put((screen, dict(data)))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the crew; may be called whether or not it was started (a failed start-up)."""
+        self.stopping.set()
+        if self.thread.ident is not None:
+            self.thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                screen, data = self.screens.get(timeout=max(1.0, 10 * self.pause_s))
+            except queue.Empty:
+                if self._last is None:
+                    continue
+                screen, data = self._last, {}  # nothing happened: act on the last screen again
+            if screen is Screen.REFUSED:
+                continue
+            self._last = screen
+            try:
+                self._act(screen, data)
+            except Exception:  # the crew must never stop the simulation silently
+                log.exception("the simulated crew failed on %s", screen)
+
+    def _press(self, key: str) -> None:
+        self.panel.press(key)
+        self.stopping.wait(self.press_s)
+        self.panel.release(key)
+
+    def _pause(self) -> None:
+        self.stopping.wait(self.pause_s * (0.5 + self.random.random()))
+
+    def _act(self, screen: Screen, data: Mapping[str, object]) -> None:
+        if screen is Screen.READY:
+            if len(self.rounds_done) >= self.rounds:
+                self.on_done.set()
+                return
+            self._pause()
+            self._press("key_no_more_bets")
+        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
+            # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
+            self._pause()
+            self._inject_faults()
+            self.sensor.roll()
+            self._press("key_dice_set")
+        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
+            self._pause()
+            if not self.shaker.lid_pin.is_contact_closed:
+                self.shaker.close_lid()  # 621a.11(i): covered again before the reshake
+                self.stopping.wait(self.press_s)
+            self._inject_faults()
+            self._press("shake_button")
+        elif screen is Screen.RESULT:
+            if "result" in data:  # a nudge, or a result shown again, is not a new round
+                self.rounds_done.add(data.get("round"))
+            self._pause()
+            self._press("key_close_round")
+        elif screen in (Screen.FAULT, Screen.LOCKED):
+            self._pause()
+            self._clear(data)
+
+    def _inject_faults(self) -> None:
+        self.shaker.faults = ShakerFaults()
+        for name, probability in self.faults.items():
+            if self.random.random() >= probability:
+                continue
+            if name in SENSOR_FAULTS:
+                self.sensor.inject(SENSOR_FAULTS[name])
+            elif name == "few_cycles":
+                self.shaker.faults = ShakerFaults(max_pulses=2)
+            elif name == "lid":
+                self.shaker.faults = ShakerFaults(open_lid_after_pulses=1)
+            elif name == "motor_stuck":
+                self.shaker.faults = ShakerFaults(motor_keeps_running=True, run_on_ms=300)
+            elif name == "tamper":
+                self.shaker.remove()
+
+    def _clear(self, data: Mapping[str, object]) -> None:
+        """The lid goes back on and the shaker is secured; a dealer clears a sensor fault, the
+        supervisor key clears the rest."""
+        self.shaker.faults = ShakerFaults()
+        self.shaker.close_lid()
+        self.shaker.secure()
+        self._press("key_clear_fault")
+        self.stopping.wait(self.pause_s)
+        self.panel.turn_supervisor_key(True)
+        self._press("key_clear_fault")
+        self.panel.turn_supervisor_key(False)
+
+
+def run_simulation(
+    config: Config,
+    *,
+    rounds: int,
+    seed: int,
+    fast: bool,
+    faults: Mapping[str, float],
+    state_dir: Path,
+    out: TextIO,
+    web_display: bool = False,
+) -> int:
+    config = simulation_config(config, fast=fast)
+    factory = MockFactory(pin_class=MockPWMPin)
+    sensor = SimulatedSensor(seed=seed).start()
+
+    def dice_land() -> None:
+        sensor.roll()  # the dice come to rest in new places with new faces
+
+    shaker = SimShaker(factory, config.pins, config.shaker, on_shake_end=dice_land)
+    panel = SimPanel(factory, config.pins)
+    done = threading.Event()
+    crew = Crew(
+        panel=panel,
+        shaker=shaker,
+        sensor=sensor,
+        rounds=rounds,
+        faults=faults,
+        seed=seed,
+        pause_s=0.01 if fast else 0.6,
+        press_s=config.shaker.debounce_ms * 3 / 1000,
+        on_done=done,
+        is_manual=config.table.mode is Mode.MANUAL,
+    )
+    console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
+    options = Options(
+        pin_factory=factory,
+        sensor_url=sensor.url,
+        state_dir=state_dir,
+        web_display=web_display,
+        web_display_required=False,
+        displays=(console,),
+        observers=(crew.observe,),
+        tick_ms=20 if fast else 50,
+    )
+    out.write(
+        f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"
+        f" state in {state_dir}\n"
+    )
+    if web_display:
+        display = config.display
+        out.write(f"table display: http://{display.host}:{display.http_port}/\n")
+    out.flush()
+    appliance = Appliance(config, options)
+
+    finished = threading.Event()  # set when the run is over, however it ended
+
+    def stop_when_done() -> None:
+        done.wait()
+        if not finished.is_set():
+            appliance.stop()
+
+    stopper = threading.Thread(target=stop_when_done, name="simulation-end", daemon=True)
+    try:
+        appliance.start()
+        crew.start()
+        stopper.start()
+        appliance.run()
+    finally:
+        finished.set()
+        done.set()  # the stopper thread, if it runs, ends now
+        # Each is closed whatever the others do, so that a failed start-up ends in its own
+        # error, not in one from the clean-up.
+        for close in (crew.stop, appliance.close, shaker.close, sensor.close, factory.close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - one line; the first error stands
+                log.warning("simulation clean-up: %s failed: %s", close.__qualname__, exc)
+        if stopper.ident is not None:
+            stopper.join(timeout=5)
+    out.write(
+        f"done: {console.rounds} rounds, {console.no_rolls} no rolls, {console.faults} faults."
+        f" Verify: paigow-controller verify-log --state-dir {state_dir}\n"
+    )
+    out.flush()
+    return 0

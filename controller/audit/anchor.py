@@ -1,0 +1,153 @@
+"""The log's anchor: the last signed round checkpoint, kept outside the database.
+
+A database replaced by an older copy of itself, or cut back to an earlier signed checkpoint,
+verifies on its own: every record, hash and signature in it is genuine. What gives it away is a
+checkpoint the log published later. After each round the controller keeps that checkpoint here,
+in a file of its own, and at every start it checks that the log extends it (the size is not
+smaller, and the log's tree is the anchor's tree with more leaves). A log that does not is a
+supervisor fault: the table does not play on a rolled-back log unnoticed.
+
+This is a local anchor: it is on the same card. A card rolled back as a whole (both files) or a
+log cut back to within the current round is not caught here; the checkpoint kept off the box
+(``paigow-controller checkpoint`` and ``verify-log --checkpoint``, or the fleet's witness) is.
+
+The file has two fixed-size slots written in turn with one ``fdatasync`` each, like a
+double-buffered superblock: a write torn by a power cut damages only the slot being written,
+and the other still holds the previous anchor. Each slot carries a generation number and the
+SHA-256 of its content; the valid slot with the highest generation is the anchor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.core.merkle import HASH_SIZE, CompactRange
+from controller.core.note import Checkpoint, NoteError
+from controller.errors import AuditLogError
+from controller.files import fsync_dir
+
+ANCHOR_FILE = "log-anchor"
+SLOT_BYTES = 4096
+_MAGIC = b"paigow-log-anchor/1\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A signed checkpoint (the note's text) and the compact range of the tree it signs, so
+    that the records after it can be checked against it without reading the whole log."""
+
+    note: str
+    hashes: tuple[bytes, ...]
+    generation: int = 0
+
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint's body, unverified (``controller.core.note.open_checkpoint`` verifies)."""
+        text, sep, _ = self.note.rpartition("\n\n")
+        if not sep:
+            raise NoteError("the anchor's note has no signature")
+        return Checkpoint.parse(text + "\n")
+
+    def tree(self, size: int) -> CompactRange:
+        return CompactRange.from_bytes(size, b"".join(self.hashes))
+
+    def encode(self) -> bytes:
+        body = json.dumps(
+            {
+                "generation": self.generation,
+                "note": self.note,
+                "hashes": [h.hex() for h in self.hashes],
+            },
+            sort_keys=True,
+            ensure_ascii=True,
+        ).encode("ascii")
+        slot = _MAGIC + body + b"\n" + hashlib.sha256(body).hexdigest().encode("ascii") + b"\n"
+        if len(slot) > SLOT_BYTES:
+            raise AuditLogError("audit log: the anchor does not fit its slot")
+        return slot.ljust(SLOT_BYTES, b"\0")
+
+    @classmethod
+    def decode(cls, slot: bytes) -> Anchor | None:
+        """The anchor in a slot, or None for an empty or damaged slot."""
+        if not slot.startswith(_MAGIC):
+            return None
+        content = slot[len(_MAGIC) :].rstrip(b"\0")
+        body, _, digest = content.rstrip(b"\n").rpartition(b"\n")
+        if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+            return None
+        try:
+            raw = json.loads(body.decode("ascii"))
+            generation, note, hashes = raw["generation"], raw["note"], raw["hashes"]
+            if not isinstance(generation, int) or not isinstance(note, str):
+                return None
+            decoded = tuple(bytes.fromhex(h) for h in hashes)
+        except (ValueError, KeyError, TypeError):
+            return None
+        if any(len(h) != HASH_SIZE for h in decoded):
+            return None
+        return cls(note, decoded, generation)
+
+
+class AnchorFile:
+    """The anchor file of a state directory. Not thread-safe: the control thread owns it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> Anchor | None:
+        """The newest valid anchor; None when there is no file yet. A file whose slots are all
+        damaged raises :class:`AuditLogError` (it was written, so an anchor was kept)."""
+        try:
+            with self.path.open("rb") as file:
+                data = file.read(2 * SLOT_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise AuditLogError(f"audit log: cannot read the anchor {self.path}: {exc}") from exc
+        if len(data) != 2 * SLOT_BYTES:
+            raise AuditLogError(f"audit log: the anchor {self.path} is damaged (size)")
+        slots = [Anchor.decode(data[i * SLOT_BYTES : (i + 1) * SLOT_BYTES]) for i in (0, 1)]
+        valid = [a for a in slots if a is not None]
+        if not valid:
+            if data.strip(b"\0"):
+                raise AuditLogError(f"audit log: the anchor {self.path} is damaged")
+            return None
+        return max(valid, key=lambda a: a.generation)
+
+    def write(self, note: str, hashes: tuple[bytes, ...]) -> None:
+        """Keep a new anchor in the slot the current one is not in, durably."""
+        current = self._slots()
+        generation = max((a.generation for a in current if a is not None), default=0) + 1
+        slot = generation % 2
+        data = Anchor(note, hashes, generation).encode()
+        created = not self.path.exists()
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                if created or os.fstat(fd).st_size != 2 * SLOT_BYTES:
+                    os.ftruncate(fd, 2 * SLOT_BYTES)
+                view = memoryview(data)
+                offset = slot * SLOT_BYTES
+                while view:
+                    written = os.pwrite(fd, view, offset)
+                    view, offset = view[written:], offset + written
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise AuditLogError(f"audit log: cannot write the anchor {self.path}: {exc}") from exc
+
+    def _slots(self) -> list[Anchor | None]:
+        try:
+            with self.path.open("rb") as file:
+                data = file.read(2 * SLOT_BYTES)
+        except FileNotFoundError:
+            return [None, None]
+        except OSError as exc:
+            raise AuditLogError(f"audit log: cannot read the anchor {self.path}: {exc}") from exc
+        return [Anchor.decode(data[i * SLOT_BYTES : (i + 1) * SLOT_BYTES]) for i in (0, 1)]

@@ -1,0 +1,714 @@
+"""The tamper-evident audit log: SQLite in the state directory, one record per event.
+
+Write-ahead: :meth:`AuditLog.commit` writes the records of one step of the control loop in one
+transaction and returns only once it is committed with ``synchronous=FULL`` (fsync of the WAL),
+so nothing is shown before it is durable. The last record of each step carries the round's
+context as it is after that step (controller/core/snapshot.py), outside the hashed leaf: recovery
+starts from it.
+
+Each record (a leaf) is the canonical encoding (controller/core/canonical.py) of
+``{"seq", "kind", "time", "prev", "data"}``: ``seq`` counts from 1, ``prev`` is the hex SHA-256
+of the previous leaf (64 zeros for the first), ``time`` is UTC wall-clock time as a string.
+The leaves form an RFC 6962 Merkle tree (controller/core/merkle.py); after each ``close`` or
+``void`` record, and on demand, a C2SP checkpoint of the tree is signed with the log's Ed25519
+key (controller/core/note.py) in the same transaction, and kept outside the database as the log's
+anchor (controller/audit/anchor.py). The ``checkpoints`` row of size 0 holds the latest
+checkpoint, re-signed at every commit, so that the newest records are signed too.
+
+Identity: the log signs as ``paigow-controller/<table>`` (its origin, also the key's name). The
+first record, ``log_created``, names the origin and the verifier key, and the key's id is kept
+in the database: every start checks that the key it was given is that key. A missing or other
+key is :class:`LogIdentityError`, never a new key; only the first start on an empty state
+directory (or ``paigow-controller init``) creates one.
+
+Storage failures never lose what is recorded and never leave the log half-trusted. A full disk
+raises :class:`StorageFull`, any other failure :class:`AuditLogError`. After a failed commit the
+connection is not trusted again (PostgreSQL's lesson from fsync failures: the kernel may have
+dropped the pages it could not write, and SQLite keeps WAL frames written before a failed sync):
+no further commit is taken until :meth:`reopen` has opened the file afresh and read what is
+really there, which may include the records of the commit reported failed. The control loop
+reconciles with that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controller.audit.anchor import ANCHOR_FILE, AnchorFile
+from controller.core import canonical
+from controller.core.merkle import CompactRange
+from controller.core.note import Checkpoint, NoteError, Signer, open_checkpoint, sign_checkpoint
+from controller.core.records import RecordKind, StoredRecord, record_hash
+from controller.errors import AuditLogError, LogIdentityError, LogIntegrityError, StorageFull
+from controller.files import fsync_dir
+from controller.ports import Committed, Reopened
+
+DB_NAME = "audit.db"
+KEY_FILE = "audit-log.key"  # also the name of the systemd credential (LoadCredential=)
+FORMAT = "paigow-audit-log/1"
+GENESIS_PREV = "0" * 64
+LATEST_CHECKPOINT = 0  # the checkpoints row re-signed at every commit (the log's whole size)
+CHECKPOINT_AFTER: frozenset[RecordKind] = frozenset({RecordKind.CLOSE, RecordKind.VOID})
+MAX_KEY_FILE_BYTES = 4096
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    leaf BLOB NOT NULL,
+    context BLOB
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    note TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+"""
+
+
+def origin_for(table: str) -> str:
+    """The log's origin (C2SP tlog-checkpoint) and its key's name: one per table."""
+    return f"paigow-controller/{table}"
+
+
+DEFAULT_ORIGIN = origin_for("table-1")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _storage_error(exc: BaseException, doing: str) -> AuditLogError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
+        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    if isinstance(exc, OSError) and exc.errno is not None and exc.errno == 28:  # ENOSPC
+        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    return AuditLogError(f"audit log: {doing}: {exc}")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """The writer's connection: WAL, synchronous=FULL, explicit transactions."""
+    try:
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, f"cannot open {path}") from exc
+    try:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise AuditLogError(f"audit log: {path}: cannot use WAL mode (got {mode})")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        connection.close()
+        raise _storage_error(exc, f"cannot open {path}") from exc
+    return connection
+
+
+class _ReadConnection(sqlite3.Connection):
+    """A read-only connection; may own a private copy of the log (read-only media)."""
+
+    scratch: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.scratch is not None:
+                self.scratch.cleanup()
+                self.scratch = None
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write: ``mode=ro``. On read-only media, where SQLite cannot
+    make the WAL's shared-memory file, a log without WAL content is opened ``immutable``, and
+    one with WAL content is read from a private copy (``immutable`` would not see the WAL)."""
+    path = Path(path).absolute()
+    try:
+        return _open_uri(path.as_uri() + "?mode=ro")
+    except sqlite3.Error as exc:
+        first = exc
+    wal = path.with_name(path.name + "-wal")
+    try:
+        has_wal = wal.exists() and wal.stat().st_size > 0
+        if not has_wal:
+            return _open_uri(path.as_uri() + "?immutable=1")
+        scratch = tempfile.TemporaryDirectory(prefix="paigow-log-")
+        try:
+            copy = Path(scratch.name) / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            connection = _open_uri(copy.as_uri(), wal_ok=True)
+        except BaseException:
+            scratch.cleanup()
+            raise
+        connection.scratch = scratch
+        return connection
+    except (sqlite3.Error, OSError) as exc:
+        raise _storage_error(exc, f"cannot open {path} for reading ({first})") from exc
+
+
+def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
+    connection = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, factory=_ReadConnection
+    )
+    assert isinstance(connection, _ReadConnection)
+    try:
+        if wal_ok:
+            connection.execute("PRAGMA query_only=1")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        connection.close()
+        raise
+    return connection
+
+
+# --- the signing key --------------------------------------------------------------------
+
+
+def load_signer(state_dir: Path) -> Signer | None:
+    """The log's signing key: from systemd's credentials directory when it provides one, else
+    ``audit-log.key`` in the state directory; None when there is none. Never creates one."""
+    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+    if credentials:
+        provided = Path(credentials) / KEY_FILE
+        if provided.exists():
+            return _read_signer(provided, check_mode=False)
+    path = Path(state_dir) / KEY_FILE
+    if path.exists():
+        return _read_signer(path, check_mode=True)
+    return None
+
+
+def create_signer(state_dir: Path, origin: str) -> Signer:
+    """A new signing key in ``audit-log.key`` (mode 0600), for a new log only. Refuses to
+    replace a key that exists."""
+    state_dir = Path(state_dir)
+    signer = Signer.generate(origin)
+    path = state_dir / KEY_FILE
+    temporary = state_dir / f".{KEY_FILE}.{os.getpid()}"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, f"{signer}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(temporary, path)  # never replaces a key
+        fsync_dir(state_dir)
+    except FileExistsError:
+        raise LogIdentityError(f"audit log: {path} exists: a key is never replaced") from None
+    except OSError as exc:
+        raise _storage_error(exc, f"cannot create the signing key {path}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+    return signer
+
+
+def _read_signer(path: Path, *, check_mode: bool) -> Signer:
+    try:
+        if check_mode and stat.S_IMODE(path.stat().st_mode) & 0o077:
+            raise LogIdentityError(f"audit log: {path} must be readable by its owner only (0600)")
+        with path.open("rb") as file:
+            raw = file.read(MAX_KEY_FILE_BYTES + 1)
+        if len(raw) > MAX_KEY_FILE_BYTES:
+            raise LogIdentityError(f"audit log: {path} is too large to be a signing key")
+        return Signer.parse(raw.decode("ascii"))
+    except (OSError, UnicodeDecodeError) as exc:
+        if isinstance(exc, LogIdentityError):
+            raise
+        raise LogIdentityError(f"audit log: cannot read the signing key {path}: {exc}") from exc
+    except NoteError as exc:
+        raise LogIdentityError(f"audit log: {path} is not a signing key: {exc}") from exc
+
+
+# --- the log ------------------------------------------------------------------------------
+
+
+class AuditLog:
+    """The audit log of one table (implements ``controller.ports.AuditLog``).
+
+    Not thread-safe by design: the daemon's one control thread owns it.
+    ``max_page_count`` caps the database (SQLite pages) so that the log cannot fill the disk.
+    A log opened with ``locked`` (its identity could not be established) reads but records
+    nothing: every commit raises :class:`LogIdentityError` with that reason.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        signer: Signer | None,
+        *,
+        origin: str | None = None,
+        clock: Callable[[], str] = utc_now,
+        max_page_count: int | None = None,
+        anchor: AnchorFile | None = None,
+        locked: str | None = None,
+    ) -> None:
+        if signer is None and locked is None:
+            raise LogIdentityError("audit log: no signing key")
+        self.path = Path(path)
+        self.signer = signer
+        self.origin = origin or (signer.name if signer is not None else DEFAULT_ORIGIN)
+        self.locked = locked
+        self._clock = clock
+        self._anchor = anchor
+        self._max_page_count = max_page_count
+        self._poisoned: str | None = None
+        self._tree = CompactRange()
+        self._prev = GENESIS_PREV
+        self._connection: sqlite3.Connection | None = None
+        if locked is not None and not self.path.exists():
+            return  # nothing to read; nothing may be written
+        self._connection = connect(self.path)
+        try:
+            if max_page_count is not None:
+                self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
+            if locked is None:
+                self._transaction(self._create)
+            self._load_tail()
+        except BaseException:
+            self._connection.close()
+            self._connection = None
+            raise
+
+    @classmethod
+    def open(cls, state_dir: Path | str, *, origin: str | None = None, **options: Any) -> AuditLog:
+        """The log in ``state_dir``. On an empty directory (the first start) the key and the
+        log are created; otherwise the key must be the log's own (:class:`LogIdentityError`)."""
+        directory = Path(state_dir)
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _storage_error(exc, f"cannot create {directory}") from exc
+        signer = load_signer(directory)
+        path = directory / DB_NAME
+        if signer is None:
+            recorded = peek_identity(path)
+            if recorded is not None:
+                raise LogIdentityError(
+                    f"audit log: the signing key of {recorded[0]} (key id {recorded[1]}) is"
+                    f" missing: restore {directory / KEY_FILE} or its systemd credential"
+                )
+            signer = create_signer(directory, origin or DEFAULT_ORIGIN)
+        anchor = AnchorFile(directory / ANCHOR_FILE)
+        return cls(path, signer, origin=origin, anchor=anchor, **options)
+
+    @classmethod
+    def open_locked(cls, state_dir: Path | str, reason: str, **options: Any) -> AuditLog:
+        """The log in ``state_dir`` for reading only, while its identity is in doubt."""
+        directory = Path(state_dir)
+        return cls(directory / DB_NAME, None, locked=reason, **options)
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise AuditLogError(f"audit log: {self.path} is not open")
+        return self._connection
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(db)
+                db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot write {self.path}") from exc
+        return result
+
+    def _create(self, db: sqlite3.Connection) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+        if "context" not in columns:  # a log from before context snapshots
+            db.execute("ALTER TABLE records ADD COLUMN context BLOB")
+        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        assert self.signer is not None
+        key_id = self.signer.verifier.key_id.hex().encode()
+        if "format" not in meta:
+            db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT.encode(),))
+            db.execute("INSERT INTO meta VALUES ('origin', ?)", (self.origin.encode(),))
+            db.execute("INSERT INTO meta VALUES ('frontier', ?)", (b"",))
+            db.execute("INSERT INTO meta VALUES ('key_id', ?)", (key_id,))
+            if self.signer.name != self.origin:
+                raise LogIdentityError(
+                    f"audit log: the key is named {self.signer.name!r}, not {self.origin!r}"
+                )
+            entry = {
+                "seq": 1,
+                "kind": str(RecordKind.LOG_CREATED),
+                "time": self._clock(),
+                "prev": GENESIS_PREV,
+                "data": {"origin": self.origin, "key": str(self.signer.verifier)},
+            }
+            leaf = canonical.encode(entry)
+            tree = CompactRange()
+            tree.append(leaf)
+            db.execute("INSERT INTO records VALUES (1, ?, ?, NULL)", (entry["kind"], leaf))
+            db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
+            db.execute(
+                "INSERT INTO checkpoints VALUES (?, ?)", (LATEST_CHECKPOINT, self._signed(tree))
+            )
+            return
+        if bytes(meta["format"]) != FORMAT.encode():
+            raise AuditLogError(f"audit log: {self.path} is not a {FORMAT} database")
+        origin = bytes(meta.get("origin", b"")).decode("utf-8", "replace")
+        if origin != self.origin:
+            raise LogIdentityError(
+                f"audit log: {self.path} is the log of {origin!r}, not of {self.origin!r}"
+            )
+        if "key_id" not in meta:  # a log from before key ids were kept
+            db.execute("INSERT INTO meta VALUES ('key_id', ?)", (key_id,))
+        elif bytes(meta["key_id"]) != key_id:
+            raise LogIdentityError(
+                f"audit log: the signing key {self.signer.verifier.key_id.hex()} is not the key"
+                f" {bytes(meta['key_id']).decode('ascii', 'replace')} this log was created with"
+            )
+
+    def _load_tail(self) -> None:
+        """The chain's last hash and the Merkle frontier, from what is committed."""
+        try:
+            db = self._db
+            last = db.execute("SELECT seq, leaf FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+            frontier = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
+            origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot read {self.path}") from exc
+        if origin is None:
+            if last is None and self.locked is not None:
+                return  # an empty file: nothing recorded yet
+            raise AuditLogError(f"audit log: {self.path} has no origin")
+        self.origin = bytes(origin[0]).decode("utf-8", "replace")
+        size = 0 if last is None else int(last[0])
+        if last is not None and not isinstance(last[1], bytes):
+            raise LogIntegrityError(size, "the leaf is not stored as bytes")
+        try:
+            self._tree = CompactRange.from_bytes(size, bytes(frontier[0]))
+        except (ValueError, TypeError) as exc:
+            raise AuditLogError(f"audit log: {self.path}: Merkle frontier is damaged") from exc
+        self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    @property
+    def size(self) -> int:
+        """How many records are committed (the sequence number of the last)."""
+        return self._tree.size
+
+    @property
+    def next_seq(self) -> int:
+        return self._tree.size + 1
+
+    def _check_writable(self) -> None:
+        if self.locked is not None:
+            raise LogIdentityError(self.locked)
+        if self._poisoned is not None:
+            raise AuditLogError(
+                f"audit log: not written since a commit failed ({self._poisoned});"
+                " it must be reopened first"
+            )
+
+    def commit(
+        self,
+        entries: Sequence[tuple[RecordKind, Mapping[str, object]]],
+        *,
+        context: bytes | None = None,
+    ) -> Committed:
+        """Record the events of one step in one transaction; ``context`` (the round's context
+        after the step) goes with the last. Returns once every record is durable."""
+        self._check_writable()
+        if not entries:
+            raise ValueError("a commit records at least one event")
+        assert self.signer is not None
+        tree = CompactRange(self._tree.size, list(self._tree.hashes))
+        prev = self._prev
+        rows: list[tuple[int, str, bytes, bytes | None]] = []
+        notes: list[tuple[int, str]] = []
+        anchor: tuple[str, tuple[bytes, ...]] | None = None
+        now = self._clock()
+        for index, (raw_kind, data) in enumerate(entries):
+            kind = RecordKind(raw_kind)
+            seq = tree.size + 1
+            entry = {"seq": seq, "kind": str(kind), "time": now, "prev": prev, "data": dict(data)}
+            try:
+                leaf = canonical.encode(entry)
+            except canonical.EncodingError as exc:
+                raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
+            tree.append(leaf)
+            prev = record_hash(leaf)
+            last = index == len(entries) - 1
+            rows.append((seq, str(kind), leaf, context if last else None))
+            if kind in CHECKPOINT_AFTER:
+                note = self._signed(tree)
+                notes.append((seq, note))
+                anchor = (note, tuple(tree.hashes))
+        latest = notes[-1][1] if notes and notes[-1][0] == tree.size else self._signed(tree)
+
+        def write(db: sqlite3.Connection) -> None:
+            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", rows)
+            db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
+            db.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?)", (LATEST_CHECKPOINT, latest)
+            )
+            db.executemany("INSERT INTO checkpoints VALUES (?, ?)", notes)
+
+        try:
+            self._transaction(write)
+        except AuditLogError as exc:
+            self._poison(str(exc))
+            raise
+        self._tree = tree
+        self._prev = prev
+        anchor_error = None
+        if anchor is not None and self._anchor is not None:
+            try:
+                self._anchor.write(*anchor)
+            except AuditLogError as exc:
+                anchor_error = str(exc)
+        return Committed([row[0] for row in rows], anchor_error)
+
+    def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
+        """Record one event on its own; returns its sequence number once it is durable."""
+        return self.commit([(kind, data)]).seqs[0]
+
+    def _poison(self, reason: str) -> None:
+        """After a failed commit: close the connection; nothing more until :meth:`reopen`."""
+        self._poisoned = reason
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+    @property
+    def is_poisoned(self) -> bool:
+        return self._poisoned is not None
+
+    def reopen(self) -> Reopened:
+        """Open the file afresh after a failed commit and read its true tail. The size may be
+        above what was acknowledged (a commit reported failed was written after all)."""
+        acknowledged = self._tree.size
+        if self.locked is not None:
+            return Reopened(acknowledged, acknowledged)
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+        _drop_cached_pages(self.path)
+        self._connection = connect(self.path)
+        try:
+            if self._max_page_count is not None:
+                self._connection.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
+            self._load_tail()
+        except BaseException:
+            self._connection.close()
+            self._connection = None
+            raise
+        self._poisoned = None
+        return Reopened(acknowledged, self._tree.size)
+
+    def latest_context(self) -> tuple[int, bytes] | None:
+        """The context stored with the last step that was committed, and its record's seq."""
+        if self._connection is None and self.locked is not None:
+            return None
+        try:
+            row = self._db.execute(
+                "SELECT seq, context FROM records WHERE context IS NOT NULL"
+                " ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot read {self.path}") from exc
+        if row is None:
+            return None
+        seq, blob = row
+        if not isinstance(blob, bytes):
+            raise LogIntegrityError(int(seq), "the stored context is not bytes")
+        return int(seq), blob
+
+    # --- checkpoints and the anchor ----------------------------------------------------------
+
+    def checkpoint(self) -> int:
+        """Sign a checkpoint of the log as it is now (if not signed yet); returns its size."""
+        self._check_writable()
+        tree = self._tree
+        if tree.size == 0:
+            return 0
+        note = self._signed(tree)
+        try:
+            self._transaction(
+                lambda db: db.execute(
+                    "INSERT OR IGNORE INTO checkpoints VALUES (?, ?)", (tree.size, note)
+                )
+            )
+        except AuditLogError as exc:
+            self._poison(str(exc))
+            raise
+        return tree.size
+
+    def reanchor(self) -> int:
+        """Keep the log as it is now as its anchor (a supervisor accepted a rolled-back log).
+        Returns the anchored size."""
+        self._check_writable()
+        if self._anchor is None or self._tree.size == 0:
+            return 0
+        size = self.checkpoint()
+        self._anchor.write(self._signed(self._tree), tuple(self._tree.hashes))
+        return size
+
+    def check_anchor(self) -> str | None:
+        """None when the log extends its anchor (or has none yet); otherwise what is wrong."""
+        if self._anchor is None or self.signer is None:
+            return None
+        try:
+            anchor = self._anchor.read()
+        except AuditLogError as exc:
+            return str(exc)
+        if anchor is None:
+            return None
+        try:
+            checkpoint = open_checkpoint(anchor.note, self.signer.verifier)
+        except NoteError as exc:
+            return f"the log's anchor does not verify with the log's key: {exc}"
+        if checkpoint.origin != self.origin:
+            return f"the log's anchor is of {checkpoint.origin!r}, not {self.origin!r}"
+        try:
+            tree = anchor.tree(checkpoint.size)
+        except ValueError:
+            return "the log's anchor is damaged"
+        if tree.root() != checkpoint.root_hash:
+            return "the log's anchor is damaged (its tree is not the one it signs)"
+        if self.size < checkpoint.size:
+            return (
+                f"the log holds {self.size} records but the checkpoint it published signs"
+                f" {checkpoint.size}: it was rolled back"
+            )
+        for row in read_records(self._db, start=checkpoint.size + 1):
+            tree.append(row.leaf)
+        if tree.root() != self._tree.root():
+            return (
+                f"the log's first {checkpoint.size} records are not the ones its published"
+                " checkpoint signs: the log was replaced or forked"
+            )
+        return None
+
+    def _signed(self, tree: CompactRange) -> str:
+        assert self.signer is not None
+        return sign_checkpoint(Checkpoint(self.origin, tree.size, tree.root()), self.signer)
+
+    def records(self, *, start: int = 1) -> Iterator[StoredRecord]:
+        return read_records(self._db, start=start)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_cached_pages(path: Path) -> None:
+    """Ask the kernel to drop the log's clean cached pages, so that what is read next comes
+    from the device (pages it could not write may have been marked clean after an error)."""
+    for name in (path, path.with_name(path.name + "-wal")):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def peek_identity(path: Path) -> tuple[str, str] | None:
+    """The origin and key id a log at ``path`` records, or None when it holds no records."""
+    if not path.exists():
+        return None
+    db = connect_read_only(path)
+    try:
+        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        (count,) = db.execute("SELECT count(*) FROM (SELECT 1 FROM records LIMIT 1)").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    if not count:
+        return None
+    origin = bytes(meta.get("origin", b"?")).decode("utf-8", "replace")
+    key_id = bytes(meta.get("key_id", b"unknown")).decode("ascii", "replace")
+    return origin, key_id
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def read_records(
+    db: sqlite3.Connection, *, start: int = 1, stop: int | None = None
+) -> Iterator[StoredRecord]:
+    query = "SELECT seq, kind, leaf FROM records WHERE seq >= ?"
+    params: tuple[int, ...] = (start,)
+    if stop is not None:
+        query += " AND seq <= ?"
+        params = (start, stop)
+    try:
+        for seq, kind, leaf in db.execute(query + " ORDER BY seq", params):
+            if not isinstance(seq, int) or not isinstance(kind, str):
+                raise LogIntegrityError(None, f"a row has a sequence number {seq!r}")
+            if not isinstance(leaf, bytes):
+                raise LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
+            yield StoredRecord(seq, kind, leaf)
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, "cannot read the records") from exc
+
+
+def read_checkpoints(db: sqlite3.Connection) -> dict[int, str]:
+    try:
+        rows = db.execute("SELECT size, note FROM checkpoints").fetchall()
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, "cannot read the checkpoints") from exc
+    checkpoints = {}
+    for size, note in rows:
+        if not isinstance(size, int) or not isinstance(note, str):
+            raise LogIntegrityError(None, f"a checkpoint row ({size!r}) is not a size and a note")
+        checkpoints[size] = note
+    return checkpoints
+
+
+def open_for_reading(state_dir: Path | str) -> sqlite3.Connection:
+    """A read-only connection to the log in ``state_dir`` (verify, recall, export): no lock,
+    no write, and it works on read-only media."""
+    path = Path(state_dir) / DB_NAME
+    if not path.is_file():
+        raise AuditLogError(f"audit log: no log at {path}")
+    connection = connect_read_only(path)
+    try:
+        connection.execute("SELECT count(*) FROM records").fetchone()
+    except sqlite3.Error as exc:
+        connection.close()
+        raise _storage_error(exc, f"cannot read {path}") from exc
+    return connection

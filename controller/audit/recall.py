@@ -1,0 +1,83 @@
+"""Reading the log back: game recall (AGCO 13.1.1) and the export auditors take away.
+
+Both read the log with a read-only connection (no lock; read-only media work) in one snapshot,
+while the daemon may be appending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from controller.audit.log import LATEST_CHECKPOINT, open_for_reading, read_checkpoints, read_records
+from controller.core.merkle import leaf_hash
+from controller.core.records import RecordKind
+
+DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
+
+
+def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any]]:
+    """The last ``last`` rounds, oldest first, each with its records (readings included) and
+    its outcome: the result, void, or still in play."""
+    db = open_for_reading(state_dir)
+    try:
+        starts = db.execute(
+            "SELECT seq FROM records WHERE kind = ? ORDER BY seq DESC LIMIT ?",
+            (str(RecordKind.ROUND_OPENED), last),
+        ).fetchall()
+        first = int(starts[-1][0]) if starts else 1
+        rounds: dict[int, dict[str, Any]] = {}
+        for row in read_records(db, start=first):
+            entry = row.entry()
+            data = entry["data"]
+            number = data.get("round")
+            if not isinstance(number, int):
+                continue
+            game = rounds.setdefault(
+                number, {"round": number, "outcome": "in play", "result": None, "records": []}
+            )
+            game["records"].append(
+                {"seq": row.seq, "kind": row.kind, "time": entry["time"], "data": data}
+            )
+            if row.kind == RecordKind.RESULT:
+                game["result"] = data
+                game["outcome"] = "result"
+            elif row.kind == RecordKind.VOID:
+                game["outcome"] = "void"
+            elif row.kind == RecordKind.CLOSE:
+                game["outcome"] = "closed"
+        return [rounds[n] for n in sorted(rounds)][-last:]
+    finally:
+        db.close()
+
+
+def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
+    """One object per record: the record's fields, its leaf as stored (the canonical text), its
+    SHA-256 (the next record's ``prev``), its RFC 6962 leaf hash, and the signed checkpoint made
+    at it, if any (the latest one with the last record)."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")
+        checkpoints = read_checkpoints(db)
+        latest = checkpoints.pop(LATEST_CHECKPOINT, None)
+        size = int(db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()[0])
+        for row in read_records(db, stop=size):
+            entry = row.entry()
+            line = {
+                "seq": row.seq,
+                "kind": row.kind,
+                "time": entry["time"],
+                "data": entry["data"],
+                "prev": entry["prev"],
+                "hash": row.hash,
+                "leaf_hash": leaf_hash(row.leaf).hex(),
+                "leaf": row.leaf.decode("utf-8"),
+            }
+            note = checkpoints.get(row.seq) or (latest if row.seq == size else None)
+            if note is not None:
+                line["checkpoint"] = note
+            yield line
+        db.execute("COMMIT")
+    finally:
+        db.close()

@@ -1,0 +1,418 @@
+"""Verification of an audit log, as an auditor runs it (``paigow-controller verify-log``).
+
+It checks, record by record: the canonical encoding, the sequence numbers (nothing deleted or
+reordered), the hash chain, the RFC 6962 Merkle root against every signed checkpoint and each
+checkpoint's Ed25519 signature, that the key is the one the log was created for (its first
+record, ``log_created``), and it recomputes every result (starting position and side wager
+outcomes and payouts) from the recorded dice with controller/core/result.py and the paytables of the
+last ``config_loaded`` record. It checks the round's shape: no round closed without its result,
+no result without bets closed, and no RNG number drawn from a session committed after the bets
+of its round were closed (621a.8(a)(1)). Given a checkpoint kept elsewhere (``--checkpoint``),
+it proves with an RFC 6962 consistency proof, computed from the leaves and verified as RFC 9162
+says, that the log extends it: a log rolled back or forked behind it fails. Then it replays
+every revealed RNG session (controller/core/rng_replay.py). The first failure raises
+:class:`LogIntegrityError` naming the record.
+
+A record is vouched for by the next record's ``prev`` and by the checkpoints; to name the record
+that was altered rather than its neighbour, the verifier looks two records ahead (and, at the
+end of the log, at the latest checkpoint, which the log re-signs at every append).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.audit.log import (
+    GENESIS_PREV,
+    LATEST_CHECKPOINT,
+    open_for_reading,
+    read_checkpoints,
+    read_records,
+)
+from controller.core import canonical
+from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
+from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
+from controller.core.record_data import (
+    RecordDataError,
+    paytables_from_record,
+    recompute_result,
+    result_fields,
+)
+from controller.core.records import RecordKind, StoredRecord, record_hash
+from controller.core.rng_replay import verify_rng_records
+from controller.core.wagers import Paytable
+from controller.errors import LogIntegrityError
+
+_ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
+_KINDS = frozenset(str(k) for k in RecordKind)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    seq: int
+    kind: str
+    prev: str
+    data: Mapping[str, Any]
+    leaf: bytes
+    hash: str
+
+
+@dataclass
+class VerifyReport:
+    records: int = 0
+    checkpoints: int = 0
+    results: int = 0
+    origin: str | None = None
+    rng: str = ""
+    extends: int | None = None  # the size of the checkpoint the log was proven to extend
+    sessions_without_draws: list[str] = field(default_factory=list)
+    sessions_never_revealed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": True,
+            "records": self.records,
+            "checkpoints": self.checkpoints,
+            "results_recomputed": self.results,
+            "origin": self.origin,
+            "rng": self.rng,
+            "extends_checkpoint": self.extends,
+            "rng_sessions_revealed_without_draws": self.sessions_without_draws,
+            "rng_sessions_never_revealed": self.sessions_never_revealed,
+            "notes": self.notes,
+        }
+
+
+def _decode(row: StoredRecord) -> _Entry:
+    try:
+        entry = row.entry()
+    except canonical.EncodingError as exc:
+        raise LogIntegrityError(row.seq, f"not a canonical record: {exc}") from exc
+    if set(entry) != _ENTRY_KEYS:
+        raise LogIntegrityError(row.seq, f"has fields {sorted(entry)}, not {sorted(_ENTRY_KEYS)}")
+    seq, kind, prev, data = entry["seq"], entry["kind"], entry["prev"], entry["data"]
+    if seq != row.seq:
+        raise LogIntegrityError(
+            row.seq, f"is stored at {row.seq} but holds sequence number {seq} (moved or reordered)"
+        )
+    if kind not in _KINDS or kind != row.kind:
+        raise LogIntegrityError(row.seq, f"kind {kind!r} is unknown or differs from its index")
+    if not isinstance(entry["time"], str) or not isinstance(data, dict):
+        raise LogIntegrityError(row.seq, "time must be a string and data an object")
+    if not isinstance(prev, str) or len(prev) != 64:
+        raise LogIntegrityError(row.seq, "prev is not a SHA-256 in hex")
+    return _Entry(seq, kind, prev, data, row.leaf, record_hash(row.leaf))
+
+
+class LogVerifier:
+    """Streaming verification: ``feed`` each stored record in order, then ``finish``."""
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        checkpoints: Mapping[int, str],
+        *,
+        anchor: Checkpoint | None = None,
+        size: int | None = None,
+    ) -> None:
+        """``anchor``: a checkpoint kept elsewhere (its signature already verified) that the
+        log must extend; ``size``: how many records will be fed (needed with ``anchor``)."""
+        self.verifier = verifier
+        self.checkpoints = dict(checkpoints)
+        self.latest = self.checkpoints.pop(LATEST_CHECKPOINT, None)
+        self.report = VerifyReport()
+        self._window: deque[_Entry] = deque()
+        self._expected = 1
+        self._prev = GENESIS_PREV
+        self._tree = CompactRange()
+        self._paytables: tuple[Paytable, ...] | None = None
+        self._anchor = anchor
+        self._consistency: ConsistencyCollector | None = None
+        if anchor is not None:
+            if size is None:
+                raise ValueError("a log checked against a checkpoint needs its size")
+            if size >= anchor.size:
+                self._consistency = ConsistencyCollector(anchor.size, size)
+        self._round = _RoundShape()
+        self._sessions: dict[str, _SessionShape] = {}
+
+    def feed(self, row: StoredRecord) -> None:
+        if row.seq != self._expected:
+            raise LogIntegrityError(
+                self._expected,
+                f"is missing (the next stored record is {row.seq}): deleted",
+            )
+        self._expected += 1
+        self._window.append(_decode(row))
+        if len(self._window) == 3:
+            self._process(*self._window)
+            self._window.popleft()
+
+    def finish(self) -> VerifyReport:
+        while self._window:
+            entries = list(self._window)
+            self._process(entries[0], *entries[1:3])
+            self._window.popleft()
+        size = self._expected - 1
+        for checkpoint_size in sorted(self.checkpoints):
+            if checkpoint_size > size:
+                raise LogIntegrityError(
+                    size + 1,
+                    f"is missing: a checkpoint signs {checkpoint_size} records, the log holds"
+                    f" {size}",
+                )
+        self._check_extends(size)
+        self.report.sessions_without_draws = [
+            s for s, shape in self._sessions.items() if shape.revealed and not shape.draws
+        ]
+        open_now = max(self._sessions, key=lambda s: self._sessions[s].seq, default=None)
+        self.report.sessions_never_revealed = [
+            s for s, shape in self._sessions.items() if not shape.revealed and s != open_now
+        ]
+        if self.latest is not None:
+            latest = self._open(size, self.latest, "latest checkpoint")
+            if latest.size != size:
+                first = min(latest.size, size) + 1
+                raise LogIntegrityError(
+                    first,
+                    f"the latest signed checkpoint covers {latest.size} records but the log"
+                    f" holds {size}: records were "
+                    + ("deleted" if latest.size > size else "added without the key"),
+                )
+            if latest.root_hash != self._tree.root():
+                raise LogIntegrityError(
+                    size, "the Merkle root does not match the latest checkpoint"
+                )
+        elif size:
+            raise LogIntegrityError(size, "the log has no latest checkpoint")
+        self.report.records = size
+        return self.report
+
+    def _check_extends(self, size: int) -> None:
+        anchor = self._anchor
+        if anchor is None:
+            return
+        if size < anchor.size:
+            raise LogIntegrityError(
+                size + 1,
+                f"is missing: the checkpoint kept elsewhere signs {anchor.size} records and the"
+                f" log holds {size}: rolled back",
+            )
+        proof = [] if self._consistency is None else self._consistency.proof()
+        if not verify_consistency(anchor.size, size, anchor.root_hash, self._tree.root(), proof):
+            raise LogIntegrityError(
+                anchor.size,
+                f"the log does not extend the checkpoint of size {anchor.size}: its first"
+                f" {anchor.size} records are not the ones that checkpoint signs (forked or"
+                " replaced)",
+            )
+        self.report.extends = anchor.size
+
+    # --- one record, with the two after it ---------------------------------------------
+
+    def _process(self, cur: _Entry, nxt: _Entry | None = None, after: _Entry | None = None) -> None:
+        if cur.prev != self._prev:  # only the first record gets here: later ones are vouched
+            raise LogIntegrityError(cur.seq, "prev does not match the hash of the record before it")
+        if nxt is not None and nxt.prev != cur.hash:
+            if self._next_is_altered(cur, nxt, after):
+                raise LogIntegrityError(
+                    nxt.seq, f"prev does not match the hash of record {cur.seq}: altered"
+                )
+            raise LogIntegrityError(
+                cur.seq, f"altered: its hash is not the prev that record {nxt.seq} carries"
+            )
+        self._prev = cur.hash
+        hashed = leaf_hash(cur.leaf)
+        self._tree.append_hash(hashed)
+        if self._consistency is not None:
+            self._consistency.add(hashed)
+        note = self.checkpoints.get(cur.seq)
+        if note is not None:
+            checkpoint = self._open(cur.seq, note, "checkpoint")
+            if checkpoint.size != cur.seq or checkpoint.root_hash != self._tree.root():
+                raise LogIntegrityError(
+                    cur.seq,
+                    f"the Merkle root of records 1..{cur.seq} does not match the signed checkpoint",
+                )
+            self.report.checkpoints += 1
+        self._check_meaning(cur)
+
+    def _next_is_altered(self, cur: _Entry, nxt: _Entry, after: _Entry | None) -> bool:
+        """Whether ``nxt`` (its prev) rather than ``cur`` was altered."""
+        if after is not None:
+            return after.prev != nxt.hash  # an intact nxt is vouched for by the one after it
+        if self.latest is None:
+            return False
+        # nxt is the last record: put back the prev it should carry and ask the latest
+        # checkpoint whether that was the log it signed.
+        entry = canonical.decode(nxt.leaf)
+        entry["prev"] = cur.hash
+        tree = CompactRange(self._tree.size, list(self._tree.hashes))
+        tree.append(cur.leaf)
+        tree.append(canonical.encode(entry))
+        try:
+            latest = open_checkpoint(self.latest, self.verifier)
+        except NoteError:
+            return False
+        return latest.size == nxt.seq and latest.root_hash == tree.root()
+
+    def _open(self, seq: int, note: str, what: str) -> Checkpoint:
+        try:
+            checkpoint = open_checkpoint(note, self.verifier)
+        except NoteError as exc:
+            raise LogIntegrityError(seq, f"{what} signature: {exc}") from exc
+        if self.report.origin is None:
+            self.report.origin = checkpoint.origin
+        elif checkpoint.origin != self.report.origin:
+            raise LogIntegrityError(seq, f"{what} names another log: {checkpoint.origin!r}")
+        return checkpoint
+
+    def _check_meaning(self, cur: _Entry) -> None:
+        try:
+            self._check_shape(cur)
+            if cur.kind == RecordKind.LOG_CREATED:
+                self._check_created(cur)
+            elif cur.kind == RecordKind.CONFIG_LOADED:
+                if "paytables" not in cur.data:
+                    raise RecordDataError("config_loaded lacks the paytables")
+                self._paytables = paytables_from_record(cur.data["paytables"])
+            elif cur.kind == RecordKind.RESULT:
+                self._check_result(cur)
+        except RecordDataError as exc:
+            raise LogIntegrityError(cur.seq, str(exc)) from exc
+
+    def _check_created(self, cur: _Entry) -> None:
+        """The first record names the log's key: the verifier's must be that key."""
+        if cur.seq != 1:
+            raise RecordDataError("log_created is only the first record")
+        recorded = cur.data.get("key")
+        try:
+            key = Verifier.parse(str(recorded))
+        except NoteError as exc:
+            raise RecordDataError(f"log_created names no verifier key: {exc}") from exc
+        if (key.name, key.key_id) != (self.verifier.name, self.verifier.key_id):
+            raise RecordDataError(
+                f"the log was created for the key {key.name}+{key.key_id.hex()}, not the key"
+                f" {self.verifier.name}+{self.verifier.key_id.hex()} it is verified with"
+            )
+        if cur.data.get("origin") != key.name:
+            raise RecordDataError("log_created: the origin is not the key's name")
+
+    def _check_shape(self, cur: _Entry) -> None:
+        """What every round must look like, whatever happened in it."""
+        if cur.seq == 1 and cur.kind != RecordKind.LOG_CREATED:
+            self.report.notes.append("the log does not record the key it was created for")
+        kind, data = cur.kind, cur.data
+        round_number = data.get("round")
+        shape = self._round
+        if kind == RecordKind.NO_MORE_BETS:
+            shape.bets_closed = (round_number, cur.seq)
+            shape.result = None
+        elif kind == RecordKind.RESULT:
+            if shape.bets_closed is None or shape.bets_closed[0] != round_number:
+                raise RecordDataError(f"a result of round {round_number} before its bets closed")
+            shape.result = round_number
+        elif kind == RecordKind.CLOSE:
+            if shape.result != round_number:
+                raise RecordDataError(f"round {round_number} is closed without its result")
+            shape.bets_closed = shape.result = None
+        elif kind == RecordKind.VOID:
+            shape.bets_closed = shape.result = None
+        elif kind == RecordKind.RNG_COMMIT:
+            session = str(data.get("session"))
+            self._sessions[session] = _SessionShape(cur.seq)
+        elif kind == RecordKind.RNG_REVEAL:
+            revealed = self._sessions.get(str(data.get("session")))
+            if revealed is not None:
+                revealed.revealed = True
+        elif kind == RecordKind.RNG_DRAW:
+            drawn = self._sessions.get(str(data.get("session")))
+            if drawn is None:
+                return  # the RNG replay names it
+            drawn.draws += 1
+            if shape.bets_closed is None or shape.bets_closed[0] != round_number:
+                raise RecordDataError(
+                    f"an RNG number for round {round_number} before its bets closed"
+                )
+            if drawn.seq > shape.bets_closed[1]:
+                raise RecordDataError(
+                    f"RNG session {data.get('session')} was committed in record {drawn.seq}, after"
+                    f" the bets of round {round_number} closed (record {shape.bets_closed[1]}):"
+                    " a commitment must come before"
+                )
+
+    def _check_result(self, cur: _Entry) -> None:
+        if self._paytables is None and "dice" in cur.data:
+            raise RecordDataError("a result with dice before any config_loaded record")
+        recomputed = recompute_result(cur.data, self._paytables or ())
+        recorded = result_fields(cur.data)
+        expected = canonical.decode(canonical.encode(recomputed.as_record()))
+        if expected != recorded:
+            for key in sorted(set(expected) | set(recorded)):
+                if expected.get(key) != recorded.get(key):
+                    raise RecordDataError(
+                        f"result {key} is recorded as {recorded.get(key)!r} but the recorded"
+                        f" {'dice give' if 'dice' in recorded else 'count gives'}"
+                        f" {expected.get(key)!r}"
+                    )
+        self.report.results += 1
+
+
+@dataclass(slots=True)
+class _RoundShape:
+    bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
+    result: object = None  # the round whose result is recorded since its bets closed
+
+
+@dataclass(slots=True)
+class _SessionShape:
+    seq: int  # of its commitment
+    draws: int = 0
+    revealed: bool = False
+
+
+def open_anchor(note: str, verifier: Verifier) -> Checkpoint:
+    """A checkpoint kept elsewhere, as a signed note: it must verify with the log's key."""
+    try:
+        return open_checkpoint(note, verifier)
+    except NoteError as exc:
+        raise LogIntegrityError(None, f"the checkpoint given does not verify: {exc}") from exc
+
+
+def verify_state_dir(
+    state_dir: Path | str, verifier: Verifier, *, checkpoint: str | None = None
+) -> VerifyReport:
+    """Verify the log in ``state_dir`` with ``verifier`` (and, given a signed checkpoint kept
+    elsewhere, that the log extends it); raises :class:`LogIntegrityError`."""
+    anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot for both passes, even while the daemon appends
+        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        log = LogVerifier(verifier, read_checkpoints(db), anchor=anchor, size=int(size))
+        if anchor is not None and anchor.origin != log_origin(db):
+            raise LogIntegrityError(
+                None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
+            )
+        for row in read_records(db):
+            log.feed(row)
+        report = log.finish()
+        sessions = verify_rng_records(
+            (row.seq, row.kind, row.entry()["data"])
+            for row in read_records(db, stop=report.records)
+        )
+        report.rng = f"{sessions} revealed RNG session(s) replayed"
+        db.execute("COMMIT")
+        return report
+    finally:
+        db.close()
+
+
+def log_origin(db: Any) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+    return None if row is None else bytes(row[0]).decode("utf-8", "replace")

@@ -1,0 +1,163 @@
+"""``paigow-controller``: the command line. JSON on stdout, stable: auditors rely on it.
+
+Exit codes: 0 success; 1 a check failed; 2 a bad argument (one line on stderr, nothing on
+stdout, never a traceback); 78 a bad configuration (the message names the key); 70 anything
+unforeseen (one line too).
+
+Each subcommand lives in a module of this package and is imported only when it runs: an
+auditor's ``verify-log`` loads neither gpiozero, nor pyserial, nor the HTTP server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from controller.cli.args import PROG, Parser, complain
+from controller.core.digits import NumberError
+from controller.errors import (
+    EX_CONFIG,
+    EX_SOFTWARE,
+    EX_USAGE,
+    ConfigError,
+    ControllerError,
+    UsageError,
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its module (imported only when it is the one run), the function there
+    that declares its arguments and the one that runs it."""
+
+    name: str
+    help: str
+    module: str
+    arguments: str
+    run: str
+
+
+_GAME, _APP = "controller.cli.game", "controller.cli.appliance"
+_RNG, _AUDIT = "controller.cli.rng", "controller.cli.audit"
+
+COMMANDS: list[Command] = [
+    Command(
+        "position",
+        "the position that receives the first stack",
+        _GAME,
+        "position_arguments",
+        "position",
+    ),
+    Command(
+        "wagers", "the dice side wager outcomes of one roll", _GAME, "wagers_arguments", "wagers"
+    ),
+    Command(
+        "paytables",
+        "exact hit frequency and house edge of each paytable",
+        _GAME,
+        "paytables_arguments",
+        "paytables",
+    ),
+    Command(
+        "check-config",
+        "validate a config file (exit 78 naming the bad key)",
+        _GAME,
+        "check_config_arguments",
+        "check_config",
+    ),
+    Command("run", "run the table (what systemd starts)", _APP, "run_arguments", "run_command"),
+    Command(
+        "simulate",
+        "run the table on simulated hardware",
+        _APP,
+        "simulate_arguments",
+        "simulate_command",
+    ),
+    Command(
+        "selftest",
+        "check config, keys, RNG, sensor and pins",
+        _APP,
+        "selftest_arguments",
+        "selftest_command",
+    ),
+    Command(
+        "rng-stream", "raw RNG output for test suites", _RNG, "rng_stream_arguments", "rng_stream"
+    ),
+    Command(
+        "rng-replay", "replay revealed RNG sessions", _RNG, "rng_replay_arguments", "rng_replay"
+    ),
+    Command("verify-log", "verify the audit log", _AUDIT, "verify_arguments", "verify"),
+    Command("recall", "the last rounds", _AUDIT, "recall_arguments", "recall_command"),
+    Command("export", "the audit log as JSON lines", _AUDIT, "export_arguments", "export"),
+    Command("export-key", "the log's verifier key", _AUDIT, "key_arguments", "export_key"),
+    Command(
+        "checkpoint",
+        "the log's latest signed checkpoint, to keep off the box",
+        _AUDIT,
+        "checkpoint_arguments",
+        "checkpoint_command",
+    ),
+    Command(
+        "init",
+        "a new state directory: the log's signing key and its first record",
+        _AUDIT,
+        "init_arguments",
+        "init_command",
+    ),
+]
+_BY_NAME = {command.name: command for command in COMMANDS}
+
+
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser. Only the ``chosen`` subcommand's module is imported to declare its
+    arguments (all of them when None, for documentation and tests)."""
+    parser = Parser(prog=PROG, description="Pai Gow table controller")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help)
+        if chosen is None or command.name == chosen:
+            module = importlib.import_module(command.module)
+            getattr(module, command.arguments)(p)
+            p.set_defaults(run=getattr(module, command.run))
+    return parser
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in _BY_NAME else None
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Whatever goes wrong ends in one line on stderr and an exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = _chosen(argv)
+    parser = build_parser(chosen) if chosen is not None else build_parser("")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad argument, already said in one line (2)
+        return exc.code if isinstance(exc.code, int) else EX_USAGE
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except (UsageError, NumberError) as exc:
+        complain(str(exc))
+        return EX_USAGE
+    except ConfigError as exc:
+        complain(str(exc))
+        return EX_CONFIG
+    except ControllerError as exc:
+        complain(str(exc))
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        complain("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last resort: a user never sees a traceback
+        complain(f"internal error: {type(exc).__name__}: {exc}")
+        return EX_SOFTWARE

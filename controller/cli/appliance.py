@@ -1,0 +1,153 @@
+"""The appliance's commands: ``run`` (what systemd starts), ``simulate`` (``make demo``) and
+``selftest`` (a technician's check of config, keys, RNG, sensor and pins)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from controller.app.config_file import DEFAULT_PATH, load_config
+from controller.core.config import Config
+from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.state import Mode
+from controller.errors import ControllerError, UsageError
+
+log = logging.getLogger("paigow")
+
+
+def _whole(text: str, what: str, low: int, high: int) -> int:
+    try:
+        return parse_bounded_int(text, low=low, high=high, what=what)
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _directory(text: str, option: str) -> Path:
+    """A directory argument that may not exist yet; one that names a file is refused now,
+    before anything starts. (Its length and characters were checked as it was parsed.)"""
+    path = Path(text)
+    try:
+        is_other = path.exists() and not path.is_dir()
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(text)}: {exc.strerror or exc}") from None
+    if is_other:
+        raise UsageError(f"{option} {quoted(text)} exists and is not a directory")
+    return path
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument("--debug", action="store_true", help="log at debug level")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from controller.app.appliance import Appliance
+    from controller.app.logs import configure_logging
+
+    config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
+    configure_logging(logging.DEBUG if args.debug else logging.INFO)
+    appliance = Appliance(config)
+    try:
+        appliance.start()
+        appliance.run()
+    except (ControllerError, OSError) as exc:  # a port taken, a state directory not writable
+        log.error("%s", exc)
+        return 1
+    finally:
+        appliance.close()
+    return 0
+
+
+# --- simulate ---------------------------------------------------------------------------------
+
+
+def simulate_arguments(p: argparse.ArgumentParser) -> None:
+    from controller.app.simulate import FAULT_NAMES
+
+    p.add_argument("--rounds", default="20", help="rounds to play (default 20)")
+    p.add_argument("--seed", default="1", help="seed of the simulated dice and crew (default 1)")
+    p.add_argument("--fast", action="store_true", help="as fast as the rules allow")
+    p.add_argument(
+        "--faults",
+        default="default",
+        help=f"name=probability per shake, comma-separated; 'none' or 'default'."
+        f" Names: {', '.join(FAULT_NAMES)}",
+    )
+    p.add_argument("--state-dir", help="where the audit log goes (default: a new temporary one)")
+    p.add_argument("--config", help="a config file (default: the built-in defaults)")
+    p.add_argument(
+        "--mode", choices=[m.value for m in Mode], help="override the config's table mode"
+    )
+    p.add_argument("--web-display", action="store_true", help="also serve the table display")
+    p.add_argument("--debug", action="store_true", help="log at debug level")
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    from controller.app.logs import configure_logging
+    from controller.app.simulate import parse_faults, run_simulation
+
+    rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
+    seed = _whole(args.seed, "seed", 0, 2**32 - 1)
+    faults = parse_faults(args.faults)
+    state_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
+    config = Config() if args.config is None else load_config(Path(args.config))
+    if args.mode is not None:
+        config = dataclasses.replace(
+            config, table=dataclasses.replace(config.table, mode=Mode(args.mode))
+        )
+    configure_logging(logging.DEBUG if args.debug else logging.WARNING)
+    if state_dir is None:
+        state_dir = Path(tempfile.mkdtemp(prefix="paigow-sim-"))
+    try:
+        return run_simulation(
+            config,
+            rounds=rounds,
+            seed=seed,
+            fast=args.fast,
+            faults=faults,
+            state_dir=state_dir,
+            out=sys.stdout,
+            web_display=args.web_display,
+        )
+    except ControllerError:
+        raise  # ours say what failed: one line on stderr, exit 1
+    except OSError as exc:  # a port taken, a directory not writable: the same, in one line
+        raise ControllerError(f"simulate: {exc}") from exc
+
+
+# --- selftest ---------------------------------------------------------------------------------
+
+
+def selftest_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument("--sensor-url", help="override the config's [sensor] url")
+    p.add_argument("--state-dir", help="override the config's [storage] state_dir")
+
+
+def selftest_command(args: argparse.Namespace) -> int:
+    """Each check in turn; a JSON report on stdout; exit 1 naming every failure on stderr, in
+    one line."""
+    from controller.app.logs import configure_logging
+    from controller.app.selftest import selftest
+
+    given_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
+    config = load_config(Path(args.config))
+    configure_logging(logging.WARNING)
+    state_dir = given_dir or Path(config.storage.state_dir)
+    ok, report = selftest(
+        config, config_name=args.config, state_dir=state_dir, sensor_url=args.sensor_url
+    )
+    sys.stdout.write(json.dumps({"ok": ok, "checks": report}) + "\n")
+    if not ok:  # one line on stderr naming every failure (exit 1); stdout has the details
+        failed = [name for name, r in report.items() if not r["ok"]]
+        details = "; ".join(f"{name} failed: {report[name]['detail']}" for name in failed)
+        raise ControllerError(f"selftest: {details}")
+    return 0

@@ -1,0 +1,88 @@
+"""The command line's parser and the checks every argument from a person gets: one line on
+stderr and exit 2 for a bad one, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+from controller.core.digits import NumberError, is_ascii_digits, parse_bounded_int, quoted
+from controller.errors import EX_USAGE, UsageError
+
+PROG = "paigow-controller"
+MESSAGE_MAX_CHARS = 500  # one line on stderr, even when an argument was 100 kB long
+
+
+def one_line(message: str) -> str:
+    """``message`` as one line of at most MESSAGE_MAX_CHARS: line breaks and other control
+    characters escaped (an argument may hold them), the tail of a long message cut."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    if len(text) > MESSAGE_MAX_CHARS:
+        text = text[: MESSAGE_MAX_CHARS - 30] + f"... ({len(text)} characters)"
+    return text
+
+
+def complain(message: str) -> None:
+    sys.stderr.write(f"{PROG}: {one_line(message)}\n")
+
+
+PATH_MAX_BYTES = 4096  # Linux's PATH_MAX and NAME_MAX: a longer name cannot name a file
+NAME_MAX_BYTES = 255
+NUMBER_MAX_CHARS = 20  # every number option's range fits (2**63 - 1 has 19 digits)
+# Options checked when the command line is parsed, whichever command declares them: the
+# command still decides the range (a number) or what the path must be.
+PATH_OPTIONS = frozenset({"config", "state_dir", "key", "log", "sensor_url", "checkpoint"})
+NUMBER_OPTIONS = frozenset({"total", "bank_seat", "rounds", "seed", "n_bytes", "last"})
+
+
+def path_argument(text: str) -> str:
+    """A file or directory name (or a sensor URL): 1..PATH_MAX bytes, no part over NAME_MAX,
+    no control characters. Returned unchanged."""
+    raw = os.fsencode(text)
+    if not raw:
+        raise argparse.ArgumentTypeError("an empty name")
+    if any(c < " " or c == "\x7f" for c in text):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} has control characters")
+    if len(raw) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in raw.split(b"/")):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is too long to be a name")
+    return text
+
+
+def number_argument(text: str) -> str:
+    """A whole number as text: ASCII digits only (int() also takes '٣', ' 7' and '1_0').
+    Returned unchanged; the command checks the range."""
+    if not is_ascii_digits(text) or len(text) > NUMBER_MAX_CHARS:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number")
+    return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line and exits 2, and checks every option
+    in PATH_OPTIONS and NUMBER_OPTIONS as it parses them."""
+
+    def error(self, message: str) -> NoReturn:
+        complain(message)
+        raise SystemExit(EX_USAGE)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.type is None and action.dest in PATH_OPTIONS:
+            action.type = path_argument
+        elif action.type is None and action.dest in NUMBER_OPTIONS:
+            action.type = number_argument
+        return action
+
+
+def whole_number(text: str, what: str, low: int, high: int) -> int:
+    """A whole-number argument: ASCII digits for a value in ``low..high``, else exit 2."""
+    try:
+        return parse_bounded_int(text, low=low, high=high, what=what)
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, sort_keys=False) + "\n")

@@ -1,0 +1,190 @@
+"""The audit log's commands: ``verify-log``, ``recall``, ``export`` and ``export-key``.
+
+JSON on stdout (one document, or JSON lines for ``export``); a failed verification names the
+first bad record on stderr and exits 1; a bad argument is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from controller.app.config_file import DEFAULT_PATH, load_config
+from controller.app.instance_lock import InstanceLock
+from controller.audit.log import (
+    DB_NAME,
+    KEY_FILE,
+    LATEST_CHECKPOINT,
+    MAX_KEY_FILE_BYTES,
+    AuditLog,
+    load_signer,
+    open_for_reading,
+    origin_for,
+    read_checkpoints,
+)
+from controller.audit.recall import DEFAULT_RECALL, export_lines, recall
+from controller.audit.verify import verify_state_dir
+from controller.core.config import StorageConfig
+from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.note import NoteError, Verifier
+from controller.errors import AuditLogError, LogIntegrityError, UsageError
+from controller.files import read_capped
+
+MAX_NOTE_BYTES = 16 * 1024  # a signed checkpoint is a few hundred bytes
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(args.state_dir or StorageConfig().state_dir)
+
+
+def _state_dir_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--state-dir",
+        help=f"the controller's state directory (default {StorageConfig().state_dir})",
+    )
+
+
+def _print(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def _argument_file(option: str, name: str, limit: int) -> str:
+    """The text of a small file named on the command line (a key, a checkpoint)."""
+    try:
+        return read_capped(Path(name), limit).decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(name)}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{option} {quoted(name)}: {exc}") from None
+
+
+def log_verifier(state_dir: Path, key_file: str | None) -> Verifier:
+    """The verifier key from ``--key`` (note-verifier form), else from the log's own key."""
+    if key_file is not None:
+        text = _argument_file("--key", key_file, MAX_KEY_FILE_BYTES)
+        try:
+            return Verifier.parse(text)
+        except NoteError as exc:
+            raise UsageError(f"--key {quoted(key_file)}: not a verifier key ({exc})") from None
+    signer = load_signer(state_dir)
+    if signer is None:
+        raise AuditLogError(f"audit log: no key in {state_dir}; pass the verifier key with --key")
+    return signer.verifier
+
+
+# --- verify-log -----------------------------------------------------------------------------
+
+
+def verify_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+    p.add_argument("--key", help="file holding the log's verifier key (name+keyid+base64)")
+    p.add_argument(
+        "--checkpoint",
+        help="a signed checkpoint kept elsewhere (paigow-controller checkpoint): the log must"
+        " extend it",
+    )
+
+
+def verify(args: argparse.Namespace) -> int:
+    state_dir = _state_dir(args)
+    verifier = log_verifier(state_dir, args.key)
+    checkpoint = None
+    if args.checkpoint is not None:
+        checkpoint = _argument_file("--checkpoint", args.checkpoint, MAX_NOTE_BYTES)
+    try:
+        report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint)
+    except LogIntegrityError as exc:
+        _print({"ok": False, "record": exc.record, "error": str(exc)})
+        sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
+        return 1
+    _print({**report.as_dict(), "key": str(verifier)})
+    return 0
+
+
+# --- recall ---------------------------------------------------------------------------------
+
+
+def recall_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+    p.add_argument("--last", default=str(DEFAULT_RECALL), help="how many rounds (default 10)")
+
+
+def recall_command(args: argparse.Namespace) -> int:
+    try:
+        last = parse_bounded_int(args.last, low=1, high=10_000, what="--last")
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
+    _print({"rounds": recall(_state_dir(args), last=last)})
+    return 0
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def export_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+
+
+def export(args: argparse.Namespace) -> int:
+    """One JSON line per record (``controller.audit.recall.export_lines``)."""
+    for line in export_lines(_state_dir(args)):
+        _print(line)
+    return 0
+
+
+# --- checkpoint and init ---------------------------------------------------------------------
+
+
+def checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+
+
+def checkpoint_command(args: argparse.Namespace) -> int:
+    """The log's latest signed checkpoint (a C2SP signed note), to keep off the box."""
+    db = open_for_reading(_state_dir(args))
+    try:
+        latest = read_checkpoints(db).get(LATEST_CHECKPOINT)
+    finally:
+        db.close()
+    if latest is None:
+        raise AuditLogError("audit log: the log has no signed checkpoint yet")
+    sys.stdout.write(latest)
+    return 0
+
+
+def init_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+
+
+def init_command(args: argparse.Namespace) -> int:
+    """A new state directory: the log's signing key and its first record. Refuses a directory
+    that already holds a log or a key (a key is never replaced)."""
+    config = load_config(Path(args.config))
+    state_dir = Path(args.state_dir or config.storage.state_dir)
+    lock = InstanceLock.acquire(state_dir)
+    try:
+        if (state_dir / KEY_FILE).exists() or (state_dir / DB_NAME).exists():
+            raise AuditLogError(f"audit log: {state_dir} already holds a log or a key")
+        with AuditLog.open(state_dir, origin=origin_for(config.table.name)) as log:
+            assert log.signer is not None
+            verifier = log.signer.verifier
+    finally:
+        lock.release()
+    sys.stdout.write(f"{verifier}\n")
+    return 0
+
+
+# --- export-key -----------------------------------------------------------------------------
+
+
+def key_arguments(p: argparse.ArgumentParser) -> None:
+    _state_dir_argument(p)
+
+
+def export_key(args: argparse.Namespace) -> int:
+    verifier = log_verifier(_state_dir(args), None)
+    sys.stdout.write(f"{verifier}\n")
+    return 0

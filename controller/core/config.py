@@ -1,0 +1,336 @@
+"""The configuration: one TOML file, read with tomllib and validated before anything starts.
+
+Each section is a frozen dataclass; a field's metadata gives its range or its choices. An
+unknown section or key, a wrong type or a value out of range is refused with a
+:class:`ConfigError` naming ``section.key``; the command line turns that into exit 78.
+The example in ``hw/config.example.toml`` documents every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from controller.core.dice import ReadPolicy
+from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
+from controller.core.position import Game
+from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
+from controller.core.wagers import (
+    BeatItCondition,
+    Odds,
+    Paytable,
+    SumCondition,
+    Wager,
+    sum_paytable_a,
+    sum_paytable_b,
+)
+from controller.errors import ConfigError
+
+MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
+ODDS_WIN_MAX = 100_000  # "N to M": 1 <= N <= ODDS_WIN_MAX, 1 <= M <= ODDS_STAKE_MAX
+ODDS_STAKE_MAX = 1000
+
+
+def _range(low: float | None = None, high: float | None = None) -> dict[str, Any]:
+    return {"low": low, "high": high}
+
+
+@dataclass(frozen=True, slots=True)
+class TableConfig:
+    name: str = field(default="table-1", metadata={"pattern": "name"})
+    game: Game = Game.TILES
+    mode: Mode = Mode.SHAKER
+
+
+@dataclass(frozen=True, slots=True)
+class RoundConfig:
+    min_shake_cycles: int = field(default=MIN_SHAKE_CYCLES, metadata=_range(MIN_SHAKE_CYCLES, 50))
+    settle_ms: int = field(default=1500, metadata=_range(0, 10_000))
+    read_timeout_ms: int = field(default=5000, metadata=_range(100, 60_000))
+    max_reshakes: int = field(default=5, metadata=_range(1, 50))
+    reads_to_agree: int = field(default=2, metadata=_range(1, 10))
+    min_confidence: int = field(default=80, metadata=_range(1, 100))
+    position_tolerance_mm: int = field(default=3, metadata=_range(0, 100))
+
+
+@dataclass(frozen=True, slots=True)
+class ShakerConfig:
+    motor_max_ms: int = field(default=8000, metadata=_range(500, 30_000))
+    shake_ms: int = field(default=3000, metadata=_range(300, 30_000))
+    amplitude: float = field(default=0.8, metadata=_range(0.1, 1.0))
+    cycle_ms: int = field(default=400, metadata=_range(50, 5000))
+    debounce_ms: int = field(default=30, metadata=_range(1, 1000))
+
+    @property
+    def cycles(self) -> int:
+        """Complete shake cycles in one pattern."""
+        return self.shake_ms // self.cycle_ms
+
+    def __post_init__(self) -> None:
+        if self.cycles < MIN_SHAKE_CYCLES:
+            raise ConfigError(
+                "shaker.shake_ms",
+                f"{self.shake_ms} ms of {self.cycle_ms} ms cycles is {self.cycles} cycles; "
+                f"a shake needs at least {MIN_SHAKE_CYCLES} (621a.8(a)(2))",
+            )
+        if self.motor_max_ms < (self.cycles + 1) * self.cycle_ms:
+            raise ConfigError(
+                "shaker.motor_max_ms",
+                f"must exceed the shake ({self.cycles * self.cycle_ms} ms) by at least one cycle",
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SensorConfig:
+    url: str = "/dev/paigow-dice"
+    baudrate: int = field(
+        default=115200,
+        metadata={"choices": (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)},
+    )
+    timeout_ms: int = field(default=500, metadata=_range(10, 10_000))
+    retries: int = field(default=3, metadata=_range(0, 10))
+
+
+@dataclass(frozen=True, slots=True)
+class RngConfig:
+    mode: RngMode = RngMode.POSITION
+    session_max_rounds: int = field(default=500, metadata=_range(1, 1_000_000))
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    state_dir: str = "/var/lib/paigow-controller"
+
+
+@dataclass(frozen=True, slots=True)
+class DisplayConfig:
+    host: str = "127.0.0.1"
+    http_port: int = field(default=8080, metadata=_range(1, 65535))
+    feed_port: int = field(default=8081, metadata=_range(1, 65535))
+
+
+@dataclass(frozen=True, slots=True)
+class PinsConfig:
+    """BCM pin numbers; see hw/pinout.md."""
+
+    motor: int = field(default=12, metadata=_range(0, 27))
+    shake_button: int = field(default=17, metadata=_range(0, 27))
+    shake_button_lamp: int = field(default=27, metadata=_range(0, 27))
+    lid_switch: int = field(default=22, metadata=_range(0, 27))
+    motion_sensor: int = field(default=23, metadata=_range(0, 27))
+    tamper_switch: int = field(default=24, metadata=_range(0, 27))
+    key_no_more_bets: int = field(default=5, metadata=_range(0, 27))
+    key_close_round: int = field(default=6, metadata=_range(0, 27))
+    key_void_round: int = field(default=13, metadata=_range(0, 27))
+    supervisor_key: int = field(default=19, metadata=_range(0, 27))
+    lamp_red: int = field(default=16, metadata=_range(0, 27))
+    lamp_green: int = field(default=20, metadata=_range(0, 27))
+    lamp_blue: int = field(default=21, metadata=_range(0, 27))
+    key_clear_fault: int = field(default=26, metadata=_range(0, 27))
+    key_dice_set: int = field(default=25, metadata=_range(0, 27))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    table: TableConfig = TableConfig()
+    round: RoundConfig = RoundConfig()
+    shaker: ShakerConfig = ShakerConfig()
+    sensor: SensorConfig = SensorConfig()
+    rng: RngConfig = RngConfig()
+    storage: StorageConfig = StorageConfig()
+    display: DisplayConfig = DisplayConfig()
+    pins: PinsConfig = PinsConfig()
+    paytables: tuple[Paytable, ...] = field(
+        default_factory=lambda: (sum_paytable_a(), sum_paytable_b())
+    )
+    source_sha256: str = ""  # SHA-256 of the file's bytes, for the config_loaded record
+
+    def round_settings(self) -> RoundSettings:
+        r = self.round
+        return RoundSettings(
+            game=self.table.game,
+            mode=self.table.mode,
+            rng_mode=self.rng.mode,
+            min_shake_cycles=r.min_shake_cycles,
+            settle_ms=r.settle_ms,
+            read_timeout_ms=r.read_timeout_ms,
+            motor_max_ms=self.shaker.motor_max_ms,
+            max_reshakes=r.max_reshakes,
+            read_policy=ReadPolicy(r.reads_to_agree, r.min_confidence, r.position_tolerance_mm),
+            paytables=self.paytables,
+        )
+
+
+_SECTIONS: Mapping[str, type[Any]] = {
+    "table": TableConfig,
+    "round": RoundConfig,
+    "shaker": ShakerConfig,
+    "sensor": SensorConfig,
+    "rng": RngConfig,
+    "storage": StorageConfig,
+    "display": DisplayConfig,
+    "pins": PinsConfig,
+}
+
+
+def config_from_bytes(data: bytes, *, source: str) -> Config:
+    """Validate the bytes of a config file (``source`` names it in messages). Raises
+    :class:`ConfigError` naming the offending key; the config keeps the bytes' SHA-256."""
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError("file", f"{source} is not UTF-8") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("file", f"{source} is not valid TOML: {exc}") from exc
+    config = parse_config(raw)
+    return dataclasses.replace(config, source_sha256=hashlib.sha256(data).hexdigest())
+
+
+def parse_config(raw: Mapping[str, Any]) -> Config:
+    sections: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name == "paytables":
+            continue
+        cls = _SECTIONS.get(name)
+        if cls is None:
+            raise ConfigError(name, "unknown section")
+        if not isinstance(value, dict):
+            raise ConfigError(name, "must be a table")
+        sections[name] = _section(name, cls, value)
+    config = Config(**sections)
+    if "paytables" in raw:
+        config = dataclasses.replace(config, paytables=_paytables(raw["paytables"]))
+    _check_pins_distinct(config.pins)
+    if config.shaker.cycles < config.round.min_shake_cycles:
+        raise ConfigError(
+            "round.min_shake_cycles",
+            f"{config.round.min_shake_cycles} is more than the {config.shaker.cycles} cycles"
+            " one shake pattern makes ([shaker] shake_ms / cycle_ms)",
+        )
+    config.round_settings()
+    return config
+
+
+def _check_pins_distinct(pins: PinsConfig) -> None:
+    seen: dict[int, str] = {}
+    for spec in dataclasses.fields(pins):
+        number = getattr(pins, spec.name)
+        if number in seen:
+            raise ConfigError(f"pins.{spec.name}", f"BCM {number} is already pins.{seen[number]}")
+        seen[number] = spec.name
+
+
+def _section(name: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        spec = known.get(key)
+        if spec is None:
+            raise ConfigError(f"{name}.{key}", "unknown key")
+        kwargs[key] = _value(f"{name}.{key}", hints[key], spec.metadata, value)
+    return cls(**kwargs)
+
+
+def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        choices = [str(m.value) for m in kind]
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(key, f"must be one of {', '.join(choices)}")
+        return kind(value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, "must be true or false")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, "must be a whole number")
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(key, "must be a number")
+        value = float(value)
+    elif kind is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(key, "must be a non-empty string")
+        if len(value) > MAX_TEXT_CHARS or not value.isprintable():
+            raise ConfigError(
+                key, f"must be at most {MAX_TEXT_CHARS} characters, none of them control characters"
+            )
+        if meta.get("pattern") == "name" and not _is_name(value):
+            raise ConfigError(key, "must be 1-32 letters, digits, '-' or '_'")
+        return value
+    else:  # pragma: no cover - a section declared a type this loader does not know
+        raise ConfigError(key, f"has unsupported type {kind}")
+    low, high = meta.get("low"), meta.get("high")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ConfigError(key, f"{value} is out of range {low}..{high}")
+    allowed = meta.get("choices")
+    if allowed is not None and value not in allowed:
+        raise ConfigError(key, f"must be one of {', '.join(str(c) for c in allowed)}")
+    return value
+
+
+def _is_name(value: str) -> bool:
+    return 1 <= len(value) <= 32 and all(c.isascii() and (c.isalnum() or c in "-_") for c in value)
+
+
+def _paytables(raw: Any) -> tuple[Paytable, ...]:
+    """``[paytables.NAME]`` tables: wager, condition (sum and beat_it), pays = {key = "N to M"}.
+
+    Every outcome the table can produce must have its odds: a payout is never invented."""
+    if not isinstance(raw, dict):
+        raise ConfigError("paytables", "must be a table of named paytables")
+    tables = []
+    for name, spec in raw.items():
+        key = f"paytables.{name}"
+        if not _is_name(name):
+            raise ConfigError(key, "a paytable name must be 1-32 letters, digits, '-' or '_'")
+        if not isinstance(spec, dict):
+            raise ConfigError(key, "must be a table")
+        unknown = set(spec) - {"wager", "condition", "pays"}
+        if unknown:
+            raise ConfigError(f"{key}.{sorted(unknown)[0]}", "unknown key")
+        wager = _value(f"{key}.wager", Wager, {}, spec.get("wager"))
+        condition: str | None = None
+        if wager is Wager.SUM:
+            condition = str(_value(f"{key}.condition", SumCondition, {}, spec.get("condition")))
+        elif wager is Wager.BEAT_IT:
+            condition = str(_value(f"{key}.condition", BeatItCondition, {}, spec.get("condition")))
+        elif "condition" in spec:
+            raise ConfigError(f"{key}.condition", "a match paytable has no condition")
+        pays_raw = spec.get("pays")
+        if not isinstance(pays_raw, dict) or not pays_raw:
+            raise ConfigError(f"{key}.pays", 'must map outcomes to odds, e.g. { "17" = "25 to 1" }')
+        pays = {str(k): _odds(f"{key}.pays.{k}", v) for k, v in pays_raw.items()}
+        table = Paytable(name, wager, condition, pays)
+        possible = table.possible_keys()
+        for outcome in pays:
+            if outcome not in possible:
+                raise ConfigError(
+                    f"{key}.pays.{outcome}",
+                    f"is not an outcome of this wager (outcomes: {', '.join(sorted(possible))})",
+                )
+        for outcome in sorted(possible - set(pays)):
+            raise ConfigError(f"{key}.pays.{outcome}", "missing: every winning outcome needs odds")
+        tables.append(table)
+    return tuple(tables)
+
+
+def _odds(key: str, value: Any) -> Odds:
+    if not isinstance(value, str):
+        raise ConfigError(key, 'must be a string like "25 to 1"')
+    parts = value.split()
+    if len(parts) != 3 or parts[1] != "to" or not all(map(is_ascii_digits, parts[::2])):
+        raise ConfigError(key, f'{quoted(value)} is not odds like "25 to 1"')
+    try:
+        win = parse_bounded_int(parts[0], low=1, high=ODDS_WIN_MAX, what="the win")
+        stake = parse_bounded_int(parts[2], low=1, high=ODDS_STAKE_MAX, what="the stake")
+    except ValueError as exc:
+        raise ConfigError(key, f"{quoted(value)} is out of range: {exc}") from None
+    return Odds(win, stake)

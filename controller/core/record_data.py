@@ -1,0 +1,161 @@
+"""What the audit log's records say, for the daemon that writes them and for the verifier and
+recovery that read them back. Pure: no I/O.
+
+``config_loaded`` carries the configuration's SHA-256 and its paytables, so that a verifier can
+recompute every recorded payout without the file (the paytables in force are the last ones
+recorded before a result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.core.config import ODDS_STAKE_MAX, ODDS_WIN_MAX, Config
+from controller.core.dice import Roll
+from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.position import BETTING_POSITIONS, Game, seat
+from controller.core.result import RoundResult, result_of_number, result_of_roll
+from controller.core.wagers import Odds, Paytable, Wager, outcomes
+from controller.errors import ConfigError, GameRuleError
+
+
+class RecordDataError(ValueError):
+    """A record's data does not have the shape its kind requires."""
+
+
+def paytables_record(paytables: Sequence[Paytable]) -> list[dict[str, object]]:
+    return [
+        {
+            "name": table.name,
+            "wager": str(table.wager),
+            "condition": table.condition,
+            "pays": {key: str(odds) for key, odds in sorted(table.pays.items())},
+        }
+        for table in paytables
+    ]
+
+
+def paytables_from_record(raw: object) -> tuple[Paytable, ...]:
+    if not isinstance(raw, list):
+        raise RecordDataError("paytables must be a list")
+    tables = []
+    for item in raw:
+        if not isinstance(item, dict) or set(item) != {"name", "wager", "condition", "pays"}:
+            raise RecordDataError("a paytable has name, wager, condition and pays")
+        pays: dict[str, Odds] = {}
+        raw_pays = item["pays"]
+        if not isinstance(raw_pays, dict):
+            raise RecordDataError("paytable pays must be an object")
+        for key, text in raw_pays.items():
+            pays[key] = _odds(text)
+        try:
+            wager = Wager(item["wager"])
+        except ValueError as exc:
+            raise RecordDataError(f"unknown wager {item['wager']!r}") from exc
+        condition = item["condition"]
+        if condition is not None and not isinstance(condition, str):
+            raise RecordDataError("paytable condition must be a string or null")
+        tables.append(Paytable(str(item["name"]), wager, condition, pays))
+    return tuple(tables)
+
+
+def _odds(text: object) -> Odds:
+    """Recorded odds ``"N to M"``, in the bounds a config may give them."""
+    parts = str(text).split()
+    if len(parts) != 3 or parts[1] != "to":
+        raise RecordDataError(f"paytable odds {quoted(str(text))} are not 'N to M'")
+    try:
+        win = parse_bounded_int(parts[0], low=1, high=ODDS_WIN_MAX, what="win")
+        stake = parse_bounded_int(parts[2], low=1, high=ODDS_STAKE_MAX, what="stake")
+    except NumberError as exc:
+        raise RecordDataError(f"paytable odds {quoted(str(text))}: {exc}") from None
+    return Odds(win, stake)
+
+
+def config_loaded_data(config: Config) -> dict[str, object]:
+    """The data of the ``config_loaded`` record the daemon writes at start."""
+    return {
+        "sha256": config.source_sha256,
+        "table": config.table.name,
+        "game": str(config.table.game),
+        "mode": str(config.table.mode),
+        "rng_mode": str(config.rng.mode),
+        "paytables": paytables_record(config.paytables),
+    }
+
+
+def bank_seat_of(label: object) -> int | None:
+    """``"dealer"`` -> None, ``"seat 3"`` -> 3 (the labels the state machine records)."""
+    if label == "dealer":
+        return None
+    if isinstance(label, str) and label.startswith("seat "):
+        try:
+            number = parse_bounded_int(label[5:], low=1, high=BETTING_POSITIONS, what="seat")
+        except NumberError:
+            pass
+        else:
+            return seat(number).index
+    raise RecordDataError(f"bank {quoted(str(label))} is neither 'dealer' nor 'seat N'")
+
+
+def _roll_of(raw: object) -> Roll:
+    if not isinstance(raw, dict) or set(raw) != {"red", "blue"}:
+        raise RecordDataError("dice must be {red, blue}")
+    red, blue = raw["red"], raw["blue"]
+    if not isinstance(blue, list) or len(blue) != 2:
+        raise RecordDataError("dice blue must be two faces")
+    if not all(isinstance(face, int) and not isinstance(face, bool) for face in (red, *blue)):
+        raise RecordDataError("dice faces must be whole numbers")
+    return Roll(red, (blue[0], blue[1]))
+
+
+_RESULT_ROUND_KEYS = ("round", "attempt")
+
+
+def recompute_result(data: Mapping[str, Any], paytables: Sequence[Paytable]) -> RoundResult:
+    """The result that the recorded dice (or RNG number) give, by the one place that decides
+    (controller/core/result.py). Raises :class:`RecordDataError` for data that cannot be a
+    result."""
+    try:
+        game = Game(data["game"])
+        bank_seat = bank_seat_of(data["bank"])
+        if "dice" in data:
+            return result_of_roll(
+                game, _roll_of(data["dice"]), bank_seat=bank_seat, paytables=paytables
+            )
+        count = data["count"]
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise RecordDataError("count must be a whole number")
+        return result_of_number(game, count, bank_seat=bank_seat)
+    except KeyError as exc:
+        raise RecordDataError(f"a result needs {exc.args[0]!r}") from exc
+    except (GameRuleError, ConfigError, ValueError) as exc:
+        if isinstance(exc, RecordDataError):
+            raise
+        raise RecordDataError(str(exc)) from exc
+
+
+def result_as_recorded(data: Mapping[str, Any]) -> RoundResult:
+    """The result exactly as recorded (its payouts included), to show it again after a
+    restart: never re-drawn, never re-read, never re-settled with another paytable."""
+    result = recompute_result(data, ())
+    if result.roll is None:
+        return result
+    payouts = data.get("payouts", {})
+    if not isinstance(payouts, dict):
+        raise RecordDataError("payouts must be an object")
+    return RoundResult(
+        result.game,
+        result.count,
+        result.bank_seat,
+        result.position,
+        result.roll,
+        outcomes(result.roll),
+        payouts,
+    )
+
+
+def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a ``result`` record that ``RoundResult.as_record`` produces."""
+    return {k: v for k, v in data.items() if k not in _RESULT_ROUND_KEYS}

@@ -1,0 +1,78 @@
+"""The kinds of record the audit log keeps, one per event at the table, and a record as stored.
+
+The round state machine emits the records of the game; the daemon adds those of the
+appliance (power on, config loaded, RNG commitments, ...). One enum, so that the log, its
+verifier and the recall screens agree on names. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from controller.core import canonical
+
+
+class RecordKind(StrEnum):
+    # the game (emitted by the round state machine)
+    ROUND_OPENED = "round_opened"
+    NO_MORE_BETS = "no_more_bets"  # carries the bank seat
+    SHUFFLE = "shuffle"
+    SHAKE = "shake"  # carries the motion sensor's cycle count
+    READING = "reading"  # carries the raw image digest and the verdict
+    NO_ROLL = "no_roll"  # carries the reason
+    RESULT = "result"
+    VOID = "void"
+    CLOSE = "close"
+    RESHAKE_LIMIT = "reshake_limit"
+    FAULT = "fault"
+    FAULT_CLEARED = "fault_cleared"
+    SUPERVISOR_ACTION = "supervisor_action"
+    SENSOR = "sensor"  # the sensor went away or came back
+    # the appliance (emitted by the daemon)
+    LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
+    RNG_DRAW = "rng_draw"
+    RNG_COMMIT = "rng_commit"
+    RNG_REVEAL = "rng_reveal"
+    CONFIG_LOADED = "config_loaded"
+    DICE_REPLACED = "dice_replaced"
+    POWER_ON = "power_on"
+    SHUTDOWN = "shutdown"
+    RECOVERY = "recovery"
+    INTERRUPTED = "interrupted"
+
+
+def record_hash(leaf: bytes) -> str:
+    """The hex SHA-256 of a leaf: what the next record carries as ``prev``."""
+    return hashlib.sha256(leaf).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record as the log stores it: the leaf bytes are the record (its canonical
+    encoding, the bytes that are hashed); ``kind`` is an index copy of it."""
+
+    seq: int
+    kind: str
+    leaf: bytes
+
+    @property
+    def hash(self) -> str:
+        """The hex SHA-256 of the leaf, which the next record carries as ``prev``."""
+        return record_hash(self.leaf)
+
+    def entry(self) -> dict[str, Any]:
+        value = canonical.decode(self.leaf)
+        if not isinstance(value, dict):
+            raise canonical.EncodingError("a record is a JSON object")
+        return value
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's data (decoded from the leaf; verify-log checks the leaf itself)."""
+        data = self.entry()["data"]
+        if not isinstance(data, dict):
+            raise canonical.EncodingError("a record's data is a JSON object")
+        return data

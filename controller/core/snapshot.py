@@ -1,0 +1,211 @@
+"""The round's context as the audit log keeps it: encoded with the records of every step and
+decoded at power on, so that recovery starts from exactly what the control loop had when its
+last step became durable, and the core's own ``POWER_ON`` rule decides what happens next (one
+rules engine: nothing here decides anything). Pure: no I/O.
+
+The encoding is canonical JSON (controller/core/canonical.py). Only what outlives a power cut is
+kept: the lid's position, the deadlines and a read in progress are not (the hardware reports
+the lid again, and a shake in progress is void at power on). The decoder accepts only what the
+encoder writes: an unknown or missing key, a wrong type or a value out of range is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller.core import canonical
+from controller.core.dice import FACES, Roll, Verdict
+from controller.core.position import BETTING_POSITIONS, BankHistory
+from controller.core.record_data import RecordDataError, result_as_recorded
+from controller.core.state import Fault, RoundContext, State
+from controller.errors import ControllerError
+
+VERSION = 1
+MAX_SNAPSHOT_BYTES = 64 * 1024
+_MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
+
+_KEYS = frozenset(
+    {
+        "v",
+        "state",
+        "round",
+        "attempt",
+        "no_rolls",
+        "bank_seat",
+        "bank_history",
+        "round_open",
+        "running",
+        "sensor_present",
+        "secured",
+        "previous_roll",
+        "faults",
+        "resume",
+        "result",
+    }
+)
+
+
+class SnapshotError(ControllerError, ValueError):
+    """A stored context that the encoder cannot have written."""
+
+
+def encode_context(ctx: RoundContext) -> bytes:
+    previous = None
+    if ctx.previous_roll is not None and ctx.previous_roll.roll is not None:
+        previous = {
+            "dice": ctx.previous_roll.roll.as_record(),
+            "positions": [None if p is None else list(p) for p in ctx.previous_roll.positions],
+        }
+    return canonical.encode(
+        {
+            "v": VERSION,
+            "state": str(ctx.state),
+            "round": ctx.round_number,
+            "attempt": ctx.attempt,
+            "no_rolls": ctx.no_rolls,
+            "bank_seat": ctx.bank_seat,
+            "bank_history": [
+                ctx.bank_history.rounds_since_shuffle,
+                ctx.bank_history.last_bank_seat,
+            ],
+            "round_open": ctx.is_round_open,
+            "running": ctx.is_running,
+            "sensor_present": ctx.is_sensor_present,
+            "secured": ctx.is_secured,
+            "previous_roll": previous,
+            "faults": sorted(str(f) for f in ctx.active_faults),
+            "resume": None if ctx.resume_state is None else str(ctx.resume_state),
+            "result": None if ctx.result is None else ctx.result.as_record(),
+        }
+    )
+
+
+def decode_context(blob: bytes) -> RoundContext:
+    """The context ``encode_context`` wrote; :class:`SnapshotError` for anything else."""
+    if len(blob) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(f"a context snapshot of {len(blob)} bytes is too large")
+    try:
+        raw = canonical.decode(blob)
+    except canonical.EncodingError as exc:
+        raise SnapshotError(f"not a canonical context snapshot: {exc}") from exc
+    if not isinstance(raw, dict) or set(raw) != _KEYS:
+        raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
+    if raw["v"] != VERSION:
+        raise SnapshotError(f"context snapshot version {raw['v']!r} is not {VERSION}")
+    try:
+        state = State(_str(raw, "state"))
+        resume = None if raw["resume"] is None else State(_str(raw, "resume"))
+        faults = frozenset(Fault(_str_item(f)) for f in _list(raw, "faults"))
+        history = _list(raw, "bank_history")
+        if len(history) != 2:
+            raise SnapshotError("bank_history is [rounds since shuffle, last bank seat]")
+        ctx = RoundContext(
+            state=state,
+            round_number=_count(raw, "round", low=1),
+            attempt=_count(raw, "attempt", low=1),
+            no_rolls=_count(raw, "no_rolls", low=0),
+            bank_seat=_seat(raw["bank_seat"]),
+            bank_history=BankHistory(_whole(history[0], low=0), _seat(history[1])),
+            is_round_open=_bool(raw, "round_open"),
+            is_running=_bool(raw, "running"),
+            is_sensor_present=_bool(raw, "sensor_present"),
+            is_secured=_bool(raw, "secured"),
+            previous_roll=_previous(raw["previous_roll"]),
+            active_faults=faults,
+            resume_state=resume,
+            result=None if raw["result"] is None else _result(raw["result"]),
+        )
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, SnapshotError):
+            raise
+        raise SnapshotError(f"context snapshot: {exc}") from exc
+    shows_result = State.RESULT in (state, resume if state is State.FAULT else None)
+    if shows_result != (ctx.result is not None):
+        raise SnapshotError("a context holds a result exactly in RESULT (or a fault over it)")
+    if (state is State.FAULT) != bool(faults):
+        raise SnapshotError("a context is in FAULT exactly when a fault is active")
+    return ctx
+
+
+def _str(raw: Mapping[str, Any], key: str) -> str:
+    return _str_item(raw[key])
+
+
+def _str_item(value: object) -> str:
+    if not isinstance(value, str):
+        raise SnapshotError(f"{value!r} is not a string")
+    return value
+
+
+def _list(raw: Mapping[str, Any], key: str) -> list[Any]:
+    value = raw[key]
+    if not isinstance(value, list):
+        raise SnapshotError(f"{key} is not a list")
+    return value
+
+
+def _bool(raw: Mapping[str, Any], key: str) -> bool:
+    value = raw[key]
+    if not isinstance(value, bool):
+        raise SnapshotError(f"{key} is not true or false")
+    return value
+
+
+def _whole(value: object, *, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= _MAX_COUNT:
+        raise SnapshotError(f"{value!r} is not a whole number from {low}")
+    return value
+
+
+def _count(raw: Mapping[str, Any], key: str, *, low: int) -> int:
+    try:
+        return _whole(raw[key], low=low)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{key}: {exc}") from None
+
+
+def _seat(value: object) -> int | None:
+    if value is None:
+        return None
+    seat = _whole(value, low=1)
+    if seat > BETTING_POSITIONS:
+        raise SnapshotError(f"bank seat {seat} is not 1..{BETTING_POSITIONS}")
+    return seat
+
+
+def _previous(value: object) -> Verdict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"dice", "positions"}:
+        raise SnapshotError("previous_roll is {dice, positions}")
+    dice, positions = value["dice"], value["positions"]
+    if not isinstance(dice, dict) or set(dice) != {"red", "blue"}:
+        raise SnapshotError("previous_roll dice are {red, blue}")
+    blue = dice["blue"]
+    if not isinstance(blue, list) or len(blue) != 2:
+        raise SnapshotError("previous_roll has two blue dice")
+    faces = (dice["red"], *blue)
+    if not all(isinstance(f, int) and not isinstance(f, bool) and f in FACES for f in faces):
+        raise SnapshotError("previous_roll faces are 1..6")
+    if not isinstance(positions, list) or len(positions) > 3:
+        raise SnapshotError("previous_roll positions are up to three places")
+    places: list[tuple[int, int] | None] = []
+    for place in positions:
+        if place is None:
+            places.append(None)
+            continue
+        if not (isinstance(place, list) and len(place) == 2):
+            raise SnapshotError("a die's place is [x, y]")
+        x, y = (_whole(v, low=-_MAX_COUNT) for v in place)
+        places.append((x, y))
+    return Verdict(Roll(faces[0], (faces[1], faces[2])), None, tuple(places))
+
+
+def _result(value: object) -> Any:
+    if not isinstance(value, dict):
+        raise SnapshotError("result is an object")
+    try:
+        return result_as_recorded(value)
+    except RecordDataError as exc:
+        raise SnapshotError(f"result: {exc}") from exc

@@ -1,0 +1,814 @@
+"""The round state machine. Everything that affects it lives in this file.
+
+Pure: no I/O and no clock reads. Time comes in as event data (``Occurrence.at``, in
+milliseconds of a monotonic clock chosen by the shell). Each transition returns the actions the
+shell must carry out, in order: a ``RECORD`` always comes before the ``SHOW`` of the same fact,
+so that a result is in the log before any display shows it.
+
+``TRANSITIONS[(state, event)]`` names the states an event may lead to; a pair that is not in
+the table raises :class:`IllegalTransition` and leaves the state as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TypeVar
+
+from controller.core.dice import (
+    DiceReading,
+    DieReading,
+    NoRollReason,
+    ReadPolicy,
+    ReadProgress,
+    Roll,
+    Verdict,
+    next_read,
+)
+from controller.core.position import BankHistory, Game, table_cycle
+from controller.core.records import RecordKind
+from controller.core.result import RoundResult, result_of_number, result_of_roll
+from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
+from controller.errors import ConfigError, GameRuleError, IllegalTransition
+
+_T = TypeVar("_T")
+
+MIN_SHAKE_CYCLES = 3  # 621a.8(a)(2), 621a.11(i): shaken at least three times
+MOTOR_GRACE_MS = 1000  # the core's backstop fires this long after the driver's own limit
+
+
+class Mode(StrEnum):
+    """Current 621a.6(a): how the number is selected."""
+
+    SHAKER = "shaker"  # (3) a player-activated shaker started by a button at the player's position
+    RNG = "rng"  # (1) a computerized RNG that selects and displays a number
+    MANUAL = "manual"  # (2) a manual shaker, shaken at least three times, set on the reading area
+
+
+class RngMode(StrEnum):
+    POSITION = "position"  # one number, uniform over the table's positions
+    DICE = "dice"  # three virtual dice: total, position and side wagers as with real dice
+
+
+class State(StrEnum):
+    IDLE = "idle"  # bets open
+    ARMED = "armed"  # "no more bets": waiting for the shake (or the dealer's dice-set key)
+    SHAKING = "shaking"
+    SETTLING = "settling"
+    READING = "reading"
+    DRAWING = "drawing"  # RNG mode: the shell draws and records the number
+    RESULT = "result"  # the result is recorded and shown; the dealer closes the round
+    NO_ROLL = "no_roll"  # the shake or the reading did not count: reshake
+    FAULT = "fault"  # outputs safe; a dealer or a supervisor clears it
+    LOCKED = "locked"  # reshake limit reached: only a supervisor clears it
+
+
+class Event(StrEnum):
+    NO_MORE_BETS = "no_more_bets"  # dealer key; carries the bank seat
+    SHUFFLED = "shuffled"  # dealer: tiles reshuffled (bank rules start again)
+    SHAKE_PRESSED = "shake_pressed"  # the player's shake button
+    SHAKE_DONE = "shake_done"  # the shaker finished its pattern; carries the cycle count
+    DICE_SET = "dice_set"  # manual mode: the shaker is uncovered on the reading area
+    TICK = "tick"  # time passes
+    READING = "reading"  # the sensor's reading of the dice
+    SENSOR_TIMEOUT = "sensor_timeout"
+    SENSOR_LOST = "sensor_lost"
+    SENSOR_BACK = "sensor_back"
+    RNG_DRAWN = "rng_drawn"  # the shell drew (and recorded) the RNG's number or dice
+    LID_OPENED = "lid_opened"
+    LID_CLOSED = "lid_closed"
+    MOTOR_OVERRUN = "motor_overrun"  # the driver cut the motor at its maximum run time
+    TAMPER = "tamper"  # shaker removed or tilted
+    SECURED = "secured"  # the tamper loop is closed again (the fault stays until cleared)
+    FAULT = "fault"  # any other fault (RNG self-test, storage, internal); carries its kind
+    CLOSE_ROUND = "close_round"  # dealer key
+    VOID_ROUND = "void_round"  # dealer key (supervisor key after a result)
+    CLEAR_FAULT = "clear_fault"  # dealer key, or the supervisor key switch
+    POWER_ON = "power_on"  # the controller started with the context its log holds
+    SHUTDOWN = "shutdown"  # an orderly stop (SIGTERM, the end of a simulation)
+
+
+class Fault(StrEnum):
+    TAMPER = "tamper"
+    MOTOR_OVERRUN = "motor_overrun"
+    SENSOR_TIMEOUT = "sensor_timeout"
+    SENSOR_LOST = "sensor_lost"
+    SENSOR_HARDWARE = "sensor_hardware"  # the sensor reports its camera, lighting or lens failed
+    RNG_FAILURE = "rng_failure"
+    STORAGE = "storage"
+    INTERNAL = "internal"
+    LOG_ROLLBACK = "log_rollback"  # the log does not extend the checkpoint kept outside it
+    LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
+
+    @property
+    def needs_supervisor(self) -> bool:
+        """A dealer may clear a sensor fault; everything else takes the supervisor key."""
+        return self not in (Fault.SENSOR_TIMEOUT, Fault.SENSOR_LOST)
+
+    @property
+    def needs_restart(self) -> bool:
+        """No key clears it: a technician restores the log's signing key and restarts, so
+        that no record is ever signed by another key."""
+        return self is Fault.LOG_IDENTITY
+
+
+class ActionKind(StrEnum):
+    START_SHAKE = "start_shake"
+    STOP_MOTOR = "stop_motor"
+    REQUEST_READ = "request_read"
+    DRAW_NUMBER = "draw_number"
+    SAFE_STATE = "safe_state"  # latch the fault: every output to its safe value
+    RECORD = "record"
+    SHOW = "show"
+    PREPARE_RNG = "prepare_rng"  # an RNG session committed (and shown) before bets close
+    CLOSE_RNG = "close_rng"  # reveal the RNG session's seed (an orderly stop)
+    REANCHOR = "reanchor"  # keep the log's current checkpoint as its new anchor
+
+
+class Screen(StrEnum):
+    """What the table display and the status lamp show."""
+
+    READY = "ready"
+    BETS_CLOSED = "bets_closed"
+    SHAKING = "shaking"
+    SETTLING = "settling"
+    READING = "reading"
+    DRAWING = "drawing"
+    RESULT = "result"
+    NO_ROLL = "no_roll"
+    FAULT = "fault"
+    LOCKED = "locked"
+    REFUSED = "refused"  # a notice: the key or button was refused, nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: ActionKind
+    record: RecordKind | None = None
+    screen: Screen | None = None
+    data: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """An event with its data. Only the fields its event needs are read."""
+
+    event: Event
+    at: int
+    reading: DiceReading | None = None
+    cycles: int | None = None
+    bank_seat: int | None = None
+    rng_number: int | None = None
+    roll: Roll | None = None
+    fault: Fault | None = None
+    supervisor: bool = False
+    detail: str = ""
+    config: Mapping[str, object] | None = None  # POWER_ON: the config_loaded record's data
+
+
+@dataclass(frozen=True, slots=True)
+class RoundSettings:
+    game: Game = Game.TILES
+    mode: Mode = Mode.SHAKER
+    rng_mode: RngMode = RngMode.POSITION
+    min_shake_cycles: int = MIN_SHAKE_CYCLES
+    settle_ms: int = 1500
+    read_timeout_ms: int = 5000
+    motor_max_ms: int = 8000
+    max_reshakes: int = 5
+    read_policy: ReadPolicy = ReadPolicy()
+    paytables: tuple[Paytable, ...] = field(
+        default_factory=lambda: (sum_paytable_a(), sum_paytable_b())
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_shake_cycles < MIN_SHAKE_CYCLES:
+            raise ConfigError(
+                "round.min_shake_cycles", f"must be at least {MIN_SHAKE_CYCLES} (621a.8(a)(2))"
+            )
+        if self.max_reshakes < 1:
+            raise ConfigError("round.max_reshakes", "must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """The whole state of the table as the core sees it. Immutable: each step makes a new one."""
+
+    state: State = State.IDLE
+    round_number: int = 1
+    attempt: int = 1
+    no_rolls: int = 0
+    bank_seat: int | None = None
+    bank_history: BankHistory = BankHistory()
+    is_lid_closed: bool = False
+    is_sensor_present: bool = True
+    is_secured: bool = True
+    deadline: int | None = None
+    read_progress: ReadProgress = ReadProgress()
+    previous_roll: Verdict | None = None
+    active_faults: frozenset[Fault] = frozenset()
+    resume_state: State | None = None
+    result: RoundResult | None = None
+    is_round_open: bool = False  # a round_opened record exists for round_number
+    is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
+
+
+S, E = State, Event
+_ALL = tuple(State)
+_ROUND_IN_PLAY = (S.ARMED, S.NO_ROLL, S.SHAKING, S.SETTLING, S.READING)
+_SHAKE_IN_PROGRESS = (S.SHAKING, S.SETTLING, S.READING)
+_RESUMABLE = (S.IDLE, S.ARMED, S.NO_ROLL, S.DRAWING, S.RESULT, S.LOCKED)
+
+
+def _each(
+    states: Sequence[State], event: Event, *targets: State
+) -> dict[tuple[State, Event], frozenset[State]]:
+    """Rows for one event in several states: to ``targets``, or (none given) staying put."""
+    return {(s, event): frozenset(targets or (s,)) for s in states}
+
+
+def _each_same_or(
+    states: Sequence[State], event: Event, *others: State
+) -> dict[tuple[State, Event], frozenset[State]]:
+    """Rows for one event in several states: staying put, or to one of ``others``."""
+    return {(s, event): frozenset((s, *others)) for s in states}
+
+
+TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
+    # bets open
+    (S.IDLE, E.NO_MORE_BETS): frozenset({S.ARMED, S.DRAWING}),
+    (S.IDLE, E.SHUFFLED): frozenset({S.IDLE}),
+    # the shake; pressing the button outside a shake does nothing (no mashing)
+    **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.SHAKING),
+    **_each(
+        (S.IDLE, S.SHAKING, S.SETTLING, S.READING, S.DRAWING, S.RESULT, S.FAULT, S.LOCKED),
+        E.SHAKE_PRESSED,
+    ),
+    (S.SHAKING, E.SHAKE_DONE): frozenset({S.SETTLING, S.NO_ROLL, S.LOCKED}),
+    **_each((S.ARMED, S.NO_ROLL), E.DICE_SET, S.READING),
+    # time
+    **_each(_ALL, E.TICK),
+    (S.SHAKING, E.TICK): frozenset({S.SHAKING, S.FAULT}),
+    (S.SETTLING, E.TICK): frozenset({S.SETTLING, S.READING}),
+    (S.READING, E.TICK): frozenset({S.READING, S.FAULT}),
+    # the reading
+    (S.READING, E.READING): frozenset({S.READING, S.RESULT, S.NO_ROLL, S.LOCKED}),
+    (S.DRAWING, E.RNG_DRAWN): frozenset({S.RESULT}),
+    # the lid: opening it voids a shake in progress (621a.11(i): cover and reshake)
+    **_each_same_or(_SHAKE_IN_PROGRESS, E.LID_OPENED, S.NO_ROLL, S.LOCKED),
+    **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.DRAWING, S.RESULT, S.FAULT, S.LOCKED), E.LID_OPENED),
+    **_each(_ALL, E.LID_CLOSED),
+    # the sensor: a fault in the dice modes, a note in RNG mode
+    **_each_same_or(tuple(s for s in _ALL if s is not S.FAULT), E.SENSOR_TIMEOUT, S.FAULT),
+    **_each_same_or(tuple(s for s in _ALL if s is not S.FAULT), E.SENSOR_LOST, S.FAULT),
+    **_each((S.FAULT,), E.SENSOR_TIMEOUT),
+    **_each((S.FAULT,), E.SENSOR_LOST),
+    **_each(_ALL, E.SENSOR_BACK),
+    # faults latch from anywhere
+    **_each(_ALL, E.MOTOR_OVERRUN, S.FAULT),
+    **_each(_ALL, E.TAMPER, S.FAULT),
+    **_each(_ALL, E.SECURED),
+    **_each(_ALL, E.FAULT, S.FAULT),
+    (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
+    (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
+    # the end of the round
+    (S.RESULT, E.CLOSE_ROUND): frozenset({S.IDLE}),
+    **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE),
+    **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE),  # supervisor key only
+    (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # supervisor key: the round is void, fault stays
+    # the controller's life: what its log holds is taken up again, a shake in progress is void
+    **_each_same_or((S.IDLE, S.ARMED, S.DRAWING, S.RESULT, S.LOCKED, S.FAULT), E.POWER_ON, S.FAULT),
+    **_each(_SHAKE_IN_PROGRESS, E.POWER_ON, S.ARMED, S.FAULT),
+    (S.NO_ROLL, E.POWER_ON): frozenset({S.NO_ROLL, S.LOCKED, S.FAULT}),
+    **_each(tuple(s for s in _ALL if s not in _SHAKE_IN_PROGRESS), E.SHUTDOWN),
+    **_each(_SHAKE_IN_PROGRESS, E.SHUTDOWN, S.ARMED),
+}
+
+
+Step = tuple[RoundContext, list[Action]]
+
+
+def _record(kind: RecordKind, **data: object) -> Action:
+    return Action(ActionKind.RECORD, record=kind, data=data)
+
+
+def _show(screen: Screen, **data: object) -> Action:
+    return Action(ActionKind.SHOW, screen=screen, data=data)
+
+
+def _refuse(ctx: RoundContext, why: str) -> Step:
+    return ctx, [_show(Screen.REFUSED, reason=why)]
+
+
+def next_round(ctx: RoundContext) -> RoundContext:
+    """The context once a round is closed or voided: bets open for the next round number, a
+    fresh attempt, and the bank history moved on (621a.11(c): no two banks in a row)."""
+    return replace(
+        ctx,
+        state=S.IDLE,
+        round_number=ctx.round_number + 1,
+        attempt=1,
+        no_rolls=0,
+        bank_history=ctx.bank_history.after_round(ctx.bank_seat),
+        bank_seat=None,
+        deadline=None,
+        read_progress=ReadProgress(),
+        result=None,
+    )
+
+
+class _Rules:
+    """The handlers. Each returns the next context and the actions; ``step`` checks the result
+    against ``TRANSITIONS``."""
+
+    def __init__(self, settings: RoundSettings) -> None:
+        self.settings = settings
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _round(self, ctx: RoundContext) -> dict[str, object]:
+        return {"round": ctx.round_number, "attempt": ctx.attempt}
+
+    def _no_roll(self, ctx: RoundContext, reason: NoRollReason) -> Step:
+        """The shake or the reading does not count: reshake, or lock at the limit."""
+        actions = [_record(RecordKind.NO_ROLL, **self._round(ctx), reason=str(reason))]
+        no_rolls = ctx.no_rolls + 1
+        ctx = replace(
+            ctx,
+            no_rolls=no_rolls,
+            attempt=ctx.attempt + 1,
+            deadline=None,
+            read_progress=ReadProgress(),
+        )
+        if no_rolls >= self.settings.max_reshakes:
+            actions.append(
+                _record(RecordKind.RESHAKE_LIMIT, round=ctx.round_number, no_rolls=no_rolls)
+            )
+            actions.append(_show(Screen.LOCKED, reason=str(reason), no_rolls=no_rolls))
+            return replace(ctx, state=S.LOCKED), actions
+        actions.append(_show(Screen.NO_ROLL, reason=str(reason), words=reason.plain_words))
+        return replace(ctx, state=S.NO_ROLL), actions
+
+    def _latch(self, ctx: RoundContext, fault: Fault, detail: str) -> Step:
+        """One fault latch: motor off, every output safe, the fault recorded and shown."""
+        if ctx.state is S.FAULT:
+            resume = ctx.resume_state
+        elif ctx.state in _SHAKE_IN_PROGRESS:
+            resume = S.ARMED  # the shake is void; the player shakes again once cleared
+        else:
+            resume = ctx.state
+        attempt = ctx.attempt + 1 if ctx.state in _SHAKE_IN_PROGRESS else ctx.attempt
+        faults = ctx.active_faults | {fault}
+        actions = [
+            Action(ActionKind.STOP_MOTOR),
+            Action(ActionKind.SAFE_STATE, data={"fault": str(fault)}),
+            _record(
+                RecordKind.FAULT,
+                **self._round(ctx),
+                fault=str(fault),
+                detail=detail,
+                state=str(ctx.state),
+            ),
+            _show(Screen.FAULT, faults=sorted(str(f) for f in faults)),
+        ]
+        ctx = replace(
+            ctx,
+            state=S.FAULT,
+            active_faults=faults,
+            resume_state=resume,
+            attempt=attempt,
+            deadline=None,
+            read_progress=ReadProgress(),
+        )
+        return ctx, actions
+
+    def _resume(self, ctx: RoundContext) -> Step:
+        state = ctx.resume_state or S.IDLE
+        ctx = replace(ctx, state=state, resume_state=None)
+        return ctx, self._enter_screen(ctx)
+
+    def _enter_screen(self, ctx: RoundContext) -> list[Action]:
+        """What to show (and do) on coming back to a resting state."""
+        if ctx.state is S.IDLE:
+            ready = _show(Screen.READY, round=ctx.round_number)
+            if self.settings.mode is Mode.RNG:
+                # 621a.8(a)(1): the session's commitment is recorded and shown before bets
+                # close, never inside a draw.
+                return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
+            return [ready]
+        if ctx.state is S.ARMED:
+            return [_show(Screen.BETS_CLOSED, **self._round(ctx))]
+        if ctx.state is S.NO_ROLL:
+            return [_show(Screen.NO_ROLL, **self._round(ctx))]
+        if ctx.state is S.LOCKED:
+            return [_show(Screen.LOCKED, **self._round(ctx))]
+        if ctx.state is S.DRAWING:
+            # DRAWING is shown, then the shell draws: it uses the recorded draw of this round and
+            # attempt if there is one and never draws a second number for it (no secondary
+            # selection); the number comes back as RNG_DRAWN.
+            return [
+                _show(Screen.DRAWING, **self._round(ctx)),
+                Action(ActionKind.DRAW_NUMBER, data=self._round(ctx)),
+            ]
+        assert ctx.state is S.RESULT
+        assert ctx.result is not None
+        return [_show(Screen.RESULT, **self._round(ctx), result=ctx.result.as_record())]
+
+    def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
+        ctx = replace(next_round(ctx), is_round_open=True)
+        actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+        return ctx, [*actions, *self._enter_screen(ctx)]
+
+    def _result(self, ctx: RoundContext, result: RoundResult) -> Step:
+        ctx = replace(ctx, state=S.RESULT, result=result, deadline=None)
+        record = _record(RecordKind.RESULT, **self._round(ctx), **result.as_record())
+        return ctx, [record, *self._enter_screen(ctx)]
+
+    # --- handlers -----------------------------------------------------------------------
+
+    def no_more_bets(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        ctx.bank_history.check(occ.bank_seat)  # 621a.11(b),(c): raises, state unchanged
+        ctx = replace(ctx, bank_seat=occ.bank_seat, attempt=1, no_rolls=0)
+        record = _record(
+            RecordKind.NO_MORE_BETS,
+            round=ctx.round_number,
+            bank="dealer" if occ.bank_seat is None else f"seat {occ.bank_seat}",
+            mode=str(self.settings.mode),
+        )
+        if self.settings.mode is Mode.RNG:
+            # 621a.8(a)(1): the RNG automatically selects a number once bets are closed.
+            ctx = replace(ctx, state=S.DRAWING)
+        else:
+            ctx = replace(ctx, state=S.ARMED)
+        return ctx, [record, *self._enter_screen(ctx)]
+
+    def shuffled(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        ctx = replace(ctx, bank_history=BankHistory.after_shuffle())
+        return ctx, [_record(RecordKind.SHUFFLE, round=ctx.round_number)]
+
+    def shake_pressed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if ctx.state not in (S.ARMED, S.NO_ROLL) or self.settings.mode is not Mode.SHAKER:
+            return ctx, []  # mashing, or a button that does nothing in this mode
+        if not ctx.is_lid_closed:
+            return _refuse(ctx, "close the lid to shake")
+        deadline = occ.at + self.settings.motor_max_ms + MOTOR_GRACE_MS
+        ctx = replace(ctx, state=S.SHAKING, deadline=deadline)
+        return ctx, [
+            Action(ActionKind.START_SHAKE, data=self._round(ctx)),
+            _show(Screen.SHAKING, **self._round(ctx)),
+        ]
+
+    def shake_done(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        cycles = _need(occ.cycles, occ)
+        actions = [
+            Action(ActionKind.STOP_MOTOR),
+            _record(RecordKind.SHAKE, **self._round(ctx), cycles=cycles),
+        ]
+        # 621a.8(a)(2): a shake counts only with at least three complete shake cycles.
+        if cycles < self.settings.min_shake_cycles:
+            ctx, more = self._no_roll(ctx, NoRollReason.TOO_FEW_CYCLES)
+            return ctx, actions + more
+        ctx = replace(ctx, state=S.SETTLING, deadline=occ.at + self.settings.settle_ms)
+        return ctx, [*actions, _show(Screen.SETTLING, **self._round(ctx))]
+
+    def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if self.settings.mode is not Mode.MANUAL:
+            raise IllegalTransition(ctx.state, occ.event)
+        # 621a.6(a)(2): the dealer shook the manual shaker and set it uncovered on the reader.
+        return self._start_reading(ctx, occ, [_record(RecordKind.SHAKE, **self._round(ctx))])
+
+    def _start_reading(self, ctx: RoundContext, occ: Occurrence, actions: list[Action]) -> Step:
+        ctx = replace(
+            ctx,
+            state=S.READING,
+            deadline=occ.at + self.settings.read_timeout_ms,
+            read_progress=ReadProgress(),
+        )
+        return ctx, [
+            *actions,
+            Action(ActionKind.REQUEST_READ, data=self._round(ctx)),
+            _show(Screen.READING, **self._round(ctx)),
+        ]
+
+    def tick(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if ctx.deadline is None or occ.at < ctx.deadline:
+            return ctx, []
+        if ctx.state is S.SHAKING:
+            return self._latch(ctx, Fault.MOTOR_OVERRUN, "shake did not end in time")
+        if ctx.state is S.SETTLING:
+            return self._start_reading(ctx, occ, [])
+        if ctx.state is S.READING:
+            return self._latch(ctx, Fault.SENSOR_TIMEOUT, "no reading in time")
+        return replace(ctx, deadline=None), []
+
+    def reading(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        reading = _need(occ.reading, occ)
+        step = next_read(
+            ctx.read_progress,
+            reading,
+            policy=self.settings.read_policy,
+            previous_roll=ctx.previous_roll,
+        )
+        verdict = step.verdict
+        record = _record(
+            RecordKind.READING,
+            **self._round(ctx),
+            image_digest=reading.image_digest,
+            dice=[_die_record(d) for d in reading.dice],
+            verdict=str(verdict.no_roll_reason) if verdict.no_roll_reason else "valid",
+        )
+        if step.needs_another_read:
+            ctx = replace(
+                ctx, read_progress=step.progress, deadline=occ.at + self.settings.read_timeout_ms
+            )
+            return ctx, [record, Action(ActionKind.REQUEST_READ, data=self._round(ctx))]
+        if step.no_roll_reason is not None:
+            ctx, actions = self._no_roll(ctx, step.no_roll_reason)
+            return ctx, [record, *actions]
+        assert step.roll is not None
+        result = result_of_roll(
+            self.settings.game,
+            step.roll,
+            bank_seat=ctx.bank_seat,
+            paytables=self.settings.paytables,
+        )
+        ctx, actions = self._result(replace(ctx, previous_roll=verdict), result)
+        return ctx, [record, *actions]
+
+    def rng_drawn(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        game = self.settings.game
+        if self.settings.rng_mode is RngMode.DICE:
+            roll = _need(occ.roll, occ)
+            result = result_of_roll(
+                game, roll, bank_seat=ctx.bank_seat, paytables=self.settings.paytables
+            )
+        else:
+            number = _need(occ.rng_number, occ)
+            positions = len(table_cycle(game))
+            if not 1 <= number <= positions:
+                raise GameRuleError(f"RNG number {number} is not 1..{positions}")
+            result = result_of_number(game, number, bank_seat=ctx.bank_seat)
+        return self._result(ctx, result)
+
+    def lid_opened(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        ctx = replace(ctx, is_lid_closed=False)
+        # In manual mode the dealer uncovers the shaker on purpose; the lid switch is the
+        # player-activated shaker's.
+        if ctx.state in _SHAKE_IN_PROGRESS and self.settings.mode is Mode.SHAKER:
+            ctx, actions = self._no_roll(ctx, NoRollReason.LID_OPENED)
+            return ctx, [Action(ActionKind.STOP_MOTOR), *actions]
+        return ctx, []
+
+    def lid_closed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return replace(ctx, is_lid_closed=True), []
+
+    def _sensor_fault(self, ctx: RoundContext, occ: Occurrence, fault: Fault) -> Step:
+        note = _record(RecordKind.SENSOR, fault=str(fault), detail=occ.detail)
+        if self.settings.mode is Mode.RNG or fault in ctx.active_faults:
+            return ctx, [note]  # the RNG table does not need the sensor; a repeat adds nothing
+        ctx, actions = self._latch(ctx, fault, occ.detail)
+        return ctx, [note, *actions]
+
+    def sensor_timeout(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return self._sensor_fault(ctx, occ, Fault.SENSOR_TIMEOUT)
+
+    def sensor_lost(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        ctx = replace(ctx, is_sensor_present=False)
+        return self._sensor_fault(ctx, occ, Fault.SENSOR_LOST)
+
+    def sensor_back(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        ctx = replace(ctx, is_sensor_present=True)
+        return ctx, [_record(RecordKind.SENSOR, present=True, detail=occ.detail)]
+
+    def motor_overrun(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return self._latch(ctx, Fault.MOTOR_OVERRUN, occ.detail)
+
+    def tamper(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        # N.J.A.C. 13:69E-1.16A: the shaker is secured to the table; removed or tilted latches.
+        return self._latch(replace(ctx, is_secured=False), Fault.TAMPER, occ.detail)
+
+    def secured(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return replace(ctx, is_secured=True), []
+
+    def fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return self._latch(ctx, _need(occ.fault, occ), occ.detail)
+
+    def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if ctx.state is S.LOCKED:
+            if not occ.supervisor:
+                return _refuse(ctx, "the reshake limit is cleared with the supervisor key")
+            ctx = replace(ctx, state=S.ARMED, no_rolls=0)
+            record = _record(
+                RecordKind.SUPERVISOR_ACTION, **self._round(ctx), action="clear_reshake_limit"
+            )
+            return ctx, [record, *self._enter_screen(ctx)]
+        clearable = {
+            f
+            for f in ctx.active_faults
+            if (occ.supervisor or not f.needs_supervisor)
+            and not f.needs_restart
+            and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
+            and (f is not Fault.TAMPER or ctx.is_secured)
+        }
+        if not clearable:
+            if any(f.needs_restart for f in ctx.active_faults):
+                return _refuse(ctx, "restore the log's own signing key, then restart")
+            return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
+        remaining = ctx.active_faults - clearable
+        record = _record(
+            RecordKind.FAULT_CLEARED,
+            round=ctx.round_number,
+            faults=sorted(str(f) for f in clearable),
+            supervisor=occ.supervisor,
+        )
+        ctx = replace(ctx, active_faults=frozenset(remaining))
+        # The supervisor accepts the log as it is: its checkpoint becomes the new anchor.
+        reanchor = [Action(ActionKind.REANCHOR)] if Fault.LOG_ROLLBACK in clearable else []
+        if remaining:
+            shown = _show(Screen.FAULT, faults=sorted(str(f) for f in remaining))
+            return ctx, [record, *reanchor, shown]
+        ctx, actions = self._resume(ctx)
+        return ctx, [record, *reanchor, *actions]
+
+    def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
+
+    def void_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        needs_key = ctx.state in (S.RESULT, S.LOCKED, S.FAULT)
+        if needs_key and not occ.supervisor:
+            return _refuse(ctx, "voiding now needs the supervisor key")
+        actions = [
+            Action(ActionKind.STOP_MOTOR),
+            _record(
+                RecordKind.VOID,
+                **self._round(ctx),
+                state=str(ctx.state),
+                supervisor=occ.supervisor,
+                detail=occ.detail,
+            ),
+        ]
+        if ctx.state is S.FAULT:
+            # The round is void; the fault stays until cleared (AGCO 11.1). What the next round
+            # shows (and prepares) waits for the clear.
+            ctx, opened = self._open_next_round(ctx, actions)
+            opened = [a for a in opened if a.kind in (ActionKind.STOP_MOTOR, ActionKind.RECORD)]
+            return replace(ctx, state=S.FAULT, resume_state=S.IDLE), opened
+        return self._open_next_round(ctx, actions)
+
+    def power_on(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The first step after power on, from the context the log holds (AGCO 5.1: an
+        interrupted game is kept until recovered; AGCO 11.1: an error persists across a power
+        cycle until it is cleared).
+
+        A committed result is shown again, never re-drawn or re-read; a shake (or a reading)
+        without a committed result is void and the player shakes again (the next attempt); a
+        pending RNG draw is taken up again (the shell uses the recorded number if there is one);
+        a fault stays active with every output safe. ``occ.fault`` is a fault the shell found
+        while opening the log (a log rolled back behind its anchor): it latches last."""
+        if ctx.is_running:
+            previous = "interrupted"
+        else:
+            previous = "shutdown" if ctx.is_round_open else "first start"
+        actions = [_record(RecordKind.POWER_ON, previous=previous)]
+        if occ.config is not None:
+            actions.append(_record(RecordKind.CONFIG_LOADED, **occ.config))
+        ctx = replace(
+            ctx, is_running=True, is_lid_closed=False, deadline=None, read_progress=ReadProgress()
+        )
+        if not ctx.is_round_open:
+            actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+            ctx = replace(ctx, is_round_open=True)
+        voided = None
+        if ctx.state in _SHAKE_IN_PROGRESS:
+            voided = ctx.attempt
+            actions.append(
+                _record(
+                    RecordKind.INTERRUPTED,
+                    **self._round(ctx),
+                    state=str(ctx.state),
+                    reason="power_on",
+                )
+            )
+            ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1)
+        if ctx.state is S.NO_ROLL and ctx.no_rolls >= self.settings.max_reshakes:
+            # The reshake limit was lowered in the configuration since the last no roll.
+            actions.append(
+                _record(RecordKind.RESHAKE_LIMIT, round=ctx.round_number, no_rolls=ctx.no_rolls)
+            )
+            ctx = replace(ctx, state=S.LOCKED)
+        actions.append(
+            _record(
+                RecordKind.RECOVERY,
+                **self._round(ctx),
+                state=str(ctx.state),
+                interrupted=previous == "interrupted",
+                faults=sorted(str(f) for f in ctx.active_faults),
+                voided_attempt=voided,
+            )
+        )
+        if occ.fault is not None:
+            ctx, latched = self._latch(ctx, occ.fault, occ.detail)
+            return ctx, [*actions, *latched]
+        if ctx.state is S.FAULT:
+            faults = sorted(str(f) for f in ctx.active_faults)
+            return ctx, [
+                *actions,
+                Action(ActionKind.STOP_MOTOR),
+                Action(ActionKind.SAFE_STATE, data={"fault": ",".join(faults)}),
+                _show(Screen.FAULT, faults=faults),
+            ]
+        return ctx, [*actions, *self._enter_screen(ctx)]
+
+    def shutdown(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """An orderly stop: the motor off, a round in play recorded as interrupted (a shake in
+        progress is void), the RNG session revealed unless a draw is pending for a round whose
+        bets are closed (its number must come from the session committed before)."""
+        actions = [Action(ActionKind.STOP_MOTOR)]
+        if ctx.state is not S.IDLE:
+            actions.append(
+                _record(
+                    RecordKind.INTERRUPTED,
+                    **self._round(ctx),
+                    state=str(ctx.state),
+                    reason="shutdown",
+                )
+            )
+        if ctx.state in _SHAKE_IN_PROGRESS:
+            ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1, deadline=None)
+        is_draw_pending = S.DRAWING in (ctx.state, ctx.resume_state)
+        if self.settings.mode is Mode.RNG and not is_draw_pending:
+            actions.append(Action(ActionKind.CLOSE_RNG))
+        actions.append(_record(RecordKind.SHUTDOWN, round=ctx.round_number))
+        return replace(ctx, is_running=False), actions
+
+
+def _need(value: _T | None, occ: Occurrence) -> _T:
+    if value is None:
+        raise GameRuleError(f"event {occ.event} lacks its data")
+    return value
+
+
+def _die_record(die: DieReading) -> dict[str, object]:
+    return {
+        "colour": str(die.colour),
+        "face": die.face,
+        "flat": die.is_flat,
+        "inside": die.is_inside,
+        "confidence": die.confidence,
+        "position": None if die.position is None else list(die.position),
+    }
+
+
+_HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = {
+    E.NO_MORE_BETS: _Rules.no_more_bets,
+    E.SHUFFLED: _Rules.shuffled,
+    E.SHAKE_PRESSED: _Rules.shake_pressed,
+    E.SHAKE_DONE: _Rules.shake_done,
+    E.DICE_SET: _Rules.dice_set,
+    E.TICK: _Rules.tick,
+    E.READING: _Rules.reading,
+    E.SENSOR_TIMEOUT: _Rules.sensor_timeout,
+    E.SENSOR_LOST: _Rules.sensor_lost,
+    E.SENSOR_BACK: _Rules.sensor_back,
+    E.RNG_DRAWN: _Rules.rng_drawn,
+    E.LID_OPENED: _Rules.lid_opened,
+    E.LID_CLOSED: _Rules.lid_closed,
+    E.MOTOR_OVERRUN: _Rules.motor_overrun,
+    E.TAMPER: _Rules.tamper,
+    E.SECURED: _Rules.secured,
+    E.FAULT: _Rules.fault,
+    E.CLOSE_ROUND: _Rules.close_round,
+    E.VOID_ROUND: _Rules.void_round,
+    E.CLEAR_FAULT: _Rules.clear_fault,
+    E.POWER_ON: _Rules.power_on,
+    E.SHUTDOWN: _Rules.shutdown,
+}
+
+
+def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
+    """The pure transition function: the next context and the actions for the shell."""
+    allowed = TRANSITIONS.get((ctx.state, occ.event))
+    if allowed is None:
+        raise IllegalTransition(ctx.state, occ.event)
+    new_ctx, actions = _HANDLERS[occ.event](_Rules(settings), ctx, occ)
+    if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
+        raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
+    return new_ctx, actions
+
+
+class RoundMachine:
+    """The state machine with its context; the daemon's control thread owns one."""
+
+    def __init__(self, settings: RoundSettings, context: RoundContext | None = None) -> None:
+        self.settings = settings
+        self.context = context or RoundContext()
+
+    @property
+    def state(self) -> State:
+        return self.context.state
+
+    def handle(self, occ: Occurrence) -> list[Action]:
+        """Apply one event. On any error the context is left exactly as it was."""
+        self.context, actions = step(self.settings, self.context, occ)
+        return actions

@@ -1,0 +1,289 @@
+"""The result feed for table-management systems: JSON lines over TCP, read from the audit log.
+
+Wire format (documented in hw/result-feed.md):
+
+- On connect the client may send one request line within ``REQUEST_WAIT_S``:
+  ``{"from": N}`` or ``FROM N`` — send every record from sequence number N on
+  (1 <= N <= 2**63 - 1; in ``FROM N``, N is ASCII digits).
+  Without a request the client receives the records committed after it connected.
+- The server then writes one JSON object per line (UTF-8, ``\\n``-terminated):
+  ``{"type": "record", "seq", "kind", "time", "round", "attempt", "dice", "total", "count",
+  "starting_position", "data", "hash", "prev", "leaf", "checkpoint"}`` for each committed
+  record in sequence order, without gaps; ``{"type": "heartbeat", "size", "checkpoint"}`` when
+  nothing was sent for ``heartbeat_s``; ``{"type": "error", "error"}`` before closing on a bad
+  request, or at once to a client over the cap of ``MAX_CLIENTS``.
+- A client that does not read what is sent for ``SEND_TIMEOUT_S`` is dropped.
+
+The feed is the log itself, so a client that reconnects with ``from`` = last seq + 1 receives
+exactly the records it missed, and can check each ``hash`` (SHA-256 of ``leaf``) and the chain
+(``prev``) and the signed checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import socketserver
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.display.events import checkpoint_json, feed_line
+from controller.display.hub import DisplayHub
+from controller.errors import AuditLogError
+from controller.ports import LogReader
+
+log = logging.getLogger("paigow.feed")
+
+REQUEST_WAIT_S = 0.5  # in all, however slowly the request line arrives
+REQUEST_MAX_BYTES = 200
+SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
+MAX_CLIENTS = 16  # more at once are refused with an error line
+BATCH = 256
+
+
+class FeedRequestError(ValueError):
+    """A request line that is neither ``{"from": N}`` nor ``FROM N``."""
+
+
+def parse_request(line: bytes) -> int | None:
+    """The first sequence number asked for, or None for an empty line (live records only)."""
+    text = line.decode("utf-8", errors="strict").strip()
+    if not text:
+        return None
+    value: Any
+    if text.startswith("{"):
+        try:
+            request = json.loads(text, parse_constant=_not_a_number)
+        except json.JSONDecodeError as exc:
+            raise FeedRequestError(f"not JSON: {exc.msg}") from exc
+        except ValueError as exc:  # NaN, Infinity
+            raise FeedRequestError(f"not JSON: {exc}") from exc
+        if not isinstance(request, dict) or set(request) != {"from"}:
+            raise FeedRequestError('expected {"from": N}')
+        value = request["from"]
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SEQ:
+            raise FeedRequestError(f"N must be a whole number 1..{MAX_SEQ}")
+        return value
+    word, _, rest = text.partition(" ")
+    if word.upper() != "FROM":
+        raise FeedRequestError("expected FROM N")
+    try:
+        return parse_bounded_int(rest.strip(), low=1, high=MAX_SEQ, what="N")
+    except NumberError as exc:
+        raise FeedRequestError(f"expected FROM N: {exc}") from None
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a number")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    """Bounds on one server's clients: how many at once, how long the request may take to
+    arrive, and how long a send may wait on a client that does not read."""
+
+    max_clients: int
+    request_timeout_s: float
+    send_timeout_s: float
+
+
+class CappedServer(socketserver.ThreadingTCPServer):
+    """A TCP server with a thread per client, at most ``limits.max_clients`` of them.
+
+    A client over the cap is refused at once (:meth:`refuse`, then closed) with one log line.
+    A client that goes away, or is dropped for not reading, costs one log line, never a
+    traceback (socketserver's ``handle_error`` prints one to stderr).
+    """
+
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    name = "server"
+    logger = log
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[socketserver.BaseRequestHandler],
+        limits: ClientLimits,
+    ) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.limits = limits
+        self._clients = 0
+        self._clients_changed = threading.Condition()
+        super().__init__(address, handler)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The host and port it listens on (the port the system chose for port 0)."""
+        host, port = self.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def clients(self) -> int:
+        """Clients being served now."""
+        with self._clients_changed:
+            return self._clients
+
+    def wait_for_clients(self, count: int, timeout: float) -> bool:
+        """Wait until exactly ``count`` clients are being served; False on timeout."""
+        with self._clients_changed:
+            return self._clients_changed.wait_for(lambda: self._clients == count, timeout)
+
+    def _count(self, change: int) -> None:
+        with self._clients_changed:
+            self._clients += change
+            self._clients_changed.notify_all()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._clients_changed:
+            full = self._clients >= self.limits.max_clients
+            if not full:
+                self._clients += 1
+                self._clients_changed.notify_all()
+        if full:
+            self.logger.warning(
+                "%s: %d clients already; refused %s",
+                self.name,
+                self.limits.max_clients,
+                _address(client_address),
+            )
+            with contextlib.suppress(OSError):
+                request.setblocking(False)  # the refusal never waits on the client
+                request.send(self.refusal())
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._count(-1)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._count(-1)
+
+    def refusal(self) -> bytes:
+        """What a client over the cap receives before the connection closes."""
+        return b""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            self.logger.info("%s client %s dropped: %s", self.name, _address(client_address), exc)
+        else:
+            self.logger.warning(
+                "%s client %s: %s: %s",
+                self.name,
+                _address(client_address),
+                type(exc).__name__,
+                exc,
+            )
+
+
+def _address(client_address: Any) -> str:
+    try:
+        host, port = client_address[:2]
+    except (TypeError, ValueError):
+        return str(client_address)
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+class FeedServer(CappedServer):
+    name = "feed"
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        hub: DisplayHub,
+        log_reader: LogReader,
+        *,
+        heartbeat_s: float = 1.0,
+        limits: ClientLimits | None = None,
+    ) -> None:
+        self.hub = hub
+        self.log_reader = log_reader
+        self.heartbeat_s = heartbeat_s
+        if limits is None:
+            limits = ClientLimits(MAX_CLIENTS, REQUEST_WAIT_S, SEND_TIMEOUT_S)
+        super().__init__(address, _FeedHandler, limits)
+
+    def refusal(self) -> bytes:
+        return _lines([{"type": "error", "error": "too many clients"}])
+
+
+class _FeedHandler(socketserver.BaseRequestHandler):
+    server: FeedServer
+    request: socket.socket
+
+    def handle(self) -> None:
+        feed = self.server
+        sock = self.request
+        try:
+            live_from = feed.log_reader.size() + 1
+            try:
+                asked = parse_request(self._request_line(sock))
+            except (FeedRequestError, UnicodeDecodeError) as exc:
+                self._send(sock, [{"type": "error", "error": f"bad request: {exc}"}])
+                return
+            self._stream(sock, live_from if asked is None else asked)
+        except (OSError, AuditLogError) as exc:  # the client went away, or the log failed
+            log.info("feed client %s dropped: %s", _address(self.client_address), exc)
+
+    def _request_line(self, sock: socket.socket) -> bytes:
+        """The request line, if one arrives within the request wait (in all: a client that
+        sends a byte at a time does not hold the wait open)."""
+        deadline = time.monotonic() + self.server.limits.request_timeout_s
+        line = b""
+        try:
+            while b"\n" not in line and len(line) <= REQUEST_MAX_BYTES:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                sock.settimeout(remaining)
+                chunk = sock.recv(REQUEST_MAX_BYTES + 1 - len(line))
+                if not chunk:
+                    break
+                line += chunk
+        except TimeoutError:
+            pass
+        if len(line.partition(b"\n")[0]) > REQUEST_MAX_BYTES:
+            raise FeedRequestError("request line too long")
+        return line.partition(b"\n")[0]
+
+    def _stream(self, sock: socket.socket, next_seq: int) -> None:
+        feed = self.server
+        hub = feed.hub
+        version = hub.log_version
+        sock.settimeout(feed.limits.send_timeout_s)  # a client that does not read is dropped
+        while not hub.is_closed():
+            records = feed.log_reader.records_after(next_seq - 1, limit=BATCH)
+            if records:
+                checkpoint = feed.log_reader.latest_checkpoint()
+                self._send(sock, [feed_line(r, checkpoint) for r in records])
+                next_seq = records[-1].seq + 1
+                continue
+            new_version = hub.wait_log(version, feed.heartbeat_s)
+            if new_version == version and not hub.is_closed():
+                checkpoint = feed.log_reader.latest_checkpoint()
+                size = feed.log_reader.size()
+                heartbeat = {"type": "heartbeat", "size": size}
+                self._send(sock, [{**heartbeat, "checkpoint": checkpoint_json(checkpoint)}])
+            version = new_version
+
+    @staticmethod
+    def _send(sock: socket.socket, lines: list[dict[str, Any]]) -> None:
+        sock.sendall(_lines(lines))
+
+
+def _lines(lines: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()

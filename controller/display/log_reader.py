@@ -1,0 +1,98 @@
+"""What the table display and the result feed read back from the audit log.
+
+The display is written to by the control thread (``show``) but catches clients up from the log:
+a page that reconnects, or a table-management system that asks for the records it missed.
+``controller.ports.LogReader`` is the little it needs; :class:`SqliteLogReader` implements it
+over the audit log's SQLite database with its own read-only connections, so the readers never
+touch the control thread's connection (``controller.audit.log.AuditLog`` is not thread-safe by
+design) and WAL lets them read while the log is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+from controller.audit.log import DB_NAME, AuditLog, connect_read_only, read_records
+from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.core.records import StoredRecord
+from controller.errors import AuditLogError
+from controller.ports import LoggedCheckpoint
+
+
+class SqliteLogReader:
+    """``LogReader`` over the audit log's database file; one short connection per call."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def of(cls, log: AuditLog) -> SqliteLogReader:
+        return cls(log.path)
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path | str) -> SqliteLogReader:
+        return cls(Path(state_dir) / DB_NAME)
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        if not self.path.exists():
+            raise AuditLogError(f"audit log: no log at {self.path}")
+        db = connect_read_only(self.path)
+        try:
+            yield db
+        except sqlite3.Error as exc:
+            raise AuditLogError(f"audit log: cannot read {self.path}: {exc}") from exc
+        finally:
+            db.close()
+
+    def size(self) -> int:
+        with self._db() as db:
+            (last,) = db.execute("SELECT max(seq) FROM records").fetchone()
+        return 0 if last is None else int(last)
+
+    def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
+        with self._db() as db:
+            return list(read_records(db, start=seq + 1, stop=seq + limit))
+
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[StoredRecord]:
+        names = sorted(kinds)
+        if not names or limit <= 0:
+            return []
+        marks = ",".join("?" * len(names))
+        # Walks the primary key backwards and stops at ``limit`` matches.
+        query = (
+            f"SELECT seq, kind, leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
+            " ORDER BY seq DESC LIMIT ?"
+        )
+        with self._db() as db:
+            rows = db.execute(query, (*names, limit)).fetchall()
+        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
+
+    def latest_checkpoint(self) -> LoggedCheckpoint | None:
+        """The signed checkpoint of the largest tree. The log keeps one per round and may keep
+        a running one (its row key is not the tree size), so the size is read from the note."""
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT note FROM checkpoints WHERE size = (SELECT max(size) FROM checkpoints)"
+                " OR size = 0"
+            ).fetchall()
+        best: LoggedCheckpoint | None = None
+        for (note,) in rows:
+            size = _tree_size(str(note))
+            if size is not None and (best is None or size > best.size):
+                best = LoggedCheckpoint(size, str(note))
+        return best
+
+
+def _tree_size(note: str) -> int | None:
+    """C2SP tlog-checkpoint: the note's body is origin, tree size, root hash, one a line."""
+    lines = note.split("\n")
+    if len(lines) < 3:
+        return None
+    try:
+        return parse_bounded_int(lines[1], high=MAX_SEQ, what="checkpoint size")
+    except NumberError:
+        return None

@@ -1,0 +1,443 @@
+"""The table display: a local web page fed by Server-Sent Events, and the result feed.
+
+:class:`DisplayServer` is the ``TableDisplay`` port. ``show`` is called by the control thread
+after the screen's record is committed (write-ahead) and only updates memory; the HTTP
+threads stream it to the page, and the feed threads (controller/display/feed.py) send the
+committed records to table-management systems.
+
+The page's stream (``GET /events``):
+
+- ``retry: 1000``; then, if the client sends ``Last-Event-ID`` (or ``?last=``), every screen
+  after that id: from the bounded in-memory history, and for anything older from the audit log
+  (event ``replay``); then ``snapshot``, the whole current view; then live ``screen``,
+  ``notice`` (a refused key, over the current screen) and ``board`` (trend board or RNG
+  commitment changed) events, and ``heartbeat`` every ``heartbeat_s``.
+- The page treats about three seconds without any event as a lost stream and shows
+  "OFFLINE — NO RESULT" until a fresh snapshot arrives: an old result is never shown as current.
+
+Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
+the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
+``MAX_CLIENTS`` at once (more are refused at once: ``503`` here), the whole request within
+``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``, and a client that does not read what is sent for
+``SEND_TIMEOUT_S`` is dropped. A client that goes away costs one log line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from controller.core.config import DisplayConfig
+from controller.core.records import RecordKind
+from controller.core.state import Screen
+from controller.display.events import (
+    REPLAYED_KINDS,
+    TREND_LENGTH,
+    EventId,
+    commitment_of,
+    replay_event,
+    trend_entry,
+)
+from controller.display.feed import CappedServer, ClientLimits, FeedServer
+from controller.display.hub import DisplayHub, Message
+from controller.errors import AuditLogError
+from controller.ports import LogReader
+
+log = logging.getLogger("paigow.display")
+
+ASSETS = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/display.css": ("display.css", "text/css; charset=utf-8"),
+    "/display.js": ("display.js", "text/javascript; charset=utf-8"),
+}
+REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
+MAX_CLIENTS = 16  # pages and streams at once: the kiosk, a few others; more get 503
+REQUEST_TIMEOUT_S = 5.0  # the request line and headers, in all
+REQUEST_MAX_BYTES = 16 * 1024  # the request line and headers; past it the request is cut
+SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
+_SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _load_assets() -> dict[str, tuple[bytes, str]]:
+    folder = resources.files("controller.display") / "assets"
+    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in ASSETS.items()}
+
+
+class _HttpServer(CappedServer):
+    name = "display"
+    logger = log
+
+    def __init__(
+        self, address: tuple[str, int], display: DisplayServer, limits: ClientLimits
+    ) -> None:
+        self.display = display
+        super().__init__(address, _PageHandler, limits)
+
+    def refusal(self) -> bytes:
+        body = b"too many clients\n"
+        return (
+            b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+
+class _RequestReader(io.RawIOBase):
+    """The reading side of a page connection: the request line and headers must arrive within
+    ``timeout_s`` in all (a client that sends part of them and stalls, or dribbles a byte at a
+    time, is dropped) and ``max_bytes``; past that the stream reads as ended. Each read leaves
+    the socket's timeout at ``send_timeout_s`` for the writes that follow."""
+
+    def __init__(
+        self, sock: socket.socket, *, timeout_s: float, max_bytes: int, send_timeout_s: float
+    ) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = time.monotonic() + timeout_s
+        self._left = max_bytes
+        self._send_timeout_s = send_timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        view = memoryview(buffer).cast("B")[: self._left]
+        self._sock.settimeout(remaining)
+        try:
+            count = self._sock.recv_into(view)
+        finally:
+            self._sock.settimeout(self._send_timeout_s)
+        self._left -= count
+        return count
+
+
+class DisplayServer:
+    """The table display and the result feed (implements ``controller.ports.TableDisplay``).
+
+    ``log`` reads the audit log for catch-up (``SqliteLogReader.of(audit_log)``). The servers
+    start listening in the constructor; ``close`` stops them and may be called twice.
+    """
+
+    def __init__(
+        self,
+        config: DisplayConfig,
+        log_reader: LogReader,
+        *,
+        table: str = "",
+        heartbeat_s: float = 1.0,
+        history: int = 256,
+        feed: bool = True,
+        page_limits: ClientLimits | None = None,
+        feed_limits: ClientLimits | None = None,
+    ) -> None:
+        self.config = config
+        self.log_reader = log_reader
+        self.heartbeat_s = heartbeat_s
+        self.hub = DisplayHub(history=history, table=table)
+        self._assets = _load_assets()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._watched = self._seed()
+        if page_limits is None:
+            page_limits = ClientLimits(MAX_CLIENTS, REQUEST_TIMEOUT_S, SEND_TIMEOUT_S)
+        with _naming_the_address("table display", config.host, config.http_port):
+            self._http = _HttpServer((config.host, config.http_port), self, page_limits)
+        self._feed: FeedServer | None = None
+        try:
+            if feed:
+                with _naming_the_address("result feed", config.host, config.feed_port):
+                    self._feed = FeedServer(
+                        (config.host, config.feed_port),
+                        self.hub,
+                        log_reader,
+                        heartbeat_s=heartbeat_s,
+                        limits=feed_limits,
+                    )
+        except BaseException:
+            self._http.server_close()
+            raise
+        self._start(self._http.serve_forever, "display-http")
+        if self._feed is not None:
+            self._start(self._feed.serve_forever, "display-feed")
+        self._start(self._watch_log, "display-log-watch")
+
+    @property
+    def http_address(self) -> tuple[str, int]:
+        return self._http.address
+
+    @property
+    def feed_address(self) -> tuple[str, int] | None:
+        return None if self._feed is None else self._feed.address
+
+    @property
+    def page_server(self) -> CappedServer:
+        """The page's HTTP server (its client count, for surveillance and tests)."""
+        return self._http
+
+    @property
+    def feed_server(self) -> CappedServer | None:
+        return self._feed
+
+    @property
+    def url(self) -> str:
+        host, port = self.http_address
+        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+    # --- TableDisplay ----------------------------------------------------------------------
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        """Called by the control thread after the screen's record is committed. Never blocks
+        on a client: it only updates memory and wakes the streams."""
+        self.hub.publish(Screen(screen), data, seq)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.hub.close()  # wakes every stream; each returns and its connection closes
+        self._http.shutdown()
+        self._http.server_close()
+        if self._feed is not None:
+            self._feed.shutdown()
+            self._feed.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> DisplayServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the log ---------------------------------------------------------------------------
+
+    def _seed(self) -> int:
+        """The trend board and the RNG commitment as the log has them; returns the log size."""
+        try:
+            size = self.log_reader.size()
+            results = self.log_reader.latest_of(
+                {RecordKind.RESULT, RecordKind.VOID}, limit=2 * TREND_LENGTH
+            )
+            commits = self.log_reader.latest_of({RecordKind.RNG_COMMIT}, limit=1)
+        except AuditLogError as exc:
+            log.warning("display: cannot read the audit log: %s", exc)
+            return 0
+        trend = []
+        voided = set()
+        for record in results:
+            data = record.entry().get("data", {})
+            if record.kind == RecordKind.VOID:
+                voided.add(data.get("round"))
+            else:
+                trend.append(trend_entry(record.seq, data.get("round"), data))
+        for entry in trend:
+            entry["void"] = entry["round"] in voided
+        commitment = None
+        if commits:
+            data = commits[-1].entry().get("data", {})
+            commitment = commitment_of(
+                {"commitment": data.get("commitment"), "rng_session": data.get("session")},
+                commits[-1].seq,
+            )
+        self.hub.seed(trend=trend[-TREND_LENGTH:], commitment=commitment, last_seq=size)
+        return size
+
+    def _watch_log(self) -> None:
+        """Marks voided rounds and new RNG commitments that were recorded without a screen."""
+        version = self.hub.log_version
+        while not self.hub.is_closed():
+            version = self.hub.wait_log(version, self.heartbeat_s)
+            try:
+                records = self.log_reader.records_after(self._watched, limit=500)
+            except AuditLogError as exc:
+                log.warning("display: cannot read the audit log: %s", exc)
+                continue
+            changed = False
+            for record in records:
+                self._watched = record.seq
+                if record.kind == RecordKind.VOID:
+                    round_number = record.entry().get("data", {}).get("round")
+                    changed = self.hub.mark_void(round_number) or changed
+                elif record.kind == RecordKind.RNG_COMMIT:
+                    data = record.entry().get("data", {})
+                    commitment = commitment_of(
+                        {"commitment": data.get("commitment"), "rng_session": data.get("session")},
+                        record.seq,
+                    )
+                    if commitment is not None:
+                        changed = self.hub.set_commitment(commitment) or changed
+            if changed:
+                self.hub.publish_board()
+
+    def replay_after(self, after: EventId) -> list[tuple[str, dict[str, Any]]]:
+        """Every screen after ``after``, as (SSE id, payload): records older than the bounded
+        history are rebuilt from the log, the rest come from the history."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        oldest = self.hub.oldest_id()
+        try:
+            size = self.log_reader.size()
+            last = size if oldest is None else min(size, oldest.seq - 1)
+            start = max(after.seq, last - REPLAY_FROM_LOG_MAX)
+            while start < last:
+                records = self.log_reader.records_after(start, limit=min(500, last - start))
+                if not records:
+                    break
+                for record in records:
+                    event = replay_event(record) if record.kind in REPLAYED_KINDS else None
+                    if event is not None:
+                        out.append((event["id"], event))
+                start = records[-1].seq
+        except AuditLogError as exc:
+            log.warning("display: cannot catch up from the audit log: %s", exc)
+        for message in self.hub.screens_after(after):
+            assert message.event_id is not None
+            out.append((str(message.event_id), message.payload))
+        return out
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _start(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+
+@contextlib.contextmanager
+def _naming_the_address(what: str, host: str, port: int) -> Iterator[None]:
+    """A server that cannot listen says where it tried (the port taken, the host unknown)."""
+    try:
+        yield
+    except OSError as exc:
+        message = f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}"
+        raise OSError(exc.errno, message) from exc
+
+
+def _sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(payload, separators=(",", ":"), default=str))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+class _PageHandler(BaseHTTPRequestHandler):
+    server: _HttpServer
+    server_version = "paigow-display"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        limits = self.server.limits
+        self.rfile.close()  # read through the bounded reader instead
+        self.rfile = io.BufferedReader(
+            _RequestReader(
+                self.connection,
+                timeout_s=limits.request_timeout_s,
+                max_bytes=REQUEST_MAX_BYTES,
+                send_timeout_s=limits.send_timeout_s,
+            )
+        )
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("display http: " + format, *args)
+
+    def log_error(self, format: str, *args: Any) -> None:
+        """A malformed or stalled request: one line, and the connection is closed."""
+        log.info("display client %s: " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        try:
+            self._get()
+        except (ConnectionError, TimeoutError) as exc:
+            log.info("display client %s dropped: %s", self.address_string(), exc)
+            self.close_connection = True
+
+    def _get(self) -> None:
+        parts = urlsplit(self.path)
+        if parts.path == "/events":
+            self._events(parse_qs(parts.query))
+            return
+        asset = self.server.display._assets.get(parts.path)
+        if parts.path == "/favicon.ico":
+            self.send_response(HTTPStatus.NO_CONTENT)
+            self.end_headers()
+            return
+        if asset is None:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        body, kind = asset
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in _SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _events(self, query: dict[str, list[str]]) -> None:
+        """The page's stream, until the hub closes or the client goes (or stops reading)."""
+        display = self.server.display
+        hub = display.hub
+        after = EventId.parse(self.headers.get("Last-Event-ID")) or EventId.parse(
+            (query.get("last") or [""])[0]
+        )
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        for name, value in _SECURITY_HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(b"retry: 1000\n\n")
+        if after is not None:
+            for event_id, payload in display.replay_after(after):
+                self.wfile.write(_sse("replay", payload, event_id))
+        number = self._snapshot()
+        while not hub.is_closed():
+            messages, missed = hub.wait_messages(number, display.heartbeat_s)
+            if hub.is_closed():
+                break
+            if missed:
+                number = self._snapshot()
+                continue
+            if not messages:
+                self.wfile.write(_sse("heartbeat", {}))
+                self.wfile.flush()
+                continue
+            for message in messages:
+                self._send(message)
+                number = message.number
+            self.wfile.flush()
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+
+    def _snapshot(self) -> int:
+        number, view, event_id = self.server.display.hub.snapshot()
+        self.wfile.write(_sse("snapshot", view, None if event_id is None else str(event_id)))
+        self.wfile.flush()
+        return number
+
+    def _send(self, message: Message) -> None:
+        event_id = None if message.event_id is None else str(message.event_id)
+        self.wfile.write(_sse(message.event, message.payload, event_id))

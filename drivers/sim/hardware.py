@@ -1,0 +1,347 @@
+"""Simulated shaker and panel hardware on gpiozero's mock pins, for tests and ``simulate``.
+
+Build it on a ``MockFactory(pin_class=MockPWMPin)`` *before* the drivers: it claims the pins
+with its own mock pin classes, which the drivers then receive from the factory.
+
+* The motor pin (:class:`SimMotorPin`) reports every change to :class:`SimShaker`. Each stroke
+  (the motor going from off to on) makes the motion sensor pulse once, ``stroke_ms`` later, as
+  the crank's magnet passes the hall sensor; when the motor has stayed off for a cycle the
+  shake is over and ``on_shake_end`` is called (the harness rolls the simulated dice there).
+* Inputs (:class:`SimContactPin`) model a contact or an open-collector output to ground, on a
+  line with a pull-up: closed reads low whatever the driver's pull, open reads the pull. So the
+  lid switch and the tamper loop keep their state while the drivers set their pins up.
+* :class:`ShakerFaults` injects the failures the driver must survive: fewer pulses than
+  strokes, none at all, a motor driver failed on (the motion goes on after the cut, so only the
+  driver's own watchdog reports it), the lid lifted mid-shake.
+* :class:`SimPanel` presses and releases the keys with contact bounce and reads back the lamps.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpiozero.pins.mock import MockPWMPin
+
+from controller.core.config import PinsConfig, ShakerConfig
+
+log = logging.getLogger(__name__)
+
+
+class SimContactPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
+    """An input line that a contact (or an open-collector sensor) can pull to ground."""
+
+    def __init__(self, factory: Any, info: Any) -> None:
+        self._pulled_low = False
+        super().__init__(factory, info)
+
+    def _set_pull(self, value: str) -> None:
+        super()._set_pull(value)
+        self._apply()
+
+    def set_contact(self, closed: bool) -> None:
+        """Close (pull to ground) or open the contact; the driver's callbacks fire at once."""
+        self._pulled_low = closed
+        self._apply()
+
+    @property
+    def is_contact_closed(self) -> bool:
+        return self._pulled_low
+
+    def _apply(self) -> None:
+        if self._function != "input":
+            return
+        if self._pulled_low or self._pull == "down":
+            self.drive_low()
+        elif self._pull == "up":
+            self.drive_high()
+
+
+class SimMotorPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
+    """The motor's PWM line; each change is reported to ``listener`` (on the writer's thread)."""
+
+    def __init__(self, factory: Any, info: Any) -> None:
+        self.listener: Callable[[float], None] | None = None
+        super().__init__(factory, info)
+
+    def _change_state(self, value: Any) -> bool:
+        changed = bool(super()._change_state(value))
+        listener = self.listener
+        if changed and listener is not None:
+            listener(float(value))
+        return changed
+
+
+@dataclass(frozen=True, slots=True)
+class ShakerFaults:
+    """Failures of the simulated shaker. The default is a healthy shaker."""
+
+    max_pulses: int | None = None  # pulses per shake at most: 2 = too few, 0 = a dead sensor
+    motor_keeps_running: bool = False  # the motor driver failed on: motion goes on after the cut
+    run_on_ms: int = 5000  # how long such a motor goes on turning
+    open_lid_after_pulses: int | None = None  # the lid is lifted after this many pulses
+
+
+class SimShaker:
+    """The shaker's mechanics behind the motor, motion, lid and tamper pins."""
+
+    def __init__(
+        self,
+        factory: Any,
+        pins: PinsConfig,
+        config: ShakerConfig,
+        *,
+        faults: ShakerFaults = ShakerFaults(),
+        on_shake_end: Callable[[], None] | None = None,
+        stroke_ms: int | None = None,
+        pulse_ms: int = 5,
+        lid_closed: bool = True,
+        secured: bool = True,
+    ) -> None:
+        self.faults = faults
+        self.on_shake_end = on_shake_end
+        self._cycle_s = config.cycle_ms / 1000
+        # The magnet passes the sensor a little into the stroke, well inside the on half.
+        self._stroke_s = (stroke_ms if stroke_ms is not None else config.cycle_ms // 4) / 1000
+        self._pulse_s = pulse_ms / 1000
+        self._lock = threading.Condition(threading.RLock())
+        self._closed = False
+        self._in_shake = False
+        self._shake_pulses = 0
+        self._pulses = 0
+        self._shakes = 0
+        self._motor_on = False
+        self._timers: set[threading.Timer] = set()
+        self._end_timer: threading.Timer | None = None
+        self._run_on_until = 0.0
+        self._run_on_thread: threading.Thread | None = None
+        self.motor_pin: SimMotorPin = factory.pin(pins.motor, pin_class=SimMotorPin)
+        self.motion_pin: SimContactPin = factory.pin(pins.motion_sensor, pin_class=SimContactPin)
+        self.lid_pin: SimContactPin = factory.pin(pins.lid_switch, pin_class=SimContactPin)
+        self.tamper_pin: SimContactPin = factory.pin(pins.tamper_switch, pin_class=SimContactPin)
+        self.lid_pin.set_contact(lid_closed)
+        self.tamper_pin.set_contact(secured)
+        self.motor_pin.listener = self._motor_changed
+
+    # --- what a test or the harness does -------------------------------------------------------
+
+    @property
+    def motor_value(self) -> float:
+        return float(self.motor_pin.state)
+
+    @property
+    def pulses(self) -> int:
+        """Motion pulses given since the simulator was built."""
+        with self._lock:
+            return self._pulses
+
+    @property
+    def shakes(self) -> int:
+        """Shakes that have ended (the motor off for a whole cycle)."""
+        with self._lock:
+            return self._shakes
+
+    def wait_for_pulses(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` pulses have been given in all."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._pulses >= count, timeout)
+
+    def wait_for_motor(self, *, running: bool, timeout: float) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self._motor_on is running, timeout)
+
+    def wait_for_shakes(self, count: int, timeout: float) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self._shakes >= count, timeout)
+
+    def open_lid(self, *, bounces: int = 0) -> None:
+        _bounce(self.lid_pin, closed=False, bounces=bounces)
+
+    def close_lid(self, *, bounces: int = 0) -> None:
+        _bounce(self.lid_pin, closed=True, bounces=bounces)
+
+    def remove(self) -> None:
+        """The shaker lifted off its mount or tilted: the tamper loop opens."""
+        self.tamper_pin.set_contact(False)
+
+    def secure(self) -> None:
+        self.tamper_pin.set_contact(True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self.motor_pin.listener = None
+            timers = [*self._timers, *([self._end_timer] if self._end_timer else [])]
+            self._timers.clear()
+            self._end_timer = None
+            self._run_on_until = 0.0
+            self._lock.notify_all()
+        for timer in timers:
+            timer.cancel()
+        thread = self._run_on_thread
+        if thread is not None:
+            thread.join(timeout=2)
+
+    def __enter__(self) -> SimShaker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the mechanics -----------------------------------------------------------------------
+
+    def _motor_changed(self, value: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            was_on, self._motor_on = self._motor_on, value > 0
+            self._lock.notify_all()
+            if self._motor_on and not was_on:
+                if not self._in_shake:
+                    self._in_shake = True
+                    self._shake_pulses = 0
+                if self._end_timer is not None:
+                    self._end_timer.cancel()
+                    self._end_timer = None
+                self._later(self._stroke_s, self._stroke)
+            elif was_on and not self._motor_on:
+                self._end_timer = self._start_timer(self._cycle_s, self._shake_over)
+                if self.faults.motor_keeps_running and self._run_on_thread is None:
+                    self._run_on_until = time.monotonic() + self.faults.run_on_ms / 1000
+                    thread = threading.Thread(target=self._run_on, name="sim-run-on", daemon=True)
+                    self._run_on_thread = thread
+                    thread.start()
+
+    def _stroke(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            limit = self.faults.max_pulses
+            if limit is not None and self._shake_pulses >= limit:
+                return
+            self._shake_pulses += 1
+        self._pulse()
+        with self._lock:
+            lid_after = self.faults.open_lid_after_pulses
+            lift = lid_after is not None and self._shake_pulses == lid_after
+        if lift:
+            self.open_lid()
+
+    def _pulse(self) -> None:
+        """The hall sensor pulls its line low while the magnet passes."""
+        self.motion_pin.set_contact(True)
+        time.sleep(self._pulse_s)
+        self.motion_pin.set_contact(False)
+        with self._lock:
+            self._pulses += 1
+            self._lock.notify_all()
+
+    def _run_on(self) -> None:
+        """A motor driver failed on: the shaker goes on moving whatever the PWM line says."""
+        while True:
+            with self._lock:
+                if not self._is_running_on():
+                    self._run_on_thread = None
+                    return
+                self._lock.wait(self._cycle_s)
+                if not self._is_running_on():
+                    self._run_on_thread = None
+                    return
+            self._pulse()
+
+    def _is_running_on(self) -> bool:
+        return not self._closed and time.monotonic() < self._run_on_until
+
+    def _shake_over(self) -> None:
+        with self._lock:
+            if self._closed or self._motor_on or not self._in_shake:
+                return
+            self._in_shake = False
+            self._end_timer = None
+            self._shakes += 1
+            self._lock.notify_all()
+            hook = self.on_shake_end
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("on_shake_end hook failed")
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        self._start_timer(delay, action)
+
+    def _start_timer(self, delay: float, action: Callable[[], None]) -> threading.Timer:
+        def run() -> None:
+            with self._lock:
+                self._timers.discard(timer)
+            action()
+
+        timer = threading.Timer(delay, run)
+        timer.daemon = True
+        self._timers.add(timer)
+        timer.start()
+        return timer
+
+
+# The panel's inputs, by the names of PinsConfig.
+PANEL_KEYS = (
+    "shake_button",
+    "key_no_more_bets",
+    "key_close_round",
+    "key_void_round",
+    "key_clear_fault",
+    "key_dice_set",
+    "supervisor_key",
+)
+
+
+class SimPanel:
+    """The dealer's keys and the player's button, pressed with contact bounce; lamps read back."""
+
+    def __init__(self, factory: Any, pins: PinsConfig, *, bounce_gap_ms: float = 1.0) -> None:
+        self._gap_s = bounce_gap_ms / 1000
+        self.keys: Mapping[str, SimContactPin] = {
+            name: factory.pin(getattr(pins, name), pin_class=SimContactPin) for name in PANEL_KEYS
+        }
+        self._lamps = {
+            name: factory.pin(getattr(pins, name))
+            for name in ("shake_button_lamp", "lamp_red", "lamp_green", "lamp_blue")
+        }
+
+    def press(self, key: str, *, bounces: int = 3) -> None:
+        """Close the key's contact, bouncing ``bounces`` times first (a millisecond apart)."""
+        _bounce(self.keys[key], closed=True, bounces=bounces, gap_s=self._gap_s)
+
+    def release(self, key: str, *, bounces: int = 3) -> None:
+        _bounce(self.keys[key], closed=False, bounces=bounces, gap_s=self._gap_s)
+
+    def turn_supervisor_key(self, on: bool) -> None:
+        """The key switch has a clean detent: no bounce."""
+        self.keys["supervisor_key"].set_contact(on)
+
+    def lamp_pin(self, name: str) -> Any:
+        """The mock pin of ``shake_button_lamp``, ``lamp_red``, ``lamp_green`` or ``lamp_blue``."""
+        return self._lamps[name]
+
+    @property
+    def is_shake_lamp_on(self) -> bool:
+        return bool(self._lamps["shake_button_lamp"].state)
+
+    @property
+    def status_colour(self) -> tuple[int, int, int]:
+        r, g, b = (int(bool(self._lamps[n].state)) for n in ("lamp_red", "lamp_green", "lamp_blue"))
+        return r, g, b
+
+
+def _bounce(pin: SimContactPin, *, closed: bool, bounces: int, gap_s: float = 0.001) -> None:
+    """A mechanical contact changing state: it chatters ``bounces`` times, then settles."""
+    for _ in range(bounces):
+        pin.set_contact(closed)
+        time.sleep(gap_s)
+        pin.set_contact(not closed)
+        time.sleep(gap_s)
+    pin.set_contact(closed)
