@@ -2,7 +2,7 @@
 
 Usage: python tests/audit_writer.py STATE_DIR SEED [ROUNDS]
 
-It is the daemon's own control loop (controller/daemon.py) with the real audit log, started the
+It is the daemon's own control loop (controller/app/loop.py) with the real audit log, started the
 daemon's way: the context the log holds, then ``POWER_ON`` through the core. Only the hardware
 is stood in for (the lamps, the motor, the sensor), and the events are scripted. The sequence
 number of every record is written to stdout (one line, flushed) only after the commit that made
@@ -17,15 +17,23 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from controller.audit_log import AuditLog
-from controller.audit_records import config_loaded_data
-from controller.config import Config
-from controller.daemon import ControlLoop, Ports
-from controller.dice import DiceReading, DieColour, DieReading
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import AuditLog
+from controller.core.config import Config
+from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
+from controller.core.snapshot import decode_context
+from controller.core.state import (
+    Event,
+    Fault,
+    Occurrence,
+    RoundContext,
+    RoundMachine,
+    Screen,
+    State,
+)
 from controller.ports import Committed
-from controller.records import RecordKind
-from controller.snapshot import decode_context
-from controller.state import Event, Fault, Occurrence, RoundContext, RoundMachine, Screen, State
 
 
 class Acknowledging:

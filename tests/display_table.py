@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.audit_log import AuditLog
-from controller.config import DisplayConfig
-from controller.dice import NoRollReason, Roll
-from controller.display_log import SqliteLogReader
-from controller.display_server import DisplayServer
-from controller.position import Game
-from controller.records import RecordKind
-from controller.result import result_of_number, result_of_roll
-from controller.state import Screen
-from controller.wagers import sum_paytable_a, sum_paytable_b
+from controller.audit.log import AuditLog
+from controller.core.config import DisplayConfig
+from controller.core.dice import NoRollReason, Roll
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.result import result_of_number, result_of_roll
+from controller.core.state import Screen
+from controller.core.wagers import sum_paytable_a, sum_paytable_b
+from controller.display.log_reader import SqliteLogReader
+from controller.display.server import DisplayServer
 
 PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 

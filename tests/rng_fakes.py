@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.state import RngMode
 from controller.errors import AuditLogError
-from controller.position import Game
-from controller.records import RecordKind
-from controller.rng_session import RngSessionManager
-from controller.state import RngMode
+from controller.rng.session import RngSessionManager
 
 
 class MemoryLog:

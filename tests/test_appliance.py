@@ -12,15 +12,15 @@ import pytest
 from gpiozero import Device
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.appliance import Appliance, Options
-from controller.audit_log import AuditLog, load_signer
+from controller.app.appliance import Appliance, Options
+from controller.audit.log import AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
 from controller.cli import main
-from controller.config import Config
-from controller.records import RecordKind
-from controller.state import Event, Mode, Occurrence, Screen, State
-from controller.verify_log import verify_state_dir
-from drivers.sim_hardware import SimShaker
-from drivers.sim_sensor import SimulatedSensor
+from controller.core.config import Config
+from controller.core.records import RecordKind
+from controller.core.state import Event, Mode, Occurrence, Screen, State
+from drivers.sim.hardware import SimShaker
+from drivers.sim.sensor import SimulatedSensor
 
 
 class Screens:

@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-from controller.audit_log import AuditLog, load_signer
-from controller.config import Config
-from controller.records import RecordKind as K
-from controller.snapshot import decode_context
-from controller.state import ActionKind, Event, Occurrence, Screen, State, step
-from controller.verify_log import verify_state_dir
+from controller.audit.log import AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
+from controller.core.config import Config
+from controller.core.records import RecordKind as K
+from controller.core.snapshot import decode_context
+from controller.core.state import ActionKind, Event, Occurrence, Screen, State, step
 
 WRITER = Path(__file__).parent / "audit_writer.py"
 KILLS = 50

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit.verify import verify_state_dir
 from controller.cli import main
+from controller.core.records import RecordKind
 from controller.errors import AuditLogError, LogIdentityError, StorageFull
-from controller.records import RecordKind
-from controller.verify_log import verify_state_dir
 
 
 def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Path) -> None:

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from controller import canonical
-from controller.audit_log import DB_NAME, AuditLog, read_checkpoints, read_records
-from controller.audit_records import config_loaded_data
+from controller.audit.log import DB_NAME, AuditLog, read_checkpoints, read_records
+from controller.audit.verify import LogVerifier, verify_state_dir
 from controller.cli import main
-from controller.config import Config
+from controller.core import canonical
+from controller.core.config import Config
+from controller.core.note import Signer
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
 from controller.errors import LogIntegrityError
-from controller.note import Signer
-from controller.records import RecordKind
-from controller.verify_log import LogVerifier, verify_state_dir
 
 WRITER = Path(__file__).parent / "audit_writer.py"
 

@@ -3,14 +3,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
-from controller import canonical, merkle, note
+from controller.core import canonical, merkle, note
 
 VECTORS = Path(__file__).parent / "vectors"
+PINNED = {  # the vendored files, as published (see vectors/README.md)
+    "rfc6962_merkle.json": "0edf73da3d1ed858c44121329a851ff9d3e6fa646ff27a0e53a31c88f5578cba",
+    "signed_note.json": "b44b47e7c74555cd6d01e0b5a63cda5df94c5625ea573220073d9a9b5368d843",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_vendored_vectors_are_the_published_files(name: str) -> None:
+    assert hashlib.sha256((VECTORS / name).read_bytes()).hexdigest() == PINNED[name]
 
 
 def _merkle() -> dict[str, list]:  # type: ignore[type-arg]

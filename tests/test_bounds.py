@@ -2,7 +2,7 @@
 
 ``str.isdigit()`` accepts ``"²"`` and ``str.isdecimal()`` accepts ``"٣"``; ``int()`` accepts
 both. Each place that reads a number from a person, a file, a socket or a record goes through
-``controller.digits``; these tests feed each of them superscripts, other scripts' digits and
+``controller.core.digits``; these tests feed each of them superscripts, other scripts' digits and
 numbers too large for a sequence number.
 """
 
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.audit_records import RecordDataError, bank_seat_of, paytables_from_record
-from controller.config import parse_config
-from controller.digits import MAX_SEQ, NumberError, is_ascii_digits, parse_bounded_int, quoted
-from controller.display_events import EventId
-from controller.display_feed import FeedRequestError, parse_request
+from controller.core.config import parse_config
+from controller.core.digits import MAX_SEQ, NumberError, is_ascii_digits, parse_bounded_int, quoted
+from controller.core.note import Checkpoint, NoteError
+from controller.core.record_data import RecordDataError, bank_seat_of, paytables_from_record
+from controller.display.events import EventId
+from controller.display.feed import FeedRequestError, parse_request
 from controller.errors import ConfigError
-from controller.note import Checkpoint, NoteError
 
 SUPERSCRIPT_TWO = "\u00b2"  # isdigit() is True, isdecimal() is False
 ARABIC_INDIC_THREE = "\u0663"  # isdecimal() is True

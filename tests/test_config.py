@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.config import Config, load_config, parse_config
+from controller.app.config_file import load_config
+from controller.core.config import Config, parse_config
+from controller.core.position import Game
+from controller.core.state import Mode
+from controller.core.wagers import Odds, Wager
 from controller.errors import ConfigError
-from controller.position import Game
-from controller.state import Mode
-from controller.wagers import Odds, Wager
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "hw" / "config.example.toml"
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from controller.appliance_ports import NoShaker
-from controller.audit_log import DB_NAME, AuditLog, load_signer
-from controller.audit_records import config_loaded_data
-from controller.config import Config
-from controller.daemon import ControlLoop, Ports
-from controller.position import Game
-from controller.records import RecordKind
-from controller.rng_session import RngPort, RngSessionManager
-from controller.state import (
+from controller.app.adapters import NoShaker
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import DB_NAME, AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
+from controller.core.config import Config
+from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
+from controller.core.state import (
     Event,
     Fault,
     Mode,
@@ -27,7 +27,7 @@ from controller.state import (
     RoundSettings,
     Screen,
 )
-from controller.verify_log import verify_state_dir
+from controller.rng.session import RngPort, RngSessionManager
 from drivers.safety import FaultLatch
 
 

@@ -12,7 +12,7 @@ from gpiozero import DigitalInputDevice
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from drivers.debounce import DebouncedInput, debounced_input
-from drivers.sim_hardware import SimContactPin
+from drivers.sim.hardware import SimContactPin
 
 PIN = 5
 DEBOUNCE_S = 0.02

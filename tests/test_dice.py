@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.dice import (
+from controller.core.dice import (
     DiceReading,
     DieColour,
     DieReading,

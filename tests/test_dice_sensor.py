@@ -1,7 +1,7 @@
 """The serial driver against the simulated sensor, through pyserial on a real pty.
 
 Every injected fault must end as the right event or the right no-roll reason from
-``controller.dice``, and never as a wrong result.
+``controller.core.dice``, and never as a wrong result.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.dice import (
+from controller.core.dice import (
     DiceReading,
     NoRollReason,
     ReadPolicy,
@@ -20,16 +20,16 @@ from controller.dice import (
     judge_reading,
     next_read,
 )
+from controller.core.sensor_protocol import SensorFault
+from controller.core.state import Event, Fault, Occurrence
 from controller.errors import (
     SensorDisconnected,
     SensorHardwareFault,
     SensorTimeout,
     SensorVersionError,
 )
-from controller.sensor_protocol import SensorFault
-from controller.state import Event, Fault, Occurrence
 from drivers.dice_sensor import SerialDiceSensor
-from drivers.sim_sensor import SimFault, SimulatedSensor
+from drivers.sim.sensor import SimFault, SimulatedSensor
 
 TIMEOUT_S = 0.2
 RETRIES = 2

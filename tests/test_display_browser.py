@@ -4,7 +4,6 @@ Screenshots go to test-output/display/ (git-ignored)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ import pytest
 from display_table import Table, start_display
 from playwright.sync_api import sync_playwright
 
-from controller.dice import NoRollReason
-from controller.records import RecordKind
-from controller.state import Screen
+from controller.core.dice import NoRollReason
+from controller.core.records import RecordKind
+from controller.core.state import Screen
 
 pytestmark = pytest.mark.browser
 
@@ -82,14 +81,16 @@ def rendered(page: Any) -> list[dict[str, Any]]:
     return page.evaluate("window.displayLog")  # type: ignore[no-any-return]
 
 
-def test_a_result_appears_within_one_second_of_its_commit(page: Any, table: Table) -> None:
+def test_a_result_appears_after_its_commit_naming_its_record(page: Any, table: Table) -> None:
+    """Write-ahead, as the page sees it: the result it shows carries the sequence number of
+    the committed record it came from. (How fast it appears is measured in bench/.)"""
     table.record(RecordKind.NO_MORE_BETS, round=1, bank="dealer", mode="shaker")
     table.show(Screen.BETS_CLOSED, round=1, attempt=1)
     wait_current(page, "bets_closed", 1, timeout_ms=5000)
-    committed = time.monotonic()
-    table.result(3, (4, 5))  # commits, then shows, as the daemon does
-    wait_current(page, "result", 1, timeout_ms=1000)  # the issue's bound: one second
-    assert time.monotonic() - committed < 1.0
+    seq = table.result(3, (4, 5))  # commits, then shows, as the daemon does
+    wait_current(page, "result", 1, timeout_ms=5000)
+    shown = rendered(page)[-1]
+    assert shown["id"] == str(seq)
     assert page.text_content("#total") == "12"
     assert page.text_content("#starting-label") == "SEAT 3"
     assert page.get_attribute(".spot.first", "data-position") == "seat 3"
@@ -197,13 +198,13 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
 ) -> None:
     """The daemon's own loop, log, RNG session and display server: the page shows DRAWING,
     then the result with the number, and stays on it (the number is never overwritten)."""
-    from controller.appliance_ports import NoShaker
-    from controller.audit_records import config_loaded_data
-    from controller.config import Config
-    from controller.daemon import ControlLoop, Ports
-    from controller.position import Game
-    from controller.rng_session import RngPort, RngSessionManager
-    from controller.state import Event, Mode, Occurrence, RngMode, RoundMachine, RoundSettings
+    from controller.app.adapters import NoShaker
+    from controller.app.loop import ControlLoop, Ports
+    from controller.core.config import Config
+    from controller.core.position import Game
+    from controller.core.record_data import config_loaded_data
+    from controller.core.state import Event, Mode, Occurrence, RngMode, RoundMachine, RoundSettings
+    from controller.rng.session import RngPort, RngSessionManager
     from drivers.safety import FaultLatch
 
     class Lamps:

@@ -16,13 +16,13 @@ import pytest
 from display_table import Table, start_display
 from test_display_server import EmptyLog, handler_threads, reset, wait_until
 
-from controller import canonical, display_feed
-from controller.display_events import EventId
-from controller.display_feed import FeedRequestError, FeedServer, parse_request
-from controller.display_hub import DisplayHub
-from controller.display_log import LoggedRecord
-from controller.records import RecordKind
-from controller.state import Screen
+from controller.core import canonical
+from controller.core.records import RecordKind, StoredRecord
+from controller.core.state import Screen
+from controller.display import feed as display_feed
+from controller.display.events import EventId
+from controller.display.feed import FeedRequestError, FeedServer, parse_request
+from controller.display.hub import DisplayHub
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def address_of(server: FeedServer) -> tuple[str, int]:
     return str(host), int(port)
 
 
-def big_record(seq: int) -> LoggedRecord:
+def big_record(seq: int) -> StoredRecord:
     entry = {
         "seq": seq,
         "kind": "note",
@@ -226,7 +226,7 @@ def big_record(seq: int) -> LoggedRecord:
         "prev": "0" * 64,
         "data": {"pad": "x" * 65536},
     }
-    return LoggedRecord(seq, "note", canonical.encode(entry))
+    return StoredRecord(seq, "note", canonical.encode(entry))
 
 
 class EndlessLog(EmptyLog):
@@ -235,7 +235,7 @@ class EndlessLog(EmptyLog):
     def size(self) -> int:
         return 1
 
-    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+    def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
         return [big_record(n) for n in range(seq + 1, seq + 1 + min(limit, 2))]
 
 

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from controller import display_server
-from controller.config import DisplayConfig
-from controller.display_log import LoggedCheckpoint, LoggedRecord
-from controller.display_server import DisplayServer
-from controller.state import Screen
+from controller.core.config import DisplayConfig
+from controller.core.records import StoredRecord
+from controller.core.state import Screen
+from controller.display import server as display_server
+from controller.display.server import DisplayServer
+from controller.ports import LoggedCheckpoint
 
 WAIT_S = 20.0  # the most any condition below is waited for; a hang fails the test
 
@@ -33,10 +34,10 @@ class EmptyLog:
     def size(self) -> int:
         return 0
 
-    def records_after(self, seq: int, *, limit: int) -> list[LoggedRecord]:
+    def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
         return []
 
-    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[LoggedRecord]:
+    def latest_of(self, kinds: Collection[str], *, limit: int) -> list[StoredRecord]:
         return []
 
     def latest_checkpoint(self) -> LoggedCheckpoint | None:

@@ -41,13 +41,13 @@ from typing import Any
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.config import PinsConfig, ShakerConfig
+from controller.core.config import PinsConfig, ShakerConfig
 from controller.errors import ShakerError
-from controller.state import Event, Occurrence, Screen
+from controller.core.state import Event, Occurrence, Screen
 from drivers.panel import GpioPanel
 from drivers.safety import FaultLatch
 from drivers.shaker import GpioShaker
-from drivers.sim_hardware import SimContactPin
+from drivers.sim.hardware import SimContactPin
 from drivers.table_io import build_panel
 
 PINS = PinsConfig()

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from controller.config import PinsConfig
+from controller.core.config import PinsConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*`(\w+)`\s*\|", re.MULTILINE)

@@ -19,20 +19,18 @@ from typing import Any
 
 import pytest
 
-from controller.audit_log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
-from controller.audit_records import config_loaded_data
+from controller.app.instance_lock import InstanceLock
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit.verify import verify_state_dir
 from controller.cli import main
-from controller.config import Config
-from controller.daemon import ControlLoop, Ports
-from controller.dice import DiceReading, DieColour, DieReading
-from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
-from controller.instance_lock import InstanceLock
-from controller.ports import Committed
-from controller.position import Game
-from controller.records import RecordKind
-from controller.rng_session import RngPort, RngSessionManager
-from controller.snapshot import decode_context, encode_context
-from controller.state import (
+from controller.core.config import Config
+from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
+from controller.core.snapshot import decode_context, encode_context
+from controller.core.state import (
     Event,
     Fault,
     Mode,
@@ -43,7 +41,9 @@ from controller.state import (
     Screen,
     State,
 )
-from controller.verify_log import verify_state_dir
+from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
+from controller.ports import Committed
+from controller.rng.session import RngPort, RngSessionManager
 
 STRACE = shutil.which("strace")
 
@@ -538,8 +538,8 @@ def test_verify_log_proves_the_log_extends_a_checkpoint_kept_elsewhere(
 def _rebuilt(state: Path, size: int) -> AuditLog:
     """Re-derive the log's frontier and latest checkpoint after rows were cut (what a key
     holder rolling the log back would do)."""
-    from controller.merkle import CompactRange
-    from controller.note import Checkpoint, sign_checkpoint
+    from controller.core.merkle import CompactRange
+    from controller.core.note import Checkpoint, sign_checkpoint
 
     signer = load_signer(state)
     assert signer is not None
@@ -716,7 +716,7 @@ def test_the_daemon_with_a_missing_key_shows_the_fault_and_records_nothing(
 ) -> None:
     from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-    from controller.appliance import Appliance, Options
+    from controller.app.appliance import Appliance, Options
 
     class Screens:
         def __init__(self) -> None:

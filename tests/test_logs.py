@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from controller.logs import configure_logging
+from controller.app.logs import configure_logging
 
 
 def test_priorities_and_multiline_messages() -> None:

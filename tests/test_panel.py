@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.config import PinsConfig, ShakerConfig
-from controller.state import Event, Fault, Occurrence, Screen
+from controller.core.config import PinsConfig, ShakerConfig
+from controller.core.state import Event, Fault, Occurrence, Screen
 from drivers.panel import STATUS_COLOURS, GpioPanel
 from drivers.safety import FaultLatch
-from drivers.sim_hardware import SimPanel
+from drivers.sim.hardware import SimPanel
 from drivers.table_io import build_panel
 
 PINS = PinsConfig()

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.errors import BankRuleError, GameRuleError
-from controller.position import (
+from controller.core.position import (
     DEAD_HAND,
     DEALER,
     BankHistory,
@@ -17,6 +16,7 @@ from controller.position import (
     starting_position,
     table_cycle,
 )
+from controller.errors import BankRuleError, GameRuleError
 
 
 def test_regulation_example_total_nine_is_the_dealer() -> None:

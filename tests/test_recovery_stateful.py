@@ -23,19 +23,27 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from controller.audit_log import AuditLog, load_signer
-from controller.audit_records import config_loaded_data
-from controller.config import Config
-from controller.daemon import ControlLoop, Ports
-from controller.dice import DiceReading, DieColour, DieReading
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
+from controller.core.config import Config
+from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.merkle import CompactRange
+from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
+from controller.core.snapshot import decode_context, encode_context
+from controller.core.state import (
+    Event,
+    Fault,
+    Mode,
+    Occurrence,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+)
 from controller.errors import AuditLogError
-from controller.merkle import CompactRange
 from controller.ports import Committed
-from controller.records import RecordKind
-from controller.rng_session import RngPort, RngSessionManager
-from controller.snapshot import decode_context, encode_context
-from controller.state import Event, Fault, Mode, Occurrence, RoundMachine, RoundSettings, Screen
-from controller.verify_log import verify_state_dir
+from controller.rng.session import RngPort, RngSessionManager
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing on tmpfs

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.dice import Roll
-from controller.errors import RngError, RngSelfTestFailure
-from controller.rng import (
+from controller.core.dice import Roll
+from controller.core.drbg import (
     DICE_OUTCOMES,
     MAX_REJECTIONS,
     MAX_REQUEST_BYTES,
@@ -25,11 +24,13 @@ from controller.rng import (
     uniform_below,
     virtual_roll,
 )
+from controller.errors import RngError, RngSelfTestFailure
 
 VECTORS = Path(__file__).parent / "vectors"
 NPM_FILE = VECTORS / "hmac_drbg_sha256_nist_no_reseed.json"
 NPM_SHA256 = "5179177ba49720ff9b2a9263ebcbbe375833fe87a60ef8fd760b13ad0ca13f2e"
 COUNT0_FILE = VECTORS / "hmac_drbg_sha256_nist_count0.json"
+COUNT0_SHA256 = "e8d0247b710b7ea2d0919e75151b9aeb8764ebf63449f596162eb75a6ac067fe"
 
 ENTROPY = bytes(range(32))
 NONCE = bytes(range(32, 48))
@@ -49,6 +50,7 @@ COUNT0_VECTORS = _load(COUNT0_FILE)
 
 def test_the_vendored_npm_vectors_are_the_published_file() -> None:
     assert hashlib.sha256(NPM_FILE.read_bytes()).hexdigest() == NPM_SHA256
+    assert hashlib.sha256(COUNT0_FILE.read_bytes()).hexdigest() == COUNT0_SHA256
     assert len(NPM_VECTORS) == 30
     assert len(COUNT0_VECTORS) == 9
 

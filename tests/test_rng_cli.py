@@ -12,9 +12,9 @@ import pytest
 from rng_fakes import MemoryLog, counter_source, manager
 
 from controller.cli import main
-from controller.records import RecordKind
-from controller.rng import HmacDrbg
-from controller.rng_cli import write_stream
+from controller.cli.rng import write_stream
+from controller.core.drbg import HmacDrbg
+from controller.core.records import RecordKind
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:

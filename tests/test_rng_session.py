@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from rng_fakes import MemoryLog, counter_source, manager
 
-from controller.dice import Roll
+from controller.core.dice import Roll
+from controller.core.drbg import HmacDrbg
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.rng_replay import commitment_of, replay_sessions, verify_rng_records
+from controller.core.state import RngMode
 from controller.errors import AuditLogError, RngError, RngSelfTestFailure
-from controller.position import Game
-from controller.records import RecordKind
-from controller.rng import HmacDrbg
-from controller.rng_session import SEED_FILE_PREFIX, RngSessionManager
-from controller.rng_verify import commitment_of, replay_sessions, verify_rng_records
-from controller.state import RngMode
+from controller.rng.session import SEED_FILE_PREFIX, RngSessionManager
 
 
 def seed_files(state_dir: Path) -> list[Path]:
@@ -427,7 +427,7 @@ def test_the_manager_refuses_a_table_name_that_could_blur_the_identity(tmp_path:
 
 
 def test_the_daemon_port_prepares_rolls_over_and_repeats_after_a_restart(tmp_path: Path) -> None:
-    from controller.rng_session import RngPort
+    from controller.rng.session import RngPort
 
     log = MemoryLog()
     port = RngPort(manager(tmp_path, log, max_rounds=2))

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from rng_fakes import MemoryLog, counter_source, manager
 
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.rng_replay import replay_sessions, verify_rng_records
+from controller.core.state import RngMode
 from controller.errors import LogIntegrityError
-from controller.position import Game
-from controller.records import RecordKind
-from controller.rng_verify import replay_sessions, verify_rng_records
-from controller.state import RngMode
 
 Records = list[tuple[int, str, dict[str, Any]]]
 
@@ -64,7 +64,7 @@ def failing_record(records: Records) -> int | None:
 def _reference_drbg_numbers(
     entropy: bytes, nonce: bytes, pers: bytes, identities: list[bytes], n: int
 ) -> list[int]:
-    """HMAC_DRBG SHA-256 and simple discard, from SP 800-90A, without controller.rng."""
+    """HMAC_DRBG SHA-256 and simple discard, from SP 800-90A, without controller.core.drbg."""
 
     def mac(key: bytes, msg: bytes) -> bytes:
         return hmac.new(key, msg, hashlib.sha256).digest()

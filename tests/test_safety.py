@@ -13,10 +13,10 @@ from collections.abc import Callable
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.config import Config, PinsConfig, ShakerConfig
-from controller.state import Event, Occurrence, Screen
+from controller.core.config import Config, PinsConfig, ShakerConfig
+from controller.core.state import Event, Occurrence, Screen
 from drivers.safety import FaultLatch
-from drivers.sim_hardware import SimPanel, SimShaker
+from drivers.sim.hardware import SimPanel, SimShaker
 from drivers.table_io import build_panel, build_shaker, build_table_io
 
 WAIT = 3.0
@@ -189,8 +189,8 @@ def test_the_table_latch_drives_every_real_output_safe_even_past_a_failure() -> 
 
 
 def test_an_rng_table_has_no_shaker() -> None:
-    from controller.config import TableConfig
-    from controller.state import Mode
+    from controller.core.config import TableConfig
+    from controller.core.state import Mode
 
     factory = MockFactory(pin_class=MockPWMPin)
     sim_panel = SimPanel(factory, PinsConfig())

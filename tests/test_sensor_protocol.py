@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.dice import DieColour
-from controller.errors import FrameError, SensorVersionError
-from controller.sensor_protocol import (
+from controller.core.dice import DieColour
+from controller.core.sensor_protocol import (
     CRC_CHECK_VALUE,
     MAX_FRAME_BYTES,
     MAX_OBJECTS,
@@ -35,6 +34,7 @@ from controller.sensor_protocol import (
     encode_body,
     seal,
 )
+from controller.errors import FrameError, SensorVersionError
 
 DOC = Path(__file__).resolve().parent.parent / "hw" / "dice-sensor-protocol.md"
 DIGEST = hashlib.sha256(b"tray image 42").hexdigest()
@@ -318,7 +318,7 @@ def test_the_parser_does_no_io() -> None:
     """The parser is part of the pure core: it imports neither serial nor any I/O module."""
     import ast
 
-    import controller.sensor_protocol as module
+    import controller.core.sensor_protocol as module
 
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported: set[str] = set()

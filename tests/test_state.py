@@ -8,11 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from controller.dice import DiceReading, DieColour, DieReading, NoRollReason, Roll
-from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
-from controller.position import Game
-from controller.records import RecordKind
-from controller.state import (
+from controller.core.dice import DiceReading, DieColour, DieReading, NoRollReason, Roll
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.state import (
     MOTOR_GRACE_MS,
     TRANSITIONS,
     Action,
@@ -27,6 +26,7 @@ from controller.state import (
     Screen,
     State,
 )
+from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
 SETTINGS = RoundSettings(max_reshakes=2, settle_ms=1000, read_timeout_ms=2000, motor_max_ms=5000)
 

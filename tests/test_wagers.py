@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.dice import Roll
-from controller.wagers import (
+from controller.core.dice import Roll
+from controller.core.wagers import (
     BeatItCondition,
     Odds,
     Paytable,
@@ -88,19 +90,42 @@ def test_beat_it_any_window_is_one_to_four() -> None:
     assert not outcomes(roll(2, 1, 1)).beat_it[BeatItCondition.ANY]
 
 
-# --- counts over the 216 outcomes (independent of the implementation) ---------------------
+# --- every one of the 216 rolls, from a table written from the rule text ---------------------
+
+TABLE = Path(__file__).parent / "vectors" / "dice_side_wagers_216.txt"
+TABLE_SHA256 = "84964c87ebb013529cce28d742227e81837c93fbfd1bb723f08785384f37f7b8"
 
 
-def test_counts_over_all_outcomes() -> None:
-    results = [outcomes(r) for r in all_rolls()]
-    assert len(results) == 216
-    assert sum(r.sum[SumCondition.TOTAL_8_16_17] for r in results) == 21 + 6 + 3
-    assert sum(r.sum[SumCondition.TOTAL_3_8_9] for r in results) == 1 + 21 + 25
-    assert sum(r.sum[SumCondition.PAIR] for r in results) == 216 - 6 * 5 * 4
-    assert sum(r.sum[SumCondition.SERIES] for r in results) == 4 * 6
-    # red >= b1 + b2: for red r, pairs of blues with sum <= r
-    expected_red = sum(1 for r, b1, b2 in itertools.product(range(1, 7), repeat=3) if r >= b1 + b2)
-    assert sum(r.beat_it[BeatItCondition.RED] for r in results) == expected_red == 35
+def _table_rows() -> list[list[str]]:
+    lines = TABLE.read_text(encoding="ascii").splitlines()
+    return [line.split() for line in lines if not line.startswith("#")][1:]
+
+
+def test_the_table_is_the_reviewed_one() -> None:
+    assert hashlib.sha256(TABLE.read_bytes()).hexdigest() == TABLE_SHA256
+    rows = _table_rows()
+    assert len(rows) == 216
+    assert {(int(r[0]), int(r[1]), int(r[2])) for r in rows} == set(
+        itertools.product(range(1, 7), repeat=3)
+    )
+
+
+@pytest.mark.parametrize("row", _table_rows(), ids=lambda r: "-".join(r[:3]))
+def test_every_roll_settles_as_the_table_says(row: list[str]) -> None:
+    red, blue1, blue2, total = (int(v) for v in row[:4])
+    flags = [v == "Y" for v in row[4:10]]
+    matched = set() if row[10] == "-" else {int(v) for v in row[10].split(",")}
+    o = outcomes(roll(red, blue1, blue2))
+    assert roll(red, blue1, blue2).total == total
+    assert [
+        o.sum[SumCondition.TOTAL_8_16_17],
+        o.sum[SumCondition.TOTAL_3_8_9],
+        o.sum[SumCondition.PAIR],
+        o.sum[SumCondition.SERIES],
+        o.beat_it[BeatItCondition.RED],
+        o.beat_it[BeatItCondition.ANY],
+    ] == flags
+    assert {value for value, count in o.match.items() if count >= 2} == matched
 
 
 @given(rolls)
@@ -108,21 +133,6 @@ def test_match_counts_add_up_to_three(r: Roll) -> None:
     counts = outcomes(r).match
     assert sum(counts.values()) == 3
     assert set(counts) == set(range(1, 7))
-
-
-@given(rolls)
-def test_outcomes_agree_with_a_second_reading_of_the_rule(r: Roll) -> None:
-    faces_ = list(r.faces)
-    total = sum(faces_)
-    o = outcomes(r)
-    assert o.sum[SumCondition.TOTAL_8_16_17] == (total in {8, 16, 17})
-    assert o.sum[SumCondition.TOTAL_3_8_9] == (total in {3, 8, 9})
-    assert o.sum[SumCondition.PAIR] == (len(set(faces_)) < 3)
-    ordered = sorted(faces_)
-    assert o.sum[SumCondition.SERIES] == (ordered[1] == ordered[0] + 1 == ordered[2] - 1)
-    assert o.beat_it[BeatItCondition.RED] == (r.red >= r.blue[0] + r.blue[1])
-    any_beats = any(1 <= faces_[i] - (total - faces_[i]) <= 4 for i in range(3))
-    assert o.beat_it[BeatItCondition.ANY] == any_beats
 
 
 @given(rolls)
