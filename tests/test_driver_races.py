@@ -42,8 +42,8 @@ import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.core.config import PinsConfig, ShakerConfig
-from controller.errors import ShakerError
 from controller.core.state import Event, Occurrence, Screen
+from controller.errors import ShakerError
 from drivers.panel import GpioPanel
 from drivers.safety import FaultLatch
 from drivers.shaker import GpioShaker
