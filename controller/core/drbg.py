@@ -16,9 +16,10 @@ to generate anything more.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from controller.core.dice import Roll
 from controller.errors import RngError, RngSelfTestFailure
@@ -35,8 +36,33 @@ DICE_OUTCOMES: Final = 216  # 6 × 6 × 6: red, first blue, second blue
 MAX_REJECTIONS: Final = 128  # a healthy generator is rejected this often with p < 2^-128
 
 
-def _hmac_sha256(key: bytes, message: bytes) -> bytes:
-    return hmac.digest(key, message, "sha256")
+_BLOCK = 64  # SHA-256's block size: HMAC pads a 32-byte key to it (RFC 2104)
+_TRANS_IPAD = bytes(x ^ 0x36 for x in range(256))  # key XOR ipad, byte by byte, in C
+_TRANS_OPAD = bytes(x ^ 0x5C for x in range(256))
+_SHA256 = hashlib.sha256
+
+
+class _KeyedHmac:
+    """HMAC-SHA-256 (RFC 2104) for one key, on ``hashlib``: the inner and outer hashes of the
+    padded key are computed once and copied for each message, instead of being set up again
+    (and OpenSSL's algorithm fetched again) for every call as ``hmac.digest`` does. The
+    DRBG's key changes only a few times per request while V is hashed under it repeatedly."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        padded = key.ljust(_BLOCK, b"\x00")  # the DRBG's keys are 32 bytes, never longer
+        self._inner: Any = _SHA256(padded.translate(_TRANS_IPAD))
+        self._outer: Any = _SHA256(padded.translate(_TRANS_OPAD))
+
+    def digest(self, message: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()  # type: ignore[no-any-return]
+
+
 
 
 class HmacDrbg:
@@ -50,6 +76,7 @@ class HmacDrbg:
     __slots__ = (
         "_failed",
         "_key",
+        "_keyed",
         "_previous_block",
         "_reseed_counter",
         "_value",
@@ -73,6 +100,7 @@ class HmacDrbg:
             raise RngError(f"reseed interval {reseed_interval} is not 1..2^48")
         self.reseed_interval = reseed_interval
         self._key = b"\x00" * OUTLEN
+        self._keyed = (self._key, _KeyedHmac(self._key))  # the last key HMAC'd with
         self._value = b"\x01" * OUTLEN
         self._update(entropy + nonce + personalization)
         self._reseed_counter = 1
@@ -83,7 +111,10 @@ class HmacDrbg:
         return f"<HmacDrbg SHA-256 reseed_counter={self._reseed_counter}>"
 
     def _hmac(self, key: bytes, message: bytes) -> bytes:
-        return _hmac_sha256(key, message)
+        """HMAC-SHA-256, the one primitive (tests replace it with a broken one)."""
+        if key is not self._keyed[0]:
+            self._keyed = (key, _KeyedHmac(key))
+        return self._keyed[1].digest(message)
 
     def _update(self, provided_data: bytes) -> None:
         """§10.1.2.2 HMAC_DRBG_Update."""
