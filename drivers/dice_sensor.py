@@ -308,6 +308,7 @@ class SerialDiceSensor:
         port = self._port
         if port is None:
             return
+        self._set_read_timeout(port)
         data = port.read(1)
         if data:
             waiting: int = getattr(port, "in_waiting", 0)
@@ -322,6 +323,18 @@ class SerialDiceSensor:
             self._send_next_locked()
         for occurrence in events:
             self._events.put(occurrence)
+
+    def _set_read_timeout(self, port: serial.SerialBase) -> None:
+        """Block until a byte comes or the request in flight is due: no polling while idle
+        (then a wake-up every ``timeout_s`` only, to notice a close)."""
+        with self._lock:
+            request = self._pending
+            wait = self._timeout_s
+            if request is not None:
+                wait = min(wait, max(0.001, request.deadline - time.monotonic()))
+        current = port.timeout
+        if current is None or abs(current - wait) > 0.002:
+            port.timeout = wait
 
     def _connect(self) -> None:
         try:

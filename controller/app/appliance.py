@@ -14,8 +14,10 @@ on a pseudo-terminal): only the pin factory and the sensor's URL differ.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import threading
 import time
@@ -59,7 +61,6 @@ class Options:
     web_display_required: bool = True  # the simulation goes on without it if its port is taken
     displays: Sequence[TableDisplay] = ()
     observers: Sequence[Observer] = ()
-    tick_ms: int = 50
 
 
 class Appliance:
@@ -112,7 +113,7 @@ class Appliance:
             machine,
             ports,
             events=self.events,
-            tick_ms=self.options.tick_ms,
+            alive_every_s=None if self._watchdog_s is None else self._watchdog_s / 2,
             on_alive=self._alive,
         )
         if problem is not None:
@@ -220,10 +221,16 @@ class Appliance:
     def run(self) -> None:
         """The control loop in this thread until ``stop``; SIGTERM and SIGINT stop it."""
         assert self.loop is not None
+        relay = None
         if threading.current_thread() is threading.main_thread():
+            relay = _SignalWake(self.loop.events.wake)
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        self.loop.run()
+        try:
+            self.loop.run()
+        finally:
+            if relay is not None:
+                relay.close()
         if self._signal is not None:
             log.warning("signal %d: stopping", self._signal)
             notify("STOPPING=1")
@@ -231,8 +238,9 @@ class Appliance:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """Runs on the control thread between any two bytecodes, maybe inside a lock of a
         driver, of the queue or of a stream: it only trips the latch (safe there, see
-        drivers/safety.py) and raises the loop's stop flag, which the loop reads within a tick.
-        It logs nothing and touches no queue."""
+        drivers/safety.py) and raises the loop's stop flag. It logs nothing and touches no
+        queue: Python also writes the signal's number to a pipe, whose reader thread wakes
+        the loop (``_SignalWake``)."""
         self._signal = signum
         if self.table_io is not None:
             # The one fault latch: every output safe now, before the loop winds down.
@@ -274,3 +282,37 @@ class Appliance:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _SignalWake:
+    """Wakes the control loop when a signal arrives, from a normal thread. The handler itself
+    may not touch the queue (it runs between any two bytecodes of the control thread, maybe
+    inside the queue's lock); ``signal.set_wakeup_fd`` has the interpreter write the signal's
+    number to a pipe at C level, and this thread turns each byte into ``wake``."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._read, self._write = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(self._write, False)
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._wake = wake
+        self._thread = threading.Thread(target=self._relay, name="signal-wake", daemon=True)
+        self._thread.start()
+
+    def _relay(self) -> None:
+        while True:
+            try:
+                data = os.read(self._read, 64)
+            except OSError:
+                return
+            if not data or data == b"\xff":  # closed, or close() asking the thread to end
+                return
+            self._wake()
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        with contextlib.suppress(OSError):
+            os.write(self._write, b"\xff")
+        self._thread.join(timeout=2)
+        for fd in (self._read, self._write):
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -130,14 +130,16 @@ class ControlLoop:
         *,
         events: EventQueue | None = None,
         clock: Callable[[], int] = monotonic_ms,
-        tick_ms: int = 50,
+        alive_every_s: float | None = None,
         on_alive: Callable[[], None] | None = None,
     ) -> None:
+        """``alive_every_s``: the longest the loop sleeps without an event before it calls
+        ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline."""
         self.machine = machine
         self.ports = ports
         self.events = events or EventQueue()
         self.clock = clock
-        self.tick_ms = tick_ms
+        self.alive_every_s = alive_every_s
         self.on_alive = on_alive
         self.last_seq: int | None = None
         self.is_storage_failed = False
@@ -153,21 +155,25 @@ class ControlLoop:
         self.events.wake()
 
     def request_stop(self) -> None:
-        """``stop`` for a signal handler: a flag only (no lock is taken); the loop sees it
-        within ``tick_ms``."""
+        """``stop`` for a signal handler: a flag only (no lock is taken). Whoever handles the
+        signal also wakes the loop from a normal thread (``events.wake``)."""
         self._stopping = True
 
     # --- the control thread -----------------------------------------------------------------
 
     def run(self) -> None:
-        """Take events until ``stop``. Every ``tick_ms`` without an event is a ``TICK``."""
+        """Take events until ``stop``. Idle means idle: the loop sleeps until an event comes, or
+        until the core's deadline (a ``TICK`` then), or until ``alive_every_s`` has passed."""
         while not self._stopping:
             try:
-                item = self.events.get(timeout=self.tick_ms / 1000)
+                item = self.events.get(timeout=self._sleep_s())
             except queue.Empty:
-                item = Occurrence(Event.TICK, at=self.clock())
+                item = None
             if item is not None:
                 self.dispatch(item)
+            deadline = self.machine.context.deadline
+            if deadline is not None and self.clock() >= deadline:
+                self.dispatch(Occurrence(Event.TICK, at=self.clock()))
             lost = self.events.take_lost()
             if lost:
                 detail = f"the event queue was full: {len(lost)} events lost ({', '.join(lost)})"
@@ -177,6 +183,13 @@ class ControlLoop:
                 )
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
+
+    def _sleep_s(self) -> float | None:
+        waits = [] if self.alive_every_s is None else [self.alive_every_s]
+        deadline = self.machine.context.deadline
+        if deadline is not None:
+            waits.append(max(0.0, (deadline - self.clock()) / 1000))
+        return min(waits) if waits else None
 
     def power_on(
         self,

@@ -81,13 +81,17 @@ def parse_faults(spec: str) -> dict[str, float]:
 def simulation_config(config: Config, *, fast: bool) -> Config:
     """Timings for the simulation: brisk, or (``fast``) as quick as the rules allow."""
     if fast:
+        # Simulated time: the simulated hardware's timings compressed (a shake still has its
+        # three cycles, the motor its watchdog, the keys their debounce); every real I/O path
+        # (the pty, the pins, SQLite, fsync) stays real.
         shaker = dataclasses.replace(
-            config.shaker, shake_ms=300, cycle_ms=100, motor_max_ms=1000, debounce_ms=5
+            config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=200, debounce_ms=2
         )
-        round_ = dataclasses.replace(config.round, settle_ms=200, read_timeout_ms=3000)
-    else:
-        shaker = dataclasses.replace(config.shaker, shake_ms=2000, cycle_ms=400)
-        round_ = dataclasses.replace(config.round, settle_ms=800)
+        round_ = dataclasses.replace(config.round, settle_ms=1, read_timeout_ms=3000)
+        sensor = dataclasses.replace(config.sensor, timeout_ms=60)
+        return dataclasses.replace(config, shaker=shaker, round=round_, sensor=sensor)
+    shaker = dataclasses.replace(config.shaker, shake_ms=2000, cycle_ms=400)
+    round_ = dataclasses.replace(config.round, settle_ms=800)
     return dataclasses.replace(config, shaker=shaker, round=round_)
 
 
@@ -129,7 +133,7 @@ class Crew:
     def _run(self) -> None:
         while not self.stopping.is_set():
             try:
-                screen, data = self.screens.get(timeout=max(1.0, 10 * self.pause_s))
+                screen, data = self.screens.get(timeout=max(0.25, 10 * self.pause_s))
             except queue.Empty:
                 if self._last is None:
                     continue
@@ -201,11 +205,14 @@ class Crew:
         self.shaker.faults = ShakerFaults()
         self.shaker.close_lid()
         self.shaker.secure()
+        self.stopping.wait(self.press_s)  # the lid switch and the tamper loop settle
         self._press("key_clear_fault")
         self.stopping.wait(self.pause_s)
         self.panel.turn_supervisor_key(True)
+        self.stopping.wait(self.press_s)  # the key switch settles before the key is pressed
         self._press("key_clear_fault")
         self.panel.turn_supervisor_key(False)
+        self.stopping.wait(self.press_s)
 
 
 def run_simulation(
@@ -226,8 +233,10 @@ def run_simulation(
     def dice_land() -> None:
         sensor.roll()  # the dice come to rest in new places with new faces
 
-    shaker = SimShaker(factory, config.pins, config.shaker, on_shake_end=dice_land)
-    panel = SimPanel(factory, config.pins)
+    shaker = SimShaker(
+        factory, config.pins, config.shaker, on_shake_end=dice_land, pulse_ms=1 if fast else 5
+    )
+    panel = SimPanel(factory, config.pins, bounce_gap_ms=0.2 if fast else 1.0)
     done = threading.Event()
     crew = Crew(
         panel=panel,
@@ -236,8 +245,8 @@ def run_simulation(
         rounds=rounds,
         faults=faults,
         seed=seed,
-        pause_s=0.01 if fast else 0.6,
-        press_s=config.shaker.debounce_ms * 3 / 1000,
+        pause_s=0.0 if fast else 0.6,
+        press_s=config.shaker.debounce_ms * (2 if fast else 3) / 1000,
         on_done=done,
         is_manual=config.table.mode is Mode.MANUAL,
     )
@@ -250,7 +259,6 @@ def run_simulation(
         web_display_required=False,
         displays=(console,),
         observers=(crew.observe,),
-        tick_ms=20 if fast else 50,
     )
     out.write(
         f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"

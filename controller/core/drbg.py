@@ -63,8 +63,6 @@ class _KeyedHmac:
         return outer.digest()  # type: ignore[no-any-return]
 
 
-
-
 class HmacDrbg:
     """One HMAC_DRBG instance (SP 800-90A Rev. 1, §10.1.2) with SHA-256, no prediction resistance.
 

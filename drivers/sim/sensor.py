@@ -376,7 +376,9 @@ class SimulatedSensor:
             watch.append(link.fd)
         elif listener is not None:
             watch.append(listener.fileno())
-        wait = 0.02
+        wait = 0.5  # idle: a frame from the controller wakes select at once
+        if self._replug_at is not None:
+            wait = max(0.0, min(wait, self._replug_at - now))
         if self._late:
             wait = max(0.0, min(wait, min(due for due, _ in self._late) - now))
         if not watch:
