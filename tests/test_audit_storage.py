@@ -35,8 +35,8 @@ def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Pa
     with pytest.raises(AuditLogError):  # refused until reopened: never silently dropped
         log.append(RecordKind.VOID, {"round": 1})
     assert log.reopen().size == appended
-    with pytest.raises(StorageFull):  # still full: still refused
-        log.append(RecordKind.VOID, {"round": 1})
+    with pytest.raises(StorageFull):  # still full: the same record is still refused
+        log.append(RecordKind.READING, {"round": 0, "image_digest": "ab" * 32, "pad": "x" * 300})
     log.close()
     verifier = _verifier(tmp_path)
     assert verify_state_dir(tmp_path, verifier).records == appended

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.audit.log import DB_NAME, AuditLog, read_checkpoints, read_records
+from controller.audit.log import (
+    DB_NAME,
+    AuditLog,
+    read_checkpoints,
+    read_latest_checkpoint,
+    read_records,
+)
 from controller.audit.verify import LogVerifier, verify_state_dir
 from controller.cli import main
 from controller.core import canonical
@@ -57,7 +63,9 @@ def _verifier(state: Path) -> LogVerifier:
     db = sqlite3.connect(state / DB_NAME)
     try:
         log = LogVerifier(
-            Signer.parse((state / "audit-log.key").read_text()).verifier, read_checkpoints(db)
+            Signer.parse((state / "audit-log.key").read_text()).verifier,
+            read_checkpoints(db),
+            latest=read_latest_checkpoint(db),
         )
         rows = list(read_records(db))
     finally:

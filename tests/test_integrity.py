@@ -232,7 +232,7 @@ def test_a_result_whose_commit_fails_is_never_shown_nor_resumed(tmp_path: Path) 
     # the fault is recorded (the log was reopened), naming what was not recorded
     fault = [d for _, kind, d in table.records() if kind == RecordKind.FAULT][-1]
     assert fault["fault"] == "storage"
-    assert "not recorded: reading, result" in fault["detail"]
+    assert "not recorded: reading, reading, result" in fault["detail"]  # one commit for all
     # cleared: back to what the log says (the shake is void), never to the unrecorded result
     table.send(Event.CLEAR_FAULT, supervisor=True)
     assert table.state is State.ARMED
@@ -354,8 +354,10 @@ def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_
         assert "Traceback" not in proc.stderr
         rows = _export(state)
         faults = [r["data"]["detail"] for r in rows if r["kind"] == "fault"]
-        assert len(faults) == 1, (when, faults)
-        hit_result |= "result" in faults[0].partition("not recorded: ")[2]
+        # One fault, or none where that fdatasync was not a commit's (the anchor file's
+        # creation, the checkpoint of the WAL at the end) or came after the last one.
+        assert len(faults) <= 1, (when, faults)
+        hit_result |= bool(faults) and "result" in faults[0].partition("not recorded: ")[2]
         verify = subprocess.run(
             [sys.executable, "-m", "controller", "verify-log", "--state-dir", str(state)],
             capture_output=True,
@@ -552,9 +554,11 @@ def _rebuilt(state: Path, size: int) -> AuditLog:
         for (leaf,) in db.execute("SELECT leaf FROM records ORDER BY seq"):
             tree.append(bytes(leaf))
         assert tree.size == size
-        db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
         note = sign_checkpoint(Checkpoint(signer.name, tree.size, tree.root()), signer)
-        db.execute("INSERT OR REPLACE INTO checkpoints VALUES (0, ?)", (note,))
+        db.execute("UPDATE records SET frontier = NULL, note = NULL")
+        db.execute(
+            "UPDATE records SET frontier = ?, note = ? WHERE seq = ?", (tree.to_bytes(), note, size)
+        )
     return AuditLog.open(state)
 
 
@@ -819,8 +823,12 @@ def test_verify_recall_and_export_read_a_log_on_a_read_only_mount(tmp_path: Path
 def test_the_stored_context_is_what_the_loop_had(tmp_path: Path) -> None:
     table = Table(tmp_path)
     table.to_reading()
+    shaken = table.real_log.latest_context()
+    table.send(Event.READING, reading=reading())  # waits for the reading that decides
+    assert table.real_log.latest_context() == shaken
     table.send(Event.READING, reading=reading())
     stored = table.real_log.latest_context()
     assert stored is not None
     assert stored[1] == encode_context(table.loop.machine.context)
+    assert table.loop.machine.state is State.RESULT
     table.close()

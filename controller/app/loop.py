@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core.dice import Roll
+from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
 from controller.core.state import (
     Action,
@@ -75,6 +76,11 @@ OPERATOR_EVENTS = frozenset(
     }
 )
 _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
+# Actions that may only run once every record before them is durable: they record themselves
+# (the RNG's draws and sessions) or sign what the log holds (the anchor).
+_AFTER_DURABLE = frozenset(
+    {ActionKind.DRAW_NUMBER, ActionKind.PREPARE_RNG, ActionKind.CLOSE_RNG, ActionKind.REANCHOR}
+)
 
 
 class EventQueue:
@@ -147,6 +153,8 @@ class ControlLoop:
         self._stopping = False
         self._follow_ups: deque[Occurrence] = deque()
         self._power_on: Occurrence | None = None  # until its records are durable
+        self._waiting: list[tuple[RecordKind, Mapping[str, object]]] = []  # not yet committed
+        self._durable = machine.context  # the context stored with the last commit
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -245,7 +253,8 @@ class ControlLoop:
     ) -> bool:
         """Safety first, then the records with the next context in one transaction, then (only
         once they are durable) the context adopted and the rest of the actions in order.
-        Returns whether the step's records (if any) are durable."""
+        Records that may wait (``Action.may_wait``) wait for the next step that must commit
+        and share its transaction. Returns whether the step's records are durable."""
         for action in actions:
             if action.kind in _SAFETY_ACTIONS:
                 self._do_safely(action)
@@ -254,17 +263,25 @@ class ControlLoop:
             for action in actions
             if action.kind is ActionKind.RECORD and action.record is not None
         ]
-        durable = True
-        if records:
+        must_commit = any(
+            (a.kind is ActionKind.RECORD and not a.may_wait) or a.kind in _AFTER_DURABLE
+            for a in actions
+        )
+        durable = not records
+        if records and not must_commit and not must_adopt:
+            self._waiting.extend(records)  # durable with the next step that must commit
+        elif records or (must_commit and self._waiting):
+            batch, self._waiting = [*self._waiting, *records], []
             try:
-                committed = self.ports.log.commit(records, context=encode_context(after))
+                committed = self.ports.log.commit(batch, context=encode_context(after))
             except AuditLogError as exc:
-                durable = False
                 if not must_adopt:
-                    self._storage_failed(before, exc, [str(kind) for kind, _ in records])
+                    self._storage_failed(before, exc, [str(kind) for kind, _ in batch])
                     return False
                 log.error("the fault could not be recorded either: %s", exc)
             else:
+                durable = True
+                self._durable = after
                 self.last_seq = committed.seqs[-1]
                 self.is_storage_failed = False
                 if committed.anchor_error is not None:
@@ -361,11 +378,12 @@ class ControlLoop:
             self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, rng_number=value))
 
     def _storage_failed(self, before: RoundContext, exc: AuditLogError, kinds: list[str]) -> None:
-        """Write-ahead: the step is not adopted. The log is reopened and read as it really is;
-        the machine takes the storage fault from the context the log holds."""
+        """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
+        The log is reopened and read as it really is; the machine takes the storage fault from
+        the context of the last commit (or, if the failed one reached the disk, the log's)."""
         log.error("audit log failed: %s; not recorded: %s", exc, ", ".join(kinds))
         self.is_storage_failed = True
-        base = before
+        base = replace(self._durable, is_lid_closed=before.is_lid_closed)
         detail = f"{exc}; not recorded: {', '.join(kinds)}"
         try:
             reopened = self.ports.log.reopen()

@@ -11,10 +11,13 @@ This is a local anchor: it is on the same card. A card rolled back as a whole (b
 log cut back to within the current round is not caught here; the checkpoint kept off the box
 (``paigow-controller checkpoint`` and ``verify-log --checkpoint``, or the fleet's witness) is.
 
-The file has two fixed-size slots written in turn with one ``fdatasync`` each, like a
-double-buffered superblock: a write torn by a power cut damages only the slot being written,
-and the other still holds the previous anchor. Each slot carries a generation number and the
-SHA-256 of its content; the valid slot with the highest generation is the anchor.
+The file has two fixed-size slots written in turn, like a double-buffered superblock: a write
+torn by a power cut damages only the slot being written, and the other still holds the previous
+anchor. Each slot carries a generation number and the SHA-256 of its content; the valid slot
+with the highest generation is the anchor. A slot is written after the round's records are
+durable and is not synced itself (the kernel writes it back within seconds): the anchor is a
+lower bound, so a power cut can only leave it a round or two older, never ahead of the log,
+and the table pays no third fsync per round for it. The file's creation is synced.
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ class AnchorFile:
         return max(valid, key=lambda a: a.generation)
 
     def write(self, note: str, hashes: tuple[bytes, ...]) -> None:
-        """Keep a new anchor in the slot the current one is not in, durably."""
+        """Keep a new anchor in the slot the current one is not in (not synced: see above)."""
         current = self._slots()
         generation = max((a.generation for a in current if a is not None), default=0) + 1
         slot = generation % 2
@@ -134,7 +137,8 @@ class AnchorFile:
                 while view:
                     written = os.pwrite(fd, view, offset)
                     view, offset = view[written:], offset + written
-                os.fdatasync(fd)
+                if created:
+                    os.fdatasync(fd)
             finally:
                 os.close(fd)
             if created:

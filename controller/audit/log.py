@@ -56,7 +56,7 @@ DB_NAME = "audit.db"
 KEY_FILE = "audit-log.key"  # also the name of the systemd credential (LoadCredential=)
 FORMAT = "paigow-audit-log/1"
 GENESIS_PREV = "0" * 64
-LATEST_CHECKPOINT = 0  # the checkpoints row re-signed at every commit (the log's whole size)
+LATEST_CHECKPOINT = 0  # a log from before the running checkpoint was kept with its last row
 CHECKPOINT_AFTER: frozenset[RecordKind] = frozenset({RecordKind.CLOSE, RecordKind.VOID})
 MAX_KEY_FILE_BYTES = 4096
 
@@ -65,7 +65,9 @@ CREATE TABLE IF NOT EXISTS records (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
     leaf BLOB NOT NULL,
-    context BLOB
+    context BLOB,
+    frontier BLOB,
+    note TEXT
 );
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY,
@@ -341,15 +343,15 @@ class AuditLog:
             if statement.strip():
                 db.execute(statement)
         columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
-        if "context" not in columns:  # a log from before context snapshots
-            db.execute("ALTER TABLE records ADD COLUMN context BLOB")
+        for column, kind in (("context", "BLOB"), ("frontier", "BLOB"), ("note", "TEXT")):
+            if column not in columns:  # a log from before these were kept with the records
+                db.execute(f"ALTER TABLE records ADD COLUMN {column} {kind}")
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
         assert self.signer is not None
         key_id = self.signer.verifier.key_id.hex().encode()
         if "format" not in meta:
             db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT.encode(),))
             db.execute("INSERT INTO meta VALUES ('origin', ?)", (self.origin.encode(),))
-            db.execute("INSERT INTO meta VALUES ('frontier', ?)", (b"",))
             db.execute("INSERT INTO meta VALUES ('key_id', ?)", (key_id,))
             if self.signer.name != self.origin:
                 raise LogIdentityError(
@@ -365,10 +367,9 @@ class AuditLog:
             leaf = canonical.encode(entry)
             tree = CompactRange()
             tree.append(leaf)
-            db.execute("INSERT INTO records VALUES (1, ?, ?, NULL)", (entry["kind"], leaf))
-            db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
             db.execute(
-                "INSERT INTO checkpoints VALUES (?, ?)", (LATEST_CHECKPOINT, self._signed(tree))
+                "INSERT INTO records VALUES (1, ?, ?, NULL, ?, ?)",
+                (entry["kind"], leaf, tree.to_bytes(), self._signed(tree)),
             )
             return
         if bytes(meta["format"]) != FORMAT.encode():
@@ -387,11 +388,17 @@ class AuditLog:
             )
 
     def _load_tail(self) -> None:
-        """The chain's last hash and the Merkle frontier, from what is committed."""
+        """The chain's last hash and the Merkle frontier, from what is committed: the last
+        record's row keeps the frontier after it (a log from before that, its meta row)."""
         try:
             db = self._db
-            last = db.execute("SELECT seq, leaf FROM records ORDER BY seq DESC LIMIT 1").fetchone()
-            frontier = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
+            last = db.execute(
+                "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            frontier = None if last is None else last[2]
+            if frontier is None:
+                row = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
+                frontier = b"" if row is None else row[0]
             origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
@@ -404,7 +411,7 @@ class AuditLog:
         if last is not None and not isinstance(last[1], bytes):
             raise LogIntegrityError(size, "the leaf is not stored as bytes")
         try:
-            self._tree = CompactRange.from_bytes(size, bytes(frontier[0]))
+            self._tree = CompactRange.from_bytes(size, bytes(frontier))
         except (ValueError, TypeError) as exc:
             raise AuditLogError(f"audit log: {self.path}: Merkle frontier is damaged") from exc
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
@@ -434,18 +441,21 @@ class AuditLog:
         context: bytes | None = None,
     ) -> Committed:
         """Record the events of one step in one transaction; ``context`` (the round's context
-        after the step) goes with the last. Returns once every record is durable."""
+        after the step), the Merkle frontier and a signed checkpoint of the whole log go with
+        the last, in its row, and leave the row that had them (no other page is rewritten). A
+        ``close`` or ``void`` also gets its round checkpoint, kept in ``checkpoints`` and in
+        the anchor. Returns once every record is durable."""
         self._check_writable()
         if not entries:
             raise ValueError("a commit records at least one event")
         assert self.signer is not None
         tree = CompactRange(self._tree.size, list(self._tree.hashes))
         prev = self._prev
-        rows: list[tuple[int, str, bytes, bytes | None]] = []
+        rows: list[tuple[int, str, bytes, bytes | None, bytes | None, str | None]] = []
         notes: list[tuple[int, str]] = []
         anchor: tuple[str, tuple[bytes, ...]] | None = None
         now = self._clock()
-        for index, (raw_kind, data) in enumerate(entries):
+        for raw_kind, data in entries:
             kind = RecordKind(raw_kind)
             seq = tree.size + 1
             entry = {"seq": seq, "kind": str(kind), "time": now, "prev": prev, "data": dict(data)}
@@ -455,21 +465,25 @@ class AuditLog:
                 raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
             tree.append(leaf)
             prev = record_hash(leaf)
-            last = index == len(entries) - 1
-            rows.append((seq, str(kind), leaf, context if last else None))
+            rows.append((seq, str(kind), leaf, None, None, None))
             if kind in CHECKPOINT_AFTER:
                 note = self._signed(tree)
                 notes.append((seq, note))
                 anchor = (note, tuple(tree.hashes))
         latest = notes[-1][1] if notes and notes[-1][0] == tree.size else self._signed(tree)
+        seq, kind_name, leaf, _, _, _ = rows[-1]
+        rows[-1] = (seq, kind_name, leaf, context, tree.to_bytes(), latest)
+
+        previous = self._tree.size
 
         def write(db: sqlite3.Connection) -> None:
-            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", rows)
-            db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
-            db.execute(
-                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?)", (LATEST_CHECKPOINT, latest)
-            )
-            db.executemany("INSERT INTO checkpoints VALUES (?, ?)", notes)
+            # Only the last record keeps the running checkpoint (and the frontier): cut back
+            # to an earlier commit, the log has none and is seen to be cut. The row before is
+            # on the same page as the new ones most of the time: no page more is written.
+            db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
+            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+            if notes:
+                db.executemany("INSERT INTO checkpoints VALUES (?, ?)", notes)
 
         try:
             self._transaction(write)
@@ -574,9 +588,14 @@ class AuditLog:
         return size
 
     def check_anchor(self) -> str | None:
-        """None when the log extends its anchor (or has none yet); otherwise what is wrong."""
-        if self._anchor is None or self.signer is None:
+        """None when the log is what this controller signed: its last record carries a
+        checkpoint of the whole log signed with the log's key, and the log extends its anchor
+        (if it has one yet). Otherwise what is wrong."""
+        if self.signer is None:
             return None
+        tail = self._check_tail()
+        if tail is not None or self._anchor is None:
+            return tail
         try:
             anchor = self._anchor.read()
         except AuditLogError as exc:
@@ -606,6 +625,26 @@ class AuditLog:
             return (
                 f"the log's first {checkpoint.size} records are not the ones its published"
                 " checkpoint signs: the log was replaced or forked"
+            )
+        return None
+
+    def _check_tail(self) -> str | None:
+        """Records appended without the key (the log edited while the controller was off)
+        would be chained but not signed: the last record's checkpoint must sign them all."""
+        if self.size == 0:
+            return None
+        note = read_latest_checkpoint(self._db)
+        if note is None:
+            return "the log's last records carry no signed checkpoint"
+        assert self.signer is not None
+        try:
+            checkpoint = open_checkpoint(note, self.signer.verifier)
+        except NoteError as exc:
+            return f"the log's latest checkpoint does not verify with its key: {exc}"
+        if checkpoint.size != self.size or checkpoint.root_hash != self._tree.root():
+            return (
+                f"the log holds {self.size} records but its latest signed checkpoint signs"
+                f" {checkpoint.size}: records were added, removed or changed without the key"
             )
         return None
 
@@ -686,9 +725,30 @@ def read_records(
         raise _storage_error(exc, "cannot read the records") from exc
 
 
+def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:
+    """The signed checkpoint of the whole log: kept with its last record, and only there (a
+    log from before that keeps it in the ``checkpoints`` row of size 0). None when the last
+    record has none: the log was cut back."""
+    try:
+        row = db.execute("SELECT note FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        if row is not None and row[0] is not None:
+            return str(row[0])
+        if (
+            row is not None
+            and db.execute("SELECT 1 FROM records WHERE note IS NOT NULL LIMIT 1").fetchone()
+        ):
+            return None  # a newer log whose last record lost its checkpoint
+        legacy = db.execute(
+            "SELECT note FROM checkpoints WHERE size = ?", (LATEST_CHECKPOINT,)
+        ).fetchone()
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, "cannot read the latest checkpoint") from exc
+    return None if legacy is None else str(legacy[0])
+
+
 def read_checkpoints(db: sqlite3.Connection) -> dict[int, str]:
     try:
-        rows = db.execute("SELECT size, note FROM checkpoints").fetchall()
+        rows = db.execute("SELECT size, note FROM checkpoints WHERE size > 0").fetchall()
     except sqlite3.Error as exc:
         raise _storage_error(exc, "cannot read the checkpoints") from exc
     checkpoints = {}

@@ -10,7 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from controller.audit.log import LATEST_CHECKPOINT, open_for_reading, read_checkpoints, read_records
+from controller.audit.log import (
+    open_for_reading,
+    read_checkpoints,
+    read_latest_checkpoint,
+    read_records,
+)
 from controller.core.merkle import leaf_hash
 from controller.core.records import RecordKind
 
@@ -60,7 +65,7 @@ def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
     try:
         db.execute("BEGIN")
         checkpoints = read_checkpoints(db)
-        latest = checkpoints.pop(LATEST_CHECKPOINT, None)
+        latest = read_latest_checkpoint(db)
         size = int(db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()[0])
         for row in read_records(db, stop=size):
             entry = row.entry()

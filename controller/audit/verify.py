@@ -31,6 +31,7 @@ from controller.audit.log import (
     LATEST_CHECKPOINT,
     open_for_reading,
     read_checkpoints,
+    read_latest_checkpoint,
     read_records,
 )
 from controller.core import canonical
@@ -119,12 +120,14 @@ class LogVerifier:
         *,
         anchor: Checkpoint | None = None,
         size: int | None = None,
+        latest: str | None = None,
     ) -> None:
         """``anchor``: a checkpoint kept elsewhere (its signature already verified) that the
         log must extend; ``size``: how many records will be fed (needed with ``anchor``)."""
         self.verifier = verifier
         self.checkpoints = dict(checkpoints)
-        self.latest = self.checkpoints.pop(LATEST_CHECKPOINT, None)
+        legacy = self.checkpoints.pop(LATEST_CHECKPOINT, None)  # a log of the first format
+        self.latest = latest if latest is not None else legacy
         self.report = VerifyReport()
         self._window: deque[_Entry] = deque()
         self._expected = 1
@@ -189,7 +192,11 @@ class LogVerifier:
                     size, "the Merkle root does not match the latest checkpoint"
                 )
         elif size:
-            raise LogIntegrityError(size, "the log has no latest checkpoint")
+            raise LogIntegrityError(
+                size + 1,
+                "is missing: the last record carries no signed checkpoint of the log (each"
+                " commit moves it to its last record), so records after it were deleted",
+            )
         self.report.records = size
         return self.report
 
@@ -394,7 +401,13 @@ def verify_state_dir(
     try:
         db.execute("BEGIN")  # one snapshot for both passes, even while the daemon appends
         (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
-        log = LogVerifier(verifier, read_checkpoints(db), anchor=anchor, size=int(size))
+        log = LogVerifier(
+            verifier,
+            read_checkpoints(db),
+            anchor=anchor,
+            size=int(size),
+            latest=read_latest_checkpoint(db),
+        )
         if anchor is not None and anchor.origin != log_origin(db):
             raise LogIntegrityError(
                 None, f"the checkpoint given is of {anchor.origin!r}, not of this log"

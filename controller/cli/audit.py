@@ -16,13 +16,12 @@ from controller.app.instance_lock import InstanceLock
 from controller.audit.log import (
     DB_NAME,
     KEY_FILE,
-    LATEST_CHECKPOINT,
     MAX_KEY_FILE_BYTES,
     AuditLog,
     load_signer,
     open_for_reading,
     origin_for,
-    read_checkpoints,
+    read_latest_checkpoint,
 )
 from controller.audit.recall import DEFAULT_RECALL, export_lines, recall
 from controller.audit.verify import verify_state_dir
@@ -145,7 +144,7 @@ def checkpoint_command(args: argparse.Namespace) -> int:
     """The log's latest signed checkpoint (a C2SP signed note), to keep off the box."""
     db = open_for_reading(_state_dir(args))
     try:
-        latest = read_checkpoints(db).get(LATEST_CHECKPOINT)
+        latest = read_latest_checkpoint(db)
     finally:
         db.close()
     if latest is None:

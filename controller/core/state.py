@@ -144,10 +144,16 @@ class Screen(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Action:
+    """One thing for the shell to do. A ``RECORD`` that ``may_wait`` may share the transaction
+    of a later step (fewer, smaller writes): what its step shows or does does not depend on it
+    being durable yet. Any other record, and every step that records, shakes for the RNG or
+    anchors, makes every waiting record durable first."""
+
     kind: ActionKind
     record: RecordKind | None = None
     screen: Screen | None = None
     data: Mapping[str, object] = field(default_factory=dict)
+    may_wait: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +299,10 @@ def _record(kind: RecordKind, **data: object) -> Action:
     return Action(ActionKind.RECORD, record=kind, data=data)
 
 
+def _record_may_wait(kind: RecordKind, **data: object) -> Action:
+    return Action(ActionKind.RECORD, record=kind, data=data, may_wait=True)
+
+
 def _show(screen: Screen, **data: object) -> Action:
     return Action(ActionKind.SHOW, screen=screen, data=data)
 
@@ -430,7 +440,9 @@ class _Rules:
     def no_more_bets(self, ctx: RoundContext, occ: Occurrence) -> Step:
         ctx.bank_history.check(occ.bank_seat)  # 621a.11(b),(c): raises, state unchanged
         ctx = replace(ctx, bank_seat=occ.bank_seat, attempt=1, no_rolls=0)
-        record = _record(
+        # The record may wait for the end of the shake: BETS_CLOSED shows no decision, and a
+        # power cut before it is durable leaves the table with bets open, no shake recorded.
+        record = _record_may_wait(
             RecordKind.NO_MORE_BETS,
             round=ctx.round_number,
             bank="dealer" if occ.bank_seat is None else f"seat {occ.bank_seat}",
@@ -511,14 +523,16 @@ class _Rules:
             previous_roll=ctx.previous_roll,
         )
         verdict = step.verdict
-        record = _record(
-            RecordKind.READING,
-            **self._round(ctx),
-            image_digest=reading.image_digest,
-            dice=[_die_record(d) for d in reading.dice],
-            verdict=str(verdict.no_roll_reason) if verdict.no_roll_reason else "valid",
-        )
+        fields = {
+            "image_digest": reading.image_digest,
+            "dice": [_die_record(d) for d in reading.dice],
+            "verdict": str(verdict.no_roll_reason) if verdict.no_roll_reason else "valid",
+        }
+        record = _record(RecordKind.READING, **self._round(ctx), **fields)
         if step.needs_another_read:
+            # The reading waits for the one that decides: the result (or no roll) and every
+            # reading behind it become durable in one transaction, before anything is shown.
+            record = _record_may_wait(RecordKind.READING, **self._round(ctx), **fields)
             ctx = replace(
                 ctx, read_progress=step.progress, deadline=occ.at + self.settings.read_timeout_ms
             )

@@ -15,7 +15,13 @@ import sqlite3
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from controller.audit.log import DB_NAME, AuditLog, connect_read_only, read_records
+from controller.audit.log import (
+    DB_NAME,
+    AuditLog,
+    connect_read_only,
+    read_latest_checkpoint,
+    read_records,
+)
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.core.records import StoredRecord
 from controller.errors import AuditLogError
@@ -72,19 +78,11 @@ class SqliteLogReader:
         return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
 
     def latest_checkpoint(self) -> LoggedCheckpoint | None:
-        """The signed checkpoint of the largest tree. The log keeps one per round and may keep
-        a running one (its row key is not the tree size), so the size is read from the note."""
+        """The signed checkpoint of the whole log (kept with its last record)."""
         with self._db() as db:
-            rows = db.execute(
-                "SELECT note FROM checkpoints WHERE size = (SELECT max(size) FROM checkpoints)"
-                " OR size = 0"
-            ).fetchall()
-        best: LoggedCheckpoint | None = None
-        for (note,) in rows:
-            size = _tree_size(str(note))
-            if size is not None and (best is None or size > best.size):
-                best = LoggedCheckpoint(size, str(note))
-        return best
+            note = read_latest_checkpoint(db)
+        size = None if note is None else _tree_size(note)
+        return None if note is None or size is None else LoggedCheckpoint(size, note)
 
 
 def _tree_size(note: str) -> int | None:
