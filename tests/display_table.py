@@ -21,7 +21,9 @@ PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 
 def start_display(log: AuditLog, *, http_port: int = 0, **options: object) -> DisplayServer:
     config = DisplayConfig(host="127.0.0.1", http_port=http_port, feed_port=0)
-    return DisplayServer(config, SqliteLogReader.of(log), table="table-1", **options)  # type: ignore[arg-type]
+    server = DisplayServer(config, SqliteLogReader.of(log), table="table-1", **options)  # type: ignore[arg-type]
+    log.on_commit = server.committed  # as the appliance wires them
+    return server
 
 
 class Table:

@@ -199,7 +199,7 @@ def test_sigterm_stops_the_motor_records_the_round_and_exits_0(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until a shake is under way
         rows = records(state) if (state / "audit.db").exists() else []
-        if rows and rows[-1]["kind"] == "no_more_bets":
+        if rows and rows[-1]["kind"] in ("no_more_bets", "shake"):  # bets closed, mid-round
             break
         time.sleep(0.05)
     daemon.proc.send_signal(signal.SIGTERM)

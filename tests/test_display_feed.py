@@ -233,7 +233,7 @@ class EndlessLog(EmptyLog):
     """A log that always has more 64 kB records than a client can take."""
 
     def size(self) -> int:
-        return 1
+        return 10**9  # far more than the hub keeps: every line comes from the log
 
     def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
         return [big_record(n) for n in range(seq + 1, seq + 1 + min(limit, 2))]
@@ -253,6 +253,7 @@ def feed_server(
     caplog.set_level(logging.INFO, logger="paigow")
     log = getattr(request, "param", EmptyLog)()
     hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=log.size())  # as the display server seeds it
     server = FeedServer(("127.0.0.1", 0), hub, log, heartbeat_s=0.05)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

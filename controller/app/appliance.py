@@ -176,6 +176,7 @@ class Appliance:
                 log.warning("table display not served: %s", exc)
             else:
                 displays.append(server)
+                audit.on_commit = server.committed  # the feed's records, straight from the log
                 host, port = self.config.display.host, self.config.display.http_port
                 log.info("table display on http://%s:%d/", host, port)
         return DisplayFanout(displays, observers=self.options.observers)

@@ -33,6 +33,7 @@ reconciles with that.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -50,7 +51,9 @@ from controller.core.note import Checkpoint, NoteError, Signer, open_checkpoint,
 from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.errors import AuditLogError, LogIdentityError, LogIntegrityError, StorageFull
 from controller.files import fsync_dir
-from controller.ports import Committed, Reopened
+from controller.ports import Committed, LoggedCheckpoint, Reopened
+
+log = logging.getLogger("paigow.audit")
 
 DB_NAME = "audit.db"
 KEY_FILE = "audit-log.key"  # also the name of the systemd credential (LoadCredential=)
@@ -273,6 +276,9 @@ class AuditLog:
         self._tree = CompactRange()
         self._prev = GENESIS_PREV
         self._connection: sqlite3.Connection | None = None
+        # Told of every commit once it is durable, on the control thread (the display's hub):
+        # it must only update memory. A failure there is logged, never the commit's.
+        self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
         if locked is not None and not self.path.exists():
             return  # nothing to read; nothing may be written
         self._connection = connect(self.path)
@@ -492,6 +498,14 @@ class AuditLog:
             raise
         self._tree = tree
         self._prev = prev
+        if self.on_commit is not None:
+            try:
+                self.on_commit(
+                    [StoredRecord(row[0], row[1], row[2]) for row in rows],
+                    LoggedCheckpoint(tree.size, latest),
+                )
+            except Exception:
+                log.exception("audit log: a commit's listener failed")
         anchor_error = None
         if anchor is not None and self._anchor is not None:
             try:

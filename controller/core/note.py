@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -66,9 +67,14 @@ class Verifier:
         encoded = base64.b64encode(bytes([ALG_ED25519]) + self.public_key).decode()
         return f"{self.name}+{self.key_id.hex()}+{encoded}"
 
+    @functools.cached_property
+    def _public_key(self) -> Ed25519PublicKey:
+        """Built once per verifier (a verifier checks every checkpoint of a log)."""
+        return Ed25519PublicKey.from_public_bytes(self.public_key)
+
     def verify(self, message: bytes, signature: bytes) -> bool:
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+            self._public_key.verify(signature, message)
         except InvalidSignature:
             return False
         return True
@@ -112,11 +118,12 @@ class Signer:
         seed = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
         return cls(name, seed)
 
-    @property
+    @functools.cached_property
     def _private_key(self) -> Ed25519PrivateKey:
+        """Built once per signer (the log signs with every commit)."""
         return Ed25519PrivateKey.from_private_bytes(self.seed)
 
-    @property
+    @functools.cached_property
     def verifier(self) -> Verifier:
         public = self._private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         return Verifier(self.name, public)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
-from controller.display.events import checkpoint_json, feed_line
+from controller.display.events import feed_line
 from controller.display.hub import DisplayHub
 from controller.errors import AuditLogError
 from controller.ports import LogReader
@@ -229,7 +229,7 @@ class _FeedHandler(socketserver.BaseRequestHandler):
         feed = self.server
         sock = self.request
         try:
-            live_from = feed.log_reader.size() + 1
+            live_from = feed.hub.size + 1
             try:
                 asked = parse_request(self._request_line(sock))
             except (FeedRequestError, UnicodeDecodeError) as exc:
@@ -261,24 +261,27 @@ class _FeedHandler(socketserver.BaseRequestHandler):
         return line.partition(b"\n")[0]
 
     def _stream(self, sock: socket.socket, next_seq: int) -> None:
+        """Records from ``next_seq`` on: the hub's lines (serialised when they were committed)
+        while the client keeps up, the log (read-only) for a client further behind."""
         feed = self.server
         hub = feed.hub
-        version = hub.log_version
         sock.settimeout(feed.limits.send_timeout_s)  # a client that does not read is dropped
         while not hub.is_closed():
-            records = feed.log_reader.records_after(next_seq - 1, limit=BATCH)
-            if records:
-                checkpoint = feed.log_reader.latest_checkpoint()
-                self._send(sock, [feed_line(r, checkpoint) for r in records])
-                next_seq = records[-1].seq + 1
+            lines = hub.lines_from(next_seq)
+            if lines is None:
+                records = feed.log_reader.records_after(next_seq - 1, limit=BATCH)
+                if records:
+                    checkpoint = feed.log_reader.latest_checkpoint()
+                    self._send(sock, [feed_line(r, checkpoint) for r in records])
+                    next_seq = records[-1].seq + 1
+                    continue
+                lines = []
+            if lines:
+                sock.sendall(b"".join(lines))
+                next_seq += len(lines)
                 continue
-            new_version = hub.wait_log(version, feed.heartbeat_s)
-            if new_version == version and not hub.is_closed():
-                checkpoint = feed.log_reader.latest_checkpoint()
-                size = feed.log_reader.size()
-                heartbeat = {"type": "heartbeat", "size": size}
-                self._send(sock, [{**heartbeat, "checkpoint": checkpoint_json(checkpoint)}])
-            version = new_version
+            if not hub.wait_lines(next_seq, feed.heartbeat_s) and not hub.is_closed():
+                sock.sendall(_lines([hub.heartbeat()]))
 
     @staticmethod
     def _send(sock: socket.socket, lines: list[dict[str, Any]]) -> None:

@@ -6,20 +6,26 @@ stream and each feed client waits here on one condition variable, with a timeout
 
 from __future__ import annotations
 
+import itertools
+import json
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import (
     TREND_LENGTH,
     EventId,
+    checkpoint_json,
     commitment_of,
+    feed_line,
     screen_event,
     trend_entry,
 )
+from controller.ports import LoggedCheckpoint
 
 # Screens that are a notice over what is shown, not a new state of the table.
 NOTICE_SCREENS = frozenset({Screen.REFUSED})
@@ -36,8 +42,14 @@ class Message:
 
 
 class DisplayHub:
-    def __init__(self, *, history: int = 256, table: str = "") -> None:
+    """``records`` committed lately are kept as the feed's lines (serialised once, on the
+    control thread), so that feed clients that are up to date never read the database."""
+
+    def __init__(self, *, history: int = 256, table: str = "", records: int = 4096) -> None:
         self._cond = threading.Condition()
+        self._lines: deque[tuple[int, bytes]] = deque(maxlen=records)
+        self._size = 0
+        self._checkpoint: LoggedCheckpoint | None = None
         self._history: deque[Message] = deque(maxlen=history)
         self._number = 0
         self._last_id = EventId(-1)
@@ -65,6 +77,7 @@ class DisplayHub:
             if commitment is not None:
                 self._commitment = commitment
             self._last_id = EventId(last_seq, -1)  # the next screen after it gets "last_seq"
+            self._size = last_seq
 
     def publish(self, screen: Screen, data: Mapping[str, object], seq: int | None) -> None:
         with self._cond:
@@ -86,6 +99,64 @@ class DisplayHub:
             self._current = payload
             self._append("screen", {**payload, **self._board()}, event_id)
 
+    def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
+        """Records just committed (from the log, on the control thread): the feed's lines, and
+        the board's changes a record makes without a screen (a void, an RNG commitment)."""
+        lines = [(r.seq, _line(feed_line(r, checkpoint))) for r in records]
+        changed = False
+        with self._cond:
+            if lines and self._lines and lines[0][0] != self._lines[-1][0] + 1:
+                self._lines.clear()  # a gap (the log reopened): the buffer starts again
+            self._lines.extend(lines)
+            self._size = max(self._size, records[-1].seq if records else self._size)
+            self._checkpoint = checkpoint
+            for record in records:
+                if record.kind == RecordKind.VOID:
+                    changed = self._mark_void(record.data.get("round")) or changed
+                elif record.kind == RecordKind.RNG_COMMIT:
+                    data = record.data
+                    commitment = commitment_of(
+                        {"commitment": data.get("commitment"), "rng_session": data.get("session")},
+                        record.seq,
+                    )
+                    if commitment is not None and self._commitment != commitment:
+                        self._commitment = commitment
+                        changed = True
+            if changed:
+                self._append("board", self._board(), None)
+            self._log_version += 1
+            self._cond.notify_all()
+
+    def lines_from(self, seq: int) -> list[bytes] | None:
+        """The feed's lines from record ``seq`` on (empty when it is not committed yet), or
+        None when ``seq`` is older than the lines kept (catch up from the log)."""
+        with self._cond:
+            if not self._lines or seq > self._lines[-1][0]:
+                return [] if seq > self._size else None
+            first = self._lines[0][0]
+            if seq < first:
+                return None
+            return [line for s, line in itertools.islice(self._lines, seq - first, None)]
+
+    def wait_lines(self, seq: int, timeout: float) -> bool:
+        """Wait until record ``seq`` is committed (or ``timeout``); whether it is."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._closed or self._size >= seq, timeout)
+
+    @property
+    def size(self) -> int:
+        """The sequence number of the last record committed (as far as the hub knows)."""
+        with self._cond:
+            return self._size
+
+    def heartbeat(self) -> dict[str, Any]:
+        with self._cond:
+            return {
+                "type": "heartbeat",
+                "size": self._size,
+                "checkpoint": checkpoint_json(self._checkpoint),
+            }
+
     def log_grew(self) -> None:
         """Wake the feed clients: records may have been committed without a screen."""
         with self._cond:
@@ -95,11 +166,14 @@ class DisplayHub:
     def mark_void(self, round_number: int) -> bool:
         """A voided round stays on the trend board, marked void. True when something changed."""
         with self._cond:
-            changed = False
-            for entry in self._trend:
-                if entry["round"] == round_number and not entry["void"]:
-                    entry["void"] = changed = True
-            return changed
+            return self._mark_void(round_number)
+
+    def _mark_void(self, round_number: object) -> bool:
+        changed = False
+        for entry in self._trend:
+            if entry["round"] == round_number and not entry["void"]:
+                entry["void"] = changed = True
+        return changed
 
     def set_commitment(self, commitment: dict[str, Any]) -> bool:
         with self._cond:
@@ -183,3 +257,7 @@ class DisplayHub:
     def log_version(self) -> int:
         with self._cond:
             return self._log_version
+
+
+def _line(value: dict[str, Any]) -> bytes:
+    return (json.dumps(value, separators=(",", ":")) + "\n").encode("utf-8")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -27,12 +28,20 @@ from controller.core.records import StoredRecord
 from controller.errors import AuditLogError
 from controller.ports import LoggedCheckpoint
 
+SEARCH_BACK = 100_000  # ``latest_of`` looks no further back than this many records
+
 
 class SqliteLogReader:
-    """``LogReader`` over the audit log's database file; one short connection per call."""
+    """``LogReader`` over the audit log's database file, with read-only connections kept open
+    in a small pool (a connection is not shared by two threads at once), so that a client
+    catching up costs a query, not an open."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, pool: int = 4) -> None:
         self.path = Path(path)
+        self._idle: list[sqlite3.Connection] = []
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def of(cls, log: AuditLog) -> SqliteLogReader:
@@ -44,14 +53,31 @@ class SqliteLogReader:
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        if not self.path.exists():
-            raise AuditLogError(f"audit log: no log at {self.path}")
-        db = connect_read_only(self.path)
+        with self._lock:
+            db = self._idle.pop() if self._idle else None
+        if db is None:
+            if not self.path.exists():
+                raise AuditLogError(f"audit log: no log at {self.path}")
+            db = connect_read_only(self.path)
+        healthy = False
         try:
             yield db
+            healthy = True
         except sqlite3.Error as exc:
             raise AuditLogError(f"audit log: cannot read {self.path}: {exc}") from exc
         finally:
+            with self._lock:
+                keep = healthy and not self._closed and len(self._idle) < self._pool
+                if keep:
+                    self._idle.append(db)
+            if not keep:
+                db.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for db in idle:
             db.close()
 
     def size(self) -> int:
@@ -68,13 +94,15 @@ class SqliteLogReader:
         if not names or limit <= 0:
             return []
         marks = ",".join("?" * len(names))
-        # Walks the primary key backwards and stops at ``limit`` matches.
+        # Walks the primary key backwards, stops at ``limit`` matches, and looks no further
+        # back than SEARCH_BACK records (a table that never drew has no RNG commitment).
         query = (
             f"SELECT seq, kind, leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
+            " AND seq > (SELECT coalesce(max(seq), 0) FROM records) - ?"
             " ORDER BY seq DESC LIMIT ?"
         )
         with self._db() as db:
-            rows = db.execute(query, (*names, limit)).fetchall()
+            rows = db.execute(query, (*names, SEARCH_BACK, limit)).fetchall()
         return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
 
     def latest_checkpoint(self) -> LoggedCheckpoint | None:

@@ -31,7 +31,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from importlib import resources
@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from controller.core.config import DisplayConfig
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import (
     REPLAYED_KINDS,
@@ -52,7 +52,7 @@ from controller.display.events import (
 from controller.display.feed import CappedServer, ClientLimits, FeedServer
 from controller.display.hub import DisplayHub, Message
 from controller.errors import AuditLogError
-from controller.ports import LogReader
+from controller.ports import LoggedCheckpoint, LogReader
 
 log = logging.getLogger("paigow.display")
 
@@ -160,7 +160,7 @@ class DisplayServer:
         self._assets = _load_assets()
         self._threads: list[threading.Thread] = []
         self._closed = False
-        self._watched = self._seed()
+        self._seed()
         if page_limits is None:
             page_limits = ClientLimits(MAX_CLIENTS, REQUEST_TIMEOUT_S, SEND_TIMEOUT_S)
         with _naming_the_address("table display", config.host, config.http_port):
@@ -182,7 +182,6 @@ class DisplayServer:
         self._start(self._http.serve_forever, "display-http")
         if self._feed is not None:
             self._start(self._feed.serve_forever, "display-feed")
-        self._start(self._watch_log, "display-log-watch")
 
     @property
     def http_address(self) -> tuple[str, int]:
@@ -213,6 +212,11 @@ class DisplayServer:
         on a client: it only updates memory and wakes the streams."""
         self.hub.publish(Screen(screen), data, seq)
 
+    def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
+        """Called by the audit log on the control thread after each commit: the records go to
+        the hub, serialised for the feed, and a void or an RNG commitment to the board."""
+        self.hub.committed(records, checkpoint)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -225,6 +229,9 @@ class DisplayServer:
             self._feed.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
+        close_reader = getattr(self.log_reader, "close", None)  # its kept-open connections
+        if close_reader is not None:
+            close_reader()
 
     def __enter__(self) -> DisplayServer:
         return self
@@ -235,7 +242,9 @@ class DisplayServer:
     # --- the log ---------------------------------------------------------------------------
 
     def _seed(self) -> int:
-        """The trend board and the RNG commitment as the log has them; returns the log size."""
+        """The trend board and the RNG commitment as the log has them; returns the log size.
+        Only the log's newest records are looked at (a commitment older than a session's
+        life is not the current one)."""
         try:
             size = self.log_reader.size()
             results = self.log_reader.latest_of(
@@ -264,33 +273,6 @@ class DisplayServer:
             )
         self.hub.seed(trend=trend[-TREND_LENGTH:], commitment=commitment, last_seq=size)
         return size
-
-    def _watch_log(self) -> None:
-        """Marks voided rounds and new RNG commitments that were recorded without a screen."""
-        version = self.hub.log_version
-        while not self.hub.is_closed():
-            version = self.hub.wait_log(version, self.heartbeat_s)
-            try:
-                records = self.log_reader.records_after(self._watched, limit=500)
-            except AuditLogError as exc:
-                log.warning("display: cannot read the audit log: %s", exc)
-                continue
-            changed = False
-            for record in records:
-                self._watched = record.seq
-                if record.kind == RecordKind.VOID:
-                    round_number = record.entry().get("data", {}).get("round")
-                    changed = self.hub.mark_void(round_number) or changed
-                elif record.kind == RecordKind.RNG_COMMIT:
-                    data = record.entry().get("data", {})
-                    commitment = commitment_of(
-                        {"commitment": data.get("commitment"), "rng_session": data.get("session")},
-                        record.seq,
-                    )
-                    if commitment is not None:
-                        changed = self.hub.set_commitment(commitment) or changed
-            if changed:
-                self.hub.publish_board()
 
     def replay_after(self, after: EventId) -> list[tuple[str, dict[str, Any]]]:
         """Every screen after ``after``, as (SSE id, payload): records older than the bounded
