@@ -90,6 +90,7 @@ class _ShakeRun:
     wake: SignalSafeFlag = field(default_factory=SignalSafeFlag)  # wakes the pattern thread
     cycles: int = 0
     ended: bool = False  # changed only under the motor lock, and never back
+    overdue: bool = False  # the pattern found its motor limit passed (set with ``ended``)
 
 
 class GpioShaker:
@@ -303,8 +304,17 @@ class GpioShaker:
             if run.ended or run.epoch != self._safe_epoch or self._is_latched():
                 self._end(run)
                 return False
-            self._write_motor(value)
-            return True
+            if time.monotonic() < run.watch_until:
+                self._write_motor(value)
+                return True
+            # Past the motor limit and the watchdog not yet here (a stalled write let it fall
+            # behind): the pattern ends the shake itself and reports the overrun once.
+            run.overdue = True
+            self._end(run)
+        reason = f"motor cut at its maximum run time ({self._max_ms()} ms)"
+        log.error("%s", reason)
+        self._latch_fault(Event.MOTOR_OVERRUN, reason)
+        return False
 
     def _is_latched(self) -> bool:
         return self._latch is not None and self._latch.is_tripped
@@ -401,6 +411,8 @@ class GpioShaker:
         with self._motor_lock:
             if self._motor_closed:
                 return
+            if run.overdue:
+                return  # the pattern thread cut the motor at this deadline and reported it
             overran = not run.ended
             if overran:  # the pattern did not end in time: cut the motor regardless
                 self._end(run)

@@ -512,6 +512,47 @@ def test_a_shake_the_watchdog_ended_never_energises_the_motor_again() -> None:
         t.close()
 
 
+def test_a_pattern_behind_its_motor_limit_ends_the_shake_itself() -> None:
+    """The pattern's write stalls past the motor limit and the watchdog, held back, is not there
+    yet: the pattern's next step finds the limit passed, cuts the motor and reports the overrun
+    itself; the watchdog's late check reports nothing more."""
+    t = Table(config=FAST, motor_pin_class=StallingMotorPin, latched=False)
+    pin = t.motor_pin
+    assert isinstance(pin, StallingMotorPin)
+    try:
+        pin.stall_when = lambda thread, value: thread.startswith("shake-") and value > 0
+        at_deadline = threading.Event()
+        go_on = threading.Event()
+        check = t.shaker._motor_deadline
+
+        def held_back_check(run: Any) -> None:
+            at_deadline.set()
+            go_on.wait(WAIT)
+            check(run)
+
+        t.shaker._motor_deadline = held_back_check  # type: ignore[method-assign]
+        t.shaker.start_shake()
+        assert pin.stalled.wait(WAIT)
+        assert at_deadline.wait(WAIT)
+        stalled_at = len(pin.states)
+        pin.release.set()
+        overrun = t.next_event()
+        assert overrun.event is Event.MOTOR_OVERRUN
+        assert not t.shaker.is_shaking
+        go_on.set()
+        for thread in shake_threads():
+            thread.join(WAIT)
+        t.shaker._stop_watchdog()
+        assert t.events.empty(), "the overrun was reported twice"
+        # The stalled write itself lands first; nothing may turn the motor on after it.
+        energised = [s.state for s in pin.states[stalled_at + 1 :] if s.state > 0]
+        assert energised == [], f"the motor was driven to {energised} past its limit"
+        assert pin.state == 0.0
+    finally:
+        pin.release.set()
+        t.close()
+
+
 def test_close_while_the_watchdog_cuts_the_motor_writes_nothing_after_close(
     monkeypatch: pytest.MonkeyPatch, thread_errors: list[str]
 ) -> None:
