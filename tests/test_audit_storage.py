@@ -152,3 +152,35 @@ def test_export_writes_one_json_line_per_record(
     assert lines[2]["prev"] == lines[1]["hash"]
     assert "checkpoint" in lines[2]
     assert {"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"} <= set(lines[0])
+
+
+def test_recent_records_start_at_the_nth_newest_mark_and_contains_finds_a_fragment(
+    tmp_path: Path,
+) -> None:
+    """What a start reads of the RNG's records: from the ``count``-th newest commitment on,
+    only the kinds asked for; every record if there are fewer marks."""
+    log = AuditLog.open(tmp_path)
+    commits = []
+    for n in range(5):
+        commits.append(log.append(RecordKind.RNG_COMMIT, {"session": f"s{n}"}))
+        log.append(RecordKind.POWER_ON, {})
+        log.append(RecordKind.RNG_REVEAL, {"session": f"s{n}"})
+    kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_REVEAL}
+    recent = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3)
+    assert [r.seq for r in recent] == [
+        commits[2],
+        commits[2] + 2,
+        commits[3],
+        commits[3] + 2,
+        commits[4],
+        commits[4] + 2,
+    ]
+    assert {r.kind for r in recent} == kinds
+    assert recent[0].data == {"session": "s2"}
+    every = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=9)
+    assert every[0].seq == commits[0]
+    assert len(every) == 10
+    assert log.contains(RecordKind.RNG_REVEAL, b'"session":"s0"')
+    assert not log.contains(RecordKind.RNG_COMMIT, b'"session":"s9"')
+    assert not log.contains(RecordKind.POWER_ON, b'"session":"s0"')
+    log.close()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from rng_fakes import MemoryLog, counter_source, manager
 
+from controller.core import canonical
 from controller.core.dice import Roll
 from controller.core.drbg import HmacDrbg
 from controller.core.position import Game
@@ -452,3 +454,65 @@ def test_the_daemon_port_prepares_rolls_over_and_repeats_after_a_restart(tmp_pat
     dice = RngPort(manager(tmp_path, MemoryLog(), mode=RngMode.DICE))
     dice.prepare()
     assert isinstance(dice.draw(round_number=1, attempt=1), Roll)
+
+
+def recent_rng_records(log: MemoryLog, commits: int) -> list[tuple[int, str, dict[str, object]]]:
+    """What the daemon hands the manager at start: the records from the ``commits``-th newest
+    commitment on (AuditLog.recent_records)."""
+    starts = [seq for seq, kind, _ in log.records if kind == RecordKind.RNG_COMMIT]
+    first = starts[-commits] if len(starts) >= commits else 1
+    return [r for r in log.records if r[0] >= first]
+
+
+def lookup_in(log: MemoryLog) -> Callable[[str, bytes], bool]:
+    def lookup(kind: str, fragment: bytes) -> bool:
+        return any(k == kind and fragment in canonical.encode(d) for _, k, d in log.records)
+
+    return lookup
+
+
+def test_a_seed_file_older_than_the_records_read_at_start_is_looked_up_in_the_log(
+    tmp_path: Path,
+) -> None:
+    """A start reads only the last sessions' records; a seed file of an older session still
+    committed and never revealed is found through the log's look-up and revealed, and one
+    already revealed is dropped without a second reveal."""
+    log = MemoryLog()
+    pending = manager(tmp_path, log).open()  # committed; its reveal will be missing
+    [pending_file] = seed_files(tmp_path)
+    kept_aside = tmp_path / "aside"
+    kept_aside.mkdir()
+    pending_file.rename(kept_aside / pending_file.name)
+    revealed = manager(tmp_path, log, max_rounds=1)
+    first = revealed.open()
+    [revealed_file] = seed_files(tmp_path)
+    stale = revealed_file.read_bytes()
+    revealed.close()
+    for _ in range(3):  # three later sessions, each committed and revealed
+        later = manager(tmp_path, log)
+        later.open()
+        later.close()
+    (kept_aside / pending_file.name).rename(pending_file)
+    revealed_file.write_bytes(stale)  # a file whose reveal is in the log long ago
+    reveals_before = [d["session"] for _, k, d in log.of_kind(RecordKind.RNG_REVEAL)]
+    assert first.session in reveals_before
+    assert pending.session not in reveals_before
+    recent = recent_rng_records(log, 3)
+    assert all(d.get("session") not in (pending.session, first.session) for _, _, d in recent)
+    restarted = RngSessionManager(
+        state_dir=tmp_path,
+        log=log,
+        table="table-7",
+        game=Game.TILES,
+        mode=RngMode.POSITION,
+        max_rounds=500,
+        records=recent,
+        lookup=lookup_in(log),
+    )
+    restarted.open()
+    reveals = [d["session"] for _, k, d in log.of_kind(RecordKind.RNG_REVEAL)]
+    assert reveals[len(reveals_before) :] == [pending.session]
+    assert reveals.count(first.session) == 1
+    assert len(seed_files(tmp_path)) == 1  # the new session's only
+    restarted.close()
+    assert verify_rng_records(log.records) == 6

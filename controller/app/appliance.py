@@ -34,6 +34,7 @@ from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config
 from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
 from controller.display.fanout import DisplayFanout
@@ -156,11 +157,12 @@ class Appliance:
         except SnapshotError as exc:
             raise LogIntegrityError(seq, f"the round's stored context: {exc}") from exc
 
-    def _records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+    def _rng_records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+        """The RNG records of the last few sessions: enough to take the open one up and to
+        know what is revealed, read in constant time whatever the log's length."""
         assert self.log is not None
-        if self.log.locked is not None and not self.log.path.exists():
-            return
-        for record in self.log.records():
+        kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL}
+        for record in self.log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3):
             yield record.seq, record.kind, record.data
 
     def _displays(self, audit: AuditLog) -> DisplayFanout:
@@ -192,7 +194,8 @@ class Appliance:
             game=self.config.table.game,
             mode=self.config.rng.mode,
             max_rounds=self.config.rng.session_max_rounds,
-            records=self._records(),
+            records=self._rng_records(),
+            lookup=self.log.contains,
         )
         # The table display shows each commitment from its rng_commit record in the log.
         return RngPort(self.rng)

@@ -39,7 +39,7 @@ import shutil
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -668,6 +668,44 @@ class AuditLog:
 
     def records(self, *, start: int = 1) -> Iterator[StoredRecord]:
         return read_records(self._db, start=start)
+
+    def recent_records(
+        self, kinds: Collection[str], *, since_kind: str, count: int
+    ) -> list[StoredRecord]:
+        """The records of ``kinds`` from the ``count``-th newest ``since_kind`` record on (all
+        of them if there are fewer): what the RNG needs at start, without reading the log."""
+        if self._connection is None and self.locked is not None:
+            return []
+        names = sorted(kinds)
+        marks = ",".join("?" * len(names))
+        try:
+            rows = self._db.execute(
+                "SELECT seq FROM records WHERE kind = ? ORDER BY seq DESC LIMIT ?",
+                (since_kind, count),
+            ).fetchall()
+            start = int(rows[-1][0]) if len(rows) == count else 1
+            found = self._db.execute(
+                f"SELECT seq, kind, leaf FROM records WHERE seq >= ? AND kind IN ({marks})"  # noqa: S608 - only ? marks
+                " ORDER BY seq",
+                (start, *names),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot read {self.path}") from exc
+        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found]
+
+    def contains(self, kind: str, fragment: bytes) -> bool:
+        """Whether a record of ``kind`` holds these bytes in its canonical text (a rare look-up
+        of an old RNG session by its id)."""
+        if self._connection is None and self.locked is not None:
+            return False
+        try:
+            row = self._db.execute(
+                "SELECT 1 FROM records WHERE kind = ? AND instr(leaf, ?) > 0 LIMIT 1",
+                (kind, fragment),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot read {self.path}") from exc
+        return row is not None
 
     def close(self) -> None:
         if self._connection is not None:

@@ -44,11 +44,12 @@ from controller.core.record_data import (
     result_fields,
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
-from controller.core.rng_replay import verify_rng_records
+from controller.core.rng_replay import SessionReplayer
 from controller.core.wagers import Paytable
 from controller.errors import LogIntegrityError
 
 _ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
+_RNG_KINDS = frozenset({RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL})
 _KINDS = frozenset(str(k) for k in RecordKind)
 
 
@@ -143,6 +144,7 @@ class LogVerifier:
                 self._consistency = ConsistencyCollector(anchor.size, size)
         self._round = _RoundShape()
         self._sessions: dict[str, _SessionShape] = {}
+        self._rng = SessionReplayer(keep_draws=False)
 
     def feed(self, row: StoredRecord) -> None:
         if row.seq != self._expected:
@@ -170,6 +172,8 @@ class LogVerifier:
                     f" {size}",
                 )
         self._check_extends(size)
+        sessions = self._rng.finish()  # every revealed session replayed, in the same pass
+        self.report.rng = f"{len(sessions)} revealed RNG session(s) replayed"
         self.report.sessions_without_draws = [
             s for s, shape in self._sessions.items() if shape.revealed and not shape.draws
         ]
@@ -234,20 +238,25 @@ class LogVerifier:
                 cur.seq, f"altered: its hash is not the prev that record {nxt.seq} carries"
             )
         self._prev = cur.hash
-        hashed = leaf_hash(cur.leaf)
-        self._tree.append_hash(hashed)
-        if self._consistency is not None:
-            self._consistency.add(hashed)
         note = self.checkpoints.get(cur.seq)
-        if note is not None:
-            checkpoint = self._open(cur.seq, note, "checkpoint")
-            if checkpoint.size != cur.seq or checkpoint.root_hash != self._tree.root():
-                raise LogIntegrityError(
-                    cur.seq,
-                    f"the Merkle root of records 1..{cur.seq} does not match the signed checkpoint",
-                )
-            self.report.checkpoints += 1
+        checkpoint = None if note is None else self._open(cur.seq, note, "checkpoint")
+        self.grow(cur.seq, leaf_hash(cur.leaf), checkpoint)
         self._check_meaning(cur)
+
+    def grow(self, seq: int, hashed_leaf: bytes, checkpoint: Checkpoint | None) -> None:
+        """The Merkle tree gets record ``seq``; the checkpoint signed at it (its signature
+        already verified) must sign the tree as it is now."""
+        self._tree.append_hash(hashed_leaf)
+        if self._consistency is not None:
+            self._consistency.add(hashed_leaf)
+        if checkpoint is not None:
+            if checkpoint.size != seq or checkpoint.root_hash != self._tree.root():
+                raise LogIntegrityError(
+                    seq,
+                    f"the Merkle root of records 1..{seq} does not match the signed checkpoint",
+                )
+            self._note_origin(seq, checkpoint, "checkpoint")
+            self.report.checkpoints += 1
 
     def _next_is_altered(self, cur: _Entry, nxt: _Entry, after: _Entry | None) -> bool:
         """Whether ``nxt`` (its prev) rather than ``cur`` was altered."""
@@ -269,46 +278,40 @@ class LogVerifier:
         return latest.size == nxt.seq and latest.root_hash == tree.root()
 
     def _open(self, seq: int, note: str, what: str) -> Checkpoint:
-        try:
-            checkpoint = open_checkpoint(note, self.verifier)
-        except NoteError as exc:
-            raise LogIntegrityError(seq, f"{what} signature: {exc}") from exc
+        checkpoint = open_signed(self.verifier, seq, note, what)
+        self._note_origin(seq, checkpoint, what)
+        return checkpoint
+
+    def _note_origin(self, seq: int, checkpoint: Checkpoint, what: str) -> None:
         if self.report.origin is None:
             self.report.origin = checkpoint.origin
         elif checkpoint.origin != self.report.origin:
             raise LogIntegrityError(seq, f"{what} names another log: {checkpoint.origin!r}")
-        return checkpoint
+
+    def shape(self, seq: int, kind: str, data: Mapping[str, Any]) -> None:
+        """The order-dependent checks of one record: the round's shape, the RNG's replay."""
+        try:
+            self._check_shape(_Entry(seq, kind, "", data, b"", ""))
+            if kind in _RNG_KINDS:
+                self._rng.feed(seq, kind, data)
+        except RecordDataError as exc:
+            raise LogIntegrityError(seq, str(exc)) from exc
+
+    def resume_at(self, size: int, last_hash: str, results: int) -> None:
+        """After records 1..``size`` were checked elsewhere (in parallel)."""
+        self._expected = size + 1
+        self._prev = last_hash
+        self.report.results += results
 
     def _check_meaning(self, cur: _Entry) -> None:
         try:
             self._check_shape(cur)
-            if cur.kind == RecordKind.LOG_CREATED:
-                self._check_created(cur)
-            elif cur.kind == RecordKind.CONFIG_LOADED:
-                if "paytables" not in cur.data:
-                    raise RecordDataError("config_loaded lacks the paytables")
-                self._paytables = paytables_from_record(cur.data["paytables"])
-            elif cur.kind == RecordKind.RESULT:
-                self._check_result(cur)
+            self._paytables, result = check_content(self.verifier, self._paytables, cur)
+            self.report.results += result
+            if cur.kind in _RNG_KINDS:
+                self._rng.feed(cur.seq, cur.kind, cur.data)
         except RecordDataError as exc:
             raise LogIntegrityError(cur.seq, str(exc)) from exc
-
-    def _check_created(self, cur: _Entry) -> None:
-        """The first record names the log's key: the verifier's must be that key."""
-        if cur.seq != 1:
-            raise RecordDataError("log_created is only the first record")
-        recorded = cur.data.get("key")
-        try:
-            key = Verifier.parse(str(recorded))
-        except NoteError as exc:
-            raise RecordDataError(f"log_created names no verifier key: {exc}") from exc
-        if (key.name, key.key_id) != (self.verifier.name, self.verifier.key_id):
-            raise RecordDataError(
-                f"the log was created for the key {key.name}+{key.key_id.hex()}, not the key"
-                f" {self.verifier.name}+{self.verifier.key_id.hex()} it is verified with"
-            )
-        if cur.data.get("origin") != key.name:
-            raise RecordDataError("log_created: the origin is not the key's name")
 
     def _check_shape(self, cur: _Entry) -> None:
         """What every round must look like, whatever happened in it."""
@@ -353,21 +356,65 @@ class LogVerifier:
                     " a commitment must come before"
                 )
 
-    def _check_result(self, cur: _Entry) -> None:
-        if self._paytables is None and "dice" in cur.data:
-            raise RecordDataError("a result with dice before any config_loaded record")
-        recomputed = recompute_result(cur.data, self._paytables or ())
-        recorded = result_fields(cur.data)
-        expected = canonical.decode(canonical.encode(recomputed.as_record()))
-        if expected != recorded:
-            for key in sorted(set(expected) | set(recorded)):
-                if expected.get(key) != recorded.get(key):
-                    raise RecordDataError(
-                        f"result {key} is recorded as {recorded.get(key)!r} but the recorded"
-                        f" {'dice give' if 'dice' in recorded else 'count gives'}"
-                        f" {expected.get(key)!r}"
-                    )
-        self.report.results += 1
+
+def check_content(
+    verifier: Verifier, paytables: tuple[Paytable, ...] | None, cur: _Entry
+) -> tuple[tuple[Paytable, ...] | None, int]:
+    """What one record must say, given the paytables in force: the key it was created for,
+    the paytables it loads, the result its dice (or number) give. Returns the paytables in
+    force after it and 1 for a result checked. Raises :class:`RecordDataError`."""
+    if cur.kind == RecordKind.LOG_CREATED:
+        _check_created(verifier, cur)
+    elif cur.kind == RecordKind.CONFIG_LOADED:
+        if "paytables" not in cur.data:
+            raise RecordDataError("config_loaded lacks the paytables")
+        return paytables_from_record(cur.data["paytables"]), 0
+    elif cur.kind == RecordKind.RESULT:
+        _check_result(paytables, cur)
+        return paytables, 1
+    return paytables, 0
+
+
+def _check_created(verifier: Verifier, cur: _Entry) -> None:
+    """The first record names the log's key: the verifier's must be that key."""
+    if cur.seq != 1:
+        raise RecordDataError("log_created is only the first record")
+    recorded = cur.data.get("key")
+    try:
+        key = Verifier.parse(str(recorded))
+    except NoteError as exc:
+        raise RecordDataError(f"log_created names no verifier key: {exc}") from exc
+    if (key.name, key.key_id) != (verifier.name, verifier.key_id):
+        raise RecordDataError(
+            f"the log was created for the key {key.name}+{key.key_id.hex()}, not the key"
+            f" {verifier.name}+{verifier.key_id.hex()} it is verified with"
+        )
+    if cur.data.get("origin") != key.name:
+        raise RecordDataError("log_created: the origin is not the key's name")
+
+
+def _check_result(paytables: tuple[Paytable, ...] | None, cur: _Entry) -> None:
+    if paytables is None and "dice" in cur.data:
+        raise RecordDataError("a result with dice before any config_loaded record")
+    recomputed = recompute_result(cur.data, paytables or ())
+    recorded = result_fields(cur.data)
+    expected = canonical.normalized(recomputed.as_record())
+    if expected != recorded:
+        for key in sorted(set(expected) | set(recorded)):
+            if expected.get(key) != recorded.get(key):
+                raise RecordDataError(
+                    f"result {key} is recorded as {recorded.get(key)!r} but the recorded"
+                    f" {'dice give' if 'dice' in recorded else 'count gives'}"
+                    f" {expected.get(key)!r}"
+                )
+
+
+def open_signed(verifier: Verifier, seq: int, note: str, what: str) -> Checkpoint:
+    """A checkpoint note whose signature by ``verifier`` verifies, or a LogIntegrityError."""
+    try:
+        return open_checkpoint(note, verifier)
+    except NoteError as exc:
+        raise LogIntegrityError(seq, f"{what} signature: {exc}") from exc
 
 
 @dataclass(slots=True)
@@ -412,14 +459,9 @@ def verify_state_dir(
             raise LogIntegrityError(
                 None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
             )
-        for row in read_records(db):
+        for row in read_records(db, stop=int(size)):
             log.feed(row)
         report = log.finish()
-        sessions = verify_rng_records(
-            (row.seq, row.kind, row.entry()["data"])
-            for row in read_records(db, stop=report.records)
-        )
-        report.rng = f"{sessions} revealed RNG session(s) replayed"
         db.execute("COMMIT")
         return report
     finally:

@@ -194,26 +194,42 @@ class _LastDraw:
 def replay_sessions(records: Iterable[Record], *, keep_draws: bool = True) -> list[SessionReplay]:
     """Every revealed session, replayed, in the order of their reveals (with their draws when
     ``keep_draws``). Raises :class:`LogIntegrityError` naming the first bad record and why."""
-    sessions: dict[str, _Session] = {}
-    drawn = _LastDraw()
-    failures: list[_Bad] = []
-    verified: list[SessionReplay] = []
+    replayer = SessionReplayer(keep_draws=keep_draws)
     for seq, kind, data in records:
+        replayer.feed(seq, kind, data)
+    return replayer.finish()
+
+
+class SessionReplayer:
+    """The replay fed record by record (verify-log reads the log once and feeds it the RNG's
+    records as they pass); ``finish`` raises naming the first bad record, if any."""
+
+    def __init__(self, *, keep_draws: bool = True) -> None:
+        self._keep_draws = keep_draws
+        self._sessions: dict[str, _Session] = {}
+        self._drawn = _LastDraw()
+        self._failures: list[_Bad] = []
+        self.verified: list[SessionReplay] = []
+
+    def feed(self, seq: int, kind: str, data: Mapping[str, object]) -> None:
         try:
             if kind == RecordKind.RNG_COMMIT:
-                _commit(seq, data, sessions)
+                _commit(seq, data, self._sessions)
             elif kind == RecordKind.RNG_DRAW:
-                _draw(seq, data, sessions, drawn)
+                _draw(seq, data, self._sessions, self._drawn)
             elif kind == RecordKind.RNG_REVEAL:
-                replay = _reveal(seq, data, sessions, failures)
+                replay = _reveal(seq, data, self._sessions, self._failures)
                 if replay is not None:
-                    verified.append(replay if keep_draws else replace(replay, draws=()))
+                    keep = replay if self._keep_draws else replace(replay, draws=())
+                    self.verified.append(keep)
         except _Bad as bad:
-            failures.append(bad)
-    if failures:
-        first = min(failures, key=lambda bad: bad.seq)
-        raise LogIntegrityError(first.seq, first.message)
-    return verified
+            self._failures.append(bad)
+
+    def finish(self) -> list[SessionReplay]:
+        if self._failures:
+            first = min(self._failures, key=lambda bad: bad.seq)
+            raise LogIntegrityError(first.seq, first.message)
+        return self.verified
 
 
 def _commit(seq: int, data: Mapping[str, object], sessions: dict[str, _Session]) -> None:

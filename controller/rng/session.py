@@ -175,7 +175,11 @@ class RngSessionManager:
         records: Iterable[Record],
         entropy_source: EntropySource = os_entropy,
         drbg_class: type[HmacDrbg] = HmacDrbg,
+        lookup: Callable[[str, bytes], bool] | None = None,
     ) -> None:
+        """``records``: the RNG records the log holds (at least those of the last sessions);
+        ``lookup(kind, fragment)``: whether a record of that kind holds those bytes, to look up
+        a session older than ``records`` (a seed file left over from long ago)."""
         if not table or not all(c.isascii() and (c.isalnum() or c in "-_") for c in table):
             raise RngError(f"table name {table!r} is not letters, digits, '-' or '_'")
         if max_rounds < 1:
@@ -189,6 +193,7 @@ class RngSessionManager:
         self._max_rounds = max_rounds
         self._entropy_source = entropy_source
         self._drbg_class = drbg_class
+        self._lookup = lookup
         self._session: _OpenSession | None = None
         self._committed: set[str] = set()
         self._revealed: set[str] = set()
@@ -516,6 +521,17 @@ class RngSessionManager:
         self._seed_path(session).unlink(missing_ok=True)
         fsync_dir(self._state_dir)
 
+    def _learn_old(self, session: str) -> None:
+        """A seed file of a session older than the records given at start: ask the log."""
+        if self._lookup is None:
+            return
+        fragment = _session_fragment(session)
+        if self._lookup(RecordKind.RNG_REVEAL, fragment):
+            self._committed.add(session)
+            self._revealed.add(session)
+        elif self._lookup(RecordKind.RNG_COMMIT, fragment):
+            self._committed.add(session)
+
     def _reveal_pending(self, reason: str) -> None:
         """Reveal every session whose seed file survived a restart; drop files of sessions the
         log never committed (no number was drawn from them) or already revealed."""
@@ -523,6 +539,8 @@ class RngSessionManager:
             session = path.name[len(SEED_FILE_PREFIX) : -len(SEED_FILE_SUFFIX)]
             if session in self._unconfirmed:
                 continue  # the log may hold its commitment: keep it for the next start
+            if session not in self._committed and session not in self._revealed:
+                self._learn_old(session)
             if session in self._revealed or session not in self._committed:
                 self._forget(session)
                 continue
@@ -532,6 +550,11 @@ class RngSessionManager:
                 self._abandon(session)
                 raise
             self._reveal(material, reason)
+
+
+def _session_fragment(session: str) -> bytes:
+    """How a record's canonical text names a session (keys sorted, no spaces)."""
+    return b'"session":"' + session.encode("ascii") + b'"'
 
 
 def _split(outcome: Outcome) -> tuple[int | None, Roll | None]:

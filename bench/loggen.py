@@ -1,0 +1,177 @@
+"""A table-year of audit log, fast: the daemon's own control loop and audit log play scripted
+rounds, and the log's commits are grouped into large transactions without fsync. The rows are
+the ones the daemon writes (the same ``AuditLog.commit``: records, contexts, frontiers, signed
+checkpoints, round checkpoints); only durability is skipped, which a benchmark of reading them
+does not need.
+
+    .venv/bin/python bench/loggen.py STATE_DIR ROUNDS
+
+Logs are cached under bench/.scratch by ``cached_log`` (the format's version in the name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import DB_NAME, AuditLog
+from controller.core.config import Config
+from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.record_data import config_loaded_data
+from controller.core.snapshot import decode_context
+from controller.core.state import Event, Occurrence, RoundMachine, Screen
+
+SCRATCH = Path(__file__).parent / ".scratch"
+FORMAT = "v3"  # the log's rows as they are written now; a new layout gets a new cache
+GROUP = 5000  # commits per transaction
+
+
+class _BulkLog(AuditLog):
+    """The audit log whose commits share large transactions, on a connection without fsync."""
+
+    def start_bulk(self) -> None:
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("BEGIN")
+        self._grouped = 0
+
+    _grouped = -1  # not grouping yet: the log opens as usual
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        if self._grouped < 0:
+            return super()._transaction(body)
+        result = body(self._db)
+        self._grouped += 1
+        if self._grouped >= GROUP:
+            self._db.execute("COMMIT")
+            self._db.execute("BEGIN")
+            self._grouped = 0
+        return result
+
+    def end_bulk(self) -> None:
+        self._db.execute("COMMIT")
+
+
+class _Table:
+    """The display, the lamps, the motor, the latch and the sensor: nothing to do."""
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        return None
+
+    def show_status(self, screen: Screen) -> None:
+        return None
+
+    def start_shake(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def trip(self, reason: str) -> bool:
+        return True
+
+    def reset(self) -> None:
+        return None
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        return None
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _reading(round_number: int) -> DiceReading:
+    digest = hashlib.sha256(str(round_number).encode()).digest()
+    faces = [digest[i] % 6 + 1 for i in range(3)]
+    dice = tuple(
+        DieReading(
+            DieColour.RED if i == 0 else DieColour.BLUE,
+            faces[i],
+            True,
+            True,
+            90 + digest[3 + i] % 10,
+            (20 + 30 * i + digest[6] % 9, 40 + digest[7 + i] % 30),
+        )
+        for i in range(3)
+    )
+    return DiceReading(dice, digest.hex())
+
+
+def generate(state_dir: Path, rounds: int, *, progress: bool = False) -> None:
+    """Play ``rounds`` more rounds into the log in ``state_dir`` (created if new)."""
+    AuditLog.open(state_dir).close()  # the key and the log, as the first start makes them
+    log = _BulkLog.open(state_dir)
+    log.start_bulk()
+    config = Config()
+    stored = log.latest_context()
+    machine = RoundMachine(
+        config.round_settings(), None if stored is None else decode_context(stored[1])
+    )
+    table = _Table()
+    clock = 0
+    loop = ControlLoop(
+        machine,
+        Ports(
+            log=log,
+            display=table,
+            panel=table,
+            shaker=table,
+            latch=table,
+            sensor=table,  # type: ignore[arg-type]
+        ),
+        clock=lambda: clock,
+    )
+    loop.power_on(config=config_loaded_data(config))
+    first = machine.context.round_number
+    started = time.monotonic()
+
+    def send(event: Event, **data: Any) -> None:
+        nonlocal clock
+        clock += 2000
+        loop.dispatch(Occurrence(event, at=clock, **data))
+
+    send(Event.LID_CLOSED)
+    for number in range(first, first + rounds):
+        send(Event.NO_MORE_BETS)
+        send(Event.SHAKE_PRESSED)
+        send(Event.SHAKE_DONE, cycles=4)
+        send(Event.TICK)
+        reading = _reading(number)
+        send(Event.READING, reading=reading)
+        send(Event.READING, reading=reading)
+        send(Event.CLOSE_ROUND)
+        if progress and (number - first + 1) % 20_000 == 0:
+            rate = (number - first + 1) / (time.monotonic() - started)
+            print(f"  generated {number - first + 1} rounds ({rate:,.0f} rounds/s)", flush=True)
+    loop.shutdown()
+    log.end_bulk()
+    log.close()
+
+
+def cached_log(rounds: int) -> Path:
+    """A state directory with a log of ``rounds`` rounds, generated once and kept."""
+    target = SCRATCH / f"log-{rounds}-{FORMAT}"
+    if (target / DB_NAME).exists() and (target / ".complete").exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    print(f"  generating a log of {rounds} rounds in {target} (once)", flush=True)
+    generate(target, rounds, progress=True)
+    (target / ".complete").write_text("ok\n")
+    return target
+
+
+if __name__ == "__main__":
+    generate(Path(sys.argv[1]), int(sys.argv[2]), progress=True)
