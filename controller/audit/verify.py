@@ -11,7 +11,9 @@ of its round were closed (621a.8(a)(1)). Given a checkpoint kept elsewhere (``--
 it proves with an RFC 6962 consistency proof, computed from the leaves and verified as RFC 9162
 says, that the log extends it: a log rolled back or forked behind it fails. Then it replays
 every revealed RNG session (controller/core/rng_replay.py). The first failure raises
-:class:`LogIntegrityError` naming the record.
+:class:`LogIntegrityError` naming the record. Everything is done in one pass over the log,
+each leaf decoded once; a long log is split across the available cores (parallel.py), and
+whatever a split run finds wrong is named by this record-by-record verifier.
 
 A record is vouched for by the next record's ``prev`` and by the checkpoints; to name the record
 that was altered rather than its neighbour, the verifier looks two records ahead (and, at the
@@ -26,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.audit.checks import (
+    RNG_KINDS,
+    Entry,
+    check_content,
+    decode_entry,
+    open_signed,
+)
 from controller.audit.log import (
+    DB_NAME,
     GENESIS_PREV,
     LATEST_CHECKPOINT,
     open_for_reading,
@@ -34,33 +44,15 @@ from controller.audit.log import (
     read_latest_checkpoint,
     read_records,
 )
+from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_parallel
 from controller.core import canonical
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
 from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
-from controller.core.record_data import (
-    RecordDataError,
-    paytables_from_record,
-    recompute_result,
-    result_fields,
-)
-from controller.core.records import RecordKind, StoredRecord, record_hash
+from controller.core.record_data import RecordDataError
+from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_replay import SessionReplayer
 from controller.core.wagers import Paytable
 from controller.errors import LogIntegrityError
-
-_ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
-_RNG_KINDS = frozenset({RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL})
-_KINDS = frozenset(str(k) for k in RecordKind)
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    seq: int
-    kind: str
-    prev: str
-    data: Mapping[str, Any]
-    leaf: bytes
-    hash: str
 
 
 @dataclass
@@ -90,27 +82,6 @@ class VerifyReport:
         }
 
 
-def _decode(row: StoredRecord) -> _Entry:
-    try:
-        entry = row.entry()
-    except canonical.EncodingError as exc:
-        raise LogIntegrityError(row.seq, f"not a canonical record: {exc}") from exc
-    if set(entry) != _ENTRY_KEYS:
-        raise LogIntegrityError(row.seq, f"has fields {sorted(entry)}, not {sorted(_ENTRY_KEYS)}")
-    seq, kind, prev, data = entry["seq"], entry["kind"], entry["prev"], entry["data"]
-    if seq != row.seq:
-        raise LogIntegrityError(
-            row.seq, f"is stored at {row.seq} but holds sequence number {seq} (moved or reordered)"
-        )
-    if kind not in _KINDS or kind != row.kind:
-        raise LogIntegrityError(row.seq, f"kind {kind!r} is unknown or differs from its index")
-    if not isinstance(entry["time"], str) or not isinstance(data, dict):
-        raise LogIntegrityError(row.seq, "time must be a string and data an object")
-    if not isinstance(prev, str) or len(prev) != 64:
-        raise LogIntegrityError(row.seq, "prev is not a SHA-256 in hex")
-    return _Entry(seq, kind, prev, data, row.leaf, record_hash(row.leaf))
-
-
 class LogVerifier:
     """Streaming verification: ``feed`` each stored record in order, then ``finish``."""
 
@@ -130,7 +101,7 @@ class LogVerifier:
         legacy = self.checkpoints.pop(LATEST_CHECKPOINT, None)  # a log of the first format
         self.latest = latest if latest is not None else legacy
         self.report = VerifyReport()
-        self._window: deque[_Entry] = deque()
+        self._window: deque[Entry] = deque()
         self._expected = 1
         self._prev = GENESIS_PREV
         self._tree = CompactRange()
@@ -153,7 +124,7 @@ class LogVerifier:
                 f"is missing (the next stored record is {row.seq}): deleted",
             )
         self._expected += 1
-        self._window.append(_decode(row))
+        self._window.append(decode_entry(row))
         if len(self._window) == 3:
             self._process(*self._window)
             self._window.popleft()
@@ -226,7 +197,7 @@ class LogVerifier:
 
     # --- one record, with the two after it ---------------------------------------------
 
-    def _process(self, cur: _Entry, nxt: _Entry | None = None, after: _Entry | None = None) -> None:
+    def _process(self, cur: Entry, nxt: Entry | None = None, after: Entry | None = None) -> None:
         if cur.prev != self._prev:  # only the first record gets here: later ones are vouched
             raise LogIntegrityError(cur.seq, "prev does not match the hash of the record before it")
         if nxt is not None and nxt.prev != cur.hash:
@@ -258,7 +229,7 @@ class LogVerifier:
             self._note_origin(seq, checkpoint, "checkpoint")
             self.report.checkpoints += 1
 
-    def _next_is_altered(self, cur: _Entry, nxt: _Entry, after: _Entry | None) -> bool:
+    def _next_is_altered(self, cur: Entry, nxt: Entry, after: Entry | None) -> bool:
         """Whether ``nxt`` (its prev) rather than ``cur`` was altered."""
         if after is not None:
             return after.prev != nxt.hash  # an intact nxt is vouched for by the one after it
@@ -291,8 +262,8 @@ class LogVerifier:
     def shape(self, seq: int, kind: str, data: Mapping[str, Any]) -> None:
         """The order-dependent checks of one record: the round's shape, the RNG's replay."""
         try:
-            self._check_shape(_Entry(seq, kind, "", data, b"", ""))
-            if kind in _RNG_KINDS:
+            self._check_shape(Entry(seq, kind, "", data, b"", ""))
+            if kind in RNG_KINDS:
                 self._rng.feed(seq, kind, data)
         except RecordDataError as exc:
             raise LogIntegrityError(seq, str(exc)) from exc
@@ -303,17 +274,17 @@ class LogVerifier:
         self._prev = last_hash
         self.report.results += results
 
-    def _check_meaning(self, cur: _Entry) -> None:
+    def _check_meaning(self, cur: Entry) -> None:
         try:
             self._check_shape(cur)
             self._paytables, result = check_content(self.verifier, self._paytables, cur)
             self.report.results += result
-            if cur.kind in _RNG_KINDS:
+            if cur.kind in RNG_KINDS:
                 self._rng.feed(cur.seq, cur.kind, cur.data)
         except RecordDataError as exc:
             raise LogIntegrityError(cur.seq, str(exc)) from exc
 
-    def _check_shape(self, cur: _Entry) -> None:
+    def _check_shape(self, cur: Entry) -> None:
         """What every round must look like, whatever happened in it."""
         if cur.seq == 1 and cur.kind != RecordKind.LOG_CREATED:
             self.report.notes.append("the log does not record the key it was created for")
@@ -357,66 +328,6 @@ class LogVerifier:
                 )
 
 
-def check_content(
-    verifier: Verifier, paytables: tuple[Paytable, ...] | None, cur: _Entry
-) -> tuple[tuple[Paytable, ...] | None, int]:
-    """What one record must say, given the paytables in force: the key it was created for,
-    the paytables it loads, the result its dice (or number) give. Returns the paytables in
-    force after it and 1 for a result checked. Raises :class:`RecordDataError`."""
-    if cur.kind == RecordKind.LOG_CREATED:
-        _check_created(verifier, cur)
-    elif cur.kind == RecordKind.CONFIG_LOADED:
-        if "paytables" not in cur.data:
-            raise RecordDataError("config_loaded lacks the paytables")
-        return paytables_from_record(cur.data["paytables"]), 0
-    elif cur.kind == RecordKind.RESULT:
-        _check_result(paytables, cur)
-        return paytables, 1
-    return paytables, 0
-
-
-def _check_created(verifier: Verifier, cur: _Entry) -> None:
-    """The first record names the log's key: the verifier's must be that key."""
-    if cur.seq != 1:
-        raise RecordDataError("log_created is only the first record")
-    recorded = cur.data.get("key")
-    try:
-        key = Verifier.parse(str(recorded))
-    except NoteError as exc:
-        raise RecordDataError(f"log_created names no verifier key: {exc}") from exc
-    if (key.name, key.key_id) != (verifier.name, verifier.key_id):
-        raise RecordDataError(
-            f"the log was created for the key {key.name}+{key.key_id.hex()}, not the key"
-            f" {verifier.name}+{verifier.key_id.hex()} it is verified with"
-        )
-    if cur.data.get("origin") != key.name:
-        raise RecordDataError("log_created: the origin is not the key's name")
-
-
-def _check_result(paytables: tuple[Paytable, ...] | None, cur: _Entry) -> None:
-    if paytables is None and "dice" in cur.data:
-        raise RecordDataError("a result with dice before any config_loaded record")
-    recomputed = recompute_result(cur.data, paytables or ())
-    recorded = result_fields(cur.data)
-    expected = canonical.normalized(recomputed.as_record())
-    if expected != recorded:
-        for key in sorted(set(expected) | set(recorded)):
-            if expected.get(key) != recorded.get(key):
-                raise RecordDataError(
-                    f"result {key} is recorded as {recorded.get(key)!r} but the recorded"
-                    f" {'dice give' if 'dice' in recorded else 'count gives'}"
-                    f" {expected.get(key)!r}"
-                )
-
-
-def open_signed(verifier: Verifier, seq: int, note: str, what: str) -> Checkpoint:
-    """A checkpoint note whose signature by ``verifier`` verifies, or a LogIntegrityError."""
-    try:
-        return open_checkpoint(note, verifier)
-    except NoteError as exc:
-        raise LogIntegrityError(seq, f"{what} signature: {exc}") from exc
-
-
 @dataclass(slots=True)
 class _RoundShape:
     bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
@@ -439,33 +350,56 @@ def open_anchor(note: str, verifier: Verifier) -> Checkpoint:
 
 
 def verify_state_dir(
-    state_dir: Path | str, verifier: Verifier, *, checkpoint: str | None = None
+    state_dir: Path | str,
+    verifier: Verifier,
+    *,
+    checkpoint: str | None = None,
+    workers: int | None = None,
 ) -> VerifyReport:
     """Verify the log in ``state_dir`` with ``verifier`` (and, given a signed checkpoint kept
-    elsewhere, that the log extends it); raises :class:`LogIntegrityError`."""
+    elsewhere, that the log extends it); raises :class:`LogIntegrityError`. A long log is
+    checked by ``workers`` processes (default: one per available core), a short one, or one
+    in which they find anything wrong, record by record in this one."""
     anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
+    jobs = available_cores() if workers is None else workers
     db = open_for_reading(state_dir)
     try:
-        db.execute("BEGIN")  # one snapshot for both passes, even while the daemon appends
-        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
-        log = LogVerifier(
-            verifier,
-            read_checkpoints(db),
-            anchor=anchor,
-            size=int(size),
-            latest=read_latest_checkpoint(db),
-        )
+        db.execute("BEGIN")  # one snapshot for every pass, even while the daemon appends
+        (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        size = int(stored)
+        checkpoints = read_checkpoints(db)
+        latest = read_latest_checkpoint(db)
+
+        def fresh() -> LogVerifier:
+            return LogVerifier(verifier, checkpoints, anchor=anchor, size=size, latest=latest)
+
         if anchor is not None and anchor.origin != log_origin(db):
             raise LogIntegrityError(
                 None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
             )
-        for row in read_records(db, stop=int(size)):
+        if jobs > 1 and size >= MIN_RECORDS:
+            path = _database_file(db, state_dir)
+            report = verify_in_parallel(db, path, fresh(), size, workers=jobs)
+            if report is not None:
+                db.execute("COMMIT")
+                return report
+        log = fresh()
+        for row in read_records(db, stop=size):
             log.feed(row)
         report = log.finish()
         db.execute("COMMIT")
         return report
     finally:
         db.close()
+
+
+def _database_file(db: Any, state_dir: Path | str) -> Path:
+    """The file ``db`` reads: the log's, or the private copy made of a log on read-only
+    media."""
+    scratch = getattr(db, "scratch", None)
+    if scratch is not None:
+        return Path(scratch.name) / DB_NAME
+    return Path(state_dir) / DB_NAME
 
 
 def log_origin(db: Any) -> str | None:

@@ -75,6 +75,8 @@ def log_verifier(state_dir: Path, key_file: str | None) -> Verifier:
 
 # --- verify-log -----------------------------------------------------------------------------
 
+MAX_JOBS = 64
+
 
 def verify_arguments(p: argparse.ArgumentParser) -> None:
     _state_dir_argument(p)
@@ -84,16 +86,26 @@ def verify_arguments(p: argparse.ArgumentParser) -> None:
         help="a signed checkpoint kept elsewhere (paigow-controller checkpoint): the log must"
         " extend it",
     )
+    p.add_argument(
+        "--jobs",
+        help="processes for a long log (default: one per available core; 1: this one only)",
+    )
 
 
 def verify(args: argparse.Namespace) -> int:
+    jobs = None
+    if args.jobs is not None:
+        try:
+            jobs = parse_bounded_int(args.jobs, low=1, high=MAX_JOBS, what="--jobs")
+        except NumberError as exc:
+            raise UsageError(str(exc)) from None
     state_dir = _state_dir(args)
     verifier = log_verifier(state_dir, args.key)
     checkpoint = None
     if args.checkpoint is not None:
         checkpoint = _argument_file("--checkpoint", args.checkpoint, MAX_NOTE_BYTES)
     try:
-        report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint)
+        report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
     except LogIntegrityError as exc:
         _print({"ok": False, "record": exc.record, "error": str(exc)})
         sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
