@@ -134,3 +134,26 @@ def test_canonical_encoding_refuses_what_has_no_single_form(bad: object) -> None
 def test_canonical_decoding_refuses_non_canonical_bytes(bad: bytes) -> None:
     with pytest.raises(canonical.EncodingError):
         canonical.decode(bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"a":9007199254740992}',
+        b'{"a":-9007199254740992}',
+        b'{"a":[0,{"b":12345678901234567890}]}',
+        b'{"a":"x","b":90071992547409910}',
+    ],
+)
+def test_canonical_decoding_refuses_integers_beyond_2_to_the_53(bad: bytes) -> None:
+    with pytest.raises(canonical.EncodingError, match="outside"):
+        canonical.decode(bad)
+
+
+def test_canonical_decoding_keeps_the_largest_integers_and_long_digit_strings() -> None:
+    data = b'{"a":9007199254740991,"b":-9007199254740991,"c":"12345678901234567890"}'
+    assert canonical.decode(data) == {
+        "a": 2**53 - 1,
+        "b": -(2**53 - 1),
+        "c": "12345678901234567890",
+    }
