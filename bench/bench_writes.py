@@ -1,0 +1,201 @@
+"""SD-card wear: bytes written and fsyncs per round (issue 13: <= 30 KiB and <= 3 per round).
+
+    .venv/bin/python bench/bench_writes.py      # BENCH_WRITES_ROUNDS=40,200 BENCH_SEED=1
+
+Each run is a child Python playing ``simulate --fast --faults none`` in-process (the same
+``run_simulation`` the command calls: the appliance on simulated hardware, the simulated crew,
+the sensor on a pty, the log on this machine's disk) and reporting its own ``/proc/self/io``
+when it is done. The simulated hardware is given timing margins (bench/common.py,
+``steady_simulation``) so that a round is one shake as on a table, not the several that
+``--fast`` races into on a loaded machine; the no rolls that remain are printed.
+
+``write_bytes`` is what the process made the kernel write to storage (pages dirtied; a page
+dirtied again after an fsync counts again), which is what wears an SD card; ``wchar`` (every
+write call, the pty and pipes included) is shown beside it. The child runs under ``strace -f
+-ff --seccomp-bpf -y`` tracing fsync, fdatasync and pwrite, to count every fsync and fdatasync
+of every thread and to say which files of the state directory the bytes go to (the calls'
+sizes, not pages: a WAL frame is a 24-byte header and a 4 KiB page, so a commit's frames dirty
+one page of the file more than they fill).
+
+Start-up and shutdown write too (the key, the schema, power_on, shutdown), so each figure is
+the slope between runs of two lengths: (W(N2) - W(N1)) / (N2 - N1), one pair per repeat, the
+median of the repeats. A round is a round played to its close, with the no rolls and reshakes
+it had on the way.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import env_int, figure, median, note, proc_io, spread, steady_simulation, title
+
+from controller.app.simulate import run_simulation
+from controller.core.config import Config
+
+GOAL_BYTES = 30 * 1024
+GOAL_FSYNCS = 3.0
+SCRATCH = Path(__file__).parent / ".scratch"
+DONE = re.compile(r"done: \d+ rounds, (\d+) no rolls, (\d+) faults")
+
+
+def child(rounds: int, seed: int, state_dir: Path) -> None:
+    """Play ``rounds`` rounds in this process; print what it wrote, as JSON."""
+    steady_simulation()
+    out = io.StringIO()
+    code = run_simulation(
+        Config(), rounds=rounds, seed=seed, fast=True, faults={}, state_dir=state_dir, out=out
+    )
+    written = proc_io()
+    stored = sum(p.stat().st_size for p in state_dir.iterdir() if p.name.startswith("audit.db"))
+    done = DONE.search(out.getvalue())
+    no_rolls, faults = (int(done[1]), int(done[2])) if done else (-1, -1)
+    db = sqlite3.connect(f"file:{state_dir / 'audit.db'}?mode=ro", uri=True)
+    try:
+        (records, commits, shakes) = db.execute(
+            "SELECT count(*), count(context), sum(kind = 'shake') FROM records"
+        ).fetchone()
+    finally:
+        db.close()
+    counts = {"records": records, "commits": commits, "shakes": shakes}
+    report = {"code": code, "io": written, "stored": stored, "no_rolls": no_rolls}
+    print(json.dumps({**report, "faults": faults, **counts}))
+
+
+def measure(rounds: int, seed: int, strace: str | None) -> dict[str, float]:
+    SCRATCH.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-writes-", dir=SCRATCH) as tmp:
+        state = Path(tmp) / "state"
+        command = [sys.executable, __file__, "--child", str(rounds), str(seed), str(state)]
+        traces = Path(tmp) / "traces"
+        if strace is not None:
+            traces.mkdir()
+            trace = [strace, "-f", "-ff", "--seccomp-bpf", "-y", "-s", "0", "-e", TRACED]
+            command = [*trace, "-o", str(traces / "t"), *command]
+        proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            sys.exit(f"the simulation failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        figures: dict[str, float] = {
+            "write_bytes": report["io"]["write_bytes"],
+            "wchar": report["io"]["wchar"],
+            "stored": report["stored"],
+            "no_rolls": report["no_rolls"],
+            "faults": report["faults"],
+            "records": report["records"],
+            "commits": report["commits"],
+            "shakes": report["shakes"],
+        }
+        if strace is not None:
+            figures.update(tally(traces, state))
+    return figures
+
+
+# SQLite and the anchor write with pwrite64; the pty, pipes and stdout (write) are left
+# untraced: every traced call stops the thread, and enough stops make the simulated motor
+# overrun its watchdog, which adds fault records.
+TRACED = "trace=fsync,fdatasync,pwrite64,pwritev,pwritev2"
+_CALL = re.compile(r"^(\w+)\((\d+)<([^>]*)>.*\)\s+=\s+(-?\d+)")
+
+
+def tally(traces: Path, state: Path) -> dict[str, float]:
+    """From strace's per-thread logs: every fsync and fdatasync, and the bytes and calls
+    written to each file of the state directory."""
+    figures: dict[str, float] = {"fsyncs": 0}
+    for path in traces.iterdir():
+        for line in path.read_text(errors="replace").splitlines():
+            match = _CALL.match(line)
+            if match is None:
+                continue
+            call, _, target, result = match.groups()
+            name = Path(target).name if Path(target).parent == state else "elsewhere"
+            if name.startswith("."):
+                name = "the key (written once)"
+            if call in ("fsync", "fdatasync"):
+                figures["fsyncs"] += 1
+                figures[f"{call} {name}"] = figures.get(f"{call} {name}", 0) + 1
+            elif int(result) > 0:
+                figures[f"bytes {name}"] = figures.get(f"bytes {name}", 0) + int(result)
+    return figures
+
+
+def main() -> None:
+    n1, n2 = rounds_pair()
+    seed = env_int("BENCH_SEED", 1, low=0)
+    repeats = env_int("BENCH_WRITES_REPEATS", 3)
+    strace = shutil.which("strace")
+    title(
+        f"writes per round: slope between {n1} and {n2} simulated rounds (seed {seed}),"
+        f" median of {repeats}"
+    )
+    if strace is None:
+        note("strace is missing (scripts/install-system-deps installs it): fsyncs not counted")
+    slopes: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        short, long = measure(n1, seed, strace), measure(n2, seed, strace)
+        note(
+            f"runs of {n1} and {n2} rounds: {short['no_rolls']:.0f} and {long['no_rolls']:.0f}"
+            f" no rolls, {short['faults']:.0f} and {long['faults']:.0f} faults"
+        )
+        for key in short.keys() | long.keys():
+            slope = (long.get(key, 0) - short.get(key, 0)) / (n2 - n1)
+            slopes.setdefault(key, []).append(slope)
+    written = median(slopes["write_bytes"])
+    figure(
+        "bytes written per round (write_bytes)",
+        f"{written / 1024:.1f} KiB",
+        f"<= {GOAL_BYTES // 1024} KiB",
+        written <= GOAL_BYTES,
+    )
+    note(spread([v / 1024 for v in slopes["write_bytes"]], "KiB", 1))
+    if strace is not None:
+        fsyncs = median(slopes["fsyncs"])
+        figure(
+            "fsync + fdatasync per round",
+            f"{fsyncs:.2f}",
+            f"<= {GOAL_FSYNCS:.0f}",
+            fsyncs <= GOAL_FSYNCS,
+        )
+        note(spread(slopes["fsyncs"], "calls", 2))
+    commits = median(slopes["commits"])
+    figure(
+        "per round: commits, records, shakes",
+        f"{commits:.2f}, {median(slopes['records']):.2f}, {median(slopes['shakes']):.2f}",
+    )
+    figure("bytes written per commit", f"{written / commits / 1024:.1f} KiB")
+    stored = median(slopes["stored"])
+    figure("bytes stored per round (audit.db)", f"{stored:,.0f} B")
+    figure("written / stored", f"{written / stored:.1f}x" if stored > 0 else "-")
+    figure("write calls' bytes per round (wchar)", f"{median(slopes['wchar']) / 1024:.1f} KiB")
+    if strace is not None:
+        note("where they go, per round (strace: pwrite calls and syncs, by file):")
+        for key in sorted(slopes, key=lambda k: -median(slopes[k])):
+            kind, _, name = key.partition(" ")
+            value = median(slopes[key])
+            if kind == "bytes" and name != "elsewhere" and value >= 1:
+                note(f"  {value / 1024:7.1f} KiB written to {name}")
+            elif kind in ("fsync", "fdatasync") and value >= 0.005:
+                note(f"  {value:7.2f} {kind} of {name}")
+
+
+def rounds_pair() -> tuple[int, int]:
+    text = os.environ.get("BENCH_WRITES_ROUNDS", "40,200")
+    first, _, second = text.partition(",")
+    if not (first.isdecimal() and second.isdecimal() and 0 < int(first) < int(second)):
+        sys.exit(f"BENCH_WRITES_ROUNDS must be N1,N2 with 0 < N1 < N2, not {text!r}")
+    return int(first), int(second)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
+    else:
+        main()
