@@ -1,0 +1,276 @@
+"""Latency from the dice sensor's frame to the result on the feed and on the page (issue 13:
+p99 <= 1 ms, fsync excluded).
+
+    .venv/bin/python bench/bench_latency.py     # BENCH_LATENCY_ROUNDS=200 BENCH_SEED=1
+
+Method. A child Python runs the appliance on simulated hardware with the web display on (the
+``run_simulation`` of ``simulate --fast --web-display``), its state directory on a tmpfs
+(/dev/shm: an fsync there costs nothing, which is what "fsync excluded" asks). In the child the
+simulated sensor notes ``time.monotonic_ns()`` just before it writes each reading frame's bytes
+to the pty. This process is the table-management system and the kiosk page: one thread holds
+a feed connection (JSON lines over TCP, live records) and a page connection (``GET /events``,
+the Server-Sent Events stream the page reads), and notes ``time.monotonic_ns()`` as each chunk
+arrives (nothing else is done on arrival; the lines are parsed after the run). Both processes
+read the same CLOCK_MONOTONIC. A round's latency is from the frame that decided it (the second
+agreeing reading: the last reading frame before its result) to the arrival of the feed's
+``result`` record, and of the page's ``result`` screen.
+
+Only the frame -> result path is timed: the shake, the settle and the first read are before the
+frame. The simulated hardware has timing margins (bench/common.py, ``steady_simulation``) and
+the simulated dealer waits 20 ms before pressing a key, as a dealer takes seconds, so that the
+round's close does not run inside the window. The crew starts only once both clients are
+connected. Each run gives p50 and p99 of its rounds; the figures are the medians over the runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common import (
+    env_int,
+    figure,
+    free_port,
+    median,
+    note,
+    percentile,
+    spread,
+    steady_simulation,
+    title,
+    tmpfs_dir,
+)
+
+from controller.app import simulate
+from controller.core.config import Config
+from controller.core.sensor_protocol import Reading, Reply
+from drivers.sim.sensor import SimulatedSensor
+
+GOAL_MS = 1.0
+DEALER_PAUSE_S = 0.02
+CONNECT_TIMEOUT_S = 60
+
+
+# --- the child: the appliance on simulated hardware -------------------------------------------
+
+
+class _TimedSensor(SimulatedSensor):
+    """The simulated sensor, noting when each reading frame's bytes go to the pty."""
+
+    frame_times: list[int] = []  # noqa: RUF012 - one sensor per child process
+    _is_reading = False
+
+    def _send(self, link: Any, reply: Reply) -> None:
+        self._is_reading = isinstance(reply, Reading)
+        super()._send(link, reply)
+
+    def _write(self, link: Any, data: bytes) -> None:
+        if self._is_reading:
+            self.frame_times.append(time.monotonic_ns())
+        super()._write(link, data)
+
+
+def child(argv: Sequence[str]) -> None:
+    """``ROUNDS SEED STATE_DIR HTTP_PORT FEED_PORT WORK_DIR``: play, then leave the frames'
+    times in WORK_DIR/frames.json."""
+    rounds, seed, http, feed = int(argv[0]), int(argv[1]), int(argv[3]), int(argv[4])
+    state_dir, work = Path(argv[2]), Path(argv[5])
+    go = work / "go"
+
+    class Crew(simulate.Crew):
+        """The simulated crew: a dealer who takes a moment, starting once the clients are in."""
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self.pause_s = max(self.pause_s, DEALER_PAUSE_S)
+
+        def _run(self) -> None:
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            while not go.exists() and time.monotonic() < deadline:
+                self.stopping.wait(0.01)
+            super()._run()
+
+    steady_simulation()
+    simulate.SimulatedSensor = _TimedSensor  # type: ignore[misc]
+    simulate.Crew = Crew  # type: ignore[misc]
+    config = Config()
+    display = dataclasses.replace(config.display, http_port=http, feed_port=feed)
+    with open(os.devnull, "w") as out:
+        simulate.run_simulation(
+            dataclasses.replace(config, display=display),
+            rounds=rounds,
+            seed=seed,
+            fast=True,
+            faults={},
+            state_dir=state_dir,
+            out=out,
+            web_display=True,
+        )
+    (work / "frames.json").write_text(json.dumps(_TimedSensor.frame_times))
+
+
+# --- this process: the feed client and the page ------------------------------------------------
+
+
+def _connect(port: int, deadline: float) -> socket.socket:
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+            continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+
+def _read_until(sock: socket.socket, marker: bytes, deadline: float) -> bytes:
+    data = b""
+    while marker not in data:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before " + marker.decode())
+        data += chunk
+    return data
+
+
+def _receive(
+    socks: dict[str, socket.socket], proc: subprocess.Popen[bytes]
+) -> dict[str, list[tuple[int, bytes]]]:
+    """Every chunk of each stream with its arrival time, until the child is done."""
+    chunks: dict[str, list[tuple[int, bytes]]] = {name: [] for name in socks}
+    selector = selectors.DefaultSelector()
+    for name, sock in socks.items():
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, name)
+    open_streams = len(socks)
+    while open_streams and proc.poll() is None:
+        for key, _ in selector.select(0.5):
+            try:
+                data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+            except BlockingIOError:
+                continue
+            at = time.monotonic_ns()
+            if not data:
+                selector.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            chunks[key.data].append((at, data))
+    selector.close()
+    return chunks
+
+
+def _results(chunks: Sequence[tuple[int, bytes]], separator: bytes) -> dict[int, int]:
+    """Round -> arrival time of its first result, in a feed (lines) or page (events) stream."""
+    arrivals: dict[int, int] = {}
+    pending = b""
+    for at, data in chunks:
+        pending += data
+        *complete, pending = pending.split(separator)
+        for item in complete:
+            found = _result_round(item)
+            if found is not None and found not in arrivals:
+                arrivals[found] = at
+    return arrivals
+
+
+def _result_round(item: bytes) -> int | None:
+    text = item.decode("utf-8", "replace")
+    if text.startswith("{"):  # a feed line
+        line = json.loads(text)
+        if line.get("type") == "record" and line.get("kind") == "result":
+            return int(line["round"])
+        return None
+    fields = dict(f.split(": ", 1) for f in text.split("\n") if ": " in f)
+    if fields.get("event") != "screen":
+        return None
+    payload = json.loads(fields["data"])
+    if payload.get("screen") == "result" and "result" in payload.get("data", {}):
+        return int(payload["round"])
+    return None
+
+
+def _latencies_ms(arrivals: dict[int, int], frames: list[int]) -> list[float]:
+    """Each result's arrival less the last reading frame written before it."""
+    latencies = []
+    for at in arrivals.values():
+        before = [frame for frame in frames if frame < at]
+        if before:
+            latencies.append((at - before[-1]) / 1e6)
+    return latencies
+
+
+def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]]:
+    with tempfile.TemporaryDirectory(prefix="bench-latency-", dir=base) as tmp:
+        work = Path(tmp)
+        http, feed = free_port(), free_port()
+        command = [sys.executable, __file__, "--child", str(rounds), str(seed)]
+        command += [str(work / "state"), str(http), str(feed), str(work)]
+        stderr = (work / "child.stderr").open("wb")
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            feed_sock = _connect(feed, deadline)
+            feed_sock.sendall(b"\n")  # no request: the records committed from now on
+            page_sock = _connect(http, deadline)
+            page_sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            first = _read_until(page_sock, b"event: snapshot", deadline)
+            (work / "go").touch()
+            chunks = _receive({"feed": feed_sock, "page": page_sock}, proc)
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            stderr.close()
+        if proc.returncode != 0:
+            sys.exit(f"the simulation failed:\n{(work / 'child.stderr').read_text()[-3000:]}")
+        frames = sorted(json.loads((work / "frames.json").read_text()))
+    body = first.split(b"\r\n\r\n", 1)[1]
+    page = _results([(0, body), *chunks["page"]], b"\n\n")
+    fed = _results(chunks["feed"], b"\n")
+    return {"feed": _latencies_ms(fed, frames), "page": _latencies_ms(page, frames)}
+
+
+def main() -> None:
+    rounds = env_int("BENCH_LATENCY_ROUNDS", 200)
+    repeats = env_int("BENCH_LATENCY_REPEATS", 3)
+    seed = env_int("BENCH_SEED", 1, low=0)
+    base = tmpfs_dir()
+    title(
+        f"sensor frame -> result on the feed and the page: {repeats} runs of {rounds} rounds"
+        f" (seed {seed}), state directory on {base or 'the default temporary directory'}"
+    )
+    if base is None:
+        note("no tmpfs found: the figures include the fsyncs of the commits")
+    runs = [run_once(rounds, seed, base) for _ in range(repeats)]
+    for stream, what in (("feed", "feed (JSON lines over TCP)"), ("page", "page (SSE /events)")):
+        p50s = [percentile(run[stream], 0.50) for run in runs]
+        p99s = [percentile(run[stream], 0.99) for run in runs]
+        counts = [len(run[stream]) for run in runs]
+        p50, p99 = median(p50s), median(p99s)
+        figure(f"frame -> {what}, p50", f"{p50:.3f} ms")
+        figure(f"frame -> {what}, p99", f"{p99:.3f} ms", f"<= {GOAL_MS} ms", p99 <= GOAL_MS)
+        pooled = [x for run in runs for x in run[stream]]
+        note(
+            f"p99 {spread(p99s, 'ms', 3)}; {sum(counts)} rounds; all runs pooled:"
+            f" p99 {percentile(pooled, 0.99):.3f} ms, max {max(pooled):.3f} ms"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 8 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+    else:
+        main()
