@@ -1,206 +1,186 @@
-"""Audit log figures: records appended per second (each durable: synchronous=FULL, fsync) against
-two baselines in the same run (SQLite synchronous=NORMAL, and a plain file append + fsync), and
-verification throughput in rounds per second on logs of 10^5 rounds (10^6 with --million).
+"""The audit log's append path: what one commit and one record cost, and where it goes.
 
-    .venv/bin/python bench/bench_audit.py [--appends N] [--rounds N] [--million]
+    .venv/bin/python bench/bench_audit.py       # BENCH_AUDIT_ROUNDS=200
 
-The large logs are built fast (one transaction, no fsync per record) with the same encoding,
-chain, Merkle tree and one signed checkpoint per round as the daemon writes.
+``AuditLog.commit`` is timed replaying the commits of real rounds: the steps of one round as the
+control loop commits them (their records and stored contexts, taken from a log that
+bench/loggen.py writes with the daemon's own code) into a fresh log, on a tmpfs (the CPU's
+part: an fsync there costs nothing) and on this machine's disk (with the fsyncs). Each figure
+is a median over the rounds. Beside them, in the same run: the per-record and per-commit cost
+(commits of 1 and of 8 reading records: the slope and the intercept), and baselines for the
+parts of a commit: the canonical encoding of a record, one Ed25519-signed checkpoint (every
+commit signs the log's running checkpoint; a round's close signs its own too), and a bare
+SQLite transaction inserting the same row into the same schema (WAL, synchronous=FULL).
+
+The verify-log figures are bench_verify.py's; bytes and fsyncs per round are
+bench_writes.py's; the whole path from the sensor to the feed is bench_latency.py's.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import json
 import sqlite3
-import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from controller.audit.log import (
-    DB_NAME,
-    GENESIS_PREV,
-    LATEST_CHECKPOINT,
-    AuditLog,
-    load_or_create_signer,
-)
-from controller.audit.verify import verify_state_dir
+import loggen
+from common import env_int, figure, median, note, title, tmpfs_dir
+
+from controller.audit.log import DB_NAME, AuditLog, connect
 from controller.core import canonical
-from controller.core.config import Config
-from controller.core.dice import Roll
 from controller.core.merkle import CompactRange
 from controller.core.note import Checkpoint, sign_checkpoint
-from controller.core.position import Game
-from controller.core.record_data import config_loaded_data
-from controller.core.records import RecordKind as K
-from controller.core.records import record_hash
-from controller.core.result import result_of_roll
+from controller.core.records import RecordKind
 
-READING = {
-    "round": 1,
-    "attempt": 1,
-    "image_digest": "5e" * 32,
-    "verdict": "valid",
-    "dice": [
-        {
-            "colour": "red",
-            "face": 3,
-            "flat": True,
-            "inside": True,
-            "confidence": 97,
-            "position": [20, 40],
-        },
-        {
-            "colour": "blue",
-            "face": 5,
-            "flat": True,
-            "inside": True,
-            "confidence": 96,
-            "position": [50, 44],
-        },
-        {
-            "colour": "blue",
-            "face": 1,
-            "flat": True,
-            "inside": True,
-            "confidence": 98,
-            "position": [80, 61],
-        },
-    ],
-}
+Step = tuple[list[tuple[RecordKind, dict[str, Any]]], bytes | None]
+SCRATCH = Path(__file__).parent / ".scratch"
 
 
-def appends_per_second(n: int, synchronous: str) -> float:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        log = AuditLog.open(tmp)
-        log._db.execute(f"PRAGMA synchronous={synchronous}")
-        start = time.perf_counter()
-        for _ in range(n):
-            log.append(K.READING, READING)
-        elapsed = time.perf_counter() - start
-        log.close()
-    return n / elapsed
+def round_steps() -> list[Step]:
+    """The commits of one round, as the control loop made them (bench/loggen.py)."""
+    with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=SCRATCH) as tmp:
+        loggen.generate(Path(tmp), 3)
+        db = sqlite3.connect(Path(tmp) / DB_NAME)
+        rows = db.execute("SELECT kind, leaf, context FROM records ORDER BY seq").fetchall()
+        db.close()
+    steps: list[Step] = []
+    entries: list[tuple[RecordKind, dict[str, Any]]] = []
+    for kind, leaf, context in rows:
+        entries.append((RecordKind(kind), json.loads(leaf)["data"]))
+        if context is not None:
+            steps.append((entries, context))
+            entries = []
+
+    def holding(kind: RecordKind) -> list[int]:
+        return [i for i, step in enumerate(steps) if any(k == kind for k, _ in step[0])]
+
+    first = holding(RecordKind.NO_MORE_BETS)[1]  # the second round: a round after a round
+    last = min(i for i in holding(RecordKind.CLOSE) if i >= first)
+    return steps[first : last + 1]
 
 
-def file_appends_per_second(n: int) -> float:
-    line = canonical.encode(READING) + b"\n"
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        fd = os.open(Path(tmp) / "plain.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        start = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, line)
-            os.fsync(fd)
-        elapsed = time.perf_counter() - start
-        os.close(fd)
-    return n / elapsed
+def step_name(step: Step) -> str:
+    return "+".join(str(kind) for kind, _ in step[0])
 
 
-def build_log(state: Path, rounds: int) -> int:
-    """A log of ``rounds`` rounds (7 records each) written in one transaction."""
-    signer = load_or_create_signer(state)
-    AuditLog(state / DB_NAME, signer).close()
-    db = sqlite3.connect(state / DB_NAME, isolation_level=None)
-    db.execute("PRAGMA synchronous=OFF")
-    db.execute("BEGIN")
-    tree = CompactRange()
-    prev = GENESIS_PREV
-    config = Config()
-    rows: list[tuple[int, str, bytes]] = []
-    notes: list[tuple[int, str]] = []
-
-    def add(kind: K, data: dict[str, object]) -> None:
-        nonlocal prev
-        seq = tree.size + 1
-        entry = {
-            "seq": seq,
-            "kind": str(kind),
-            "time": "2025-01-01T00:00:00.000Z",
-            "prev": prev,
-            "data": data,
-        }
-        leaf = canonical.encode(entry)
-        tree.append(leaf)
-        prev = record_hash(leaf)
-        rows.append((seq, str(kind), leaf))
-        if kind in (K.CLOSE,):
-            notes.append((seq, sign_checkpoint(Checkpoint(signer.name, seq, tree.root()), signer)))
-        if len(rows) >= 50_000:
-            flush()
-
-    def flush() -> None:
-        db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
-        db.executemany("INSERT INTO checkpoints VALUES (?, ?)", notes)
-        rows.clear()
-        notes.clear()
-
-    add(K.CONFIG_LOADED, config_loaded_data(config))
-    for n in range(1, rounds + 1):
-        red, b1, b2 = (n % 6) + 1, (n // 6 % 6) + 1, (n // 36 % 6) + 1
-        result = result_of_roll(
-            Game.TILES, Roll(red, (b1, b2)), bank_seat=None, paytables=config.paytables
-        )
-        add(K.ROUND_OPENED, {"round": n})
-        add(K.NO_MORE_BETS, {"round": n, "bank": "dealer", "mode": "shaker"})
-        add(K.SHAKE, {"round": n, "attempt": 1, "cycles": 5})
-        add(K.READING, {**READING, "round": n})
-        add(K.READING, {**READING, "round": n})
-        add(K.RESULT, {"round": n, "attempt": 1, **result.as_record()})
-        add(K.CLOSE, {"round": n})
-    flush()
-    latest = sign_checkpoint(Checkpoint(signer.name, tree.size, tree.root()), signer)
-    db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?)", (LATEST_CHECKPOINT, latest))
-    db.execute("UPDATE meta SET value = ? WHERE name = 'frontier'", (tree.to_bytes(),))
-    db.execute("COMMIT")
-    db.close()
-    return tree.size
+def replay(directory: Path, steps: Sequence[Step], rounds: int) -> dict[str, list[float]]:
+    """Commit the round's steps ``rounds`` times into a new log; microseconds per step."""
+    timings: dict[str, list[float]] = {step_name(s): [] for s in steps}
+    timings["round"] = []
+    with AuditLog.open(directory) as log:
+        for _ in range(rounds):
+            round_ns = 0
+            for step in steps:
+                entries, context = step
+                start = time.perf_counter_ns()
+                log.commit(entries, context=context)
+                elapsed = time.perf_counter_ns() - start
+                round_ns += elapsed
+                timings[step_name(step)].append(elapsed / 1000)
+            timings["round"].append(round_ns / 1000)
+    return timings
 
 
-def verify_rounds_per_second(rounds: int) -> None:
-    with tempfile.TemporaryDirectory(dir=".") as tmp:
-        state = Path(tmp)
-        start = time.perf_counter()
-        records = build_log(state, rounds)
-        built = time.perf_counter() - start
-        verifier = load_or_create_signer(state).verifier
-        start = time.perf_counter()
-        report = verify_state_dir(state, verifier)
-        elapsed = time.perf_counter() - start
-        assert report.records == records
-        assert report.results == rounds
-        print(
-            f"verify {rounds:>9,} rounds ({records:,} records, {report.checkpoints:,} checkpoints):"
-            f" {rounds / elapsed:,.0f} rounds/s, {records / elapsed:,.0f} records/s"
-            f" ({elapsed:.1f} s; built in {built:.1f} s)"
-        )
+def per_record(directory: Path, reading: dict[str, Any], repeats: int) -> tuple[float, float]:
+    """(per commit, per record) in microseconds: commits of 1 and of 8 reading records."""
+    medians = {}
+    with AuditLog.open(directory) as log:
+        for count in (1, 8):
+            entries = [(RecordKind.READING, reading)] * count
+            samples = []
+            for _ in range(repeats):
+                start = time.perf_counter_ns()
+                log.commit(entries)
+                samples.append((time.perf_counter_ns() - start) / 1000)
+            medians[count] = median(samples)
+    slope = (medians[8] - medians[1]) / 7
+    return medians[1] - slope, slope
+
+
+def timed_us(work: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        work()
+        samples.append((time.perf_counter_ns() - start) / 1000)
+    return median(samples)
+
+
+def sqlite_transaction_us(directory: Path, leaf: bytes, repeats: int) -> float:
+    """A bare transaction inserting one row of the records table (WAL, synchronous=FULL)."""
+    db = connect(directory / "bare.db")
+    db.execute(
+        "CREATE TABLE records (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, leaf BLOB NOT NULL,"
+        " context BLOB, frontier BLOB, note TEXT)"
+    )
+    seq = 0
+
+    def insert() -> None:
+        nonlocal seq
+        seq += 1
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO records VALUES (?, 'reading', ?, NULL, NULL, NULL)", (seq, leaf))
+        db.execute("COMMIT")
+
+    try:
+        return timed_us(insert, repeats)
+    finally:
+        db.close()
+
+
+def measure(where: str, directory: Path, steps: Sequence[Step], rounds: int) -> None:
+    timings = replay(directory / "replay", steps, rounds)
+    title(f"  on {where} ({directory}), median of {rounds} rounds:")
+    figure("one round's commits, in all", f"{median(timings['round']):,.0f} us")
+    for step in steps:
+        name = step_name(step)
+        figure(f"  commit {name}"[:48], f"{median(timings[name]):,.0f} us")
+    reading = next(data for kind, data in steps[-2][0] if kind == RecordKind.READING)
+    per_commit, per_record_us = per_record(directory / "records", reading, rounds)
+    figure("per commit (intercept, 1 vs 8 records)", f"{per_commit:,.0f} us")
+    figure("per record (slope)", f"{per_record_us:,.0f} us")
+    leaf = canonical.encode({"seq": 1, "kind": "reading", "data": reading})
+    bare = sqlite_transaction_us(directory, leaf, rounds)
+    figure("baseline: bare SQLite insert transaction", f"{bare:,.0f} us")
+    figure("  per commit / bare transaction", f"{per_commit / bare:.1f}x")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--appends", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=100_000)
-    parser.add_argument("--million", action="store_true", help="also verify 10^6 rounds (minutes)")
-    args = parser.parse_args()
-    figures: dict[str, list[float]] = {"full": [], "normal": [], "file": []}
-    for _ in range(args.repeats):
-        figures["full"].append(appends_per_second(args.appends, "FULL"))
-        figures["normal"].append(appends_per_second(args.appends, "NORMAL"))
-        figures["file"].append(file_appends_per_second(args.appends))
-    full, normal, plain = (statistics.median(figures[k]) for k in ("full", "normal", "file"))
-    print(f"append (median of {args.repeats} x {args.appends}):")
-    print(f"  audit log, synchronous=FULL (the product): {full:,.0f} records/s")
-    print(
-        f"  baseline, synchronous=NORMAL (no fsync per commit): {normal:,.0f} records/s"
-        f" (FULL is {full / normal:.2f}x)"
+    rounds = env_int("BENCH_AUDIT_ROUNDS", 200)
+    SCRATCH.mkdir(exist_ok=True)
+    title("audit log: AuditLog.commit replaying the commits of a round")
+    steps = round_steps()
+    note(
+        f"a round is {len(steps)} commits of {sum(len(s[0]) for s in steps)} records: "
+        + ", ".join(step_name(s) for s in steps)
     )
-    print(
-        f"  baseline, plain file append + fsync: {plain:,.0f} records/s"
-        f" (FULL is {full / plain:.2f}x)"
-    )
-    verify_rounds_per_second(args.rounds)
-    if args.million:
-        verify_rounds_per_second(1_000_000)
+    reading = next(data for kind, data in steps[-2][0] if kind == RecordKind.READING)
+    entry = {"seq": 1, "kind": "reading", "time": "2025-01-01T00:00:00.000Z", "data": reading}
+    encode_us = timed_us(lambda: canonical.encode(entry), 2000)
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp, AuditLog.open(Path(tmp)) as log:
+        signer = log.signer
+        assert signer is not None
+        tree = CompactRange()
+        for n in range(1000):
+            tree.append(str(n).encode())
+        sign_us = timed_us(
+            lambda: sign_checkpoint(Checkpoint(signer.name, tree.size, tree.root()), signer), 500
+        )
+        root_us = timed_us(tree.root, 2000)
+    figure("canonical encoding of a reading record", f"{encode_us:,.1f} us")
+    figure("Merkle root of the compact range (1,000 leaves)", f"{root_us:,.1f} us")
+    figure("one signed checkpoint (root, note, Ed25519)", f"{sign_us:,.1f} us")
+    base = tmpfs_dir()
+    if base is not None:
+        with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=base) as tmp:
+            measure("a tmpfs, no fsync cost", Path(tmp), steps, rounds)
+    else:
+        note("no tmpfs found: the CPU-only figures are left out")
+    with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=SCRATCH) as tmp:
+        measure("this machine's disk, fsync included", Path(tmp), steps, rounds)
 
 
 if __name__ == "__main__":
