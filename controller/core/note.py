@@ -41,7 +41,8 @@ class NoteError(ValueError):
 
 
 def _is_key_name(name: str) -> bool:
-    return bool(name) and all(c.isprintable() and not c.isspace() and c != "+" for c in name)
+    # Printable without spaces: no character str.isprintable() accepts is a space but " ".
+    return bool(name) and name.isprintable() and " " not in name and "+" not in name
 
 
 def key_id(name: str, public_key: bytes) -> bytes:
