@@ -85,19 +85,19 @@ def replay(directory: Path, steps: Sequence[Step], rounds: int) -> dict[str, lis
 
 
 def per_record(directory: Path, reading: dict[str, Any], repeats: int) -> tuple[float, float]:
-    """(per commit, per record) in microseconds: commits of 1 and of 8 reading records."""
-    medians = {}
+    """(per commit, per record) in microseconds: commits of 1 and of 8 reading records, taken
+    in turn so that both see the same machine."""
+    samples: dict[int, list[float]] = {1: [], 8: []}
     with AuditLog.open(directory) as log:
-        for count in (1, 8):
-            entries = [(RecordKind.READING, reading)] * count
-            samples = []
-            for _ in range(repeats):
+        for _ in range(repeats):
+            for count, taken in samples.items():
+                entries = [(RecordKind.READING, reading)] * count
                 start = time.perf_counter_ns()
                 log.commit(entries)
-                samples.append((time.perf_counter_ns() - start) / 1000)
-            medians[count] = median(samples)
-    slope = (medians[8] - medians[1]) / 7
-    return medians[1] - slope, slope
+                taken.append((time.perf_counter_ns() - start) / 1000)
+    one, eight = median(samples[1]), median(samples[8])
+    slope = (eight - one) / 7
+    return one - slope, slope
 
 
 def timed_us(work: Callable[[], object], repeats: int) -> float:
@@ -139,7 +139,7 @@ def measure(where: str, directory: Path, steps: Sequence[Step], rounds: int) -> 
         name = step_name(step)
         figure(f"  commit {name}"[:48], f"{median(timings[name]):,.0f} us")
     reading = next(data for kind, data in steps[-2][0] if kind == RecordKind.READING)
-    per_commit, per_record_us = per_record(directory / "records", reading, rounds)
+    per_commit, per_record_us = per_record(directory / "records", reading, 3 * rounds)
     figure("per commit (intercept, 1 vs 8 records)", f"{per_commit:,.0f} us")
     figure("per record (slope)", f"{per_record_us:,.0f} us")
     leaf = canonical.encode({"seq": 1, "kind": "reading", "data": reading})

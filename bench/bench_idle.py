@@ -27,6 +27,7 @@ from common import (
     daemon_problems,
     env_int,
     figure,
+    machine_load,
     median,
     note,
     run_daemon,
@@ -41,13 +42,14 @@ WINDOWS = 3
 # The system calls a waiting thread sits in, by number (proc(5): /proc/<pid>/task/<tid>/syscall).
 SYSCALLS = {
     "x86_64": {
-        0: "read", 7: "poll", 23: "select", 35: "nanosleep", 43: "accept", 45: "recvfrom",
-        202: "futex", 230: "clock_nanosleep", 232: "epoll_wait", 270: "pselect6", 271: "ppoll",
-        281: "epoll_pwait", 288: "accept4",
+        0: "read", 7: "poll", 23: "select", 35: "nanosleep", 43: "accept", 44: "sendto",
+        45: "recvfrom", 46: "sendmsg", 202: "futex", 230: "clock_nanosleep", 232: "epoll_wait",
+        270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4",
     },
     "aarch64": {
         22: "epoll_pwait", 63: "read", 72: "pselect6", 73: "ppoll", 98: "futex",
-        101: "nanosleep", 115: "clock_nanosleep", 202: "accept", 207: "recvfrom", 242: "accept4",
+        101: "nanosleep", 115: "clock_nanosleep", 202: "accept", 206: "sendto", 207: "recvfrom",
+        211: "sendmsg", 242: "accept4",
     },
 }  # fmt: skip
 
@@ -103,6 +105,16 @@ def waiting_on(pid: int, tid: int, sockets: dict[str, str]) -> str:
     return f"{name} on " + ", ".join(_fd_name(pid, fd, sockets) for fd in fds)
 
 
+def blocked_in(pid: int, tid: int, sockets: dict[str, str]) -> str:
+    """``waiting_on``, asked again a few times if the thread happens to be running."""
+    for _ in range(10):
+        found = waiting_on(pid, tid, sockets)
+        if found != "running":
+            return found
+        time.sleep(0.013)
+    return "running"
+
+
 def _memory(pid: int, address: int, size: int) -> bytes:
     try:
         with open(f"/proc/{pid}/mem", "rb") as mem:
@@ -126,6 +138,7 @@ def main() -> None:
     seconds = env_int("BENCH_IDLE_SECONDS", 30, low=3)
     window_s = seconds / WINDOWS
     title(f"idle CPU of the daemon waiting for a player: {WINDOWS} windows of {window_s:.0f} s")
+    note(machine_load())
     ticks_per_s = os.sysconf("SC_CLK_TCK")
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as tmp:
         with run_daemon(Path(tmp) / "state", work_dir=Path(tmp)) as daemon:
@@ -146,7 +159,7 @@ def main() -> None:
             last_wakeups = wakeups(pid)
             labels = {daemon.http_port: "the display's HTTP server", daemon.feed_port: "the feed"}
             sockets = _socket_names(pid, labels)
-            waits = {tid: waiting_on(pid, tid, sockets) for tid in last_wakeups}
+            waits = {tid: blocked_in(pid, tid, sockets) for tid in last_wakeups}
             watchdogs = daemon.notify.count("WATCHDOG=1") - watchdog_before
             threads = thread_count(pid)
         problems = daemon_problems(daemon.stderr())

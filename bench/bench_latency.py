@@ -41,6 +41,7 @@ from common import (
     env_int,
     figure,
     free_port,
+    machine_load,
     median,
     note,
     percentile,
@@ -252,6 +253,7 @@ def main() -> None:
         f"sensor frame -> result on the feed and the page: {repeats} runs of {rounds} rounds"
         f" (seed {seed}), state directory on {base or 'the default temporary directory'}"
     )
+    note(machine_load())
     if base is None:
         note("no tmpfs found: the figures include the fsyncs of the commits")
     runs = [run_once(rounds, seed, base) for _ in range(repeats)]

@@ -1,6 +1,6 @@
 """The simulator's speed and memory: ``simulate --fast`` rounds per second, without faults and
-with the default faults (issue 13: >= 20 rounds/s), and its RSS after 10,000 rounds less its RSS
-after 1,000 (issue 13: <= 2 MB).
+with the default faults (what ``simulate --fast`` plays when no ``--faults`` is given; issue 13:
+>= 20 rounds/s), and its RSS after 10,000 rounds less its RSS after 1,000 (issue 13: <= 2 MB).
 
     .venv/bin/python bench/bench_simulate.py
     # BENCH_SIM_ROUNDS=300 (per rate run), BENCH_RSS_ROUNDS=10000, BENCH_SEED=1
@@ -28,6 +28,7 @@ from common import (
     controller_command,
     env_int,
     figure,
+    machine_load,
     median,
     note,
     proc_status,
@@ -134,6 +135,7 @@ def main() -> None:
     seed = env_int("BENCH_SEED", 1, low=0)
     repeats = env_int("BENCH_SIM_REPEATS", 3)
     title(f"simulate --fast: {repeats} runs of {rounds} rounds per figure, seed {seed}")
+    note(machine_load())
     rates(rounds, "none", seed, repeats)
     rates(rounds, "default", seed, repeats)
     memory(rss_rounds, seed)

@@ -26,6 +26,7 @@ from common import (
     daemon_problems,
     env_int,
     figure,
+    machine_load,
     median,
     note,
     run_daemon,
@@ -57,6 +58,7 @@ def main() -> None:
     rounds = env_int("BENCH_ROUNDS", 400_000)
     repeats = env_int("BENCH_STARTUP_REPEATS", 5)
     title(f"start-up: exec -> READY=1, median of {repeats} runs each")
+    note(machine_load())
     loggen.SCRATCH.mkdir(parents=True, exist_ok=True)
     long_log = loggen.cached_log(rounds)
     empty: list[float] = []

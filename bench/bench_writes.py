@@ -36,7 +36,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import env_int, figure, median, note, proc_io, spread, steady_simulation, title
+from common import (
+    env_int,
+    figure,
+    machine_load,
+    median,
+    note,
+    proc_io,
+    spread,
+    steady_simulation,
+    title,
+)
 
 from controller.app.simulate import run_simulation
 from controller.core.config import Config
@@ -136,6 +146,7 @@ def main() -> None:
         f"writes per round: slope between {n1} and {n2} simulated rounds (seed {seed}),"
         f" median of {repeats}"
     )
+    note(machine_load())
     if strace is None:
         note("strace is missing (scripts/install-system-deps installs it): fsyncs not counted")
     slopes: dict[str, list[float]] = {}

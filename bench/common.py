@@ -58,6 +58,15 @@ def note(text: str) -> None:
     print(f"  {text}", flush=True)
 
 
+def machine_load() -> str:
+    """The load average beside the cores: these figures share the machine with other work."""
+    try:
+        one, five = Path("/proc/loadavg").read_text().split()[:2]
+    except (OSError, ValueError):
+        return "load average unknown"
+    return f"load average {one} (5 min {five}) on {os.cpu_count()} cores when this started"
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
