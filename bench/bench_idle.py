@@ -54,12 +54,14 @@ SYSCALLS = {
 }  # fmt: skip
 
 
-def wakeups(pid: int) -> dict[int, int]:
+def per_thread(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread's CPU time (ns) and times it was scheduled (schedstat)."""
     counts = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            counts[int(task.name)] = int((task / "schedstat").read_text().split()[2])
-        except (OSError, ValueError, IndexError):
+            ran_ns, _, scheduled = (task / "schedstat").read_text().split()[:3]
+            counts[int(task.name)] = (int(ran_ns), int(scheduled))
+        except (OSError, ValueError):
             continue
     return counts
 
@@ -147,7 +149,7 @@ def main() -> None:
             pid = daemon.pid
             percents = []
             first_ticks, first_at = cpu_ticks(pid), time.monotonic()
-            first_wakeups = wakeups(pid)
+            first_threads = per_thread(pid)
             watchdog_before = daemon.notify.count("WATCHDOG=1")
             for _ in range(WINDOWS):
                 before, at = cpu_ns(pid), time.monotonic()
@@ -156,10 +158,10 @@ def main() -> None:
                 percents.append(100 * used / 1e9 / elapsed)
             elapsed = time.monotonic() - first_at
             ticks = cpu_ticks(pid) - first_ticks
-            last_wakeups = wakeups(pid)
+            last_threads = per_thread(pid)
             labels = {daemon.http_port: "the display's HTTP server", daemon.feed_port: "the feed"}
             sockets = _socket_names(pid, labels)
-            waits = {tid: blocked_in(pid, tid, sockets) for tid in last_wakeups}
+            waits = {tid: blocked_in(pid, tid, sockets) for tid in last_threads}
             watchdogs = daemon.notify.count("WATCHDOG=1") - watchdog_before
             threads = thread_count(pid)
         problems = daemon_problems(daemon.stderr())
@@ -175,13 +177,14 @@ def main() -> None:
         f"utime+stime over the {elapsed:.0f} s: {ticks} ticks of {1000 // ticks_per_s} ms"
         f" = {100 * ticks / ticks_per_s / elapsed:.4f} % (cross-check)"
     )
-    note(f"{threads} threads; wake-ups per second by thread, and what it waits in:")
-    per_thread = sorted(
-        ((last_wakeups[tid] - first_wakeups.get(tid, 0), tid) for tid in last_wakeups),
-        reverse=True,
-    )
-    for count, tid in per_thread:
-        note(f"  {count / elapsed:5.1f}/s  thread {tid}: {waits[tid]}")
+    note(f"{threads} threads: wake-ups per second, CPU per wake-up, and what each waits in:")
+    rows = []
+    for tid, (ran_ns, scheduled) in last_threads.items():
+        ran_before, scheduled_before = first_threads.get(tid, (0, 0))
+        rows.append((scheduled - scheduled_before, ran_ns - ran_before, tid))
+    for count, ran_ns, tid in sorted(rows, reverse=True):
+        each = f"{ran_ns / count / 1000:5.0f} us" if count else "    -   "
+        note(f"  {count / elapsed:5.1f}/s  {each}  thread {tid}: {waits[tid]}")
     note(f"WATCHDOG=1 sent {watchdogs} times in {elapsed:.0f} s (WatchdogSec=10)")
     for line in problems:
         note(f"the daemon reported: {line}")
