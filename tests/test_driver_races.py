@@ -73,12 +73,19 @@ def thread_stacks() -> str:
 
 
 def join_all(threads: list[threading.Thread], what: str) -> None:
+    """Join every thread in ``threads`` within ``JOIN_S``, those added while joining too. A
+    pattern thread adds itself when it first runs, which on a loaded machine can come after the
+    shake that started it has returned and after a pass over the list: such a thread is joined
+    in the next pass, where it used to be reported stuck at once, long before ``JOIN_S``."""
     deadline = time.monotonic() + JOIN_S
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    stuck = [t.name for t in threads if t.is_alive()]
-    if stuck:
-        raise Deadlock(f"{what}: {stuck} still running after {JOIN_S} s\n{thread_stacks()}")
+    while True:
+        for t in list(threads):
+            t.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive()]
+        if not stuck:
+            return
+        if time.monotonic() >= deadline:
+            raise Deadlock(f"{what}: {stuck} still running after {JOIN_S} s\n{thread_stacks()}")
 
 
 @contextmanager
