@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -121,15 +122,54 @@ def newest(state_dir: Path) -> tuple[str | None, int]:
     return (None if row is None else str(row[0])), int(results)
 
 
+def stopped(pid: int) -> bool:
+    """Every thread of ``pid`` has stopped (a SIGSTOP has taken effect): none is inside a
+    system call, so the files it wrote are as a kill now leaves them."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):  # the thread has ended
+            continue
+        if state not in ("T", "t", "Z", "X"):  # stopped, or ended
+            return False
+    return True
+
+
+def newest_after_a_kill(state_dir: Path, scratch: Path) -> tuple[str | None, int]:
+    """``newest`` as the next start finds it: read from a copy of the database and its WAL
+    (without the writer's shared index, so the copy's WAL is recovered from the file)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    for name in ("audit.db", "audit.db-wal"):
+        if (state_dir / name).exists():
+            shutil.copyfile(state_dir / name, scratch / name)
+    db = sqlite3.connect(scratch / "audit.db")
+    try:
+        row = db.execute("SELECT kind FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        (results,) = db.execute("SELECT count(*) FROM records WHERE kind = 'result'").fetchone()
+    finally:
+        db.close()
+    return (None if row is None else str(row[0])), int(results)
+
+
 def kill_after(daemon: Daemon, state_dir: Path, kind: str, results: int, timeout: float) -> None:
     """SIGKILL the daemon right after it commits a record of ``kind`` (mid-round), once at
-    least ``results`` rounds have their result."""
+    least ``results`` rounds have their result. Once the newest record is of ``kind`` the
+    daemon is stopped (SIGSTOP) and killed only if that is still what a start would find; else
+    it goes on (SIGCONT). On a loaded machine it could otherwise commit its next record between
+    the look and the kill."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         last, done = newest(state_dir)
         if last == kind and done >= results:
-            daemon.kill()
-            return
+            daemon.proc.send_signal(signal.SIGSTOP)
+            while not stopped(daemon.proc.pid):
+                time.sleep(0.001)
+            last, done = newest_after_a_kill(state_dir, state_dir.parent / "copy")
+            if last == kind and done >= results:
+                daemon.kill()
+                return
+            daemon.proc.send_signal(signal.SIGCONT)
         time.sleep(0.005)
     raise AssertionError(f"no {kind} record after {results} results within {timeout} s")
 
