@@ -31,8 +31,9 @@ typecheck: $(STAMP)
 unit-checks: $(STAMP)
 	scripts/check-systemd-unit
 
+# In parallel (pytest-xdist): twice as many workers as cores, the slow tests first (tests/conftest.py).
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist load --maxschedchunk 1
 
 # Every bench/bench_*.py, each printing its figures with the goal and PASS or MISS beside them
 # (a MISS is a figure, not a failure); a script that fails is named at the end, after the rest.

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from controller.audit.log import AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
@@ -99,6 +101,7 @@ def _check_recovery(state: Path, records: list[tuple[int, str, dict]]) -> None: 
         assert opened[-1] == data["round"] + 1  # opened in the same commit as the close
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()

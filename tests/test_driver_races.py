@@ -692,6 +692,7 @@ RACES: dict[str, tuple[Race, float]] = {
 SEED = int(os.environ.get("RACE_SEED", random.SystemRandom().randrange(2**32)))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", list(RACES))
 def test_races(kind: str) -> None:

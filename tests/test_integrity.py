@@ -341,6 +341,7 @@ def _export(state: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+@pytest.mark.slow
 def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_result(
     tmp_path: Path,
 ) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -44,6 +45,8 @@ from controller.core.state import (
 from controller.errors import AuditLogError
 from controller.ports import Committed
 from controller.rng.session import RngPort, RngSessionManager
+
+pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing on tmpfs
