@@ -1,11 +1,12 @@
 """``paigow-controller simulate``: the appliance on simulated hardware, with a simulated crew.
 
 The same :class:`~controller.app.appliance.Appliance` as on the table, with gpiozero's
-``MockFactory(pin_class=MockPWMPin)`` instead of the Pi's pins, simulated shaker mechanics behind
-them (motion pulses while the motor turns, the lid, the tamper loop), and the simulated dice
-sensor speaking the DS1 protocol at the far end of a real pseudo-terminal. A simulated dealer and
-player press the panel's keys and the shake button on the mock pins as rounds ask for them, and a
-supervisor clears faults. Faults are injected by chance per shake (``--faults``).
+``MockFactory(pin_class=SimPin)`` (mock PWM pins with a bounded history) instead of the Pi's
+pins, simulated shaker mechanics behind them (motion pulses while the motor turns, the lid,
+the tamper loop), and the simulated dice sensor speaking the DS1 protocol at the far end of a
+real pseudo-terminal. A simulated dealer and player press the panel's keys and the shake
+button on the mock pins as rounds ask for them, and a supervisor clears faults. Faults are
+injected by chance per shake (``--faults``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from gpiozero.pins.mock import MockFactory, MockPWMPin
+from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
 from controller.core.config import Config
@@ -29,7 +30,7 @@ from controller.core.digits import quoted
 from controller.core.state import Mode, Screen
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
-from drivers.sim.hardware import ShakerFaults, SimPanel, SimShaker
+from drivers.sim.hardware import ShakerFaults, SimPanel, SimPin, SimShaker
 from drivers.sim.sensor import SimFault, SimulatedSensor
 
 log = logging.getLogger("paigow.simulate")
@@ -227,7 +228,7 @@ def run_simulation(
     web_display: bool = False,
 ) -> int:
     config = simulation_config(config, fast=fast)
-    factory = MockFactory(pin_class=MockPWMPin)
+    factory = MockFactory(pin_class=SimPin)
     sensor = SimulatedSensor(seed=seed).start()
 
     def dice_land() -> None:

@@ -1,12 +1,13 @@
 """Simulated shaker and panel hardware on gpiozero's mock pins, for tests and ``simulate``.
 
-Build it on a ``MockFactory(pin_class=MockPWMPin)`` *before* the drivers: it claims the pins
+Build it on a ``MockFactory(pin_class=SimPin)`` *before* the drivers: it claims the pins
 with its own mock pin classes, which the drivers then receive from the factory.
 
 * The motor pin (:class:`SimMotorPin`) reports every change to :class:`SimShaker`. Each stroke
   (the motor going from off to on) makes the motion sensor pulse once, ``stroke_ms`` later, as
-  the crank's magnet passes the hall sensor; when the motor has stayed off for a cycle the
-  shake is over and ``on_shake_end`` is called (the harness rolls the simulated dice there).
+  the crank's magnet passes the hall sensor; the shake is over when the pattern's last stroke
+  ends (or, for a shorter one, when the motor has stayed off for a cycle), and
+  ``on_shake_end`` is called (the harness rolls the simulated dice there).
 * Inputs (:class:`SimContactPin`) model a contact or an open-collector output to ground, on a
   line with a pull-up: closed reads low whatever the driver's pull, open reads the pull. So the
   lid switch and the tamper loop keep their state while the drivers set their pins up.
@@ -32,7 +33,21 @@ from controller.core.config import PinsConfig, ShakerConfig
 log = logging.getLogger(__name__)
 
 
-class SimContactPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
+PIN_HISTORY = 2048  # changes a simulated pin keeps (gpiozero's mock pins keep every one)
+
+
+class SimPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
+    """gpiozero's mock PWM pin with a bounded history: its ``states`` list keeps the last
+    ``PIN_HISTORY`` changes at most, so a simulation of any length runs in constant memory."""
+
+    def _change_state(self, value: Any) -> bool:
+        changed = bool(super()._change_state(value))
+        if changed and len(self.states) > 2 * PIN_HISTORY:
+            del self.states[:-PIN_HISTORY]
+        return changed
+
+
+class SimContactPin(SimPin):
     """An input line that a contact (or an open-collector sensor) can pull to ground."""
 
     def __init__(self, factory: Any, info: Any) -> None:
@@ -61,7 +76,7 @@ class SimContactPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
             self.drive_high()
 
 
-class SimMotorPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
+class SimMotorPin(SimPin):
     """The motor's PWM line; each change is reported to ``listener`` (on the writer's thread)."""
 
     def __init__(self, factory: Any, info: Any) -> None:
@@ -105,6 +120,7 @@ class SimShaker:
         self.faults = faults
         self.on_shake_end = on_shake_end
         self._cycle_s = config.cycle_ms / 1000
+        self._cycles = config.cycles
         # The magnet passes the sensor a little into the stroke, well inside the on half.
         self._stroke_s = (stroke_ms if stroke_ms is not None else config.cycle_ms // 4) / 1000
         self._pulse_s = pulse_ms / 1000
@@ -112,6 +128,7 @@ class SimShaker:
         self._closed = False
         self._in_shake = False
         self._shake_pulses = 0
+        self._shake_strokes = 0
         self._pulses = 0
         self._shakes = 0
         self._motor_on = False
@@ -204,12 +221,18 @@ class SimShaker:
                 if not self._in_shake:
                     self._in_shake = True
                     self._shake_pulses = 0
+                    self._shake_strokes = 0
+                self._shake_strokes += 1
                 if self._end_timer is not None:
                     self._end_timer.cancel()
+                    self._timers.discard(self._end_timer)  # a cancelled timer never runs
                     self._end_timer = None
                 self._later(self._stroke_s, self._stroke)
             elif was_on and not self._motor_on:
-                self._end_timer = self._start_timer(self._cycle_s, self._shake_over)
+                # The dice come to rest with the pattern's last stroke; after any other stroke
+                # the shake is over once the motor has stayed off for a whole cycle.
+                rest_s = 0.0 if self._shake_strokes >= self._cycles else self._cycle_s
+                self._end_timer = self._start_timer(rest_s, self._shake_over)
                 if self.faults.motor_keeps_running and self._run_on_thread is None:
                     self._run_on_until = time.monotonic() + self.faults.run_on_ms / 1000
                     thread = threading.Thread(target=self._run_on, name="sim-run-on", daemon=True)
