@@ -33,7 +33,7 @@ from controller.core.config import PinsConfig, ShakerConfig
 log = logging.getLogger(__name__)
 
 
-PIN_HISTORY = 2048  # changes a simulated pin keeps (gpiozero's mock pins keep every one)
+PIN_HISTORY = 256  # changes a simulated pin keeps (gpiozero's mock pins keep every one)
 
 
 class SimPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
