@@ -19,6 +19,7 @@ import os
 import pytest
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: none without it (-p no:xdist)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 2 * len(os.sched_getaffinity(0))
 
