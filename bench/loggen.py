@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ from controller.core.config import Config
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.record_data import config_loaded_data
 from controller.core.snapshot import decode_context
-from controller.core.state import Event, Occurrence, RoundMachine, Screen
+from controller.core.state import Event, Occurrence, RoundMachine
+from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
 FORMAT = "v3"  # the log's rows as they are written now; a new layout gets a new cache
@@ -58,40 +59,6 @@ class _BulkLog(AuditLog):
         self._db.execute("COMMIT")
 
 
-class _Table:
-    """The display, the lamps, the motor, the latch and the sensor: nothing to do."""
-
-    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
-        return None
-
-    def show_status(self, screen: Screen) -> None:
-        return None
-
-    def start_shake(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
-    def drive_safe(self) -> None:
-        return None
-
-    def trip(self, reason: str) -> bool:
-        return True
-
-    def reset(self) -> None:
-        return None
-
-    def request_read(self, *, round_number: int, attempt: int) -> None:
-        return None
-
-    def open(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 def _reading(round_number: int) -> DiceReading:
     digest = hashlib.sha256(str(round_number).encode()).digest()
     faces = [digest[i] % 6 + 1 for i in range(3)]
@@ -119,7 +86,7 @@ def generate(state_dir: Path, rounds: int, *, progress: bool = False) -> None:
     machine = RoundMachine(
         config.round_settings(), None if stored is None else decode_context(stored[1])
     )
-    table = _Table()
+    table = StillTable()
     clock = 0
     loop = ControlLoop(
         machine,
@@ -129,7 +96,7 @@ def generate(state_dir: Path, rounds: int, *, progress: bool = False) -> None:
             panel=table,
             shaker=table,
             latch=table,
-            sensor=table,  # type: ignore[arg-type]
+            sensor=table,
         ),
         clock=lambda: clock,
     )

@@ -30,10 +30,10 @@ from controller.core.state import (
     Occurrence,
     RoundContext,
     RoundMachine,
-    Screen,
     State,
 )
 from controller.ports import Committed
+from drivers.sim.hardware import StillTable
 
 
 class Acknowledging:
@@ -57,40 +57,6 @@ class Acknowledging:
         return self.commit([(kind, data)]).seqs[0]
 
 
-class Hardware:
-    """The display, the lamps, the motor, the latch and the sensor: nothing to do."""
-
-    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
-        return None
-
-    def show_status(self, screen: Screen) -> None:
-        return None
-
-    def start_shake(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
-    def drive_safe(self) -> None:
-        return None
-
-    def trip(self, reason: str) -> bool:
-        return True
-
-    def reset(self) -> None:
-        return None
-
-    def open(self) -> None:
-        return None
-
-    def request_read(self, *, round_number: int, attempt: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 def main() -> int:
     state_dir, seed = Path(sys.argv[1]), int(sys.argv[2])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
@@ -100,7 +66,7 @@ def main() -> int:
     log = AuditLog.open(state_dir)
     stored = log.latest_context()
     context = RoundContext() if stored is None else decode_context(stored[1])
-    hardware = Hardware()
+    hardware = StillTable()
     machine = RoundMachine(settings, context)
     clock = 0
     loop = ControlLoop(
@@ -111,7 +77,7 @@ def main() -> int:
             panel=hardware,
             shaker=hardware,
             latch=hardware,
-            sensor=hardware,  # type: ignore[arg-type]
+            sensor=hardware,
         ),
         clock=lambda: clock,
     )

@@ -45,6 +45,7 @@ from controller.core.state import (
 from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
 from controller.ports import Committed
 from controller.rng.session import RngPort, RngSessionManager
+from drivers.sim.hardware import StillTable
 
 STRACE = shutil.which("strace")
 
@@ -52,7 +53,7 @@ STRACE = shutil.which("strace")
 # --- a table on the real log and the real loop, hardware stood in for -------------------------
 
 
-class Hardware:
+class Hardware(StillTable):
     """The display, the lamps, the motor, the latch and the sensor, as the dealer sees them."""
 
     def __init__(self) -> None:
@@ -66,30 +67,9 @@ class Hardware:
     def show_status(self, screen: Screen) -> None:
         self.lamps.append(screen)
 
-    def start_shake(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
-    def drive_safe(self) -> None:
-        return None
-
     def trip(self, reason: str) -> bool:
         self.tripped += 1
         return True
-
-    def reset(self) -> None:
-        return None
-
-    def request_read(self, *, round_number: int, attempt: int) -> None:
-        return None
-
-    def open(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
     def screens(self) -> list[Screen]:
         return [screen for screen, _, _ in self.shown if screen is not Screen.REFUSED]
@@ -167,7 +147,7 @@ class Table:
                 panel=self.hw,
                 shaker=self.hw,
                 latch=self.hw,
-                sensor=self.hw,  # type: ignore[arg-type]
+                sensor=self.hw,
                 rng=rng_port,
             ),
             clock=lambda: self.at,

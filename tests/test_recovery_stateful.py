@@ -45,6 +45,7 @@ from controller.core.state import (
 from controller.errors import AuditLogError
 from controller.ports import Committed
 from controller.rng.session import RngPort, RngSessionManager
+from drivers.sim.hardware import StillTable
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +96,7 @@ class Flaky:
         return reopened
 
 
-class Table:
+class Table(StillTable):
     """One controller run: the loop over the flaky log, the hardware as the dealer sees it."""
 
     def __init__(self, state: Path, settings: RoundSettings, durable: bytes | None) -> None:
@@ -128,9 +129,9 @@ class Table:
                 log=self.log,  # type: ignore[arg-type]
                 display=self,
                 panel=self,
-                shaker=self,  # type: ignore[arg-type]
+                shaker=self,
                 latch=self,
-                sensor=self,  # type: ignore[arg-type]
+                sensor=self,
                 rng=rng,
             ),
             clock=lambda: self.at,
@@ -151,30 +152,6 @@ class Table:
             shown = json.loads(json.dumps(data["result"]))
             assert shown == {k: v for k, v in recorded[0].items() if k not in ("round", "attempt")}
         self.shown.append((screen, dict(data)))
-
-    def show_status(self, screen: Screen) -> None:
-        return None
-
-    def start_shake(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
-    def drive_safe(self) -> None:
-        return None
-
-    def trip(self, reason: str) -> bool:
-        return True
-
-    def reset(self) -> None:
-        return None
-
-    def request_read(self, *, round_number: int, attempt: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
     def send(self, occ_event: Event, **data: Any) -> None:
         self.at += data.pop("advance", 10)

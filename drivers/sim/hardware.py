@@ -29,6 +29,8 @@ from typing import Any
 from gpiozero.pins.mock import MockPWMPin
 
 from controller.core.config import PinsConfig, ShakerConfig
+from controller.core.state import Screen
+from controller.ports import SensorIdentity
 
 log = logging.getLogger(__name__)
 
@@ -368,3 +370,42 @@ def _bounce(pin: SimContactPin, *, closed: bool, bounces: int, gap_s: float = 0.
         pin.set_contact(not closed)
         time.sleep(gap_s)
     pin.set_contact(closed)
+
+
+class StillTable:
+    """Every hardware port of the table standing still: the display, the panel, the shaker,
+    the fault latch and the dice sensor, each call accepted and nothing done. For driving the
+    control loop with scripted events (tests, log generators); a subclass keeps what it
+    watches (the screens shown, the trips)."""
+
+    IDENTITY = SensorIdentity("still", "0", "0", 1)
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        return None
+
+    def show_status(self, screen: Screen) -> None:
+        return None
+
+    def start_shake(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def drive_safe(self) -> None:
+        return None
+
+    def trip(self, reason: str) -> bool:
+        return True
+
+    def reset(self) -> None:
+        return None
+
+    def open(self) -> SensorIdentity:
+        return self.IDENTITY
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
