@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from test_display_server import wait_until
 
 from controller.core.config import PinsConfig, ShakerConfig
 from controller.core.state import Event, Fault, Occurrence, Screen
@@ -94,17 +95,6 @@ def test_a_held_button_gives_one_event(desk: Desk) -> None:
     desk.expect_quiet()
 
 
-def _eventually(condition: Callable[[], bool], within: float = WAIT) -> bool:
-    """Whether ``condition`` holds within ``within`` seconds (a bound, never an assertion on
-    how long it took)."""
-    pause = threading.Event()
-    for _ in range(int(within / 0.005)):
-        if condition():
-            return True
-        pause.wait(0.005)
-    return condition()
-
-
 def test_a_spike_shorter_than_the_debounce_is_ignored(desk: Desk) -> None:
     desk.sim.press("shake_button", bounces=0)
     desk.sim.release("shake_button", bounces=0)
@@ -132,12 +122,12 @@ def test_dealer_keys_and_the_supervisor_switch(desk: Desk, key: str, event: Even
     desk.sim.turn_supervisor_key(True)
     desk.expect_quiet()  # the key switch itself sends nothing
     # Accepted once its settle thread has run (late on a loaded machine): wait for it.
-    assert _eventually(lambda: desk.panel.is_supervisor_key_on), "the supervisor key is not on"
+    assert wait_until(lambda: desk.panel.is_supervisor_key_on, WAIT), "the supervisor key is not on"
     desk.clock_ms = 2000
     assert desk.tap(key) == Occurrence(event, at=2000, supervisor=True)
     desk.sim.turn_supervisor_key(False)
     desk.expect_quiet()
-    assert _eventually(lambda: not desk.panel.is_supervisor_key_on), "the key is still on"
+    assert wait_until(lambda: not desk.panel.is_supervisor_key_on, WAIT), "the key is still on"
     assert desk.tap(key).supervisor is False
 
 
