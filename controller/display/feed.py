@@ -160,6 +160,8 @@ class CappedServer(socketserver.ThreadingTCPServer):
                 request.send(self.refusal())
             self.shutdown_request(request)
             return
+        with contextlib.suppress(OSError):  # what is sent goes at once (no Nagle delay)
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -262,7 +264,8 @@ class _FeedHandler(socketserver.BaseRequestHandler):
 
     def _stream(self, sock: socket.socket, next_seq: int) -> None:
         """Records from ``next_seq`` on: the hub's lines (serialised when they were committed)
-        while the client keeps up, the log (read-only) for a client further behind."""
+        while the client keeps up, sent by the control thread itself once it is up to date
+        (a live client), the log (read-only) for a client further behind."""
         feed = self.server
         hub = feed.hub
         sock.settimeout(feed.limits.send_timeout_s)  # a client that does not read is dropped
@@ -279,6 +282,17 @@ class _FeedHandler(socketserver.BaseRequestHandler):
             if lines:
                 sock.sendall(b"".join(lines))
                 next_seq += len(lines)
+                continue
+            client = hub.go_live_feed(sock, next_seq)
+            if client is not None:  # up to date: the control thread sends to it from now on
+                try:
+                    hub.stay_live(client, lambda: feed.heartbeat_s)
+                finally:
+                    sock.settimeout(feed.limits.send_timeout_s)
+                if client.error is not None:
+                    raise client.error
+                sock.sendall(client.backlog)
+                next_seq = client.position
                 continue
             if not hub.wait_lines(next_seq, feed.heartbeat_s) and not hub.is_closed():
                 sock.sendall(_lines([hub.heartbeat()]))

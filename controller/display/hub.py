@@ -1,16 +1,29 @@
 """The display's shared state: what is on screen now, the recent screens, the trend board.
 
-The control thread publishes (``DisplayServer.show``) and never waits on a client; each page
-stream and each feed client waits here on one condition variable, with a timeout, and reads.
+The control thread publishes (``DisplayServer.show``, ``committed``) and never waits on a
+client. A client that is up to date is a :class:`LiveClient`: the control thread sends it what
+is new itself, serialised once for every client, with a send that does not wait (the socket is
+non-blocking while it is live), so that no thread is woken and no GIL handed over between a
+commit and the bytes leaving (issue 13: sensor frame to screen and feed within 1 ms). What does
+not fit in the client's socket buffer is kept as its backlog and the client is live no more:
+its own thread sends the backlog, waiting up to its send timeout (a client that does not read
+is dropped), catches up from the hub's history or the log, and goes live again. A client that
+is not live waits on the hub's condition variable, with a timeout, and reads.
+
+Locks: the hub's one lock guards everything here, the live clients included; a live client's
+socket is sent to only under it (by the control thread, or by its own thread for a heartbeat).
+Nothing is called out to while it is held but a non-blocking send.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import socket
 import threading
+import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +34,7 @@ from controller.display.events import (
     EventId,
     checkpoint_json,
     commitment_of,
-    feed_line,
+    committed_feed_line,
     screen_event,
     trend_entry,
 )
@@ -39,6 +52,61 @@ class Message:
     event: str  # the SSE event name: "screen" or "notice"
     payload: dict[str, Any]
     event_id: EventId | None  # None for a notice: it does not move Last-Event-ID
+    sse: bytes = b""  # the message as the stream sends it (serialised once, when made)
+
+
+def sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
+    """One Server-Sent Event: its name, its id if it has one, its payload as one JSON line."""
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(payload, separators=(",", ":"), default=str))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+PAGE_HEARTBEAT = sse("heartbeat", {})
+
+
+class LiveClient:
+    """A client that is up to date, sent to by the control thread (see the module docstring).
+
+    ``position`` is where the client is: for a feed client the sequence number of the next
+    record it is owed, for a page the number of the last message it was sent. Every field is
+    guarded by the hub's lock. Once ``is_live`` is false, only the client's own thread touches
+    the socket again: it sends ``backlog`` (what the control thread could not), or raises
+    ``error`` (the send that found the client gone)."""
+
+    __slots__ = ("_cond", "backlog", "error", "is_live", "last_sent", "position", "sock")
+
+    def __init__(self, sock: socket.socket, position: int, lock: threading.Lock) -> None:
+        self.sock = sock
+        self.position = position
+        self.backlog = b""
+        self.error: OSError | None = None
+        self.is_live = True
+        self.last_sent = time.monotonic()
+        self._cond = threading.Condition(lock)
+
+    def _send(self, data: bytes) -> None:
+        """Send without waiting; what does not fit ends the live state (the hub's lock held)."""
+        if not self.is_live:
+            return
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:  # the client went away
+            self.error = exc
+            self._fall()
+            return
+        self.last_sent = time.monotonic()
+        if sent < len(data):
+            self.backlog = data[sent:]
+            self._fall()
+
+    def _fall(self) -> None:
+        self.is_live = False
+        self._cond.notify()
 
 
 class DisplayHub:
@@ -46,7 +114,10 @@ class DisplayHub:
     control thread), so that feed clients that are up to date never read the database."""
 
     def __init__(self, *, history: int = 256, table: str = "", records: int = 4096) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._live_feeds: list[LiveClient] = []
+        self._live_pages: list[LiveClient] = []
         self._lines: deque[tuple[int, bytes]] = deque(maxlen=records)
         self._size = 0
         self._checkpoint: LoggedCheckpoint | None = None
@@ -100,9 +171,10 @@ class DisplayHub:
             self._append("screen", {**payload, **self._board()}, event_id)
 
     def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
-        """Records just committed (from the log, on the control thread): the feed's lines, and
-        the board's changes a record makes without a screen (a void, an RNG commitment)."""
-        lines = [(r.seq, _line(feed_line(r, checkpoint))) for r in records]
+        """Records just committed (from the log, on the control thread): the feed's lines, sent
+        at once to the live feed clients, and the board's changes a record makes without a
+        screen (a void, an RNG commitment)."""
+        lines = [(r.seq, _line(committed_feed_line(r, checkpoint))) for r in records]
         changed = False
         with self._cond:
             if lines and self._lines and lines[0][0] != self._lines[-1][0] + 1:
@@ -110,6 +182,8 @@ class DisplayHub:
             self._lines.extend(lines)
             self._size = max(self._size, records[-1].seq if records else self._size)
             self._checkpoint = checkpoint
+            if lines and self._live_feeds:
+                self._send_lines(lines)
             for record in records:
                 if record.kind == RecordKind.VOID:
                     changed = self._mark_void(record.data.get("round")) or changed
@@ -138,6 +212,62 @@ class DisplayHub:
                 return None
             return [line for s, line in itertools.islice(self._lines, seq - first, None)]
 
+    def _send_lines(self, lines: list[tuple[int, bytes]]) -> None:
+        first, last = lines[0][0], lines[-1][0]
+        data = b"".join(line for _, line in lines)
+        for client in self._live_feeds:
+            if client.position == first:
+                client._send(data)
+                client.position = last + 1
+            else:  # not the next record it is owed (a gap): it catches up on its own thread
+                client._fall()
+        self._live_feeds = [c for c in self._live_feeds if c.is_live]
+
+    def go_live_feed(self, sock: socket.socket, next_seq: int) -> LiveClient | None:
+        """The feed client on ``sock``, owed records from ``next_seq`` on, as a live client
+        if it is up to date (``next_seq`` not committed yet); else None: send it what it is
+        owed first. The socket is made non-blocking while it is live."""
+        with self._cond:
+            if self._closed or next_seq != self._size + 1:
+                return None
+            sock.settimeout(0.0)
+            client = LiveClient(sock, next_seq, self._lock)
+            self._live_feeds.append(client)
+            return client
+
+    def go_live_page(self, sock: socket.socket, number: int) -> LiveClient | None:
+        """The page on ``sock``, sent every message up to ``number``, as a live client if no
+        message came since; else None."""
+        with self._cond:
+            if self._closed or number != self._number:
+                return None
+            sock.settimeout(0.0)
+            client = LiveClient(sock, number, self._lock)
+            self._live_pages.append(client)
+            return client
+
+    def stay_live(self, client: LiveClient, heartbeat_s: Callable[[], float]) -> None:
+        """On the client's own thread: wait while the control thread sends to ``client``,
+        sending a heartbeat whenever nothing was sent for ``heartbeat_s()`` (asked again after
+        each wait: the server's setting may change). Returns once it
+        is live no more (it fell behind, went away, or the hub closed); its socket is then its
+        own thread's again (blocking, timeout left to the caller)."""
+        with self._cond:
+            try:
+                while client.is_live and not self._closed:
+                    due = client.last_sent + heartbeat_s() - time.monotonic()
+                    if due > 0:
+                        client._cond.wait(due)
+                    elif client in self._live_feeds:
+                        client._send(_line(self._heartbeat()))
+                    else:
+                        client._send(PAGE_HEARTBEAT)
+            finally:
+                client.is_live = False
+                for clients in (self._live_feeds, self._live_pages):
+                    if client in clients:
+                        clients.remove(client)
+
     def wait_lines(self, seq: int, timeout: float) -> bool:
         """Wait until record ``seq`` is committed (or ``timeout``); whether it is."""
         with self._cond:
@@ -151,11 +281,14 @@ class DisplayHub:
 
     def heartbeat(self) -> dict[str, Any]:
         with self._cond:
-            return {
-                "type": "heartbeat",
-                "size": self._size,
-                "checkpoint": checkpoint_json(self._checkpoint),
-            }
+            return self._heartbeat()
+
+    def _heartbeat(self) -> dict[str, Any]:
+        return {
+            "type": "heartbeat",
+            "size": self._size,
+            "checkpoint": checkpoint_json(self._checkpoint),
+        }
 
     def log_grew(self) -> None:
         """Wake the feed clients: records may have been committed without a screen."""
@@ -192,6 +325,8 @@ class DisplayHub:
     def close(self) -> None:
         with self._cond:
             self._closed = True
+            for client in (*self._live_feeds, *self._live_pages):
+                client._fall()
             self._cond.notify_all()
 
     def _add_trend(self, entry: dict[str, Any]) -> None:
@@ -202,8 +337,14 @@ class DisplayHub:
 
     def _append(self, event: str, payload: dict[str, Any], event_id: EventId | None) -> None:
         self._number += 1
-        self._history.append(Message(self._number, event, payload, event_id))
+        data = sse(event, payload, None if event_id is None else str(event_id))
+        self._history.append(Message(self._number, event, payload, event_id, data))
         self._log_version += 1
+        if self._live_pages:
+            for client in self._live_pages:
+                client._send(data)
+                client.position = self._number
+            self._live_pages = [c for c in self._live_pages if c.is_live]
         self._cond.notify_all()
 
     def _board(self) -> dict[str, Any]:

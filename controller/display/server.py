@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import socket
 import threading
@@ -50,7 +49,7 @@ from controller.display.events import (
     trend_entry,
 )
 from controller.display.feed import CappedServer, ClientLimits, FeedServer
-from controller.display.hub import DisplayHub, Message
+from controller.display.hub import PAGE_HEARTBEAT, DisplayHub, sse
 from controller.errors import AuditLogError
 from controller.ports import LoggedCheckpoint, LogReader
 
@@ -317,14 +316,6 @@ def _naming_the_address(what: str, host: str, port: int) -> Iterator[None]:
         raise OSError(exc.errno, message) from exc
 
 
-def _sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
-    lines = [f"event: {event}"]
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines.append("data: " + json.dumps(payload, separators=(",", ":"), default=str))
-    return ("\n".join(lines) + "\n\n").encode("utf-8")
-
-
 class _PageHandler(BaseHTTPRequestHandler):
     server: _HttpServer
     server_version = "paigow-display"
@@ -394,9 +385,21 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.wfile.write(b"retry: 1000\n\n")
         if after is not None:
             for event_id, payload in display.replay_after(after):
-                self.wfile.write(_sse("replay", payload, event_id))
+                self.wfile.write(sse("replay", payload, event_id))
         number = self._snapshot()
+        sock = self.connection
         while not hub.is_closed():
+            live = hub.go_live_page(sock, number)
+            if live is not None:  # up to date: the control thread sends to it from now on
+                try:
+                    hub.stay_live(live, lambda: display.heartbeat_s)
+                finally:
+                    sock.settimeout(self.server.limits.send_timeout_s)
+                if live.error is not None:
+                    raise live.error
+                self.wfile.write(live.backlog)
+                number = live.position
+                continue
             messages, missed = hub.wait_messages(number, display.heartbeat_s)
             if hub.is_closed():
                 break
@@ -404,22 +407,17 @@ class _PageHandler(BaseHTTPRequestHandler):
                 number = self._snapshot()
                 continue
             if not messages:
-                self.wfile.write(_sse("heartbeat", {}))
+                self.wfile.write(PAGE_HEARTBEAT)
                 self.wfile.flush()
                 continue
-            for message in messages:
-                self._send(message)
-                number = message.number
+            self.wfile.write(b"".join(message.sse for message in messages))
+            number = messages[-1].number
             self.wfile.flush()
         with contextlib.suppress(OSError):
             self.wfile.flush()
 
     def _snapshot(self) -> int:
         number, view, event_id = self.server.display.hub.snapshot()
-        self.wfile.write(_sse("snapshot", view, None if event_id is None else str(event_id)))
+        self.wfile.write(sse("snapshot", view, None if event_id is None else str(event_id)))
         self.wfile.flush()
         return number
-
-    def _send(self, message: Message) -> None:
-        event_id = None if message.event_id is None else str(message.event_id)
-        self.wfile.write(_sse(message.event, message.payload, event_id))
