@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import selectors
 import socket
 import socketserver
 import sys
@@ -118,7 +120,11 @@ class CappedServer(socketserver.ThreadingTCPServer):
         self.limits = limits
         self._clients = 0
         self._clients_changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()
         super().__init__(address, handler)
+        self._wake_read, self._wake_write = os.pipe()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -141,6 +147,58 @@ class CappedServer(socketserver.ThreadingTCPServer):
         with self._clients_changed:
             self._clients += change
             self._clients_changed.notify_all()
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """socketserver's loop without its poll: it sleeps until a client connects or
+        :meth:`shutdown` writes to its pipe, where socketserver wakes every ``poll_interval``
+        (ignored) to look for a shutdown (issue 13: a daemon idle at a small part of a core)."""
+        self._stopped.clear()
+        try:
+            with selectors.PollSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(self._wake_read, selectors.EVENT_READ)
+                while not self._stopping.is_set():
+                    ready = selector.select()
+                    if self._stopping.is_set():
+                        break
+                    if any(key.fileobj is self for key, _ in ready):
+                        self._accept_one()
+                    self.service_actions()
+        finally:
+            self._stopped.set()
+
+    def _accept_one(self) -> None:
+        """One connection, handled as socketserver's ``_handle_request_noblock`` does."""
+        try:
+            request, client_address = self.get_request()
+        except OSError:
+            return
+        if not self.verify_request(request, client_address):
+            self.shutdown_request(request)
+            return
+        try:
+            self.process_request(request, client_address)
+        except Exception:  # noqa: BLE001 - one log line for the client (handle_error)
+            self.handle_error(request, client_address)
+            self.shutdown_request(request)
+        except BaseException:
+            self.shutdown_request(request)
+            raise
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait until it has returned (at once if it is not
+        running; once stopped, it does not start again)."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"x")
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._wake_read = self._wake_write = -1
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._clients_changed:
