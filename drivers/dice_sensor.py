@@ -61,6 +61,9 @@ _REPLY_TO: dict[type[Request], tuple[type[Reply], ...]] = {
     StatusRequest: (Status, Refused),
 }
 _MAX_QUEUED = 8  # requests waiting behind the one in flight
+# No request for this long: the reader sleeps until a byte comes, a request is sent or the
+# driver closes (each cancels its read), instead of waking every timeout_s (idle CPU).
+IDLE_AFTER_S = 5.0
 
 
 def firmware_major_is(major: int) -> Callable[[str], bool]:
@@ -171,6 +174,8 @@ class SerialDiceSensor:
         self._thread: threading.Thread | None = None
         self._is_lost = False
         self._closed = False
+        self._active_until = 0.0  # monotonic: the reader waits at most timeout_s till then
+        self._is_waiting_idle = False  # the reader's read waits for a byte only
         self.identity: SensorIdentity | None = None
         self.stats = SensorStats()
 
@@ -214,6 +219,9 @@ class SerialDiceSensor:
             return
         self._closed = True
         self._stopping.set()
+        with self._lock:
+            self._is_waiting_idle = True  # whatever it waits for: the reader sees the close
+            self._cancel_read_locked()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=max(2.0, 5 * self._poll_s))
@@ -325,16 +333,37 @@ class SerialDiceSensor:
             self._events.put(occurrence)
 
     def _set_read_timeout(self, port: serial.SerialBase) -> None:
-        """Block until a byte comes or the request in flight is due: no polling while idle
-        (then a wake-up every ``timeout_s`` only, to notice a close)."""
+        """Block until a byte comes or the request in flight is due: no polling. While a
+        round reads, a wake-up every ``timeout_s`` at most; idle (no request for
+        ``IDLE_AFTER_S``) on a port whose read can be cancelled, none: the next request, or
+        ``close``, cancels the read."""
         with self._lock:
             request = self._pending
-            wait = self._timeout_s
+            now = time.monotonic()
+            wait: float | None = self._timeout_s
             if request is not None:
-                wait = min(wait, max(0.001, request.deadline - time.monotonic()))
+                wait = min(self._timeout_s, max(0.001, request.deadline - now))
+            elif now >= self._active_until and _can_cancel_read(port):
+                wait = None
+            self._is_waiting_idle = wait is None
         current = port.timeout
-        if current is None or abs(current - wait) > 0.002:
+        if wait is None or current is None:
+            if current != wait:
+                port.timeout = wait
+        elif abs(current - wait) > 0.002:
             port.timeout = wait
+
+    def _cancel_read_locked(self) -> None:
+        """Wake the reader from an idle read (it then sees the request, or the close)."""
+        port = self._port
+        if self._is_waiting_idle and port is not None:
+            self._is_waiting_idle = False
+            cancel = getattr(port, "cancel_read", None)  # the port checked it has one
+            try:
+                if callable(cancel):
+                    cancel()
+            except (serial.SerialException, OSError) as exc:
+                log.debug("dice sensor: cannot cancel the read: %s", exc)
 
     def _connect(self) -> None:
         try:
@@ -444,6 +473,8 @@ class SerialDiceSensor:
         self._seq = (self._seq + 1) % SEQ_MODULO
         request.seq = self._seq
         request.deadline = time.monotonic() + self._timeout_s
+        self._active_until = request.deadline + IDLE_AFTER_S
+        self._cancel_read_locked()
         self.stats.requests_sent += 1
         port = self._port
         if port is None:
@@ -526,6 +557,12 @@ class SerialDiceSensor:
     def rejections(self) -> dict[str, int]:
         """Frames the parser dropped, by reason."""
         return {str(reason): count for reason, count in self._parser.rejections.items()}
+
+
+def _can_cancel_read(port: serial.SerialBase) -> bool:
+    """pyserial's POSIX ports (and loop://) can cancel a read from another thread; a
+    socket:// port cannot, so its reader keeps waking every ``timeout_s`` to see a close."""
+    return callable(getattr(port, "cancel_read", None))
 
 
 def _faults_text(faults: Collection[SensorFault]) -> str:

@@ -7,6 +7,7 @@ Every injected fault must end as the right event or the right no-roll reason fro
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -362,3 +363,19 @@ def test_close_twice_and_the_sim_url_is_stable(sim: SimulatedSensor, events: Eve
     assert sim.url == url  # the symlink, like udev's, survives the replug
     assert sim.device_path.startswith("/dev/pts/")
     assert device.startswith("/dev/pts/")
+
+
+def test_the_close_wakes_a_reader_waiting_longer_than_its_join(
+    sim: SimulatedSensor, events: Events
+) -> None:
+    """The reader waits for a byte, or for the request in flight to be due: it never wakes
+    just to look for a close (idle, it waits for a byte only); the close cancels its read. With
+    a request timeout longer than the close's join, a reader woken only by its timeout would
+    outlive the close."""
+    driver = SerialDiceSensor(sim.url, events, timeout_s=60.0, poll_s=0.01)
+    driver.open()
+    try:
+        _assert_true_roll(_read(driver, events), sim)  # the reader now waits up to timeout_s
+    finally:
+        driver.close()
+    assert not [t for t in threading.enumerate() if t.name == "dice-sensor-reader"]
