@@ -3,14 +3,16 @@ refused keys, and the latch re-armed once a fault is cleared."""
 
 from __future__ import annotations
 
+import gc
 import sqlite3
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from controller.app.adapters import NoShaker
-from controller.app.loop import ControlLoop, Ports
+from controller.app.loop import IDLE_COLLECTION_MIN, ControlLoop, Ports
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
@@ -158,3 +160,46 @@ def test_the_latch_is_rearmed_when_the_fault_is_cleared(tmp_path: Path) -> None:
     kinds = [record.kind for record in table.log.records()]
     assert kinds[-2:] == [RecordKind.FAULT, RecordKind.FAULT_CLEARED]
     table.log.close()
+
+
+def test_the_loop_collects_garbage_when_idle_on_its_own_thread(tmp_path: Path) -> None:
+    """With ``collect_garbage_when_idle`` the collector runs on the control thread once no
+    event has come for a moment (not within a step), and the loop still takes events."""
+    table = Table(tmp_path)
+    table.loop.collect_garbage_when_idle = True
+    runner = threading.Thread(target=table.loop.run, name="control")
+    collected = threading.Event()
+
+    def seen(phase: str, info: Mapping[str, object]) -> None:
+        if phase == "stop" and threading.current_thread() is runner:
+            collected.set()
+
+    shown_result = threading.Event()
+    show = table.screens.show
+
+    def show_and_tell(screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        show(screen, data, seq=seq)
+        if screen is Screen.RESULT:
+            shown_result.set()
+
+    table.screens.show = show_and_tell  # type: ignore[method-assign]
+    was_enabled = gc.isenabled()
+    gc.disable()  # only the loop collects here
+    gc.callbacks.append(seen)
+    try:
+        for _ in range(2 * IDLE_COLLECTION_MIN):
+            cycle: list[object] = []
+            cycle.append(cycle)
+        runner.start()
+        assert collected.wait(5)
+        table.loop.events.put(Occurrence(Event.NO_MORE_BETS, at=table.at))
+        assert shown_result.wait(5)  # the RNG draws at once: the round's result
+        table.loop.stop()
+        runner.join(timeout=5)
+        assert not runner.is_alive()
+    finally:
+        gc.callbacks.remove(seen)
+        if was_enabled:
+            gc.enable()
+        table.loop.stop()
+        table.log.close()

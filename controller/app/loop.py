@@ -21,6 +21,7 @@ from the queue, never dispatched from inside the step.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import queue
 import threading
@@ -64,6 +65,13 @@ from controller.ports import (
 log = logging.getLogger("paigow.daemon")
 
 QUEUE_SIZE = 1024
+# With ``collect_garbage_when_idle``: this long without an event, the table waits on a person
+# (a sensor's reply, a motor's stop, come within milliseconds of their request), and the
+# cyclic garbage is collected then, once there are at least IDLE_COLLECTION_MIN new objects;
+# the oldest generation every IDLE_FULL_EVERY collections.
+IDLE_COLLECTION_S = 0.01
+IDLE_COLLECTION_MIN = 100
+IDLE_FULL_EVERY = 16
 OPERATOR_EVENTS = frozenset(
     {
         Event.NO_MORE_BETS,
@@ -138,9 +146,13 @@ class ControlLoop:
         clock: Callable[[], int] = monotonic_ms,
         alive_every_s: float | None = None,
         on_alive: Callable[[], None] | None = None,
+        collect_garbage_when_idle: bool = False,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
-        ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline."""
+        ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
+        ``collect_garbage_when_idle``: run the cyclic garbage collector once the loop has been
+        idle for ``IDLE_COLLECTION_S`` (the composition root makes automatic collections
+        rare), so that a collection does not land between a sensor's frame and its result."""
         self.machine = machine
         self.ports = ports
         self.events = events or EventQueue()
@@ -155,6 +167,8 @@ class ControlLoop:
         self._power_on: Occurrence | None = None  # until its records are durable
         self._waiting: list[tuple[RecordKind, Mapping[str, object]]] = []  # not yet committed
         self._durable = machine.context  # the context stored with the last commit
+        self.collect_garbage_when_idle = collect_garbage_when_idle
+        self._idle_collections = 0
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class ControlLoop:
         until the core's deadline (a ``TICK`` then), or until ``alive_every_s`` has passed."""
         while not self._stopping:
             try:
-                item = self.events.get(timeout=self._sleep_s())
+                item = self._next_event(self._sleep_s())
             except queue.Empty:
                 item = None
             if item is not None:
@@ -191,6 +205,22 @@ class ControlLoop:
                 )
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
+
+    def _next_event(self, timeout: float | None) -> Occurrence | None:
+        """The next event within ``timeout`` (``queue.Empty`` after it); if none comes within
+        ``IDLE_COLLECTION_S``, the garbage is collected and ``queue.Empty`` raised at once."""
+        if (
+            self.collect_garbage_when_idle
+            and (timeout is None or timeout > IDLE_COLLECTION_S)
+            and gc.get_count()[0] >= IDLE_COLLECTION_MIN
+        ):
+            try:
+                return self.events.get(timeout=IDLE_COLLECTION_S)
+            except queue.Empty:
+                self._idle_collections += 1
+                gc.collect(2 if self._idle_collections % IDLE_FULL_EVERY == 0 else 1)
+                raise  # the caller looks at the deadline and sleeps again
+        return self.events.get(timeout=timeout)
 
     def _sleep_s(self) -> float | None:
         waits = [] if self.alive_every_s is None else [self.alive_every_s]
