@@ -67,6 +67,19 @@ class CompactRange:
     def append(self, leaf: bytes) -> None:
         self.append_hash(leaf_hash(leaf))
 
+    def append_subtree(self, level: int, subtree_root: bytes) -> None:
+        """The next ``2**level`` leaves at once, by the root of their perfect subtree; the size
+        must be a multiple of ``2**level`` (the subtree is then one of the log's own)."""
+        if self.size & ((1 << level) - 1):
+            raise ValueError(f"a subtree of {1 << level} leaves cannot start at leaf {self.size}")
+        node = subtree_root
+        index = self.size >> level
+        while index & 1:
+            node = node_hash(self.hashes.pop(), node)
+            index >>= 1
+        self.hashes.append(node)
+        self.size += 1 << level
+
     def root(self) -> bytes:
         if not self.hashes:
             return EMPTY_ROOT
@@ -84,6 +97,85 @@ class CompactRange:
         if len(hashes) != bin(size).count("1") or len(data) % HASH_SIZE:
             raise ValueError(f"a compact range of size {size} needs {bin(size).count('1')} hashes")
         return cls(size, hashes)
+
+
+def fold(nodes: Sequence[bytes]) -> bytes:
+    """The hash of perfect subtrees side by side, folded from the right: the root of a tree
+    whose compact range they are (RFC 6962's MTH, with ``CompactRange.root``)."""
+    if not nodes:
+        return EMPTY_ROOT
+    node = nodes[-1]
+    for left in reversed(nodes[:-1]):
+        node = node_hash(left, node)
+    return node
+
+
+class Subtrees:
+    """Every perfect subtree of the log that lies inside leaves ``begin``..``begin + n - 1``,
+    built level by level from their ``n`` leaf hashes (n - 1 node hashes at most), so that a
+    run of leaves checked apart from the rest of the log hands back a few subtree roots, not
+    its leaves. ``nodes(start, stop)`` splits leaves ``start``..``stop - 1`` into the fewest
+    of them (each aligned: its first leaf is a multiple of its size)."""
+
+    def __init__(self, begin: int, hashed_leaves: list[bytes]) -> None:
+        self.begin = begin
+        self.end = begin + len(hashed_leaves)
+        self._levels = [hashed_leaves]
+        self._offsets = [begin]  # the index, in its level, of each level's first node
+        level, offset = hashed_leaves, begin
+        sha256 = hashlib.sha256
+        while len(level) > 1 + (offset & 1):
+            if offset & 1:  # its first node is a right child: its sibling lies before begin
+                level = level[1:]
+                offset += 1
+            level = [
+                sha256(b"\x01" + left + right).digest()
+                for left, right in zip(level[::2], level[1::2], strict=False)
+            ]
+            offset >>= 1
+            self._levels.append(level)
+            self._offsets.append(offset)
+
+    def node(self, level: int, first: int) -> bytes:
+        """The root of the subtree of ``2**level`` leaves from leaf ``first``."""
+        if first & ((1 << level) - 1) or first < self.begin or first + (1 << level) > self.end:
+            raise ValueError(f"no subtree of {1 << level} leaves from leaf {first} here")
+        return self._levels[level][(first >> level) - self._offsets[level]]
+
+    def nodes(self, start: int, stop: int) -> list[tuple[int, bytes]]:
+        """Leaves ``start``..``stop - 1`` as (level, root) of aligned perfect subtrees, in order."""
+        if not self.begin <= start <= stop <= self.end:
+            raise ValueError(f"leaves {start}..{stop - 1} are not all here")
+        found = []
+        while start < stop:
+            level = (stop - start).bit_length() - 1
+            if start:
+                level = min(level, (start & -start).bit_length() - 1)
+            found.append((level, self.node(level, start)))
+            start += 1 << level
+        return found
+
+    def local_root(self, stop: int) -> bytes:
+        """``fold`` of the subtrees of leaves ``begin``..``stop - 1`` taken largest first (the
+        split of ``stop - begin`` into powers of two). When ``begin`` is a multiple of a power
+        of two at least ``stop - begin``, the root of the whole tree of ``stop`` leaves is
+        ``fold`` of the compact range of the first ``begin`` leaves followed by this."""
+        levels, begin, sha256 = self._levels, self.begin, hashlib.sha256
+        size = stop - begin
+        if not 0 < size <= self.end - begin or (begin and (begin & -begin) < size):
+            raise ValueError(f"leaves {begin}..{stop - 1} are not a tree's last subtrees")
+        level = (size & -size).bit_length() - 1
+        node = levels[level][((begin + size - (1 << level)) >> level) - self._offsets[level]]
+        size >>= level + 1
+        level += 1
+        while size:
+            if size & 1:
+                first = begin + ((size - 1) << level)
+                left = levels[level][(first >> level) - self._offsets[level]]
+                node = sha256(b"\x01" + left + node).digest()
+            size >>= 1
+            level += 1
+        return node
 
 
 def inclusion_proof(index: int, hashes: Sequence[bytes]) -> list[bytes]:
@@ -177,6 +269,29 @@ class ConsistencyCollector:
                 self._trees[self._order[self._next]].append_hash(hashed_leaf)
                 return
             self._next += 1
+
+    def add_subtree(self, level: int, subtree_root: bytes) -> None:
+        """The next ``2**level`` leaves at once, by the root of their (aligned) subtree, which
+        must not straddle a boundary of the proof's ranges (see ``boundaries``)."""
+        start = self._index
+        stop = start + (1 << level)
+        self._index = stop
+        while self._next < len(self._order):
+            first, end = self._ranges[self._order[self._next]]
+            if stop <= first:
+                return
+            if first <= start and stop <= end:
+                self._trees[self._order[self._next]].append_subtree(level, subtree_root)
+                if stop == end:
+                    self._next += 1
+                return
+            if start < end:
+                raise ValueError(f"leaves {start}..{stop - 1} straddle a range of the proof")
+            self._next += 1
+
+    def boundaries(self) -> list[int]:
+        """Where the proof's ranges start and end: a subtree added whole lies between two."""
+        return sorted({edge for edges in self._ranges for edge in edges})
 
     def proof(self) -> list[bytes]:
         if self._index != self.second:
