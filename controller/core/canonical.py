@@ -17,7 +17,11 @@ exactly one encoding and a flipped byte cannot go unnoticed. Pure: no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import json.encoder
+import json.scanner
+import re
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -95,13 +99,58 @@ _PARSE_CHECKED = json.JSONDecoder(
 ).decode
 
 
+def _fast_parts() -> tuple[Any, Any] | None:
+    """The C scanner and encoder of the json module, called without the Python wrappers
+    around them (what ``_PARSE_SHORT`` and ``_DUMPS`` call inside), or None where the
+    interpreter has no C accelerator."""
+    scanner = getattr(json.scanner, "c_make_scanner", None)
+    make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    encode_string = getattr(json.encoder, "c_encode_basestring", None)
+    if scanner is None or make_encoder is None or encode_string is None:
+        return None
+    decoder = json.JSONDecoder(parse_float=_refuse_float, parse_constant=_refuse_constant)
+    try:
+        # The arguments JSONEncoder.iterencode gives it for _DUMPS, but no cycle check: a
+        # value just parsed from text holds no cycle.
+        encoder = make_encoder(None, None, encode_string, None, ":", ",", True, False, False)
+        scan = scanner(decoder)
+        sample = {"b": [1, -2, None, True, '\u00e9"\\\n\x01'], "a": {"": False}}
+        text = _DUMPS(sample)
+        if "".join(encoder(sample, 0)) != text or scan(text, 0) != (sample, len(text)):
+            return None
+    except (TypeError, ValueError):  # an interpreter whose accelerator takes other arguments
+        return None
+    return scan, encoder
+
+
+_FAST = _fast_parts()
+
+
 def decode(data: bytes) -> Any:
     """Parse canonical bytes; raises :class:`EncodingError` unless ``encode`` gives them back.
 
     Encoding what was parsed and comparing the bytes catches every departure at once (keys
     out of order or twice, spaces, escapes, a leading zero); floats, JSON's constants and
     integers beyond 2**53 are refused as they are parsed. A verifier decodes every record of
-    the log, so this is its main cost."""
+    the log, so this is its main cost: canonical bytes are taken by the json module's C
+    scanner and encoder directly, and anything else is decoded again by the reference path
+    below, which names what is wrong."""
+    if _FAST is not None and _SIXTEEN_DIGITS not in data.translate(_DIGITS_ONLY):
+        scan, encode_value = _FAST
+        try:
+            text = data.decode("utf-8")
+            value, end = scan(text, 0)
+            # The same value _PARSE_SHORT gives (same scanner, same hooks); equal text means
+            # no space before, between or after, and text decoded from UTF-8 holds no lone
+            # surrogate, so the bytes are the ones _DUMPS gives back.
+            if end == len(text) and "".join(encode_value(value, 0)) == text:
+                return value
+        except Exception:  # noqa: BLE001, S110 - the reference path names what is wrong
+            pass
+    return _decode_reference(data)
+
+
+def _decode_reference(data: bytes) -> Any:
     long_digits = _SIXTEEN_DIGITS in data.translate(_DIGITS_ONLY)
     parse = _PARSE_CHECKED if long_digits else _PARSE_SHORT
     try:
@@ -114,6 +163,112 @@ def decode(data: bytes) -> Any:
     if again != data:
         raise EncodingError("not in canonical form")
     return value
+
+
+# --- canonical texts recognised by their shape -------------------------------------------
+
+# A scalar written as encode writes it: a string no character of which needs an escape, an
+# integer of at most 15 digits (so within 2**53 - 1) without a leading zero or a minus zero,
+# true, false or null.
+_SCALAR = r'(?:"[^"\\\x00-\x1f]*"|-?[1-9][0-9]{0,14}|0|true|false|null)'
+
+
+@dataclass(slots=True)
+class _Hint:
+    """The shapes learned under one hint, most recently recognised first."""
+
+    patterns: list[re.Pattern[str]] = field(default_factory=list)
+    hits: int = 0
+    misses: int = 0
+
+
+class Shapes:
+    """Canonical texts recognised by their shape, with one regular expression, instead of
+    being parsed and encoded again.
+
+    The shape of a value is its objects with their keys and its arrays with their lengths;
+    its strings, integers, booleans and nulls are only places. A text of the shape of a value
+    once decoded (so written as ``encode`` writes it: keys sorted, each once, no space), with
+    in each place a scalar as ``encode`` writes it (a string no character of which needs an
+    escape, an integer of 15 digits at most with no leading zero, true, false, null), is what
+    ``encode`` writes for the value it holds: canonical. Anything else (an escape, a long
+    integer, another shape) is not recognised and must go through :func:`decode`.
+
+    Shapes are learned under a hint (a record's kind) and tried in that hint's list only;
+    the lists are bounded, and a hint whose texts are mostly of shapes not learned stops
+    being tried, so that a log of ever new shapes costs little more than decoding."""
+
+    def __init__(self, *, per_hint: int = 8, hints: int = 64) -> None:
+        self._per_hint = per_hint
+        self._hints = hints
+        self._learned: dict[Hashable, _Hint] = {}
+
+    def match(self, text: str, hint: Hashable) -> tuple[str, ...] | None:
+        """The scalar members of the top-level object of ``text`` as written (in key order)
+        when ``text`` is of a shape learned under ``hint``, so canonical; else None (then
+        nothing is known of it)."""
+        learned = self._learned.get(hint)
+        if learned is None or learned.misses > learned.hits + 256:
+            return None
+        patterns = learned.patterns
+        for index, pattern in enumerate(patterns):
+            found = pattern.fullmatch(text)
+            if found is not None:
+                learned.hits += 1
+                if index:
+                    patterns.insert(0, patterns.pop(index))
+                return found.groups()
+        learned.misses += 1
+        return None
+
+    def learn(self, value: object, hint: Hashable) -> None:
+        """``value`` was decoded from canonical text (by :func:`decode`): texts of its shape
+        will be recognised under ``hint``."""
+        learned = self._learned.get(hint)
+        if learned is None:
+            if len(self._learned) >= self._hints:
+                return
+            learned = self._learned[hint] = _Hint()
+        if len(learned.patterns) >= self._per_hint:
+            return
+        pattern = _shape_pattern(value, top=True)
+        if pattern is not None and all(p.pattern != pattern for p in learned.patterns):
+            learned.patterns.insert(0, re.compile(pattern))  # (a text with an escape misses)
+
+    @staticmethod
+    def value(text: str) -> Any:
+        """The value of a text that :meth:`match` recognised (parsed only: it is canonical)."""
+        if _FAST is None:
+            return _PARSE_SHORT(text)
+        value, _ = _FAST[0](text, 0)
+        return value
+
+
+def _shape_pattern(value: object, *, top: bool = False) -> str | None:
+    """The regular expression of the canonical texts of the shape of ``value``, the scalar
+    members of a top-level object captured; None for a float or a key that needs an escape."""
+    if value is None or isinstance(value, bool | str):
+        return _SCALAR
+    if isinstance(value, int):
+        return _SCALAR if abs(value) <= MAX_SAFE_INTEGER else None
+    if isinstance(value, list):
+        items = [_shape_pattern(item) for item in value]
+        if any(item is None for item in items):
+            return None
+        return r"\[" + ",".join(item for item in items if item is not None) + r"\]"
+    if isinstance(value, dict):
+        members = []
+        for key in sorted(value):
+            if not isinstance(key, str) or _DUMPS(key) != f'"{key}"':
+                return None
+            member = _shape_pattern(value[key])
+            if member is None:
+                return None
+            if top and member == _SCALAR:
+                member = f"({member})"
+            members.append(re.escape(f'"{key}":') + member)
+        return r"\{" + ",".join(members) + r"\}"
+    return None
 
 
 def normalized(value: object) -> Any:
