@@ -1,0 +1,86 @@
+"""The display hub without servers: its messages as the page receives them, and a live client
+that falls behind (its socket's buffer full) losing nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+from controller.core import canonical
+from controller.core.records import RecordKind, StoredRecord
+from controller.core.state import Screen
+from controller.display.hub import DisplayHub, sse
+from controller.ports import LoggedCheckpoint
+
+RESULT = {
+    "dice": [{"colour": "red", "face": 3}, {"colour": "blue", "face": 4}],
+    "total": 7,
+    "count": 7,
+    "starting_position": "bank",
+    "bank": 2,
+}
+
+
+def _record(seq: int, kind: RecordKind, data: dict[str, object]) -> StoredRecord:
+    entry = {"seq": seq, "kind": str(kind), "time": "t", "prev": "0" * 64, "data": data}
+    return StoredRecord(seq, str(kind), canonical.encode(entry))
+
+
+def test_each_message_is_its_payload_as_one_server_sent_event() -> None:
+    """Messages with the board are serialised from cells kept serialised: the bytes must be
+    those of the whole payload serialised at once."""
+    hub = DisplayHub(table="table-ü")
+    trend = [{"seq": 2, "round": 1, "count": 7, "total": 7, "dice": [], "void": False}]
+    hub.seed(trend=trend, commitment={"commitment": "ab", "session": "s1", "seq": 1}, last_seq=2)
+    hub.publish(Screen.READY, {"round": 2}, 3)
+    for round_number in range(2, 25):
+        hub.publish(Screen.RESULT, {"round": round_number, "result": RESULT}, round_number * 2)
+        hub.publish(Screen.REFUSED, {"reason": "not now", "event": "close_round"}, None)
+    checkpoint = LoggedCheckpoint(60, "note")
+    hub.committed([_record(60, RecordKind.VOID, {"round": 24})], checkpoint)  # a board event
+    hub.publish(Screen.READY, {"round": 25, "note": "«ünïcode»"}, 60)
+    messages, _ = hub.wait_messages(0, 0)
+    assert {m.event for m in messages} == {"screen", "notice", "board"}
+    for message in messages:
+        event_id = None if message.event_id is None else str(message.event_id)
+        assert message.sse == sse(message.event, message.payload, event_id)
+    board = json.loads(messages[-2].sse.split(b"data: ", 1)[1])
+    assert board["trend"][-1]["round"] == 24
+    assert board["trend"][-1]["void"] is True
+
+
+def test_a_live_feed_client_that_falls_behind_gets_every_line_in_order() -> None:
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=0)
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client = hub.go_live_feed(ours, 1)
+    assert client is not None
+    count = 60
+    for seq in range(1, count + 1):  # far more than the socket's buffer holds
+        hub.committed(
+            [_record(seq, RecordKind.NO_ROLL, {"pad": "x" * 500})], LoggedCheckpoint(seq, "n")
+        )
+    assert not client.is_live
+    assert client.backlog
+    hub.stay_live(client, lambda: 60.0)  # at once: it is live no more
+
+    received: list[int] = []
+
+    def read() -> None:
+        with theirs.makefile("rb") as lines:
+            while len(received) < count and (line := lines.readline()):
+                received.append(json.loads(line)["seq"])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ours.settimeout(5)
+    ours.sendall(client.backlog)  # as the feed's handler does, then it catches up
+    caught_up = hub.lines_from(client.position)
+    assert caught_up is not None
+    ours.sendall(b"".join(caught_up))
+    reader.join(timeout=5)
+    assert received == list(range(1, count + 1))
+    ours.close()
+    theirs.close()
