@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rng_fakes import MemoryLog, counter_source, manager
 
 from controller.audit import parallel, verify
 from controller.audit.log import DB_NAME, AuditLog
@@ -197,3 +198,78 @@ def test_a_checkpoint_kept_elsewhere_is_extended_or_the_fork_named_alike(
     _set_leaf(log_dir, seq, canonical.encode(entry))
     outcome = _agree(log_dir, monkeypatch, anchor=anchor)
     assert isinstance(outcome, tuple)
+
+
+def _rng_log(state: Path, *, late_commit: bool) -> Verifier:
+    """A log of RNG sessions whose draws come between the bets closing and the round's void
+    (with ``late_commit``, the second session is committed after its first round's bets
+    closed: named at that draw)."""
+    records = MemoryLog()
+    rng = manager(state, records, entropy_source=counter_source())
+    round_number = 0
+    for session in range(3):
+        if not (late_commit and session == 1):
+            rng.open()
+        for _ in range(9):
+            round_number += 1
+            records.append(RecordKind.ROUND_OPENED, {"round": round_number})
+            records.append(
+                RecordKind.NO_MORE_BETS, {"bank": "dealer", "mode": "rng", "round": round_number}
+            )
+            if late_commit and session == 1 and not rng.is_open:
+                rng.open()
+            rng.draw(round_number, 1)
+            records.append(RecordKind.VOID, {"round": round_number, "reason": "test"})
+        rng.close()
+    signer = Signer.generate("paigow-controller/table-7")
+    log = AuditLog(state / DB_NAME, signer)
+    for _, kind, data in records.records:
+        log.append(RecordKind(kind), data)
+    log.close()
+    return signer.verifier
+
+
+@pytest.mark.parametrize("late_commit", [False, True])
+def test_rng_sessions_replay_and_their_draws_are_checked_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late_commit: bool
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    verifier = _rng_log(state, late_commit=late_commit)
+    outcome = _agree(state, monkeypatch, verifier)
+    if late_commit:
+        assert isinstance(outcome, tuple)
+        assert "a commitment must come before" in outcome[2]
+    else:
+        assert isinstance(outcome, dict)
+        assert outcome["rng"] == "3 revealed RNG session(s) replayed"
+
+
+def test_the_split_path_itself_proves_consistency_and_replays_rng_sessions(
+    log_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Subtrees handed back never cross the consistency proof's ranges, and the RNG draws are
+    checked against the round the runs saw: no run falls back to the sequential verifier."""
+    with sqlite3.connect(log_dir / DB_NAME) as db:
+        size, anchor = db.execute(
+            "SELECT size, note FROM checkpoints WHERE size > 0 ORDER BY size LIMIT 1 OFFSET 5"
+        ).fetchone()
+    rng_state = tmp_path / "rng"
+    rng_state.mkdir()
+    rng_key = _rng_log(rng_state, late_commit=False)
+    expected = [
+        _outcome(log_dir, _key(log_dir), 1, anchor),
+        _outcome(rng_state, rng_key, 1, None),
+    ]
+
+    def no_sequential(self: LogVerifier, row: object) -> None:
+        raise AssertionError("fell back to the sequential verifier")
+
+    monkeypatch.setattr(LogVerifier, "feed", no_sequential)
+    monkeypatch.setattr(verify, "MIN_RECORDS", 1)
+    for run in RUNS:
+        monkeypatch.setattr(parallel, "RUN_RECORDS", run)
+        assert _outcome(log_dir, _key(log_dir), 2, anchor) == expected[0], run
+        assert _outcome(rng_state, rng_key, 2, None) == expected[1], run
+    assert isinstance(expected[0], dict)
+    assert expected[0]["extends_checkpoint"] == size

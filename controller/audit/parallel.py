@@ -1,20 +1,30 @@
 """verify-log on every core: a long log split into runs of records checked side by side.
 
 Each worker process takes a run of consecutive records and does everything that needs only
-those records: it reads each leaf once, decodes it (canonical form, fields, sequence number),
-checks the hash chain inside the run, hashes the Merkle leaf, verifies the signature of every
-checkpoint signed in the run, and checks what each record says (the key of ``log_created``,
-each result recomputed from its dice with the paytables in force). It hands back the leaf
-hashes, the opened checkpoints, the records whose order matters (bets closed, results,
-closes, voids, RNG records) and its first ``prev`` and last hash.
+those records, reading them (and the checkpoints signed in them) from the database itself: it
+decodes each leaf once (canonical form, fields, sequence number), checks the hash chain inside
+the run, hashes the Merkle leaves and builds every perfect subtree above them, verifies the
+signature of every checkpoint signed in the run, and checks what each record says (the key of
+``log_created``, each result recomputed from its dice with the paytables in force) and the
+shape of the rounds from the run's first ``no_more_bets`` or ``void`` on. It hands back little:
+its first ``prev`` and last hash, the roots of the few aligned subtrees that make up the run,
+for each checkpoint the root it signs and the root of the run's leaves below it, the records
+before the run's first round boundary whose shape depends on the records before the run, and
+its RNG records.
+
+A run holds ``RUN_RECORDS`` records, a power of two, and starts after a multiple of it: the
+root of the tree at a checkpoint inside the run is then the fold of the tree's compact range at
+the run's start (the parent's) over the root the worker computed for the run's leaves up to the
+checkpoint (RFC 6962: the split of a size into powers of two is its binary form). Runs of other
+sizes (the tests split logs everywhere) hand back the subtrees instead, which the parent joins.
 
 The parent joins the runs in order: the chain across each boundary, the Merkle tree grown by
-every leaf hash and compared with every checkpoint's root, the round's shape and the RNG
-replay over the records handed back, the consistency proof against a checkpoint kept
-elsewhere, and the latest checkpoint, through the same :class:`LogVerifier` the sequential
-path uses. The paytables in force at the start of a run come from the log's ``config_loaded``
-records, read by the parent first; their leaves are checked against the hashes the workers
-computed.
+each run's subtrees, every checkpoint's root, the round's shape and the RNG replay over the
+records handed back, the consistency proof against a checkpoint kept elsewhere, and the latest
+checkpoint, through the same :class:`LogVerifier` the sequential path uses. The paytables in
+force at the start of a run come from the log's ``config_loaded`` records, which the parent
+finds while the first run is checked; each worker hands back the ones in its run, which must
+be those.
 
 Anything a run finds wrong (or any failure of a worker) sends the whole log through the
 sequential verifier, on the same snapshot: it names the record exactly as it always has, with
@@ -23,19 +33,28 @@ its look-ahead, so a report of tampering never depends on how the log was split.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import multiprocessing
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.audit.checks import RNG_KINDS, check_content, decode_entry, open_signed
-from controller.audit.log import GENESIS_PREV, connect_read_only, read_records
+from controller.audit.checks import (
+    CONTENT_KINDS,
+    RNG_KINDS,
+    ROUND_KINDS,
+    ContentCheck,
+    RoundShape,
+    decode_fields,
+    open_signed,
+)
+from controller.audit.log import GENESIS_PREV, connect_read_only
 from controller.core import canonical
-from controller.core.merkle import HASH_SIZE, leaf_hash
+from controller.core.merkle import CompactRange, Subtrees
 from controller.core.note import Checkpoint, Verifier
 from controller.core.record_data import paytables_from_record
 from controller.core.records import RecordKind
@@ -44,11 +63,13 @@ from controller.core.wagers import Paytable
 if TYPE_CHECKING:
     from controller.audit.verify import LogVerifier, VerifyReport
 
-RUN_RECORDS = 25_000  # records per unit of work: large enough to amortise, small to balance
+RUN_RECORDS = 1 << 15  # records per unit of work: a power of two (see above), ~1 s of work
 MIN_RECORDS = 2 * RUN_RECORDS  # below this one process is as quick
-_SHAPE_KINDS = frozenset(
-    {RecordKind.NO_MORE_BETS, RecordKind.RESULT, RecordKind.CLOSE, RecordKind.VOID}
-) | frozenset(RNG_KINDS)
+_SHAPE_KINDS = ROUND_KINDS | RNG_KINDS
+_STARTS_A_ROUND = frozenset({RecordKind.NO_MORE_BETS, RecordKind.VOID})
+_RECORDS = "SELECT seq, kind, leaf FROM records WHERE seq BETWEEN ? AND ? ORDER BY seq"
+_NOTES = "SELECT size, note FROM checkpoints WHERE size BETWEEN ? AND ?"
+_CONFIGS = "SELECT seq, leaf FROM records WHERE kind = ? AND seq <= ? ORDER BY seq"
 
 
 class _Split(Exception):
@@ -63,12 +84,15 @@ def available_cores() -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Shared:
-    """What every worker needs, given once when it starts."""
+class _Task:
+    """Records ``start``..``stop``, checked from the ``config_loaded`` record (seq, leaf) in
+    force before ``start``; ``cuts``: leaf indices in the run that no subtree handed back may
+    cross (the ranges of a consistency proof)."""
 
-    path: Path
-    verifier: Verifier
-    configs: tuple[tuple[int, bytes], ...]  # (seq, leaf) of each config_loaded, in order
+    start: int
+    stop: int
+    config: tuple[int, bytes] | None
+    cuts: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -79,9 +103,16 @@ class _Run:
     stop: int
     first_prev: str = ""
     last_hash: str = ""
-    hashed_leaves: bytes = b""
-    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
-    events: list[tuple[int, str, Mapping[str, Any]]] = field(default_factory=list)
+    subtrees: list[tuple[int, bytes]] = field(default_factory=list)  # (level, root) in order
+    # (signed root, root of the run's leaves below the checkpoint): the run is aligned
+    roots: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # (seq, signed root, the run's leaves below the checkpoint as subtrees): it is not
+    spread_roots: list[tuple[int, bytes, list[tuple[int, bytes]]]] = field(default_factory=list)
+    origin: tuple[int, str] | None = None  # (seq, origin) of the run's first checkpoint
+    configs: list[tuple[int, bytes]] = field(default_factory=list)  # config_loaded (seq, leaf)
+    events: list[tuple[int, str, Any]] = field(default_factory=list)  # before a round starts
+    rounds: RoundShape | None = None  # the round's shape at the end, once a round started
+    rng: list[tuple[int, str, Any, tuple[object, int] | None]] = field(default_factory=list)
     results: int = 0
 
 
@@ -89,8 +120,10 @@ class _Run:
 class _WorkerState:
     """A worker's own: what it was given at start and its connection to the log."""
 
-    shared: _Shared | None = None
+    path: Path | None = None
+    verifier: Verifier | None = None
     db: sqlite3.Connection | None = None
+    shapes: canonical.Shapes = field(default_factory=canonical.Shapes)
 
 
 _WORKER = _WorkerState()
@@ -105,123 +138,201 @@ def verify_in_parallel(
     workers: int,
 ) -> VerifyReport | None:
     """Verify records 1..``size`` of the log at ``path`` (``db`` holds the snapshot) with
-    ``workers`` processes, feeding ``log``. ``None`` when a run found something wrong (the
-    caller then verifies sequentially, on a fresh ``LogVerifier``). Records 1..``size`` never
-    change once committed, so the workers' own connections read what ``db`` sees."""
-    configs = tuple(
-        (int(seq), bytes(leaf))
-        for seq, leaf in db.execute(
-            "SELECT seq, leaf FROM records WHERE kind = ? AND seq <= ? ORDER BY seq",
-            (str(RecordKind.CONFIG_LOADED), size),
-        )
-    )
-    config_leaves = {seq: leaf_hash(leaf) for seq, leaf in configs}
-    notes = log.checkpoints
-    tasks = [
-        (a, b, {seq: notes[seq] for seq in range(a, b + 1) if seq in notes})
-        for a, b in ((a, min(a + RUN_RECORDS - 1, size)) for a in range(1, size + 1, RUN_RECORDS))
-    ]
+    ``workers`` processes, feeding ``log`` (made without the checkpoints: the workers read
+    them). ``None`` when a run found something wrong (the caller then verifies sequentially,
+    on a fresh ``LogVerifier``). Records 1..``size`` and their checkpoints never change once
+    committed, so the workers' own connections read what ``db`` sees."""
+    (signed_beyond,) = db.execute("SELECT max(size) FROM checkpoints").fetchone()
+    if signed_beyond is not None and signed_beyond > size:
+        return None  # a checkpoint of records the log does not hold: named sequentially
+    bounds = [(a, min(a + RUN_RECORDS - 1, size)) for a in range(1, size + 1, RUN_RECORDS)]
+    edges = log.proof_boundaries()
+
+    def task(start: int, stop: int, config: tuple[int, bytes] | None) -> _Task:
+        return _Task(start, stop, config, tuple(e for e in edges if start - 1 < e < stop))
+
+    # The config_loaded records are found by a scan of the whole table (their kind has no
+    # index): in a thread, on a connection of its own, while the first run is checked (it
+    # needs none from before it).
+    finder = ThreadPoolExecutor(1)
+    found = finder.submit(_find_configs, path, size)
     # Workers forked from a clean server process, not from this one: SQLite's state must not
-    # cross a fork, and each worker gets only the notes of its own runs, from this snapshot.
-    # A worker that dies breaks the pool (an exception here), it never hangs it.
+    # cross a fork. A worker that dies breaks the pool (an exception here), it never hangs it.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     pool = ProcessPoolExecutor(
         workers,
         mp_context=context,
         initializer=_start_worker,
-        initargs=(str(path), str(log.verifier), configs),
+        initargs=(str(path), str(log.verifier)),
     )
     try:
-        prev, results = GENESIS_PREV, 0
-        for run in _in_order(pool.map(_check_run, tasks)):
-            if run.first_prev != prev:
+        runs: list[Future[_Run | None]] = [pool.submit(_check_run, task(*bounds[0], None))]
+        configs = found.result()
+        for start, stop in bounds[1:]:
+            before = [config for config in configs if config[0] < start]
+            runs.append(pool.submit(_check_run, task(start, stop, before[-1] if before else None)))
+        prev, results, seen = GENESIS_PREV, 0, []
+        for future in runs:
+            run = future.result()
+            if run is None or run.first_prev != prev:
                 return None
-            for offset in range(run.stop - run.start + 1):
-                seq = run.start + offset
-                hashed = run.hashed_leaves[offset * HASH_SIZE : (offset + 1) * HASH_SIZE]
-                if seq in config_leaves and config_leaves[seq] != hashed:
-                    return None  # the config read first is not the one in the chain
-                log.grow(seq, hashed, run.checkpoints.get(seq))
-            for seq, kind, data in run.events:
-                log.shape(seq, kind, data)
+            _join(log, run)
+            seen += run.configs
             prev, results = run.last_hash, results + run.results
+        if seen != configs:
+            return None  # the config_loaded records read first are not those in the chain
     except Exception:  # noqa: BLE001 - whatever went wrong, the sequential path names it
         return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # the runs not started are dropped
+        finder.shutdown(wait=True)
     log.resume_at(size, prev, results)
     return log.finish()
 
 
-def _in_order(runs: Iterator[_Run | None]) -> Iterator[_Run]:
-    for run in runs:
-        if run is None:
+def _find_configs(path: Path, size: int) -> list[tuple[int, bytes]]:
+    db = connect_read_only(path)
+    try:
+        rows = db.execute(_CONFIGS, (str(RecordKind.CONFIG_LOADED), size)).fetchall()
+    finally:
+        db.close()
+    return [(int(seq), bytes(leaf)) for seq, leaf in rows]
+
+
+def _join(log: LogVerifier, run: _Run) -> None:
+    """The parent's part of a run: its checkpoints' roots over the tree before it, the tree
+    grown by it, the order-dependent checks of the records it handed back."""
+    tree = log.tree
+    if tree.size != run.start - 1:
+        raise _Split
+    sha256 = hashlib.sha256
+    lefts = [b"\x01" + left for left in reversed(tree.hashes)]
+    for signed, local_root in run.roots:
+        node = local_root
+        for left in lefts:
+            node = sha256(left + node).digest()
+        if node != signed:
             raise _Split
-        yield run
+    for _seq, signed, subtrees in run.spread_roots:
+        joined = CompactRange(tree.size, list(tree.hashes))
+        for level, subtree in subtrees:
+            joined.append_subtree(level, subtree)
+        if joined.root() != signed:
+            raise _Split
+    if run.origin is not None:
+        seq, origin = run.origin
+        log.checkpoints_signed(seq, origin, len(run.roots) + len(run.spread_roots))
+    log.grow_by_subtrees(run.subtrees)
+    for seq, kind, data in run.events:
+        log.shape(seq, kind, data)
+    if run.rounds is not None:
+        for seq, kind, data, bets_closed in run.rng:
+            log.adopt_rounds(RoundShape(bets_closed))  # as it was at that record
+            log.shape(seq, kind, data)
+        log.adopt_rounds(run.rounds)
 
 
-def _start_worker(path: str, verifier: str, configs: tuple[tuple[int, bytes], ...]) -> None:
-    _WORKER.shared = _Shared(Path(path), Verifier.parse(verifier), configs)
+def _start_worker(path: str, verifier: str) -> None:
+    _WORKER.path = Path(path)
+    _WORKER.verifier = Verifier.parse(verifier)
 
 
-def _check_run(task: tuple[int, int, dict[int, str]]) -> _Run | None:
+def _check_run(task: _Task) -> _Run | None:
     """In a worker: records ``start``..``stop``; ``None`` if anything is wrong in them."""
     try:
-        return _checked_run(*task)
+        return _checked_run(task)
     except Exception:  # noqa: BLE001 - the sequential path names what is wrong
         return None
 
 
-def _checked_run(start: int, stop: int, notes: dict[int, str]) -> _Run:
-    shared = _WORKER.shared
-    assert shared is not None, "a worker runs only inside verify_in_parallel"
+def _checked_run(task: _Task) -> _Run:
+    verifier, path = _WORKER.verifier, _WORKER.path
+    assert verifier is not None, "a worker runs only inside verify_in_parallel"
+    assert path is not None
     if _WORKER.db is None:
-        _WORKER.db = connect_read_only(shared.path)
-    db = _WORKER.db
+        _WORKER.db = connect_read_only(path)
+    db, shapes = _WORKER.db, _WORKER.shapes
+    start, stop = task.start, task.stop
     run = _Run(start, stop)
-    paytables = _paytables_before(shared.configs, start)
-    hashes = bytearray()
-    expected = start
-    for row in read_records(db, start=start, stop=stop):
-        if row.seq != expected:
+    notes = {}
+    for seq, note in db.execute(_NOTES, (start, stop)):
+        if type(note) is not str:
+            raise _Split  # the sequential path reads the checkpoints and names it
+        notes[seq] = note
+    content = ContentCheck(verifier, _paytables_of(task.config))
+    opened: list[tuple[int, Checkpoint]] = []
+    hashed: list[bytes] = []
+    events, rng = run.events, run.rng
+    rounds: RoundShape | None = None
+    sha256 = hashlib.sha256
+    expected, last = start, None
+    for seq, kind, leaf in db.execute(_RECORDS, (start, stop)):
+        if seq != expected or type(kind) is not str or type(leaf) is not bytes:
             raise _Split
         expected += 1
-        entry = decode_entry(row)
-        if row.seq == start:
+        entry = decode_fields(seq, kind, leaf, shapes)
+        if last is None:
             run.first_prev = entry.prev
-        elif entry.prev != run.last_hash:
+        elif entry.prev != last:
             raise _Split
-        run.last_hash = entry.hash
-        hashes += leaf_hash(entry.leaf)
-        note = notes.get(row.seq)
+        last = entry.hash
+        hashed.append(sha256(b"\x00" + leaf).digest())
+        note = notes.get(seq)
         if note is not None:
-            run.checkpoints[row.seq] = open_signed(shared.verifier, row.seq, note, "checkpoint")
-        paytables, result = check_content(shared.verifier, paytables, entry)
-        run.results += result
-        if entry.kind in RNG_KINDS:
-            run.events.append((entry.seq, entry.kind, entry.data))
-        elif entry.kind in _SHAPE_KINDS or entry.seq == 1:
-            marks = {"round": entry.data.get("round"), "session": entry.data.get("session")}
-            run.events.append((entry.seq, entry.kind, marks))
-    if expected != stop + 1:
+            opened.append((seq, open_signed(verifier, seq, note, "checkpoint")))
+        if kind in CONTENT_KINDS:
+            run.results += content.check(entry)
+            if kind == RecordKind.CONFIG_LOADED:
+                run.configs.append((seq, leaf))
+        if kind in _SHAPE_KINDS or seq == 1:
+            data = entry.data
+            if rounds is not None and kind in RNG_KINDS:
+                rng.append((seq, kind, data, rounds.bets_closed))
+            elif rounds is not None or (kind in _STARTS_A_ROUND and seq != 1):
+                if rounds is None:
+                    rounds = RoundShape()
+                rounds.feed(seq, kind, data.get("round"))
+            elif kind in RNG_KINDS:
+                events.append((seq, kind, data))
+            else:
+                events.append((seq, kind, {"round": data.get("round")}))
+    if last is None or expected != stop + 1:
         raise _Split
-    run.hashed_leaves = bytes(hashes)
+    run.last_hash = last
+    run.rounds = rounds
+    _subtrees(run, Subtrees(start - 1, hashed), opened, task.cuts)
     return run
 
 
-def _paytables_before(
-    configs: tuple[tuple[int, bytes], ...], start: int
-) -> tuple[Paytable, ...] | None:
-    """The paytables of the last ``config_loaded`` before record ``start``."""
-    last = None
-    for seq, leaf in configs:
-        if seq >= start:
-            break
-        last = leaf
-    if last is None:
+def _subtrees(
+    run: _Run, tree: Subtrees, opened: list[tuple[int, Checkpoint]], cuts: tuple[int, ...]
+) -> None:
+    """The run's leaves as aligned subtrees, and each checkpoint's part of its root."""
+    base = run.start - 1
+    edges = [base, *cuts, run.stop]
+    run.subtrees = [node for a, b in itertools.pairwise(edges) for node in tree.nodes(a, b)]
+    aligned = base & -base if base else run.stop  # a fold over the parent's tree is its root
+    origin = None
+    for seq, checkpoint in opened:
+        if checkpoint.size != seq:
+            raise _Split
+        if origin is None:
+            origin = checkpoint.origin
+            run.origin = (seq, origin)
+        elif checkpoint.origin != origin:
+            raise _Split
+        if seq - base <= aligned:
+            run.roots.append((checkpoint.root_hash, tree.local_root(seq)))
+        else:
+            run.spread_roots.append((seq, checkpoint.root_hash, tree.nodes(base, seq)))
+
+
+def _paytables_of(config: tuple[int, bytes] | None) -> tuple[Paytable, ...] | None:
+    """The paytables of the ``config_loaded`` record (seq, leaf) in force, if any."""
+    if config is None:
         return None
-    data = canonical.decode(last).get("data", {})
+    data = canonical.decode(config[1]).get("data", {})
     if not isinstance(data, dict) or "paytables" not in data:
         raise _Split
     return paytables_from_record(data["paytables"])

@@ -23,15 +23,17 @@ end of the log, at the latest checkpoint, which the log re-signs at every append
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controller.audit.checks import (
     RNG_KINDS,
+    ROUND_KINDS,
+    ContentCheck,
     Entry,
-    check_content,
+    RoundShape,
     decode_entry,
     open_signed,
 )
@@ -51,7 +53,6 @@ from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoin
 from controller.core.record_data import RecordDataError
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_replay import SessionReplayer
-from controller.core.wagers import Paytable
 from controller.errors import LogIntegrityError
 
 
@@ -105,7 +106,8 @@ class LogVerifier:
         self._expected = 1
         self._prev = GENESIS_PREV
         self._tree = CompactRange()
-        self._paytables: tuple[Paytable, ...] | None = None
+        self._content = ContentCheck(verifier)
+        self._shapes = canonical.Shapes()
         self._anchor = anchor
         self._consistency: ConsistencyCollector | None = None
         if anchor is not None:
@@ -113,7 +115,7 @@ class LogVerifier:
                 raise ValueError("a log checked against a checkpoint needs its size")
             if size >= anchor.size:
                 self._consistency = ConsistencyCollector(anchor.size, size)
-        self._round = _RoundShape()
+        self._round = RoundShape()
         self._sessions: dict[str, _SessionShape] = {}
         self._rng = SessionReplayer(keep_draws=False)
 
@@ -124,7 +126,7 @@ class LogVerifier:
                 f"is missing (the next stored record is {row.seq}): deleted",
             )
         self._expected += 1
-        self._window.append(decode_entry(row))
+        self._window.append(decode_entry(row, self._shapes))
         if len(self._window) == 3:
             self._process(*self._window)
             self._window.popleft()
@@ -226,8 +228,32 @@ class LogVerifier:
                     seq,
                     f"the Merkle root of records 1..{seq} does not match the signed checkpoint",
                 )
-            self._note_origin(seq, checkpoint, "checkpoint")
+            self._note_origin(seq, checkpoint.origin, "checkpoint")
             self.report.checkpoints += 1
+
+    @property
+    def tree(self) -> CompactRange:
+        """The Merkle tree of the records checked so far (read it, grow it by ``grow*``)."""
+        return self._tree
+
+    def grow_by_subtrees(self, subtrees: Sequence[tuple[int, bytes]]) -> None:
+        """The Merkle tree gets the next leaves, checked elsewhere (in parallel), as the roots
+        of aligned perfect subtrees (level, root), none across a boundary of the consistency
+        proof's ranges."""
+        for level, node in subtrees:
+            self._tree.append_subtree(level, node)
+            if self._consistency is not None:
+                self._consistency.add_subtree(level, node)
+
+    def proof_boundaries(self) -> list[int]:
+        """Where a subtree given to ``grow_by_subtrees`` must not cross (leaf indices)."""
+        return [] if self._consistency is None else self._consistency.boundaries()
+
+    def checkpoints_signed(self, seq: int, origin: str, count: int) -> None:
+        """``count`` checkpoints from record ``seq`` on, of ``origin``, were opened and their
+        roots compared elsewhere (in parallel)."""
+        self._note_origin(seq, origin, "checkpoint")
+        self.report.checkpoints += count
 
     def _next_is_altered(self, cur: Entry, nxt: Entry, after: Entry | None) -> bool:
         """Whether ``nxt`` (its prev) rather than ``cur`` was altered."""
@@ -250,23 +276,28 @@ class LogVerifier:
 
     def _open(self, seq: int, note: str, what: str) -> Checkpoint:
         checkpoint = open_signed(self.verifier, seq, note, what)
-        self._note_origin(seq, checkpoint, what)
+        self._note_origin(seq, checkpoint.origin, what)
         return checkpoint
 
-    def _note_origin(self, seq: int, checkpoint: Checkpoint, what: str) -> None:
+    def _note_origin(self, seq: int, origin: str, what: str) -> None:
         if self.report.origin is None:
-            self.report.origin = checkpoint.origin
-        elif checkpoint.origin != self.report.origin:
-            raise LogIntegrityError(seq, f"{what} names another log: {checkpoint.origin!r}")
+            self.report.origin = origin
+        elif origin != self.report.origin:
+            raise LogIntegrityError(seq, f"{what} names another log: {origin!r}")
 
     def shape(self, seq: int, kind: str, data: Mapping[str, Any]) -> None:
         """The order-dependent checks of one record: the round's shape, the RNG's replay."""
         try:
-            self._check_shape(Entry(seq, kind, "", data, b"", ""))
+            self._check_shape(Entry(seq, kind, "", data, leaf=b"", hash=""))
             if kind in RNG_KINDS:
                 self._rng.feed(seq, kind, data)
         except RecordDataError as exc:
             raise LogIntegrityError(seq, str(exc)) from exc
+
+    def adopt_rounds(self, rounds: RoundShape) -> None:
+        """The round's state, as a run checked elsewhere (from a ``no_more_bets`` or a
+        ``void``, after which it depends on nothing before) found it."""
+        self._round = rounds
 
     def resume_at(self, size: int, last_hash: str, results: int) -> None:
         """After records 1..``size`` were checked elsewhere (in parallel)."""
@@ -277,8 +308,7 @@ class LogVerifier:
     def _check_meaning(self, cur: Entry) -> None:
         try:
             self._check_shape(cur)
-            self._paytables, result = check_content(self.verifier, self._paytables, cur)
-            self.report.results += result
+            self.report.results += self._content.check(cur)
             if cur.kind in RNG_KINDS:
                 self._rng.feed(cur.seq, cur.kind, cur.data)
         except RecordDataError as exc:
@@ -291,19 +321,8 @@ class LogVerifier:
         kind, data = cur.kind, cur.data
         round_number = data.get("round")
         shape = self._round
-        if kind == RecordKind.NO_MORE_BETS:
-            shape.bets_closed = (round_number, cur.seq)
-            shape.result = None
-        elif kind == RecordKind.RESULT:
-            if shape.bets_closed is None or shape.bets_closed[0] != round_number:
-                raise RecordDataError(f"a result of round {round_number} before its bets closed")
-            shape.result = round_number
-        elif kind == RecordKind.CLOSE:
-            if shape.result != round_number:
-                raise RecordDataError(f"round {round_number} is closed without its result")
-            shape.bets_closed = shape.result = None
-        elif kind == RecordKind.VOID:
-            shape.bets_closed = shape.result = None
+        if kind in ROUND_KINDS:
+            shape.feed(cur.seq, kind, round_number)
         elif kind == RecordKind.RNG_COMMIT:
             session = str(data.get("session"))
             self._sessions[session] = _SessionShape(cur.seq)
@@ -326,12 +345,6 @@ class LogVerifier:
                     f" the bets of round {round_number} closed (record {shape.bets_closed[1]}):"
                     " a commitment must come before"
                 )
-
-
-@dataclass(slots=True)
-class _RoundShape:
-    bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
-    result: object = None  # the round whose result is recorded since its bets closed
 
 
 @dataclass(slots=True)
@@ -367,23 +380,23 @@ def verify_state_dir(
         db.execute("BEGIN")  # one snapshot for every pass, even while the daemon appends
         (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         size = int(stored)
-        checkpoints = read_checkpoints(db)
         latest = read_latest_checkpoint(db)
-
-        def fresh() -> LogVerifier:
-            return LogVerifier(verifier, checkpoints, anchor=anchor, size=size, latest=latest)
-
         if anchor is not None and anchor.origin != log_origin(db):
+            read_checkpoints(db)  # a malformed checkpoint row is named first, as it always was
             raise LogIntegrityError(
                 None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
             )
         if jobs > 1 and size >= MIN_RECORDS:
+            # Each worker reads the checkpoints of its own records: the 400,000 notes of a
+            # table-year are neither read nor handed out here.
+            log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
             path = _database_file(db, state_dir)
-            report = verify_in_parallel(db, path, fresh(), size, workers=jobs)
+            report = verify_in_parallel(db, path, log, size, workers=jobs)
             if report is not None:
                 db.execute("COMMIT")
                 return report
-        log = fresh()
+        checkpoints = read_checkpoints(db)  # a malformed row is named here, before any record
+        log = LogVerifier(verifier, checkpoints, anchor=anchor, size=size, latest=latest)
         for row in read_records(db, stop=size):
             log.feed(row)
         report = log.finish()
