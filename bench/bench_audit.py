@@ -19,21 +19,21 @@ bench_writes.py's; the whole path from the sensor to the feed is bench_latency.p
 from __future__ import annotations
 
 import json
-import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import loggen
 from common import env_int, figure, median, note, title, tmpfs_dir
 
-from controller.audit.log import DB_NAME, AuditLog, connect
+from controller.audit.log import AuditLog, connect
 from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import Checkpoint, sign_checkpoint
 from controller.core.records import RecordKind
+from controller.ports import Committed
 
 Step = tuple[list[tuple[RecordKind, dict[str, Any]]], bytes | None]
 SCRATCH = Path(__file__).parent / ".scratch"
@@ -41,18 +41,26 @@ SCRATCH = Path(__file__).parent / ".scratch"
 
 def round_steps() -> list[Step]:
     """The commits of one round, as the control loop made them (bench/loggen.py)."""
-    with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=SCRATCH) as tmp:
-        loggen.generate(Path(tmp), 3)
-        db = sqlite3.connect(Path(tmp) / DB_NAME)
-        rows = db.execute("SELECT kind, leaf, context FROM records ORDER BY seq").fetchall()
-        db.close()
     steps: list[Step] = []
-    entries: list[tuple[RecordKind, dict[str, Any]]] = []
-    for kind, leaf, context in rows:
-        entries.append((RecordKind(kind), json.loads(leaf)["data"]))
-        if context is not None:
-            steps.append((entries, context))
-            entries = []
+    commit = AuditLog.commit
+
+    def kept(
+        log: AuditLog,
+        entries: Sequence[tuple[RecordKind, Mapping[str, object]]],
+        *,
+        context: bytes | None = None,
+    ) -> Committed:
+        steps.append(
+            ([(RecordKind(k), json.loads(canonical.encode(dict(d)))) for k, d in entries], context)
+        )
+        return commit(log, entries, context=context)
+
+    with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=SCRATCH) as tmp:
+        AuditLog.commit = kept  # type: ignore[method-assign]
+        try:
+            loggen.generate(Path(tmp), 3)
+        finally:
+            AuditLog.commit = commit  # type: ignore[method-assign]
 
     def holding(kind: RecordKind) -> list[int]:
         return [i for i, step in enumerate(steps) if any(k == kind for k, _ in step[0])]

@@ -1,6 +1,6 @@
 """SD-card wear: bytes written and fsyncs per round (issue 13: <= 30 KiB and <= 3 per round).
 
-    .venv/bin/python bench/bench_writes.py      # BENCH_WRITES_ROUNDS=40,200 BENCH_SEED=1
+    .venv/bin/python bench/bench_writes.py      # BENCH_WRITES_ROUNDS=40,1040 BENCH_SEED=1
 
 Each run is a child Python playing ``simulate --fast --faults none`` in-process (the same
 ``run_simulation`` the command calls: the appliance on simulated hardware, the simulated crew,
@@ -16,6 +16,10 @@ write call, the pty and pipes included) is shown beside it. The child runs under
 of every thread and to say which files of the state directory the bytes go to (the calls'
 sizes, not pages: a WAL frame is a 24-byte header and a 4 KiB page, so a commit's frames dirty
 one page of the file more than they fill).
+
+The log copies its WAL into the database every CHECKPOINT_PAGES pages (some 500 rounds), two
+syncs each: the longer run spans at least one such copy, so its syncs and bytes are in the
+slope (``checkpoints per round`` below says how many fell inside).
 
 Start-up and shutdown write too (the key, the schema, power_on, shutdown), so each figure is
 the slope between runs of two lengths: (W(N2) - W(N1)) / (N2 - N1), one pair per repeat, the
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from common import (
     env_int,
@@ -49,7 +54,10 @@ from common import (
 )
 
 from controller.app.simulate import run_simulation
+from controller.audit.anchor import SLOT_BYTES
+from controller.audit.log import AuditLog
 from controller.core.config import Config
+from controller.ports import Committed
 
 GOAL_BYTES = 30 * 1024
 GOAL_FSYNCS = 3.0
@@ -60,6 +68,7 @@ DONE = re.compile(r"done: \d+ rounds, (\d+) no rolls, (\d+) faults")
 def child(rounds: int, seed: int, state_dir: Path) -> None:
     """Play ``rounds`` rounds in this process; print what it wrote, as JSON."""
     steady_simulation()
+    commits = count_commits()
     out = io.StringIO()
     code = run_simulation(
         Config(), rounds=rounds, seed=seed, fast=True, faults={}, state_dir=state_dir, out=out
@@ -70,14 +79,27 @@ def child(rounds: int, seed: int, state_dir: Path) -> None:
     no_rolls, faults = (int(done[1]), int(done[2])) if done else (-1, -1)
     db = sqlite3.connect(f"file:{state_dir / 'audit.db'}?mode=ro", uri=True)
     try:
-        (records, commits, shakes) = db.execute(
-            "SELECT count(*), count(context), sum(kind = 'shake') FROM records"
+        (records, shakes) = db.execute(
+            "SELECT count(*), sum(kind = 'shake') FROM records"
         ).fetchone()
     finally:
         db.close()
-    counts = {"records": records, "commits": commits, "shakes": shakes}
+    counts = {"records": records, "commits": commits[0], "shakes": shakes}
     report = {"code": code, "io": written, "stored": stored, "no_rolls": no_rolls}
     print(json.dumps({**report, "faults": faults, **counts}))
+
+
+def count_commits() -> list[int]:
+    """Count the log's commits (one transaction, one WAL sync each) in this process."""
+    counter = [0]
+    commit = AuditLog.commit
+
+    def counted(self: AuditLog, *args: Any, **kwargs: Any) -> Committed:
+        counter[0] += 1
+        return commit(self, *args, **kwargs)
+
+    AuditLog.commit = counted  # type: ignore[method-assign]
+    return counter
 
 
 def measure(rounds: int, seed: int, strace: str | None) -> dict[str, float]:
@@ -160,13 +182,18 @@ def main() -> None:
             slope = (long.get(key, 0) - short.get(key, 0)) / (n2 - n1)
             slopes.setdefault(key, []).append(slope)
     written = median(slopes["write_bytes"])
-    figure(
-        "bytes written per round (write_bytes)",
-        f"{written / 1024:.1f} KiB",
-        f"<= {GOAL_BYTES // 1024} KiB",
-        written <= GOAL_BYTES,
-    )
     note(spread([v / 1024 for v in slopes["write_bytes"]], "KiB", 1))
+    figure("bytes written per round (write_bytes)", f"{written / 1024:.1f} KiB")
+    # The anchor's slot (a page of its own, not synced) is rewritten every round: at the
+    # simulator's pace the page is still dirty from two rounds before and the kernel writes it
+    # once; at a table's pace (a round a minute, write-back after 30 s) every round writes it.
+    table = written + SLOT_BYTES
+    figure(
+        "per round at a table's pace (+ the anchor's slot)",
+        f"{table / 1024:.1f} KiB",
+        f"<= {GOAL_BYTES // 1024} KiB",
+        table <= GOAL_BYTES,
+    )
     if strace is not None:
         fsyncs = median(slopes["fsyncs"])
         figure(
@@ -198,7 +225,7 @@ def main() -> None:
 
 
 def rounds_pair() -> tuple[int, int]:
-    text = os.environ.get("BENCH_WRITES_ROUNDS", "40,200")
+    text = os.environ.get("BENCH_WRITES_ROUNDS", "40,1040")
     first, _, second = text.partition(",")
     if not (first.isdecimal() and second.isdecimal() and 0 < int(first) < int(second)):
         sys.exit(f"BENCH_WRITES_ROUNDS must be N1,N2 with 0 < N1 < N2, not {text!r}")

@@ -51,9 +51,15 @@ class _BulkLog(AuditLog):
         self._grouped += 1
         if self._grouped >= GROUP:
             self._db.execute("COMMIT")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.execute("BEGIN")
             self._grouped = 0
         return result
+
+    def _checkpoint_wal(self) -> None:
+        if self._grouped < 0:
+            super()._checkpoint_wal()
+        # grouped: the WAL is copied after each group's transaction (above)
 
     def end_bulk(self) -> None:
         self._db.execute("COMMIT")

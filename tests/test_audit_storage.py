@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit import log as audit_log
+from controller.audit.log import (
+    DB_NAME,
+    KEY_FILE,
+    AuditLog,
+    create_signer,
+    load_signer,
+    read_latest_checkpoint,
+)
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
 from controller.core.records import RecordKind
@@ -184,3 +194,126 @@ def test_recent_records_start_at_the_nth_newest_mark_and_contains_finds_a_fragme
     assert not log.contains(RecordKind.RNG_COMMIT, b'"session":"s9"')
     assert not log.contains(RecordKind.POWER_ON, b'"session":"s0"')
     log.close()
+
+
+def _to_layout_before_the_head(state: Path, frontier: bytes) -> None:
+    """Rewrite a log as the controller kept it before the head row: the context with the last
+    record of each step, the frontier and the running checkpoint with the last record, and
+    checkpoints without frontiers."""
+    with sqlite3.connect(state / DB_NAME) as db:
+        note = read_latest_checkpoint(db)
+        size, context_seq, context = db.execute(
+            "SELECT size, context_seq, context FROM head"
+        ).fetchone()
+        db.execute("UPDATE records SET context = ? WHERE seq = ?", (context, context_seq))
+        db.execute(
+            "UPDATE records SET frontier = ?, note = ? WHERE seq = ?", (frontier, note, size)
+        )
+        db.execute("DROP TABLE head")
+        db.execute("CREATE TABLE old (size INTEGER PRIMARY KEY, note TEXT NOT NULL)")
+        db.execute("INSERT INTO old SELECT size, note FROM checkpoints")
+        db.execute("DROP TABLE checkpoints")
+        db.execute("ALTER TABLE old RENAME TO checkpoints")
+    os.chmod(state / DB_NAME, 0o600)
+
+
+def test_a_log_kept_before_the_head_row_is_read_and_carried_on(tmp_path: Path) -> None:
+    """A log written by an earlier version (no head row) opens with its tail, its context and
+    its running checkpoint; the next commit moves them to the head, and it verifies."""
+    log = AuditLog.open(tmp_path)
+    log.commit([(RecordKind.POWER_ON, {})], context=b"first")
+    log.commit([(RecordKind.VOID, {"round": 1}), (RecordKind.POWER_ON, {})], context=b"second")
+    log.append(RecordKind.POWER_ON, {"note": "no context"})
+    size, root = log.size, log._tree.root()
+    log.close()
+    _to_layout_before_the_head(tmp_path, log._tree.to_bytes())
+    old = AuditLog.open(tmp_path)
+    assert (old.size, old._tree.root()) == (size, root)
+    assert old.latest_context() == (size - 1, b"second")
+    assert old.check_anchor() is None
+    old.append(RecordKind.POWER_ON, {"note": "after the upgrade"})
+    assert old.latest_context() == (size - 1, b"second")
+    old.commit([(RecordKind.VOID, {"round": 2})], context=b"third")
+    assert old.latest_context() == (size + 2, b"third")
+    assert old.check_anchor() is None
+    old.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        assert db.execute("SELECT count(*) FROM records WHERE note IS NOT NULL").fetchone() == (0,)
+        # the first commit after the upgrade kept a checkpoint with its frontier to start from
+        kept = db.execute("SELECT max(size) FROM checkpoints WHERE frontier IS NOT NULL")
+        assert kept.fetchone() == (size + 1,)
+    again = AuditLog.open(tmp_path)
+    assert again.size == size + 2
+    assert again.check_anchor() is None
+    again.close()
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    assert verify_state_dir(tmp_path, signer.verifier).records == size + 2
+
+
+def test_the_head_names_the_last_record_so_a_cut_log_is_seen(tmp_path: Path) -> None:
+    """Records cut from the end (at a commit boundary) leave the head naming a record that is
+    no longer there: the log is seen to be cut, at start (no frontier) and by verify-log."""
+    log = AuditLog.open(tmp_path)
+    for n in range(3):
+        log.commit([(RecordKind.POWER_ON, {"n": n})], context=b"c%d" % n)
+    size = log.size
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("DELETE FROM records WHERE seq = ?", (size,))
+        assert read_latest_checkpoint(db) is None
+    with pytest.raises(AuditLogError, match="frontier"):
+        AuditLog.open(tmp_path)
+
+
+def test_the_writer_copies_the_wal_into_the_database_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Automatic checkpoints are off (they would run inside a commit the table waits for): the
+    writer copies the WAL into the database once it holds about CHECKPOINT_PAGES pages."""
+    sizes = {}
+    for pages in (10**6, 40):
+        monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", pages)
+        state = tmp_path / str(pages)
+        log = AuditLog.open(state)
+        assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        for n in range(30):
+            log.append(RecordKind.POWER_ON, {"n": n})
+        assert log._wal_pages < pages
+        sizes[pages] = (state / DB_NAME).stat().st_size
+        log.close()
+    assert sizes[10**6] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
+    assert sizes[40] > 30 * 100  # the records are in the database file
+
+
+def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a round's close, a checkpoint with its frontier is still kept every
+    FRONTIER_EVERY records, so a start reads a bounded tail; a head whose root is not the
+    tree's is refused."""
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 10)
+    log = AuditLog.open(tmp_path)
+    for n in range(34):
+        log.append(RecordKind.POWER_ON, {"n": n})
+    size, root = log.size, log._tree.root()
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        kept = [r[0] for r in db.execute("SELECT size FROM checkpoints WHERE frontier NOT NULL")]
+    assert kept == [10, 20, 30]
+    read: list[int] = []
+    original = audit_log.read_records
+
+    def counted(db: sqlite3.Connection, *, start: int = 1, stop: int | None = None) -> Any:
+        read.append(start)
+        return original(db, start=start, stop=stop)
+
+    monkeypatch.setattr(audit_log, "read_records", counted)
+    again = AuditLog.open(tmp_path)
+    assert (again.size, again._tree.root()) == (size, root)
+    assert read == [31]
+    again.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("UPDATE head SET root = ?", (bytes(32),))
+    with pytest.raises(AuditLogError, match="frontier"):
+        AuditLog.open(tmp_path)

@@ -8,6 +8,7 @@ signing key gone or swapped, a database read from read-only media.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -545,9 +546,10 @@ def _rebuilt(state: Path, size: int) -> AuditLog:
             tree.append(bytes(leaf))
         assert tree.size == size
         note = sign_checkpoint(Checkpoint(signer.name, tree.size, tree.root()), signer)
-        db.execute("UPDATE records SET frontier = NULL, note = NULL")
+        signature = base64.b64decode(note.rstrip("\n").rsplit(" ", 1)[1])
         db.execute(
-            "UPDATE records SET frontier = ?, note = ? WHERE seq = ?", (tree.to_bytes(), note, size)
+            "UPDATE head SET size = ?, root = ?, signature = ? WHERE id = 1",
+            (size, tree.root(), signature),
         )
     return AuditLog.open(state)
 

@@ -2,18 +2,29 @@
 
 Write-ahead: :meth:`AuditLog.commit` writes the records of one step of the control loop in one
 transaction and returns only once it is committed with ``synchronous=FULL`` (fsync of the WAL),
-so nothing is shown before it is durable. The last record of each step carries the round's
-context as it is after that step (controller/core/snapshot.py), outside the hashed leaf: recovery
-starts from it.
+so nothing is shown before it is durable. The same transaction rewrites the log's head, one
+small row: the round's context as it is after that step (controller/core/snapshot.py), outside
+the hashed leaves (recovery starts from it), and the running checkpoint (the tree's root and its
+signature; the note's text is rebuilt from them).
 
 Each record (a leaf) is the canonical encoding (controller/core/canonical.py) of
 ``{"seq", "kind", "time", "prev", "data"}``: ``seq`` counts from 1, ``prev`` is the hex SHA-256
 of the previous leaf (64 zeros for the first), ``time`` is UTC wall-clock time as a string.
 The leaves form an RFC 6962 Merkle tree (controller/core/merkle.py); after each ``close`` or
 ``void`` record, and on demand, a C2SP checkpoint of the tree is signed with the log's Ed25519
-key (controller/core/note.py) in the same transaction, and kept outside the database as the log's
-anchor (controller/audit/anchor.py). The ``checkpoints`` row of size 0 holds the latest
-checkpoint, re-signed at every commit, so that the newest records are signed too.
+key (controller/core/note.py) in the same transaction, kept in ``checkpoints`` and outside the
+database as the log's anchor (controller/audit/anchor.py). Every FRONTIER_EVERY records a
+checkpoint is kept with the tree's frontier too: a start rebuilds the tree from the last one and
+the leaves after it. The head's running checkpoint, re-signed at every commit, signs
+the newest records too, and names the last record: a log cut back to an earlier commit is seen
+to be cut.
+
+Writes (issue 13): a new log has 512-byte pages, so that a commit writes its few small rows to
+the WAL rather than whole 4 KiB pages (a record spills into an overflow page of its own), and
+the writer copies the WAL into the database itself, every CHECKPOINT_PAGES pages, after the
+commit was handed on, never inside it. Logs written before the head row (the context with each
+step's last record, the frontier and running checkpoint with the last record; earlier, the
+``checkpoints`` row of size 0) are read as they are and move to the head with their next commit.
 
 Identity: the log signs as ``paigow-controller/<table>`` (its origin, also the key's name). The
 first record, ``log_created``, names the origin and the verifier key, and the key's id is kept
@@ -47,7 +58,15 @@ from typing import Any
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile
 from controller.core import canonical
 from controller.core.merkle import CompactRange
-from controller.core.note import Checkpoint, NoteError, Signer, open_checkpoint, sign_checkpoint
+from controller.core.note import (
+    Checkpoint,
+    NoteError,
+    Signer,
+    checkpoint_note,
+    checkpoint_signature,
+    open_checkpoint,
+    sign_checkpoint,
+)
 from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.errors import AuditLogError, LogIdentityError, LogIntegrityError, StorageFull
 from controller.files import fsync_dir
@@ -62,6 +81,14 @@ GENESIS_PREV = "0" * 64
 LATEST_CHECKPOINT = 0  # a log from before the running checkpoint was kept with its last row
 CHECKPOINT_AFTER: frozenset[RecordKind] = frozenset({RecordKind.CLOSE, RecordKind.VOID})
 MAX_KEY_FILE_BYTES = 4096
+PAGE_SIZE = 512
+# Copy the WAL into the database once it holds about this many pages (8 MiB at 512-byte
+# pages, some 500 rounds): each copy costs two syncs (the WAL's and the database's), so the
+# fewer the better per round, and a reader never has more than this to look through.
+CHECKPOINT_PAGES = 16384
+# A signed checkpoint is kept with the Merkle frontier every this many records (some 600
+# rounds): a start rebuilds the tree from the last one and the leaves after it (a few ms).
+FRONTIER_EVERY = 4096
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -79,6 +106,14 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    size INTEGER NOT NULL,
+    context_seq INTEGER,
+    context BLOB,
+    root BLOB NOT NULL,
+    signature BLOB NOT NULL
 );
 """
 
@@ -111,10 +146,17 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise _storage_error(exc, f"cannot open {path}") from exc
     try:
+        # A new log's pages are small: each commit rewrites its last pages in the WAL, and
+        # smaller pages mean fewer bytes written to the card per record (issue 13). An
+        # existing log keeps the page size it was created with.
+        connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
         mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise AuditLogError(f"audit log: {path}: cannot use WAL mode (got {mode})")
         connection.execute("PRAGMA synchronous=FULL")
+        # The writer checkpoints the WAL itself, after a commit has been handed on (see
+        # AuditLog._checkpoint_wal), never inside a commit the table is waiting for.
+        connection.execute("PRAGMA wal_autocheckpoint=0")
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         connection.close()
@@ -276,6 +318,9 @@ class AuditLog:
         self._tree = CompactRange()
         self._prev = GENESIS_PREV
         self._connection: sqlite3.Connection | None = None
+        self._wal_pages = 0  # an estimate of the pages written to the WAL since its last copy
+        self._frontier_size = 0  # the size of the last checkpoint kept with its frontier
+        self._legacy_head = False  # a log from before the head row, until its next commit
         # Told of every commit once it is durable, on the control thread (the display's hub):
         # it must only update memory. A failure there is logged, never the commit's.
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
@@ -352,6 +397,8 @@ class AuditLog:
         for column, kind in (("context", "BLOB"), ("frontier", "BLOB"), ("note", "TEXT")):
             if column not in columns:  # a log from before these were kept with the records
                 db.execute(f"ALTER TABLE records ADD COLUMN {column} {kind}")
+        if "frontier" not in {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}:
+            db.execute("ALTER TABLE checkpoints ADD COLUMN frontier BLOB")
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
         assert self.signer is not None
         key_id = self.signer.verifier.key_id.hex().encode()
@@ -374,8 +421,11 @@ class AuditLog:
             tree = CompactRange()
             tree.append(leaf)
             db.execute(
-                "INSERT INTO records VALUES (1, ?, ?, NULL, ?, ?)",
-                (entry["kind"], leaf, tree.to_bytes(), self._signed(tree)),
+                "INSERT INTO records VALUES (1, ?, ?, NULL, NULL, NULL)", (entry["kind"], leaf)
+            )
+            db.execute(
+                "INSERT INTO head VALUES (1, 1, NULL, NULL, ?, ?)",
+                (tree.root(), self._signature(tree)),
             )
             return
         if bytes(meta["format"]) != FORMAT.encode():
@@ -394,15 +444,25 @@ class AuditLog:
             )
 
     def _load_tail(self) -> None:
-        """The chain's last hash and the Merkle frontier, from what is committed: the last
-        record's row keeps the frontier after it (a log from before that, its meta row)."""
+        """The chain's last hash and the Merkle tree, from what is committed: the frontier of
+        the last checkpoint that keeps one, and the leaves after it (at most a round, or
+        FRONTIER_EVERY records). A log from before the head row keeps the frontier with its
+        last record (earlier, in its meta row)."""
         try:
             db = self._db
             last = db.execute(
                 "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
             ).fetchone()
+            head = _read_head(db)
+            self._legacy_head = head is None
             frontier = None if last is None else last[2]
-            if frontier is None:
+            if head is not None:
+                # The head is written with every commit: a log whose last record is not the
+                # head's was cut or added to without the controller: no frontier is trusted.
+                frontier = b""
+                if last is not None and head[0] == last[0]:
+                    frontier = self._tree_from_checkpoints(db, int(last[0]), head[2])
+            elif frontier is None:
                 row = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
                 frontier = b"" if row is None else row[0]
             origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
@@ -421,6 +481,23 @@ class AuditLog:
         except (ValueError, TypeError) as exc:
             raise AuditLogError(f"audit log: {self.path}: Merkle frontier is damaged") from exc
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    def _tree_from_checkpoints(self, db: sqlite3.Connection, size: int, root: bytes) -> bytes:
+        """The frontier of the first ``size`` records: the last kept checkpoint's, extended by
+        the leaves after it; empty (damaged) when its root is not the head's."""
+        row = db.execute(
+            "SELECT size, frontier FROM checkpoints WHERE frontier IS NOT NULL AND size <= ?"
+            " ORDER BY size DESC LIMIT 1",
+            (size,),
+        ).fetchone()
+        try:
+            tree = CompactRange() if row is None else CompactRange.from_bytes(row[0], row[1])
+        except (ValueError, TypeError):
+            return b""
+        self._frontier_size = tree.size
+        for record in read_records(db, start=tree.size + 1, stop=size):
+            tree.append(record.leaf)
+        return tree.to_bytes() if tree.size == size and tree.root() == root else b""
 
     @property
     def size(self) -> int:
@@ -447,10 +524,9 @@ class AuditLog:
         context: bytes | None = None,
     ) -> Committed:
         """Record the events of one step in one transaction; ``context`` (the round's context
-        after the step), the Merkle frontier and a signed checkpoint of the whole log go with
-        the last, in its row, and leave the row that had them (no other page is rewritten). A
-        ``close`` or ``void`` also gets its round checkpoint, kept in ``checkpoints`` and in
-        the anchor. Returns once every record is durable."""
+        after the step), the Merkle frontier and a signed checkpoint of the whole log go to
+        the head. A ``close`` or ``void`` also gets its round checkpoint, kept in
+        ``checkpoints`` and in the anchor. Returns once every record is durable."""
         self._check_writable()
         if not entries:
             raise ValueError("a commit records at least one event")
@@ -458,7 +534,7 @@ class AuditLog:
         tree = CompactRange(self._tree.size, list(self._tree.hashes))
         prev = self._prev
         rows: list[tuple[int, str, bytes, bytes | None, bytes | None, str | None]] = []
-        notes: list[tuple[int, str]] = []
+        notes: list[tuple[int, str, bytes | None]] = []  # checkpoints: size, note, frontier
         anchor: tuple[str, tuple[bytes, ...]] | None = None
         now = self._clock()
         for raw_kind, data in entries:
@@ -471,25 +547,50 @@ class AuditLog:
                 raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
             tree.append(leaf)
             prev = record_hash(leaf)
-            rows.append((seq, str(kind), leaf, None, None, None))
+            rows.append((seq, str(kind), leaf, None, None, None))  # context etc.: the head
             if kind in CHECKPOINT_AFTER:
                 note = self._signed(tree)
-                notes.append((seq, note))
+                notes.append((seq, note, None))
                 anchor = (note, tuple(tree.hashes))
-        latest = notes[-1][1] if notes and notes[-1][0] == tree.size else self._signed(tree)
-        seq, kind_name, leaf, _, _, _ = rows[-1]
-        rows[-1] = (seq, kind_name, leaf, context, tree.to_bytes(), latest)
-
+        signature = self._signature(tree)
+        latest = checkpoint_note(self._checkpoint_of(tree), self.origin, signature)
+        keep_frontier = tree.size - self._frontier_size >= FRONTIER_EVERY or self._legacy_head
+        if keep_frontier:
+            if notes and notes[-1][0] == tree.size:
+                notes.pop()
+            notes.append((tree.size, latest, tree.to_bytes()))
+        head = (tree.size, tree.size if context is not None else None, context)
         previous = self._tree.size
 
         def write(db: sqlite3.Connection) -> None:
-            # Only the last record keeps the running checkpoint (and the frontier): cut back
-            # to an earlier commit, the log has none and is seen to be cut. The row before is
-            # on the same page as the new ones most of the time: no page more is written.
-            db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
             db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
             if notes:
-                db.executemany("INSERT INTO checkpoints VALUES (?, ?)", notes)
+                db.executemany(
+                    "INSERT OR REPLACE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
+                    notes,
+                )
+            # The head (one small row, one page) keeps the context after this step and the
+            # running checkpoint (the tree's root and its signature): written in place with
+            # every commit, it names the last record, so a log cut back to an earlier commit
+            # is seen to be cut, and the newest records are signed.
+            if not self._legacy_head:
+                db.execute(
+                    "UPDATE head SET size = ?, context_seq = coalesce(?, context_seq),"
+                    " context = coalesce(?, context), root = ?, signature = ? WHERE id = 1",
+                    (*head, tree.root(), signature),
+                )
+                return
+            # A log from before the head: its last record kept all this.
+            row = db.execute(
+                "SELECT seq, context FROM records WHERE context IS NOT NULL"
+                " ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            stored = (None, None) if row is None else (row[0], row[1])
+            db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
+            db.execute(
+                "INSERT INTO head VALUES (1, ?, coalesce(?, ?), coalesce(?, ?), ?, ?)",
+                (tree.size, head[1], stored[0], context, stored[1], tree.root(), signature),
+            )
 
         try:
             self._transaction(write)
@@ -498,6 +599,9 @@ class AuditLog:
             raise
         self._tree = tree
         self._prev = prev
+        self._legacy_head = False
+        if keep_frontier:
+            self._frontier_size = tree.size
         if self.on_commit is not None:
             try:
                 self.on_commit(
@@ -512,7 +616,29 @@ class AuditLog:
                 self._anchor.write(*anchor)
             except AuditLogError as exc:
                 anchor_error = str(exc)
+        # A commit writes its new rows' pages (a record and its overflow page), the page before
+        # them, the tree's parent page, the head and the database's header; a checkpoint is a
+        # page of its own.
+        self._wal_pages += 3 + 2 * len(rows) + len(notes)
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._checkpoint_wal()
         return Committed([row[0] for row in rows], anchor_error)
+
+    def _checkpoint_wal(self) -> None:
+        """Copy the WAL's pages into the database (a passive checkpoint: readers are not
+        waited for; what they still need stays in the WAL for the next one). Every record is
+        already durable in the WAL, so a failure loses nothing; but a failed sync may have let
+        the kernel drop pages, so the log is not trusted again until :meth:`reopen`, as after
+        a failed commit: the next commit reports it."""
+        try:
+            row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            reason = str(_storage_error(exc, f"cannot checkpoint {self.path}"))
+            log.error("%s", reason)
+            self._poison(reason)
+            return
+        written, copied = (int(row[1]), int(row[2])) if row is not None else (0, 0)
+        self._wal_pages = max(0, written - copied)
 
     def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
         """Record one event on its own; returns its sequence number once it is durable."""
@@ -558,15 +684,20 @@ class AuditLog:
         if self._connection is None and self.locked is not None:
             return None
         try:
-            row = self._db.execute(
-                "SELECT seq, context FROM records WHERE context IS NOT NULL"
-                " ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
+            head = _read_head(self._db)
+            row: tuple[object, object] | None = (
+                (head[3], head[4])
+                if head is not None
+                else self._db.execute(
+                    "SELECT seq, context FROM records WHERE context IS NOT NULL"
+                    " ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
+            )
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
-        if row is None:
+        if row is None or not isinstance(row[0], int):
             return None
-        seq, blob = row
+        seq, blob = row[0], row[1]
         if not isinstance(blob, bytes):
             raise LogIntegrityError(int(seq), "the stored context is not bytes")
         return int(seq), blob
@@ -583,7 +714,8 @@ class AuditLog:
         try:
             self._transaction(
                 lambda db: db.execute(
-                    "INSERT OR IGNORE INTO checkpoints VALUES (?, ?)", (tree.size, note)
+                    "INSERT OR IGNORE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
+                    (tree.size, note, tree.to_bytes()),
                 )
             )
         except AuditLogError as exc:
@@ -602,8 +734,8 @@ class AuditLog:
         return size
 
     def check_anchor(self) -> str | None:
-        """None when the log is what this controller signed: its last record carries a
-        checkpoint of the whole log signed with the log's key, and the log extends its anchor
+        """None when the log is what this controller signed: its running checkpoint signs the
+        whole log with the log's key, and the log extends its anchor
         (if it has one yet). Otherwise what is wrong."""
         if self.signer is None:
             return None
@@ -644,7 +776,7 @@ class AuditLog:
 
     def _check_tail(self) -> str | None:
         """Records appended without the key (the log edited while the controller was off)
-        would be chained but not signed: the last record's checkpoint must sign them all."""
+        would be chained but not signed: the running checkpoint must sign them all."""
         if self.size == 0:
             return None
         note = read_latest_checkpoint(self._db)
@@ -662,9 +794,16 @@ class AuditLog:
             )
         return None
 
+    def _checkpoint_of(self, tree: CompactRange) -> Checkpoint:
+        return Checkpoint(self.origin, tree.size, tree.root())
+
     def _signed(self, tree: CompactRange) -> str:
         assert self.signer is not None
-        return sign_checkpoint(Checkpoint(self.origin, tree.size, tree.root()), self.signer)
+        return sign_checkpoint(self._checkpoint_of(tree), self.signer)
+
+    def _signature(self, tree: CompactRange) -> bytes:
+        assert self.signer is not None
+        return checkpoint_signature(self._checkpoint_of(tree), self.signer)
 
     def records(self, *, start: int = 1) -> Iterator[StoredRecord]:
         return read_records(self._db, start=start)
@@ -777,11 +916,41 @@ def read_records(
         raise _storage_error(exc, "cannot read the records") from exc
 
 
-def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:
-    """The signed checkpoint of the whole log: kept with its last record, and only there (a
-    log from before that keeps it in the ``checkpoints`` row of size 0). None when the last
-    record has none: the log was cut back."""
+def _read_head(db: sqlite3.Connection) -> tuple[int, bytes, bytes, int | None, object] | None:
+    """The head row: (size, signature, root, context's seq, context), or None for a log from
+    before it."""
     try:
+        row = db.execute(
+            "SELECT size, signature, root, context_seq, context FROM head WHERE id = 1"
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    if row is None:
+        return None
+    size, signature, root, context_seq, context = row
+    if not isinstance(size, int) or not isinstance(signature, bytes) or not isinstance(root, bytes):
+        raise LogIntegrityError(None, "the log's head row is damaged")
+    if context_seq is not None and not isinstance(context_seq, int):
+        raise LogIntegrityError(None, "the log's head row is damaged")
+    return size, signature, root, context_seq, context
+
+
+def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:
+    """The signed checkpoint of the whole log: kept in the head row, re-signed with every
+    commit (a log from before the head keeps it with its last record, an older one in the
+    ``checkpoints`` row of size 0). None when it does not name the last record: the log was
+    cut back."""
+    try:
+        head = _read_head(db)
+        if head is not None:
+            last = db.execute("SELECT max(seq) FROM records").fetchone()
+            if last is None or last[0] != head[0]:
+                return None
+            origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+            name = "" if origin is None else bytes(origin[0]).decode("utf-8", "replace")
+            return checkpoint_note(Checkpoint(name, head[0], head[2]), name, head[1])
         row = db.execute("SELECT note FROM records ORDER BY seq DESC LIMIT 1").fetchone()
         if row is not None and row[0] is not None:
             return str(row[0])

@@ -236,5 +236,17 @@ def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> str:
     return sign_note(checkpoint.text(), signer)
 
 
+def checkpoint_signature(checkpoint: Checkpoint, signer: Signer) -> bytes:
+    """The signature sign_checkpoint puts in its note: key ID || Ed25519 signature."""
+    return signer.verifier.key_id + signer.sign(checkpoint.text().encode("utf-8"))
+
+
+def checkpoint_note(checkpoint: Checkpoint, name: str, signature: bytes) -> str:
+    """The note sign_checkpoint writes, from its one signature (key ID || signature): a log
+    keeps the bytes and rebuilds the text. Unverified: open_checkpoint checks it."""
+    encoded = base64.b64encode(signature).decode()
+    return f"{checkpoint.text()}\n{SIGNATURE_DASH} {name} {encoded}\n"
+
+
 def open_checkpoint(note: str, verifier: Verifier) -> Checkpoint:
     return Checkpoint.parse(open_note(note, verifier))
