@@ -317,3 +317,41 @@ def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_af
         db.execute("UPDATE head SET root = ?", (bytes(32),))
     with pytest.raises(AuditLogError, match="frontier"):
         AuditLog.open(tmp_path)
+
+
+class _FailingCheckpoints:
+    """The writer's connection, except that copying the WAL fails (as a failed sync would)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if "wal_checkpoint" in sql:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.connection.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self.connection.executemany(sql, *args)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def test_a_failed_wal_copy_loses_nothing_and_the_log_is_reopened_before_the_next_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", 10)
+    log = AuditLog.open(tmp_path)
+    assert log._connection is not None
+    log._connection = _FailingCheckpoints(log._connection)  # type: ignore[assignment]
+    seqs = [log.append(RecordKind.POWER_ON, {"n": n}) for n in range(2)]
+    assert log.is_poisoned  # the second commit went past 10 pages and its copy failed
+    with pytest.raises(AuditLogError, match="checkpoint"):
+        log.append(RecordKind.POWER_ON, {"n": 2})
+    reopened = log.reopen()
+    assert (reopened.acknowledged, reopened.size) == (seqs[-1], seqs[-1])
+    assert log.append(RecordKind.POWER_ON, {"n": 2}) == seqs[-1] + 1
+    log.close()
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    assert verify_state_dir(tmp_path, signer.verifier).records == seqs[-1] + 1
