@@ -174,6 +174,7 @@ GARBAGE = [
 # that does not exist, exit 78), so that nothing starts even if the garbage were accepted.
 FAIL_LATER: dict[str, list[str]] = {
     "position": ["--game", "tiles", "--total", "9"],
+    "deal-plan": ["--style", "standard", "--total", "9"],
     "wagers": ["--dice", "1,2,3"],
     "simulate": ["--config", "{missing}"],
     "selftest": ["--config", "{missing}"],

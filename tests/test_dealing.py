@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from collections import Counter
 
 import pytest
 
+from controller.cli import main
 from controller.core.dealing import DealingPlan, DeliveryStyle, dealing_plan
 from controller.core.position import Game, Position, starting_position
 from controller.errors import ControllerError, GameRuleError
@@ -330,6 +332,110 @@ def test_each_style_names_its_section() -> None:
         "621a.9(3)",
         "621a.9(4)",
     ]
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_deal_plan_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "deal-plan", "--style", "cup-say-left", "--total", "15")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert list(doc) == ["style", "starting_position", "plan"]
+    assert doc["style"] == "cup-say-left"
+    assert doc["starting_position"] == "seat 6"
+    assert doc["plan"][0] == {
+        "position": "seat 6",
+        "tiles": [{"stack": 8, "part": "top"}, {"stack": 7, "part": "top"}],
+    }
+    assert doc["plan"][1] == {
+        "position": "dead hand",
+        "tiles": [{"stack": 8, "part": "bottom"}, {"stack": 7, "part": "bottom"}],
+    }
+    assert [d["position"] for d in doc["plan"]] == [
+        "seat 6",
+        "dead hand",
+        "dealer",
+        "seat 1",
+        "seat 2",
+        "seat 3",
+        "seat 4",
+        "seat 5",
+    ]
+    for delivery in doc["plan"]:
+        assert list(delivery) == ["position", "tiles"]
+        for tile in delivery["tiles"]:
+            assert list(tile) == ["stack", "part"]
+
+
+@pytest.mark.parametrize("style", list(RULE_TEXT))
+def test_deal_plan_for_every_total_and_bank(capsys: pytest.CaptureFixture[str], style: str) -> None:
+    for total in TOTALS:
+        for bank_seat in BANKS:
+            bank = [] if bank_seat is None else ["--bank-seat", str(bank_seat)]
+            code, out, _ = run(capsys, "deal-plan", "--style", style, "--total", str(total), *bank)
+            assert code == 0
+            assert json.loads(out) == expected_record(style, total, bank_seat), (total, bank_seat)
+
+
+def test_deal_plan_labels_are_those_of_position(capsys: pytest.CaptureFixture[str]) -> None:
+    for total in TOTALS:
+        _, out, _ = run(capsys, "position", "--game", "tiles", "--total", str(total))
+        label = json.loads(out)["label"]
+        _, out, _ = run(capsys, "deal-plan", "--style", "standard", "--total", str(total))
+        assert json.loads(out)["starting_position"] == label
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--style", "chee-yee", "--total", "9"],  # 621a.9(5): not offered
+        ["--style", "STANDARD", "--total", "9"],
+        ["--total", "9"],
+        ["--style", "standard"],
+        ["--style", "standard", "--total", "2"],
+        ["--style", "standard", "--total", "19"],
+        ["--style", "standard", "--total", "0"],
+        ["--style", "standard", "--total", "\u0663"],  # ARABIC-INDIC DIGIT THREE
+        ["--style", "standard", "--total", "1_5"],
+        ["--style", "standard", "--total", "9" * 5000],
+        ["--style", "standard", "--total", "9", "--bank-seat", "0"],
+        ["--style", "standard", "--total", "9", "--bank-seat", "7"],
+        ["--style", "standard", "--total", "9", "--bank-seat", "\u00b2"],
+        ["--style", "standard", "--total", "9", "--game", "poker"],
+        ["--style", "standard", "--total", "9", "a\nb"],
+    ],
+)
+def test_deal_plan_bad_arguments_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, err = run(capsys, "deal-plan", *argv)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert err.endswith("\n")
+    assert err.startswith("paigow-controller: ")
+    assert "Traceback" not in err
+
+
+def test_deal_plan_help_describes_and_gives_an_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "deal-plan", "--help")
+    assert code == 0
+    assert "621a.9" in out
+    assert "621a.8(d)" in out
+    assert "paigow-controller deal-plan --style" in out
+    for style in RULE_TEXT:
+        assert style in out
 
 
 def test_a_rule_error_is_a_controller_error() -> None:

@@ -52,6 +52,13 @@ COMMANDS: list[Command] = [
         "position",
     ),
     Command(
+        "deal-plan",
+        "which tiles each position receives, for a delivery style",
+        _GAME,
+        "deal_plan_arguments",
+        "deal_plan",
+    ),
+    Command(
         "wagers", "the dice side wager outcomes of one roll", _GAME, "wagers_arguments", "wagers"
     ),
     Command(

@@ -1,5 +1,6 @@
-"""The game's own commands: ``position``, ``wagers``, ``paytables`` and ``check-config``. They
-decide nothing themselves: the core (controller/core/) does, from the rule texts."""
+"""The game's own commands: ``position``, ``deal-plan``, ``wagers``, ``paytables`` and
+``check-config``. They decide nothing themselves: the core (controller/core/) does, from the
+rule texts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli.args import print_json, whole_number
 from controller.core.config import Config
+from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import FACES, Roll
 from controller.core.position import BETTING_POSITIONS, Game, starting_position
 from controller.core.result import result_of_roll
@@ -44,6 +46,43 @@ def position(args: argparse.Namespace) -> int:
     position = starting_position(game, total, bank_seat=bank_seat)
     bank = "dealer" if bank_seat is None else f"seat {bank_seat}"
     print_json({"game": game.value, "total": total, "bank": bank, "label": position.label})
+    return 0
+
+
+# --- deal-plan ------------------------------------------------------------------------------
+
+DEAL_PLAN_DESCRIPTION = """\
+The dealing plan of a Pai Gow (tiles) round: the eight positions in dealing order,
+counterclockwise from the starting position (621a.8(c), or 621a.11(j) when a player banks),
+the dealer and the Dead Hand included, each with the tiles it receives, for the standard
+procedure of 621a.8(d) or a delivery style of 621a.9(1)-(4). Stacks are numbered 1..8 from
+the dealer's right; "top" is a stack's top two tiles, "bottom" the two under them."""
+
+DEAL_PLAN_EXAMPLE = """\
+example:
+  paigow-controller deal-plan --style jung-quat --total 9 --bank-seat 3"""
+
+
+def deal_plan_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = DEAL_PLAN_DESCRIPTION
+    p.epilog = DEAL_PLAN_EXAMPLE
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument(
+        "--style",
+        required=True,
+        choices=[s.value for s in DeliveryStyle],
+        help="the delivery style the bank chose (standard when it chose none, 621a.11(i))",
+    )
+    p.add_argument("--total", required=True, help="the dice total, 3..18")
+    p.add_argument("--bank-seat", help="the seat of the player who banks, 1..6")
+
+
+def deal_plan(args: argparse.Namespace) -> int:
+    style = DeliveryStyle(args.style)
+    total = _total(args.total)
+    bank_seat = None if args.bank_seat is None else _seat(args.bank_seat)
+    start = starting_position(Game.TILES, total, bank_seat=bank_seat)
+    print_json(dealing_plan(Game.TILES, style, start).as_record())
     return 0
 
 
