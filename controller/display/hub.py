@@ -52,7 +52,7 @@ class Message:
     event: str  # the SSE event name: "screen" or "notice"
     payload: dict[str, Any]
     event_id: EventId | None  # None for a notice: it does not move Last-Event-ID
-    sse: bytes = b""  # the message as the stream sends it (serialised once, when made)
+    sse: bytes  # the message as the stream sends it (serialised once, when made)
 
 
 def sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
