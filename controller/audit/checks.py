@@ -138,10 +138,18 @@ class ContentCheck:
     distinct one is computed once per paytables (a log holds a few hundred distinct rolls
     and banks), and every result record is compared with it."""
 
-    def __init__(self, verifier: Verifier, paytables: tuple[Paytable, ...] | None = None) -> None:
+    def __init__(
+        self,
+        verifier: Verifier,
+        paytables: tuple[Paytable, ...] | None = None,
+        *,
+        expected: dict[tuple[object, ...], dict[str, Any]] | None = None,
+    ) -> None:
+        """``expected``: the results already computed with ``paytables`` (a dict this check
+        fills in while those are in force)."""
         self.verifier = verifier
         self.paytables = paytables
-        self._expected: dict[tuple[object, ...], dict[str, Any]] = {}
+        self._expected = {} if expected is None else expected
 
     def check(self, cur: Entry) -> int:
         """1 for a result checked, else 0; raises :class:`RecordDataError`."""

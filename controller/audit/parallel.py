@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 RUN_RECORDS = 1 << 15  # records per unit of work: a power of two (see above), ~1 s of work
 MIN_RECORDS = 2 * RUN_RECORDS  # below this one process is as quick
+MAX_CONFIGS_KEPT = 8  # paytables (and results computed with them) a worker keeps between runs
 _SHAPE_KINDS = ROUND_KINDS | RNG_KINDS
 _STARTS_A_ROUND = frozenset({RecordKind.NO_MORE_BETS, RecordKind.VOID})
 _RECORDS = "SELECT seq, kind, leaf FROM records WHERE seq BETWEEN ? AND ? ORDER BY seq"
@@ -124,6 +125,11 @@ class _WorkerState:
     verifier: Verifier | None = None
     db: sqlite3.Connection | None = None
     shapes: canonical.Shapes = field(default_factory=canonical.Shapes)
+    # the paytables of a config_loaded record (seq, leaf) and the results computed with them
+    paytables: dict[
+        tuple[int, bytes] | None,
+        tuple[tuple[Paytable, ...] | None, dict[tuple[object, ...], dict[str, Any]]],
+    ] = field(default_factory=dict)
 
 
 _WORKER = _WorkerState()
@@ -260,7 +266,12 @@ def _checked_run(task: _Task) -> _Run:
         if type(note) is not str:
             raise _Split  # the sequential path reads the checkpoints and names it
         notes[seq] = note
-    content = ContentCheck(verifier, _paytables_of(task.config))
+    known = _WORKER.paytables.get(task.config)
+    if known is None:
+        if len(_WORKER.paytables) >= MAX_CONFIGS_KEPT:
+            _WORKER.paytables.clear()
+        known = _WORKER.paytables[task.config] = (_paytables_of(task.config), {})
+    content = ContentCheck(verifier, known[0], expected=known[1])
     opened: list[tuple[int, Checkpoint]] = []
     hashed: list[bytes] = []
     events, rng = run.events, run.rng
