@@ -326,3 +326,12 @@ def test_a_last_event_id_that_is_not_ascii_digits_gets_the_snapshot(
     assert data["current"]["round"] == 4
     stream.close()
     assert_no_traceback(capfd.readouterr().err, caplog)
+
+
+def test_a_port_already_taken_is_one_error_naming_it(display: DisplayServer) -> None:
+    """The servers' wake-up pipe exists before the socket: socketserver closes the server when
+    it cannot listen, and that close must not fail in its turn."""
+    host, port = display.http_address
+    config = DisplayConfig(host=host, http_port=port, feed_port=0)
+    with pytest.raises(OSError, match=f"table display cannot listen on {host}:{port}"):
+        DisplayServer(config, EmptyLog(), feed=False)

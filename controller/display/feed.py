@@ -123,8 +123,9 @@ class CappedServer(socketserver.ThreadingTCPServer):
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stopped.set()
-        super().__init__(address, handler)
+        # Before the socket: socketserver's __init__ calls server_close when it cannot listen.
         self._wake_read, self._wake_write = os.pipe()
+        super().__init__(address, handler)
 
     @property
     def address(self) -> tuple[str, int]:
