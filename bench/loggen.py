@@ -30,7 +30,7 @@ from controller.core.state import Event, Occurrence, RoundMachine
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
-FORMAT = "v3"  # the log's rows as they are written now; a new layout gets a new cache
+FORMAT = "v4"  # the log's rows as they are written now; a new layout gets a new cache
 GROUP = 5000  # commits per transaction
 
 
