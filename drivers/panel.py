@@ -76,6 +76,9 @@ class PanelPins:
     key_void_round: int | str
     key_clear_fault: int | str
     key_dice_set: int | str
+    key_bank_seat: int | str
+    key_style: int | str
+    key_shift_change: int | str
     supervisor_key: int | str
     lamp_red: int | str
     lamp_green: int | str
@@ -134,6 +137,9 @@ class GpioPanel:
                 ("key_void_round", pins.key_void_round, Event.VOID_ROUND),
                 ("key_clear_fault", pins.key_clear_fault, Event.CLEAR_FAULT),
                 ("key_dice_set", pins.key_dice_set, Event.DICE_SET),
+                ("key_bank_seat", pins.key_bank_seat, Event.BANK_SEAT_KEY),
+                ("key_style", pins.key_style, Event.STYLE_KEY),
+                ("key_shift_change", pins.key_shift_change, Event.SHIFT_CHANGE),
                 ("shake_button", pins.shake_button, Event.SHAKE_PRESSED),
             ]
             for name, pin, event in keys:

@@ -291,6 +291,43 @@ def test_verify_log_rejects_a_round_closed_without_its_result(tmp_path: Path) ->
     assert caught.value.record == seq
 
 
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        # 621a.11(i): the style is chosen once bets are closed, before the result
+        ([(RecordKind.DELIVERY_STYLE, {"round": 1, "style": "jung-quat"})], "delivery style"),
+        (
+            [
+                (RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"}),
+                (RecordKind.DELIVERY_STYLE, {"round": 2, "style": "jung-quat"}),
+            ],
+            "delivery style",
+        ),
+        # the bank is chosen while bets are open
+        (
+            [
+                (RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"}),
+                (RecordKind.BANK_SELECTED, {"round": 1, "bank": "seat 2", "refused": None}),
+            ],
+            "bank selected",
+        ),
+    ],
+)
+def test_verify_log_rejects_a_style_or_a_bank_chosen_out_of_turn(
+    tmp_path: Path, records: list[tuple[RecordKind, dict[str, object]]], message: str
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
+    log.append(RecordKind.BANK_SELECTED, {"round": 1, "bank": "seat 1", "refused": "621a.11(b)"})
+    seq = 0
+    for kind, data in records:
+        seq = log.append(kind, data)
+    log.close()
+    with pytest.raises(LogIntegrityError, match=message) as caught:
+        verify_state_dir(tmp_path, _verifier(tmp_path))
+    assert caught.value.record == seq
+
+
 def _simulate_under_strace(
     state: Path, inject: str, rounds: int = 2
 ) -> subprocess.CompletedProcess[str]:

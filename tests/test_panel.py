@@ -115,6 +115,9 @@ def test_mashing_gives_one_event_per_press(desk: Desk) -> None:
         ("key_void_round", Event.VOID_ROUND),
         ("key_clear_fault", Event.CLEAR_FAULT),
         ("key_dice_set", Event.DICE_SET),
+        ("key_bank_seat", Event.BANK_SEAT_KEY),
+        ("key_style", Event.STYLE_KEY),
+        ("key_shift_change", Event.SHIFT_CHANGE),
     ],
 )
 def test_dealer_keys_and_the_supervisor_switch(desk: Desk, key: str, event: Event) -> None:

@@ -229,6 +229,11 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     def close_round(self) -> None:
         self.table.send(Event.CLOSE_ROUND)
 
+    @rule(event=st.sampled_from([Event.BANK_SEAT_KEY, Event.STYLE_KEY, Event.SHIFT_CHANGE]))
+    def dealer_selects(self, event: Event) -> None:
+        """The bank, the delivery style and the shift change: in the context, taken up again."""
+        self.table.send(event)
+
     @rule(supervisor=st.booleans())
     def void_round(self, supervisor: bool) -> None:
         self.table.send(Event.VOID_ROUND, supervisor=supervisor)

@@ -758,3 +758,133 @@ def test_no_roll_reasons_reach_the_display_in_plain_words() -> None:
     t.read(TILTED)
     shown = t.shown(Screen.NO_ROLL)
     assert shown.data["reason"] == NoRollReason.NOT_FLAT.value
+
+
+# --- issue 14: the bank key, the delivery style, the shift change ---------------------------
+
+
+def test_the_bank_key_steps_through_the_banks_and_shows_what_the_rules_refuse() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    banks = []
+    for _ in range(7):
+        t.send(Event.BANK_SEAT_KEY)
+        assert t.records() == [RecordKind.BANK_SELECTED]
+        ready = t.shown(Screen.READY)
+        banks.append(ready.data["bank"])
+        # 621a.11(b): no player banks the first round after a shuffle
+        assert ("bank_refused" in ready.data) == (ready.data["bank"] != "dealer")
+        assert "621a.11(b)" in str(ready.data.get("bank_refused", "621a.11(b)"))
+    assert banks == [f"seat {n}" for n in range(1, 7)] + ["dealer"]
+    t.send(Event.BANK_SEAT_KEY)  # seat 1, refused: no more bets is refused with the reason
+    before = t.machine.context
+    with pytest.raises(BankRuleError, match=r"621a\.11"):
+        t.send(Event.NO_MORE_BETS)
+    assert t.machine.context is before
+
+
+def test_no_more_bets_takes_the_bank_selected_on_the_panel() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)  # a round played: seats may bank now
+    for _ in range(3):
+        t.send(Event.BANK_SEAT_KEY)
+    assert t.shown(Screen.READY).data == {"round": 2, "bank": "seat 3"}
+    t.send(Event.NO_MORE_BETS)
+    record = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)
+    assert record.data["bank"] == "seat 3"
+    assert t.machine.context.bank_seat == 3
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=3)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(1, 1, 1)).read(good_reading(1, 1, 1))
+    result = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    # 621a.11(j): the bank's seat is number one; a total of 3 is the second seat after it
+    assert result.data["starting_position"] == "seat 5"
+    t.send(Event.CLOSE_ROUND)
+    assert t.machine.context.bank_seat is None  # the next round starts with the dealer
+    assert t.shown(Screen.READY).data["bank"] == "dealer"
+    t.to_armed()
+    with pytest.raises(IllegalTransition):
+        t.send(Event.BANK_SEAT_KEY)  # bets are closed: the bank is chosen before
+
+
+def test_the_style_key_steps_through_the_styles_before_the_first_shake() -> None:
+    t = Table().to_armed()
+    assert t.shown(Screen.BETS_CLOSED).data["delivery_style"] == "standard"
+    seen = []
+    for _ in range(5):
+        t.send(Event.STYLE_KEY)
+        assert t.records() == [RecordKind.DELIVERY_STYLE]
+        record = t.actions[0]
+        seen.append((record.data["style"], record.data["section"]))
+        assert t.shown(Screen.BETS_CLOSED).data["delivery_style"] == record.data["style"]
+    assert seen == [
+        ("house-way-left", "621a.9(1)"),
+        ("cup-say-right", "621a.9(2)"),
+        ("cup-say-left", "621a.9(3)"),
+        ("jung-quat", "621a.9(4)"),
+        ("standard", "621a.8(d)"),
+    ]
+    t.send(Event.STYLE_KEY)
+    t.send(Event.STYLE_KEY)  # cup say from the right
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=1)  # a no roll: the style stays
+    assert t.state is State.NO_ROLL
+    with pytest.raises(IllegalTransition):
+        t.send(Event.STYLE_KEY)
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=3)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(6, 2, 1)).read(good_reading(6, 2, 1))  # 9: the dealer first
+    plan = t.shown(Screen.RESULT).data["dealing_plan"]
+    assert isinstance(plan, dict)
+    assert plan["style"] == "cup-say-right"
+    assert plan["starting_position"] == "dealer"
+    assert plan["plan"][0] == {
+        "position": "dealer",
+        "tiles": [{"stack": 1, "part": "top"}, {"stack": 2, "part": "top"}],
+    }
+    assert plan["plan"][1]["tiles"] == [
+        {"stack": 1, "part": "bottom"},
+        {"stack": 2, "part": "bottom"},
+    ]
+    t.send(Event.CLOSE_ROUND)
+    assert t.machine.context.delivery_style.value == "standard"
+
+
+def test_a_style_after_a_fault_resumed_past_the_first_attempt_is_refused() -> None:
+    t = Table().to_shaking()
+    t.send(Event.TAMPER)
+    t.send(Event.SECURED)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.ARMED
+    t.send(Event.STYLE_KEY)
+    assert t.screens() == [Screen.REFUSED]
+    assert t.records() == []
+
+
+def test_pai_gow_poker_has_no_delivery_styles() -> None:
+    t = Table(replace(SETTINGS, game=Game.POKER)).to_armed()
+    assert "delivery_style" not in t.shown(Screen.BETS_CLOSED).data
+    before = t.machine.context
+    with pytest.raises(GameRuleError, match=r"621a\.9"):
+        t.send(Event.STYLE_KEY)
+    assert t.machine.context is before
+
+
+@pytest.mark.parametrize("mode", [Mode.SHAKER, Mode.RNG])
+def test_a_shift_change_is_recorded_and_rotates_the_rng_session(mode: Mode) -> None:
+    t = Table(replace(SETTINGS, mode=mode))
+    t.send(Event.SHIFT_CHANGE)
+    assert t.records() == [RecordKind.SHIFT_CHANGE]
+    if mode is Mode.RNG:
+        # the session is revealed, then a new one committed and shown before bets close
+        assert t.kinds()[1:] == [ActionKind.CLOSE_RNG, ActionKind.PREPARE_RNG, ActionKind.SHOW]
+        assert t.actions[1].data == {"reason": "shift_change"}
+    else:
+        assert t.kinds()[1:] == [ActionKind.SHOW]
+    t.to_armed()
+    with pytest.raises(IllegalTransition):
+        t.send(Event.SHIFT_CHANGE)

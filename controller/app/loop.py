@@ -374,7 +374,7 @@ class ControlLoop:
             ports.rng.prepare()
         elif kind is ActionKind.CLOSE_RNG:
             if ports.rng is not None:
-                ports.rng.close("shutdown")
+                ports.rng.close(str(action.data.get("reason", "shutdown")))
         elif kind is ActionKind.REANCHOR:
             size = ports.log.reanchor()
             log.warning("the log's anchor is now its checkpoint of %d records", size)

@@ -26,7 +26,9 @@ from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
 from controller.core.config import Config
+from controller.core.dealing import DeliveryStyle
 from controller.core.digits import quoted
+from controller.core.position import Game
 from controller.core.state import Mode, Screen
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
@@ -110,6 +112,7 @@ class Crew:
     press_s: float
     on_done: threading.Event
     is_manual: bool = False
+    has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
@@ -118,6 +121,7 @@ class Crew:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="simulated-crew", daemon=True)
         self._last: Screen | None = None
+        self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -152,6 +156,11 @@ class Crew:
         self.stopping.wait(self.press_s)
         self.panel.release(key)
 
+    def _step_key(self, key: str) -> None:
+        """A key pressed again and again (bank, style): released long enough to count."""
+        self._press(key)
+        self.stopping.wait(self.press_s)
+
     def _pause(self) -> None:
         self.stopping.wait(self.pause_s * (0.5 + self.random.random()))
 
@@ -161,7 +170,10 @@ class Crew:
                 self.on_done.set()
                 return
             self._pause()
-            self._press("key_no_more_bets")
+            if self._choose_bank(data):
+                self._press("key_no_more_bets")
+        elif screen is Screen.BETS_CLOSED and not self._choose_style(data):
+            return
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
             # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
             self._pause()
@@ -183,6 +195,44 @@ class Crew:
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._pause()
             self._clear(data)
+
+    def _wants(self, data: Mapping[str, object]) -> tuple[str | None, str]:
+        """The bank and the style this round is played with, chosen once per round: mostly the
+        dealer banks, now and then a seat; a style now and then (621a.11(i))."""
+        number = data.get("round")
+        if number not in self._wanted:
+            bank = None if self.random.random() < 0.7 else f"seat {self.random.randint(1, 6)}"
+            styles = [s.value for s in DeliveryStyle]
+            style = styles[0] if self.random.random() < 0.6 else self.random.choice(styles)
+            self._wanted[number] = (bank or "dealer", style)
+        return self._wanted[number]
+
+    def _choose_bank(self, data: Mapping[str, object]) -> bool:
+        """Step the bank key to the bank wanted; True once it is selected. A seat the bank
+        rules refuse is stepped past, and the next bank they allow is taken."""
+        if "round" not in data:  # nothing happened: the last screen again, as it was
+            return True
+        bank, style = self._wants(data)
+        shown = data.get("bank", "dealer")
+        if "bank_refused" in data:
+            self._wanted[data.get("round")] = (None, style)
+            self._step_key("key_bank_seat")
+            return False
+        if bank is not None and shown != bank:
+            self._step_key("key_bank_seat")
+            return False
+        return True
+
+    def _choose_style(self, data: Mapping[str, object]) -> bool:
+        """Step the style key to the style wanted (before the first shake); True once it is."""
+        if not self.has_styles or data.get("attempt") != 1 or "delivery_style" not in data:
+            return True
+        _, style = self._wants(data)
+        if data["delivery_style"] != style:
+            self._pause()
+            self._step_key("key_style")
+            return False
+        return True
 
     def _inject_faults(self) -> None:
         self.shaker.faults = ShakerFaults()
@@ -250,6 +300,7 @@ def run_simulation(
         press_s=config.shaker.debounce_ms * (2 if fast else 3) / 1000,
         on_done=done,
         is_manual=config.table.mode is Mode.MANUAL,
+        has_styles=config.table.game is Game.TILES,
     )
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
     options = Options(

@@ -26,7 +26,14 @@ ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
 RNG_KINDS = frozenset({RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL})
 KINDS = frozenset(str(k) for k in RecordKind)
 ROUND_KINDS = frozenset(
-    {RecordKind.NO_MORE_BETS, RecordKind.RESULT, RecordKind.CLOSE, RecordKind.VOID}
+    {
+        RecordKind.NO_MORE_BETS,
+        RecordKind.RESULT,
+        RecordKind.CLOSE,
+        RecordKind.VOID,
+        RecordKind.BANK_SELECTED,
+        RecordKind.DELIVERY_STYLE,
+    }
 )
 CONTENT_KINDS = frozenset({RecordKind.LOG_CREATED, RecordKind.CONFIG_LOADED, RecordKind.RESULT})
 MAX_REMEMBERED_RESULTS = 4096  # distinct (game, bank, dice): 216 rolls x 8 banks x 2 games
@@ -228,9 +235,10 @@ def _check_created(verifier: Verifier, cur: Entry) -> None:
 @dataclass(slots=True)
 class RoundShape:
     """What every round must look like, whatever happened in it: a result only after its
-    bets closed, a close only after its result. After a ``no_more_bets`` or a ``void`` the
-    state no longer depends on the records before, so a run of the log can be checked from
-    its first one on."""
+    bets closed, a close only after its result, a bank selected only while bets are open, a
+    delivery style only between the bets closed and the result. After a ``no_more_bets`` or a
+    ``void`` the state no longer depends on the records before, so a run of the log can be
+    checked from its first one on."""
 
     bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
     result: object = None  # the round whose result is recorded since its bets closed
@@ -249,6 +257,18 @@ class RoundShape:
             self.bets_closed = self.result = None
         elif kind == RecordKind.VOID:
             self.bets_closed = self.result = None
+        elif kind == RecordKind.BANK_SELECTED and self.bets_closed is not None:
+            raise RecordDataError(f"a bank selected for round {round_number} after bets closed")
+        elif kind == RecordKind.DELIVERY_STYLE and (
+            # 621a.11(i): chosen once "no more bets" is announced, before the dice decide
+            self.bets_closed is None
+            or self.bets_closed[0] != round_number
+            or self.result is not None
+        ):
+            raise RecordDataError(
+                f"a delivery style for round {round_number} outside its bets closed"
+                " and its result (621a.11(i))"
+            )
 
 
 def open_signed(verifier: Verifier, seq: int, note: str, what: str) -> Checkpoint:

@@ -134,6 +134,9 @@ class PinsConfig:
     lamp_blue: int = field(default=21, metadata=_range(0, 27))
     key_clear_fault: int = field(default=26, metadata=_range(0, 27))
     key_dice_set: int = field(default=25, metadata=_range(0, 27))
+    key_bank_seat: int = field(default=4, metadata=_range(0, 27))
+    key_style: int = field(default=18, metadata=_range(0, 27))
+    key_shift_change: int = field(default=7, metadata=_range(0, 27))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,9 @@ class RecordKind(StrEnum):
     FAULT_CLEARED = "fault_cleared"
     SUPERVISOR_ACTION = "supervisor_action"
     SENSOR = "sensor"  # the sensor went away or came back
+    BANK_SELECTED = "bank_selected"  # the dealer's bank key: who banks the next round
+    DELIVERY_STYLE = "delivery_style"  # 621a.11(i): the style the bank chose
+    SHIFT_CHANGE = "shift_change"
     # the appliance (emitted by the daemon)
     LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"

@@ -15,13 +15,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.core import canonical
+from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.position import BETTING_POSITIONS, BankHistory
 from controller.core.record_data import RecordDataError, result_as_recorded
 from controller.core.state import Fault, RoundContext, State
 from controller.errors import ControllerError
 
-VERSION = 1
+VERSION = 2  # 2: the delivery style (issue 14); a version 1 context is read as standard
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
 
@@ -44,6 +45,8 @@ _KEYS = frozenset(
         "result",
     }
 )
+_KEYS_V1 = _KEYS
+_KEYS_V2 = _KEYS | {"style"}
 
 
 class SnapshotError(ControllerError, ValueError):
@@ -77,6 +80,7 @@ def encode_context(ctx: RoundContext) -> bytes:
             "faults": sorted(str(f) for f in ctx.active_faults),
             "resume": None if ctx.resume_state is None else str(ctx.resume_state),
             "result": None if ctx.result is None else ctx.result.as_record(),
+            "style": ctx.delivery_style.value,
         }
     )
 
@@ -89,10 +93,13 @@ def decode_context(blob: bytes) -> RoundContext:
         raw = canonical.decode(blob)
     except canonical.EncodingError as exc:
         raise SnapshotError(f"not a canonical context snapshot: {exc}") from exc
-    if not isinstance(raw, dict) or set(raw) != _KEYS:
+    if not isinstance(raw, dict):
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
-    if raw["v"] != VERSION:
-        raise SnapshotError(f"context snapshot version {raw['v']!r} is not {VERSION}")
+    version = raw.get("v")
+    if version not in (1, VERSION) or isinstance(version, bool):
+        raise SnapshotError(f"context snapshot version {version!r} is not 1 or {VERSION}")
+    if set(raw) != (_KEYS_V1 if version == 1 else _KEYS_V2):
+        raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
     try:
         state = State(_str(raw, "state"))
         resume = None if raw["resume"] is None else State(_str(raw, "resume"))
@@ -115,6 +122,9 @@ def decode_context(blob: bytes) -> RoundContext:
             active_faults=faults,
             resume_state=resume,
             result=None if raw["result"] is None else _result(raw["result"]),
+            delivery_style=DeliveryStyle(_str(raw, "style"))
+            if version != 1
+            else DeliveryStyle.STANDARD,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):

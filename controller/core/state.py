@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TypeVar
 
+from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import (
     DiceReading,
     DieReading,
@@ -26,7 +27,7 @@ from controller.core.dice import (
     Verdict,
     next_read,
 )
-from controller.core.position import BankHistory, Game, table_cycle
+from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult, result_of_number, result_of_roll
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
@@ -87,6 +88,9 @@ class Event(StrEnum):
     CLEAR_FAULT = "clear_fault"  # dealer key, or the supervisor key switch
     POWER_ON = "power_on"  # the controller started with the context its log holds
     SHUTDOWN = "shutdown"  # an orderly stop (SIGTERM, the end of a simulation)
+    BANK_SEAT_KEY = "bank_seat_key"  # dealer key: the next bank (dealer, seat 1..6), bets open
+    STYLE_KEY = "style_key"  # dealer key: the next delivery style, after "no more bets"
+    SHIFT_CHANGE = "shift_change"  # dealer key: a new shift (and a new RNG session)
 
 
 class Fault(StrEnum):
@@ -218,6 +222,7 @@ class RoundContext:
     result: RoundResult | None = None
     is_round_open: bool = False  # a round_opened record exists for round_number
     is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
+    delivery_style: DeliveryStyle = DeliveryStyle.STANDARD  # 621a.11(i); tiles only
 
 
 S, E = State, Event
@@ -245,6 +250,9 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # bets open
     (S.IDLE, E.NO_MORE_BETS): frozenset({S.ARMED, S.DRAWING}),
     (S.IDLE, E.SHUFFLED): frozenset({S.IDLE}),
+    (S.IDLE, E.BANK_SEAT_KEY): frozenset({S.IDLE}),
+    (S.IDLE, E.SHIFT_CHANGE): frozenset({S.IDLE}),
+    (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
     # the shake; pressing the button outside a shake does nothing (no mashing)
     **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.SHAKING),
     **_each(
@@ -322,6 +330,7 @@ def next_round(ctx: RoundContext) -> RoundContext:
         no_rolls=0,
         bank_history=ctx.bank_history.after_round(ctx.bank_seat),
         bank_seat=None,
+        delivery_style=DeliveryStyle.STANDARD,
         deadline=None,
         read_progress=ReadProgress(),
         result=None,
@@ -401,14 +410,14 @@ class _Rules:
     def _enter_screen(self, ctx: RoundContext) -> list[Action]:
         """What to show (and do) on coming back to a resting state."""
         if ctx.state is S.IDLE:
-            ready = _show(Screen.READY, round=ctx.round_number)
+            ready = _show(Screen.READY, round=ctx.round_number, **self._bank(ctx))
             if self.settings.mode is Mode.RNG:
                 # 621a.8(a)(1): the session's commitment is recorded and shown before bets
                 # close, never inside a draw.
                 return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
             return [ready]
         if ctx.state is S.ARMED:
-            return [_show(Screen.BETS_CLOSED, **self._round(ctx))]
+            return [_show(Screen.BETS_CLOSED, **self._round(ctx), **self._style(ctx))]
         if ctx.state is S.NO_ROLL:
             return [_show(Screen.NO_ROLL, **self._round(ctx))]
         if ctx.state is S.LOCKED:
@@ -423,7 +432,26 @@ class _Rules:
             ]
         assert ctx.state is S.RESULT
         assert ctx.result is not None
-        return [_show(Screen.RESULT, **self._round(ctx), result=ctx.result.as_record())]
+        shown: dict[str, object] = {"result": ctx.result.as_record()}
+        if self.settings.game is Game.TILES:
+            # 621a.8(d), 621a.9: which stacks go where, for the dealer and surveillance
+            plan = dealing_plan(self.settings.game, ctx.delivery_style, ctx.result.position)
+            shown["dealing_plan"] = plan.as_record()
+        return [_show(Screen.RESULT, **self._round(ctx), **shown)]
+
+    def _bank(self, ctx: RoundContext) -> dict[str, object]:
+        """The bank selected for the next round, and why the rules refuse it if they do."""
+        shown: dict[str, object] = {"bank": _bank_label(ctx.bank_seat)}
+        try:
+            ctx.bank_history.check(ctx.bank_seat)
+        except GameRuleError as exc:
+            shown["bank_refused"] = str(exc)
+        return shown
+
+    def _style(self, ctx: RoundContext) -> dict[str, object]:
+        if self.settings.game is not Game.TILES:
+            return {}
+        return {"delivery_style": ctx.delivery_style.value}
 
     def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
         ctx = replace(next_round(ctx), is_round_open=True)
@@ -438,14 +466,17 @@ class _Rules:
     # --- handlers -----------------------------------------------------------------------
 
     def no_more_bets(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        ctx.bank_history.check(occ.bank_seat)  # 621a.11(b),(c): raises, state unchanged
-        ctx = replace(ctx, bank_seat=occ.bank_seat, attempt=1, no_rolls=0)
+        # The bank is the one selected on the panel while bets were open (the event may name
+        # one itself, as a table-management system would).
+        bank_seat = occ.bank_seat if occ.bank_seat is not None else ctx.bank_seat
+        ctx.bank_history.check(bank_seat)  # 621a.11(b),(c): raises, state unchanged
+        ctx = replace(ctx, bank_seat=bank_seat, attempt=1, no_rolls=0)
         # The record may wait for the end of the shake: BETS_CLOSED shows no decision, and a
         # power cut before it is durable leaves the table with bets open, no shake recorded.
         record = _record_may_wait(
             RecordKind.NO_MORE_BETS,
             round=ctx.round_number,
-            bank="dealer" if occ.bank_seat is None else f"seat {occ.bank_seat}",
+            bank=_bank_label(bank_seat),
             mode=str(self.settings.mode),
         )
         if self.settings.mode is Mode.RNG:
@@ -454,6 +485,48 @@ class _Rules:
         else:
             ctx = replace(ctx, state=S.ARMED)
         return ctx, [record, *self._enter_screen(ctx)]
+
+    def bank_seat_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The dealer's bank key steps through the banks: the dealer, then seat 1..6. A seat
+        the bank rules refuse (621a.11(b),(c); 645a.12) is shown with the reason, and "no more
+        bets" is refused while it is selected."""
+        banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
+        chosen = banks[(banks.index(ctx.bank_seat) + 1) % len(banks)]
+        ctx = replace(ctx, bank_seat=chosen)
+        shown = self._bank(ctx)
+        record = _record(
+            RecordKind.BANK_SELECTED,
+            round=ctx.round_number,
+            bank=shown["bank"],
+            refused=shown.get("bank_refused"),
+        )
+        return ctx, [record, *self._enter_screen(ctx)]
+
+    def style_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """621a.11(i): once "no more bets" is announced the bank may choose a style of delivery
+        (621a.9), identified to surveillance before the shake; none chosen is 621a.8(d)."""
+        if self.settings.game is not Game.TILES:
+            raise GameRuleError("Pai Gow Poker has no delivery styles (621a.9 is for tiles)")
+        if ctx.attempt != 1 or ctx.no_rolls:
+            return _refuse(ctx, "the style of delivery is chosen before the first shake")
+        styles = list(DeliveryStyle)
+        chosen = styles[(styles.index(ctx.delivery_style) + 1) % len(styles)]
+        ctx = replace(ctx, delivery_style=chosen)
+        record = _record(
+            RecordKind.DELIVERY_STYLE,
+            round=ctx.round_number,
+            style=chosen.value,
+            section=chosen.section,
+        )
+        return ctx, [record, *self._enter_screen(ctx)]
+
+    def shift_change(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """A new dealer shift. In RNG mode the session is revealed and a new one committed,
+        shown before the new shift's first bets close (621a.8(a)(1))."""
+        actions = [_record(RecordKind.SHIFT_CHANGE, round=ctx.round_number)]
+        if self.settings.mode is Mode.RNG:
+            actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
+        return ctx, [*actions, *self._enter_screen(ctx)]
 
     def shuffled(self, ctx: RoundContext, occ: Occurrence) -> Step:
         ctx = replace(ctx, bank_history=BankHistory.after_shuffle())
@@ -797,7 +870,14 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.CLEAR_FAULT: _Rules.clear_fault,
     E.POWER_ON: _Rules.power_on,
     E.SHUTDOWN: _Rules.shutdown,
+    E.BANK_SEAT_KEY: _Rules.bank_seat_key,
+    E.STYLE_KEY: _Rules.style_key,
+    E.SHIFT_CHANGE: _Rules.shift_change,
 }
+
+
+def _bank_label(bank_seat: int | None) -> str:
+    return "dealer" if bank_seat is None else f"seat {bank_seat}"
 
 
 def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:

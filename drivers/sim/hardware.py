@@ -320,6 +320,9 @@ PANEL_KEYS = (
     "key_void_round",
     "key_clear_fault",
     "key_dice_set",
+    "key_bank_seat",
+    "key_style",
+    "key_shift_change",
     "supervisor_key",
 )
 

@@ -1,0 +1,60 @@
+"""The stored round context: what the encoder writes is read back, a version 1 context (before
+the delivery style) is still read, and anything else is refused."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from controller.core import canonical
+from controller.core.dealing import DeliveryStyle
+from controller.core.snapshot import SnapshotError, decode_context, encode_context
+from controller.core.state import RoundContext, State
+
+
+def _raw(ctx: RoundContext) -> dict[str, object]:
+    value = json.loads(encode_context(ctx))
+    assert isinstance(value, dict)
+    return value
+
+
+@pytest.mark.parametrize("style", list(DeliveryStyle))
+def test_a_context_with_its_style_reads_back(style: DeliveryStyle) -> None:
+    ctx = replace(RoundContext(), state=State.ARMED, round_number=7, delivery_style=style)
+    assert decode_context(encode_context(ctx)) == ctx
+
+
+def test_a_version_1_context_is_read_with_the_standard_style() -> None:
+    raw = _raw(replace(RoundContext(), round_number=3, bank_seat=2))
+    del raw["style"]
+    raw["v"] = 1
+    ctx = decode_context(canonical.encode(raw))
+    assert ctx.delivery_style is DeliveryStyle.STANDARD
+    assert (ctx.round_number, ctx.bank_seat) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"v": 3}, "version"),
+        ({"v": True}, "version"),
+        ({"v": 1}, "keys"),  # a version 1 context has no style
+        ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
+        ({"style": 4}, "not a string"),
+    ],
+)
+def test_anything_the_encoder_cannot_have_written_is_refused(
+    change: dict[str, object], message: str
+) -> None:
+    raw = {**_raw(RoundContext()), **change}
+    with pytest.raises(SnapshotError, match=message):
+        decode_context(canonical.encode(raw))
+
+
+def test_a_version_2_context_without_its_style_is_refused() -> None:
+    raw = _raw(RoundContext())
+    del raw["style"]
+    with pytest.raises(SnapshotError, match="keys"):
+        decode_context(canonical.encode(raw))
