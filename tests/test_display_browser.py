@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from display_table import Table, start_display
+from display_table import PAYTABLES, Table, start_display
 from playwright.sync_api import sync_playwright
 
-from controller.core.dice import NoRollReason
+from controller.core.dealing import DeliveryStyle, dealing_plan
+from controller.core.dice import NoRollReason, Roll
+from controller.core.position import DEALER, Game
 from controller.core.records import RecordKind
+from controller.core.result import result_of_roll
 from controller.core.state import Screen
 
 pytestmark = pytest.mark.browser
@@ -132,6 +135,101 @@ def test_rng_number_and_session_commitment(page: Any, table: Table) -> None:
     assert page.text_content("#commit-session") == "s-0001"
     assert page.text_content("#commit-value").replace(" ", "") == "ab" * 32
     shot(page, "rng-result")
+
+
+HOSTILE = '621a.11(b) <img src=x onerror="window.pwned=1"><b>&amp;</b>'
+
+
+def test_the_bank_its_refusal_and_the_delivery_style_are_shown_as_text(
+    page: Any, table: Table
+) -> None:
+    """621a.11(b), (c): who banks, and why the rules refuse it; 621a.11(i): the style chosen."""
+    table.show(Screen.READY, round=1, bank="seat 3", bank_refused=HOSTILE)
+    page.wait_for_function(
+        "() => document.getElementById('bank-line').textContent === 'Bank: seat 3'"
+    )
+    assert page.is_visible("#bank-line")
+    assert page.is_visible("#bank-refused")
+    assert page.text_content("#bank-refused") == "BANK REFUSED — " + HOSTILE
+    assert page.locator("#bank-refused *").count() == 0  # shown as text, never parsed
+    assert page.evaluate("window.pwned") is None
+    shot(page, "bank-refused")
+    table.show(Screen.READY, round=1, bank="dealer")
+    page.wait_for_function(
+        "() => document.getElementById('bank-line').textContent === 'Bank: dealer'"
+    )
+    assert page.is_hidden("#bank-refused")
+    for style, words in [
+        ("jung-quat", "Jung Quat"),
+        ("standard", "Standard (621a.8(d))"),
+        ("house-way-left", "House Way From the Left"),
+        ("cup-say-left", "Cup Say From the Left"),
+        ("cup-say-right", "Cup Say From the Right"),
+    ]:
+        table.show(Screen.BETS_CLOSED, round=1, attempt=1, delivery_style=style)
+        page.wait_for_function(
+            "w => document.getElementById('delivery-style-name').textContent === w", arg=words
+        )
+        assert page.is_visible("#delivery-style")
+        assert page.is_hidden("#bank-line")
+    shot(page, "delivery-style")
+
+
+def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, table: Table) -> None:
+    """621a.8(d), 621a.9: the eight positions in dealing order with their stacks, clear of the
+    dice, the total and the first hand."""
+    roll = Roll(3, (4, 5))
+    result = result_of_roll(Game.TILES, roll, bank_seat=None, paytables=PAYTABLES)
+    plan = dealing_plan(Game.TILES, DeliveryStyle.CUP_SAY_RIGHT, result.position)
+    table.record(RecordKind.RESULT, round=1, attempt=1, **result.as_record())
+    table.show(
+        Screen.RESULT,
+        round=1,
+        attempt=1,
+        result=result.as_record(),
+        dealing_plan=plan.as_record(),
+    )
+    wait_current(page, "result", 1, timeout_ms=5000)
+    assert page.text_content("#dealing-style") == "Cup Say From the Right"
+    lines = page.locator("#dealing-plan .delivery").all_text_contents()
+    assert lines[:3] == [
+        "seat 3: 1 top + 2 top",
+        "seat 4: 1 bottom + 2 bottom",
+        "seat 5: 3 top + 4 top",
+    ]
+    assert len(lines) == 8
+    assert page.text_content("#starting-label") == "SEAT 3"
+    plan_box = page.locator("#dealing").bounding_box()
+    for shown in ("#dice", "#total-box", "#starting", "#wagers"):
+        box = page.locator(shown).bounding_box()
+        assert not overlaps(plan_box, box), shown
+    assert plan_box["y"] + plan_box["height"] <= page.locator(".trend").bounding_box()["y"]
+    shot(page, "dealing-plan")
+
+    standard = dealing_plan(Game.TILES, DeliveryStyle.STANDARD, DEALER)
+    table.show(
+        Screen.RESULT,
+        round=1,
+        attempt=1,
+        result=result.as_record(),
+        dealing_plan=standard.as_record(),
+    )
+    page.wait_for_function(
+        "() => document.getElementById('dealing-style').textContent === 'Standard (621a.8(d))'"
+    )
+    assert page.locator("#dealing-plan .delivery").all_text_contents()[0] == "dealer: 1"
+    table.show(Screen.NO_ROLL, round=1, attempt=2, reason="not_flat", words="a die is not flat")
+    wait_current(page, "no_roll", 1, timeout_ms=5000)
+    assert page.is_hidden("#dealing")
+
+
+def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
 
 
 def test_stopping_the_server_turns_the_page_offline_within_five_seconds(

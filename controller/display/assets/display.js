@@ -17,6 +17,12 @@ const FAULT_WORDS = {
   rng_failure: "the random number generator failed its test", storage: "the audit log cannot be written",
   internal: "internal error",
 };
+// 621a.8(d), 621a.9(1)-(4): the delivery styles in the words of the rule text.
+const STYLE_WORDS = {
+  standard: "Standard (621a.8(d))", "house-way-left": "House Way From the Left",
+  "cup-say-right": "Cup Say From the Right", "cup-say-left": "Cup Say From the Left",
+  "jung-quat": "Jung Quat",
+};
 const PIPS = { 1: [[50, 50]], 2: [[27, 27], [73, 73]], 3: [[27, 27], [50, 50], [73, 73]],
   4: [[27, 27], [73, 27], [27, 73], [73, 73]],
   5: [[27, 27], [73, 27], [50, 50], [27, 73], [73, 73]],
@@ -127,7 +133,10 @@ function render() {
   head.textContent = headline;
   text("subline", sub);
   const result = screen === "result" ? d.result : null;
+  renderBank(screen === "ready" ? d : null);
+  renderStyle(screen === "bets_closed" ? d.delivery_style : null);
   renderResult(result);
+  renderDealing(screen === "result" ? d.dealing_plan : null);
   renderFaults(screen === "fault" ? d.faults : null);
   renderTable(result);
   renderTrend();
@@ -152,6 +161,53 @@ function renderResult(r) {
   show("total-box", !!r.dice);
   text("starting-label", positionName(r.starting_position));
   renderWagers(r);
+}
+
+// Who banks the round about to be played, and the rule that refuses it (621a.11(b), (c)).
+function renderBank(d) {
+  const bank = d && d.bank != null ? String(d.bank) : "";
+  const refused = d && d.bank_refused != null ? String(d.bank_refused) : "";
+  show("bank-line", !!bank);
+  text("bank-line", bank ? "Bank: " + bank : "");
+  show("bank-refused", !!refused);
+  text("bank-refused", refused ? "BANK REFUSED — " + refused : "");
+}
+
+function styleName(style) {
+  return STYLE_WORDS[style] || String(style);
+}
+
+function renderStyle(style) {
+  show("delivery-style", style != null);
+  text("delivery-style-name", style != null ? styleName(style) : "");
+}
+
+function stacksOf(tiles) {
+  if (!Array.isArray(tiles)) return "";
+  return tiles.map((t) => {
+    const stack = String(t && t.stack);
+    return t && t.part !== "whole" ? stack + " " + String(t.part) : stack;
+  }).join(" + ");
+}
+
+// Which stacks go to which position, in dealing order (621a.8(d), 621a.9); tiles only.
+function renderDealing(plan) {
+  const list = $("dealing-plan");
+  list.replaceChildren();
+  const entries = plan && Array.isArray(plan.plan) ? plan.plan : null;
+  show("dealing", !!entries);
+  $("right").classList.toggle("with-plan", !!entries);
+  text("dealing-style", entries ? styleName(plan.style) : "");
+  if (!entries) return;
+  entries.forEach((e, k) => {
+    const li = document.createElement("li");
+    if (k === 0) li.className = "first";
+    const n = document.createElement("span"); n.className = "order"; n.textContent = String(k + 1);
+    const t = document.createElement("span"); t.className = "delivery";
+    t.textContent = String(e && e.position) + ": " + stacksOf(e && e.tiles);
+    li.append(n, t);
+    list.append(li);
+  });
 }
 
 function die(face, colour) {
