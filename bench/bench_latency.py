@@ -115,6 +115,7 @@ def child(argv: Sequence[str]) -> None:
             state_dir=state_dir,
             out=out,
             web_display=True,
+            plain_rounds=True,
         )
     (work / "frames.json").write_text(json.dumps(_TimedSensor.frame_times))
 

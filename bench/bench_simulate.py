@@ -69,6 +69,7 @@ def simulate(rounds: int, faults: str, seed: int, *, rss_at: frozenset[int] = fr
         command = controller_command(
             "simulate", "--fast", "--rounds", str(rounds), "--faults", faults, "--seed", str(seed)
         )
+        command.append("--plain-rounds")  # no bank or style key presses: the round itself
         command += ["--state-dir", str(Path(tmp) / "state")]
         run.started = time.monotonic()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -59,6 +59,12 @@ def test_values_are_read() -> None:
         ({"shaker": {"shake_ms": 500, "cycle_ms": 200}}, "shaker.shake_ms"),
         ({"shaker": {"motor_max_ms": 3100}}, "shaker.motor_max_ms"),
         ({"round": {"min_shake_cycles": 8}}, "round.min_shake_cycles"),
+        (
+            {"round": {"shake_delay_min_ms": 900, "shake_delay_max_ms": 800}},
+            "round.shake_delay_max_ms",
+        ),
+        ({"round": {"shake_delay_max_ms": 6000}}, "round.shake_delay_max_ms"),
+        ({"pins": {"key_style": 17}}, "pins.key_style"),
         ({"sensor": {"baudrate": 1234}}, "sensor.baudrate"),
         ({"pins": {"motor": 40}}, "pins.motor"),
         ({"pins": {"lid_switch": 12}}, "pins.lid_switch"),

@@ -345,7 +345,7 @@ def _simulate_under_strace(
             STRACE,
             *("-qq", "-o", "/dev/null", "-e", "trace=fdatasync"),
             *("-e", f"inject=fdatasync:error=EIO:when={inject}"),
-            *(sys.executable, "-m", "controller", "simulate", "--fast"),
+            *(sys.executable, "-m", "controller", "simulate", "--fast", "--plain-rounds"),
             *("--rounds", str(rounds), "--faults", "none", "--state-dir", str(state)),
         ],
         capture_output=True,

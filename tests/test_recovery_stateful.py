@@ -205,9 +205,10 @@ class ControllerUnderFaults(RuleBasedStateMachine):
         self.table.send(Event.LID_CLOSED if closed else Event.LID_OPENED)
 
     @precondition(lambda self: self.mode is Mode.SHAKER)
-    @rule()
-    def shake(self) -> None:
-        self.table.send(Event.SHAKE_PRESSED)
+    @rule(delay=st.sampled_from([None, 0, 300]))
+    def shake(self, delay: int | None) -> None:
+        """The press, with the random delay the shell would draw before the motor starts."""
+        self.table.send(Event.SHAKE_PRESSED, delay_ms=delay)
 
     @precondition(lambda self: self.mode is Mode.SHAKER)
     @rule(cycles=st.integers(2, 5))

@@ -22,13 +22,15 @@ def _raw(ctx: RoundContext) -> dict[str, object]:
 
 @pytest.mark.parametrize("style", list(DeliveryStyle))
 def test_a_context_with_its_style_reads_back(style: DeliveryStyle) -> None:
-    ctx = replace(RoundContext(), state=State.ARMED, round_number=7, delivery_style=style)
+    ctx = replace(
+        RoundContext(), state=State.SHAKING, round_number=7, delivery_style=style, shake_delay_ms=9
+    )
     assert decode_context(encode_context(ctx)) == ctx
 
 
 def test_a_version_1_context_is_read_with_the_standard_style() -> None:
     raw = _raw(replace(RoundContext(), round_number=3, bank_seat=2))
-    del raw["style"]
+    del raw["style"], raw["shake_delay"]
     raw["v"] = 1
     ctx = decode_context(canonical.encode(raw))
     assert ctx.delivery_style is DeliveryStyle.STANDARD
@@ -43,6 +45,7 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
         ({"v": 1}, "keys"),  # a version 1 context has no style
         ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
         ({"style": 4}, "not a string"),
+        ({"shake_delay": -1}, "shake_delay"),
     ],
 )
 def test_anything_the_encoder_cannot_have_written_is_refused(

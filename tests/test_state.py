@@ -147,6 +147,9 @@ def reach(mode: Mode, state: State) -> RoundMachine | None:
         t.send(Event.TAMPER)
         return t.machine
     if mode is Mode.SHAKER:
+        if state is State.WAITING:
+            t.send(Event.SHAKE_PRESSED, delay_ms=500)
+            return t.machine
         t.send(Event.SHAKE_PRESSED)
         if state is State.SHAKING:
             return t.machine
@@ -184,6 +187,8 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["roll"] = Roll(1, (2, 3))
     if event is Event.FAULT:
         data["fault"] = Fault.INTERNAL
+    if event is Event.SHAKE_PRESSED:
+        yield Occurrence(event, at=at, delay_ms=400)
     for supervisor in (False, True):
         yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
 
@@ -888,3 +893,48 @@ def test_a_shift_change_is_recorded_and_rotates_the_rng_session(mode: Mode) -> N
     t.to_armed()
     with pytest.raises(IllegalTransition):
         t.send(Event.SHIFT_CHANGE)
+
+
+# --- issue 14: a random delay before the motor starts ----------------------------------------
+
+
+def test_the_motor_starts_after_the_delay_the_shell_drew_and_the_shake_records_it() -> None:
+    t = Table().to_armed()
+    t.send(Event.SHAKE_PRESSED, delay_ms=700)
+    assert t.state is State.WAITING
+    assert t.screens() == [Screen.SHAKING]  # the press is answered at once
+    assert ActionKind.START_SHAKE not in t.kinds()
+    assert t.machine.context.deadline == t.now + 700
+    t.send(Event.SHAKE_PRESSED)  # mashing while waiting changes nothing (10 ms later)
+    assert (t.state, t.actions) == (State.WAITING, [])
+    t.send(Event.TICK, advance=689)
+    assert (t.state, t.actions) == (State.WAITING, [])
+    t.send(Event.TICK, advance=1)
+    assert t.state is State.SHAKING
+    assert t.kinds() == [ActionKind.START_SHAKE]
+    assert t.machine.context.deadline == t.now + SETTINGS.motor_max_ms + MOTOR_GRACE_MS
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=3)
+    shake = next(a for a in t.actions if a.record is RecordKind.SHAKE)
+    assert shake.data == {"round": 1, "attempt": 1, "cycles": 3, "delay_ms": 700}
+
+
+def test_no_delay_starts_the_motor_at_once() -> None:
+    t = Table().to_armed()
+    t.send(Event.SHAKE_PRESSED, delay_ms=0)
+    assert t.state is State.SHAKING
+    assert t.kinds() == [ActionKind.START_SHAKE, ActionKind.SHOW]
+    with pytest.raises(GameRuleError):
+        Table().to_armed().send(Event.SHAKE_PRESSED, delay_ms=-1)
+
+
+def test_a_lid_opened_or_a_power_cut_while_waiting_is_a_reshake() -> None:
+    t = Table().to_armed()
+    t.send(Event.SHAKE_PRESSED, delay_ms=500)
+    t.send(Event.LID_OPENED)
+    assert t.state is State.NO_ROLL  # 621a.11(i): covered again and reshaken
+    assert ActionKind.START_SHAKE not in t.kinds()
+    t = Table().to_armed()
+    t.send(Event.SHAKE_PRESSED, delay_ms=500)
+    t.send(Event.POWER_ON)
+    assert t.state is State.ARMED
+    assert RecordKind.INTERRUPTED in t.records()

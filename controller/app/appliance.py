@@ -19,6 +19,7 @@ import dataclasses
 import gc
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
@@ -33,7 +34,7 @@ from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.audit.log import AuditLog, origin_for
-from controller.core.config import Config
+from controller.core.config import Config, RoundConfig
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context
@@ -118,6 +119,7 @@ class Appliance:
             alive_every_s=None if self._watchdog_s is None else self._watchdog_s / 2,
             on_alive=self._alive,
             collect_garbage_when_idle=True,
+            shake_delay=lambda: draw_shake_delay(self.config.round),
         )
         if problem is not None:
             log.error("audit log: %s", problem)
@@ -297,6 +299,13 @@ class Appliance:
 # allocations (Python's 700 made one every other round, of 0.3 ms, or 2 ms for its middle
 # generation, inside the frame -> result window of one round in five).
 BACKSTOP_COLLECTION_AFTER = 50_000
+
+
+def draw_shake_delay(config: RoundConfig) -> int:
+    """The delay before a shake's motor starts, uniform over the configured range, from the
+    OS CSPRNG (issue 14: a player's press cannot time the dice)."""
+    span = config.shake_delay_max_ms - config.shake_delay_min_ms
+    return config.shake_delay_min_ms + secrets.randbelow(span + 1)
 
 
 @contextlib.contextmanager

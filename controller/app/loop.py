@@ -147,6 +147,7 @@ class ControlLoop:
         alive_every_s: float | None = None,
         on_alive: Callable[[], None] | None = None,
         collect_garbage_when_idle: bool = False,
+        shake_delay: Callable[[], int] | None = None,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
@@ -155,6 +156,7 @@ class ControlLoop:
         rare), so that a collection does not land between a sensor's frame and its result."""
         self.machine = machine
         self.ports = ports
+        self.shake_delay = shake_delay  # draws the delay before a shake's motor starts
         self.events = events or EventQueue()
         self.clock = clock
         self.alive_every_s = alive_every_s
@@ -251,6 +253,8 @@ class ControlLoop:
     def dispatch(self, occ: Occurrence) -> None:
         """One event, then what the loop learned while carrying it out, each its own step.
         Never raises."""
+        if occ.event is Event.SHAKE_PRESSED and occ.delay_ms is None and self.shake_delay:
+            occ = replace(occ, delay_ms=self.shake_delay())
         pending = self._power_on
         if pending is not None and occ is not pending and occ.event is not Event.TICK:
             self._follow_ups.append(replace(pending, at=occ.at))

@@ -90,7 +90,13 @@ def simulation_config(config: Config, *, fast: bool) -> Config:
         shaker = dataclasses.replace(
             config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=200, debounce_ms=2
         )
-        round_ = dataclasses.replace(config.round, settle_ms=1, read_timeout_ms=3000)
+        round_ = dataclasses.replace(
+            config.round,
+            settle_ms=1,
+            read_timeout_ms=3000,
+            shake_delay_min_ms=min(config.round.shake_delay_min_ms, 1),
+            shake_delay_max_ms=min(config.round.shake_delay_max_ms, 5),
+        )
         sensor = dataclasses.replace(config.sensor, timeout_ms=60)
         return dataclasses.replace(config, shaker=shaker, round=round_, sensor=sensor)
     shaker = dataclasses.replace(config.shaker, shake_ms=2000, cycle_ms=400)
@@ -113,6 +119,7 @@ class Crew:
     on_done: threading.Event
     is_manual: bool = False
     has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
+    makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
@@ -210,7 +217,7 @@ class Crew:
     def _choose_bank(self, data: Mapping[str, object]) -> bool:
         """Step the bank key to the bank wanted; True once it is selected. A seat the bank
         rules refuse is stepped past, and the next bank they allow is taken."""
-        if "round" not in data:  # nothing happened: the last screen again, as it was
+        if "round" not in data or not self.makes_choices:  # the last screen again, or plain
             return True
         bank, style = self._wants(data)
         shown = data.get("bank", "dealer")
@@ -225,7 +232,9 @@ class Crew:
 
     def _choose_style(self, data: Mapping[str, object]) -> bool:
         """Step the style key to the style wanted (before the first shake); True once it is."""
-        if not self.has_styles or data.get("attempt") != 1 or "delivery_style" not in data:
+        if not (self.has_styles and self.makes_choices):
+            return True
+        if data.get("attempt") != 1 or "delivery_style" not in data:
             return True
         _, style = self._wants(data)
         if data["delivery_style"] != style:
@@ -276,7 +285,10 @@ def run_simulation(
     state_dir: Path,
     out: TextIO,
     web_display: bool = False,
+    plain_rounds: bool = False,
 ) -> int:
+    """``plain_rounds``: the dealer banks every round with the standard delivery (no bank or
+    style key is pressed), the round the writes and latency benchmarks count."""
     config = simulation_config(config, fast=fast)
     factory = MockFactory(pin_class=SimPin)
     sensor = SimulatedSensor(seed=seed).start()
@@ -301,6 +313,7 @@ def run_simulation(
         on_done=done,
         is_manual=config.table.mode is Mode.MANUAL,
         has_styles=config.table.game is Game.TILES,
+        makes_choices=not plain_rounds,
     )
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
     options = Options(

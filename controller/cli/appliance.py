@@ -87,6 +87,11 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         "--mode", choices=[m.value for m in Mode], help="override the config's table mode"
     )
     p.add_argument("--web-display", action="store_true", help="also serve the table display")
+    p.add_argument(
+        "--plain-rounds",
+        action="store_true",
+        help="the dealer banks every round, standard delivery (no bank or style key pressed)",
+    )
     p.add_argument("--debug", action="store_true", help="log at debug level")
 
 
@@ -116,6 +121,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             state_dir=state_dir,
             out=sys.stdout,
             web_display=args.web_display,
+            plain_rounds=args.plain_rounds,
         )
     except ControllerError:
         raise  # ours say what failed: one line on stderr, exit 1

@@ -57,6 +57,19 @@ class RoundConfig:
     reads_to_agree: int = field(default=2, metadata=_range(1, 10))
     min_confidence: int = field(default=80, metadata=_range(1, 100))
     position_tolerance_mm: int = field(default=3, metadata=_range(0, 100))
+    # Issue 14: the motor starts a random time after the player's press (drawn by the shell
+    # from the OS CSPRNG, uniform over [min, max], recorded with the shake), so that when a
+    # player presses cannot time the dice. 0 and 0: at once.
+    shake_delay_min_ms: int = field(default=250, metadata=_range(0, 5000))
+    shake_delay_max_ms: int = field(default=1000, metadata=_range(0, 5000))
+
+    def __post_init__(self) -> None:
+        if self.shake_delay_max_ms < self.shake_delay_min_ms:
+            raise ConfigError(
+                "round.shake_delay_max_ms",
+                f"{self.shake_delay_max_ms} is below round.shake_delay_min_ms"
+                f" ({self.shake_delay_min_ms})",
+            )
 
 
 @dataclass(frozen=True, slots=True)

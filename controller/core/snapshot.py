@@ -46,7 +46,7 @@ _KEYS = frozenset(
     }
 )
 _KEYS_V1 = _KEYS
-_KEYS_V2 = _KEYS | {"style"}
+_KEYS_V2 = _KEYS | {"style", "shake_delay"}
 
 
 class SnapshotError(ControllerError, ValueError):
@@ -81,6 +81,7 @@ def encode_context(ctx: RoundContext) -> bytes:
             "resume": None if ctx.resume_state is None else str(ctx.resume_state),
             "result": None if ctx.result is None else ctx.result.as_record(),
             "style": ctx.delivery_style.value,
+            "shake_delay": ctx.shake_delay_ms,
         }
     )
 
@@ -125,6 +126,7 @@ def decode_context(blob: bytes) -> RoundContext:
             delivery_style=DeliveryStyle(_str(raw, "style"))
             if version != 1
             else DeliveryStyle.STANDARD,
+            shake_delay_ms=_count(raw, "shake_delay", low=0) if version != 1 else 0,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):

@@ -55,6 +55,7 @@ class RngMode(StrEnum):
 class State(StrEnum):
     IDLE = "idle"  # bets open
     ARMED = "armed"  # "no more bets": waiting for the shake (or the dealer's dice-set key)
+    WAITING = "waiting"  # the shake button was pressed: the motor starts after a random delay
     SHAKING = "shaking"
     SETTLING = "settling"
     READING = "reading"
@@ -175,6 +176,7 @@ class Occurrence:
     supervisor: bool = False
     detail: str = ""
     config: Mapping[str, object] | None = None  # POWER_ON: the config_loaded record's data
+    delay_ms: int | None = None  # SHAKE_PRESSED: the random delay the shell drew (CSPRNG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,12 +225,13 @@ class RoundContext:
     is_round_open: bool = False  # a round_opened record exists for round_number
     is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
     delivery_style: DeliveryStyle = DeliveryStyle.STANDARD  # 621a.11(i); tiles only
+    shake_delay_ms: int = 0  # the delay before the motor of the shake in progress started
 
 
 S, E = State, Event
 _ALL = tuple(State)
-_ROUND_IN_PLAY = (S.ARMED, S.NO_ROLL, S.SHAKING, S.SETTLING, S.READING)
-_SHAKE_IN_PROGRESS = (S.SHAKING, S.SETTLING, S.READING)
+_ROUND_IN_PLAY = (S.ARMED, S.NO_ROLL, S.WAITING, S.SHAKING, S.SETTLING, S.READING)
+_SHAKE_IN_PROGRESS = (S.WAITING, S.SHAKING, S.SETTLING, S.READING)
 _RESUMABLE = (S.IDLE, S.ARMED, S.NO_ROLL, S.DRAWING, S.RESULT, S.LOCKED)
 
 
@@ -254,15 +257,26 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.IDLE, E.SHIFT_CHANGE): frozenset({S.IDLE}),
     (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
     # the shake; pressing the button outside a shake does nothing (no mashing)
-    **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.SHAKING),
+    **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.WAITING, S.SHAKING),
     **_each(
-        (S.IDLE, S.SHAKING, S.SETTLING, S.READING, S.DRAWING, S.RESULT, S.FAULT, S.LOCKED),
+        (
+            S.IDLE,
+            S.WAITING,
+            S.SHAKING,
+            S.SETTLING,
+            S.READING,
+            S.DRAWING,
+            S.RESULT,
+            S.FAULT,
+            S.LOCKED,
+        ),
         E.SHAKE_PRESSED,
     ),
     (S.SHAKING, E.SHAKE_DONE): frozenset({S.SETTLING, S.NO_ROLL, S.LOCKED}),
     **_each((S.ARMED, S.NO_ROLL), E.DICE_SET, S.READING),
     # time
     **_each(_ALL, E.TICK),
+    (S.WAITING, E.TICK): frozenset({S.WAITING, S.SHAKING}),
     (S.SHAKING, E.TICK): frozenset({S.SHAKING, S.FAULT}),
     (S.SETTLING, E.TICK): frozenset({S.SETTLING, S.READING}),
     (S.READING, E.TICK): frozenset({S.READING, S.FAULT}),
@@ -537,18 +551,31 @@ class _Rules:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
             return _refuse(ctx, "close the lid to shake")
+        # Issue 14: the motor starts after a random delay the shell drew from the OS CSPRNG,
+        # so that the moment a player presses cannot time the dice; it goes in the shake's
+        # record. The screen answers the press at once.
+        delay = occ.delay_ms or 0
+        if delay < 0:
+            raise GameRuleError(f"a shake delay of {delay} ms")
+        shown = _show(Screen.SHAKING, **self._round(ctx))
+        if delay:
+            ctx = replace(ctx, state=S.WAITING, deadline=occ.at + delay, shake_delay_ms=delay)
+            return ctx, [shown]
+        ctx, start = self._start_motor(replace(ctx, shake_delay_ms=0), occ)
+        return ctx, [*start, shown]
+
+    def _start_motor(self, ctx: RoundContext, occ: Occurrence) -> Step:
         deadline = occ.at + self.settings.motor_max_ms + MOTOR_GRACE_MS
         ctx = replace(ctx, state=S.SHAKING, deadline=deadline)
-        return ctx, [
-            Action(ActionKind.START_SHAKE, data=self._round(ctx)),
-            _show(Screen.SHAKING, **self._round(ctx)),
-        ]
+        return ctx, [Action(ActionKind.START_SHAKE, data=self._round(ctx))]
 
     def shake_done(self, ctx: RoundContext, occ: Occurrence) -> Step:
         cycles = _need(occ.cycles, occ)
         actions = [
             Action(ActionKind.STOP_MOTOR),
-            _record(RecordKind.SHAKE, **self._round(ctx), cycles=cycles),
+            _record(
+                RecordKind.SHAKE, **self._round(ctx), cycles=cycles, delay_ms=ctx.shake_delay_ms
+            ),
         ]
         # 621a.8(a)(2): a shake counts only with at least three complete shake cycles.
         if cycles < self.settings.min_shake_cycles:
@@ -579,6 +606,8 @@ class _Rules:
     def tick(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.deadline is None or occ.at < ctx.deadline:
             return ctx, []
+        if ctx.state is S.WAITING:
+            return self._start_motor(ctx, occ)
         if ctx.state is S.SHAKING:
             return self._latch(ctx, Fault.MOTOR_OVERRUN, "shake did not end in time")
         if ctx.state is S.SETTLING:
