@@ -197,7 +197,7 @@ def main() -> None:
     table = written + SLOT_BYTES
     figure(
         "per round at a table's pace (+ the anchor's slot)",
-        f"{table / 1024:.1f} KiB",
+        f"{table / 1024:.2f} KiB",
         f"<= {GOAL_BYTES // 1024} KiB",
         table <= GOAL_BYTES,
     )
@@ -205,11 +205,11 @@ def main() -> None:
         fsyncs = median(slopes["fsyncs"])
         figure(
             "fsync + fdatasync per round",
-            f"{fsyncs:.2f}",
+            f"{fsyncs:.3f}",
             f"<= {GOAL_FSYNCS:.0f}",
             fsyncs <= GOAL_FSYNCS,
         )
-        note(spread(slopes["fsyncs"], "calls", 2))
+        note(spread(slopes["fsyncs"], "calls", 3))
     commits = median(slopes["commits"])
     figure(
         "per round: commits, records, shakes",
