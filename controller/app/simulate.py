@@ -128,6 +128,7 @@ class Crew:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="simulated-crew", daemon=True)
         self._last: Screen | None = None
+        self._last_data: dict[str, object] = {}
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
@@ -149,10 +150,12 @@ class Crew:
             except queue.Empty:
                 if self._last is None:
                     continue
-                screen, data = self._last, {}  # nothing happened: act on the last screen again
+                # Nothing happened (a press lost, or refused): act on the last screen again, as
+                # it was shown; a refused "no more bets" with a refused bank selected steps on.
+                screen, data = self._last, self._last_data
             if screen is Screen.REFUSED:
                 continue
-            self._last = screen
+            self._last, self._last_data = screen, data
             try:
                 self._act(screen, data)
             except Exception:  # the crew must never stop the simulation silently
@@ -217,7 +220,7 @@ class Crew:
     def _choose_bank(self, data: Mapping[str, object]) -> bool:
         """Step the bank key to the bank wanted; True once it is selected. A seat the bank
         rules refuse is stepped past, and the next bank they allow is taken."""
-        if "round" not in data or not self.makes_choices:  # the last screen again, or plain
+        if "round" not in data or not self.makes_choices:
             return True
         bank, style = self._wants(data)
         shown = data.get("bank", "dealer")
