@@ -17,7 +17,7 @@ of every thread and to say which files of the state directory the bytes go to (t
 sizes, not pages: a WAL frame is a 24-byte header and a 4 KiB page, so a commit's frames dirty
 one page of the file more than they fill).
 
-The log copies its WAL into the database every CHECKPOINT_PAGES pages (some 500 rounds), two
+The log copies its WAL into the database every CHECKPOINT_PAGES pages (some 800 rounds), two
 syncs each: the longer run spans at least one such copy, so its syncs and bytes are in the
 slope (``checkpoints per round`` below says how many fell inside).
 

@@ -83,7 +83,7 @@ CHECKPOINT_AFTER: frozenset[RecordKind] = frozenset({RecordKind.CLOSE, RecordKin
 MAX_KEY_FILE_BYTES = 4096
 PAGE_SIZE = 512
 # Copy the WAL into the database once it holds about this many pages (8 MiB at 512-byte
-# pages, some 500 rounds): each copy costs two syncs (the WAL's and the database's), so the
+# pages, some 800 rounds): each copy costs two syncs (the WAL's and the database's), so the
 # fewer the better per round, and a reader never has more than this to look through.
 CHECKPOINT_PAGES = 16384
 # A signed checkpoint is kept with the Merkle frontier every this many records (some 600
