@@ -549,10 +549,13 @@ class AuditLog:
             prev = record_hash(leaf)
             rows.append((seq, str(kind), leaf, None, None, None))  # context etc.: the head
             if kind in CHECKPOINT_AFTER:
-                note = self._signed(tree)
+                signature = self._signature(tree)
+                note = checkpoint_note(self._checkpoint_of(tree), self.origin, signature)
                 notes.append((seq, note, None))
                 anchor = (note, tuple(tree.hashes))
-        signature = self._signature(tree)
+        # The running checkpoint: signed once, that of a round's close if it ends the commit.
+        if not notes or notes[-1][0] != tree.size:
+            signature = self._signature(tree)
         latest = checkpoint_note(self._checkpoint_of(tree), self.origin, signature)
         keep_frontier = tree.size - self._frontier_size >= FRONTIER_EVERY or self._legacy_head
         if keep_frontier:

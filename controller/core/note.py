@@ -167,9 +167,16 @@ def _check_text(text: str) -> None:
 def sign_note(text: str, signer: Signer) -> str:
     """The signed note: ``text``, a blank line and the signature line."""
     _check_text(text)
-    signature = signer.sign(text.encode("utf-8"))
-    encoded = base64.b64encode(signer.verifier.key_id + signature).decode()
-    return f"{text}\n{SIGNATURE_DASH} {signer.name} {encoded}\n"
+    return _with_signature(text, signer.name, _signature(text, signer))
+
+
+def _signature(text: str, signer: Signer) -> bytes:
+    """What a signature line carries: key ID || Ed25519 signature of the text."""
+    return signer.verifier.key_id + signer.sign(text.encode("utf-8"))
+
+
+def _with_signature(text: str, name: str, signature: bytes) -> str:
+    return f"{text}\n{SIGNATURE_DASH} {name} {base64.b64encode(signature).decode()}\n"
 
 
 def open_note(note: str, verifier: Verifier) -> str:
@@ -238,14 +245,13 @@ def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> str:
 
 def checkpoint_signature(checkpoint: Checkpoint, signer: Signer) -> bytes:
     """The signature sign_checkpoint puts in its note: key ID || Ed25519 signature."""
-    return signer.verifier.key_id + signer.sign(checkpoint.text().encode("utf-8"))
+    return _signature(checkpoint.text(), signer)
 
 
 def checkpoint_note(checkpoint: Checkpoint, name: str, signature: bytes) -> str:
     """The note sign_checkpoint writes, from its one signature (key ID || signature): a log
     keeps the bytes and rebuilds the text. Unverified: open_checkpoint checks it."""
-    encoded = base64.b64encode(signature).decode()
-    return f"{checkpoint.text()}\n{SIGNATURE_DASH} {name} {encoded}\n"
+    return _with_signature(checkpoint.text(), name, signature)
 
 
 def open_checkpoint(note: str, verifier: Verifier) -> Checkpoint:
