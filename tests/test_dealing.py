@@ -15,8 +15,8 @@ import json
 from collections import Counter
 
 import pytest
+from test_cli import run
 
-from controller.cli import main
 from controller.core.dealing import DealingPlan, DeliveryStyle, dealing_plan
 from controller.core.position import Game, Position, starting_position
 from controller.errors import ControllerError, GameRuleError
@@ -335,15 +335,6 @@ def test_each_style_names_its_section() -> None:
 
 
 # --- the command line ---------------------------------------------------------------------------
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_deal_plan_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

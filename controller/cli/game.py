@@ -13,7 +13,7 @@ from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import FACES, Roll
 from controller.core.position import BETTING_POSITIONS, Game, starting_position
-from controller.core.result import result_of_roll
+from controller.core.result import bank_label, result_of_roll
 from controller.core.wagers import paytable_figures
 from controller.errors import UsageError
 
@@ -44,7 +44,7 @@ def position(args: argparse.Namespace) -> int:
     total = _total(args.total)
     bank_seat = None if args.bank_seat is None else _seat(args.bank_seat)
     position = starting_position(game, total, bank_seat=bank_seat)
-    bank = "dealer" if bank_seat is None else f"seat {bank_seat}"
+    bank = bank_label(bank_seat)
     print_json({"game": game.value, "total": total, "bank": bank, "label": position.label})
     return 0
 

@@ -31,7 +31,7 @@ class RoundResult:
         record: dict[str, object] = {
             "game": str(self.game),
             "count": self.count,
-            "bank": _bank_label(self.bank_seat),
+            "bank": bank_label(self.bank_seat),
             "starting_position": self.position.label,
         }
         if self.roll is not None and self.wagers is not None:
@@ -42,7 +42,8 @@ class RoundResult:
         return record
 
 
-def _bank_label(bank_seat: int | None) -> str:
+def bank_label(bank_seat: int | None) -> str:
+    """How a record and the display name the bank: the dealer, or the banking seat."""
     return "dealer" if bank_seat is None else f"seat {bank_seat}"
 
 

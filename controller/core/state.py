@@ -29,7 +29,7 @@ from controller.core.dice import (
 )
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
-from controller.core.result import RoundResult, result_of_number, result_of_roll
+from controller.core.result import RoundResult, bank_label, result_of_number, result_of_roll
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.errors import ConfigError, GameRuleError, IllegalTransition
 
@@ -455,7 +455,7 @@ class _Rules:
 
     def _bank(self, ctx: RoundContext) -> dict[str, object]:
         """The bank selected for the next round, and why the rules refuse it if they do."""
-        shown: dict[str, object] = {"bank": _bank_label(ctx.bank_seat)}
+        shown: dict[str, object] = {"bank": bank_label(ctx.bank_seat)}
         try:
             ctx.bank_history.check(ctx.bank_seat)
         except GameRuleError as exc:
@@ -490,7 +490,7 @@ class _Rules:
         record = _record_may_wait(
             RecordKind.NO_MORE_BETS,
             round=ctx.round_number,
-            bank=_bank_label(bank_seat),
+            bank=bank_label(bank_seat),
             mode=str(self.settings.mode),
         )
         if self.settings.mode is Mode.RNG:
@@ -903,10 +903,6 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.STYLE_KEY: _Rules.style_key,
     E.SHIFT_CHANGE: _Rules.shift_change,
 }
-
-
-def _bank_label(bank_seat: int | None) -> str:
-    return "dealer" if bank_seat is None else f"seat {bank_seat}"
 
 
 def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
