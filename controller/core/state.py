@@ -505,8 +505,7 @@ class _Rules:
         the bank rules refuse (621a.11(b),(c); 645a.12) is shown with the reason, and "no more
         bets" is refused while it is selected."""
         banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
-        chosen = banks[(banks.index(ctx.bank_seat) + 1) % len(banks)]
-        ctx = replace(ctx, bank_seat=chosen)
+        ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat))
         shown = self._bank(ctx)
         record = _record(
             RecordKind.BANK_SELECTED,
@@ -523,8 +522,7 @@ class _Rules:
             raise GameRuleError("Pai Gow Poker has no delivery styles (621a.9 is for tiles)")
         if ctx.attempt != 1 or ctx.no_rolls:
             return _refuse(ctx, "the style of delivery is chosen before the first shake")
-        styles = list(DeliveryStyle)
-        chosen = styles[(styles.index(ctx.delivery_style) + 1) % len(styles)]
+        chosen = _after(list(DeliveryStyle), ctx.delivery_style)
         ctx = replace(ctx, delivery_style=chosen)
         record = _record(
             RecordKind.DELIVERY_STYLE,
@@ -857,6 +855,11 @@ class _Rules:
             actions.append(Action(ActionKind.CLOSE_RNG))
         actions.append(_record(RecordKind.SHUTDOWN, round=ctx.round_number))
         return replace(ctx, is_running=False), actions
+
+
+def _after(choices: Sequence[_T], current: _T) -> _T:
+    """What a key that steps through ``choices`` selects next, round and round."""
+    return choices[(choices.index(current) + 1) % len(choices)]
 
 
 def _need(value: _T | None, occ: Occurrence) -> _T:
