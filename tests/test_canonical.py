@@ -1,9 +1,11 @@
-"""The canonical decoder's quick paths (controller/core/canonical.py) accept exactly what the
-reference path accepts, give the same value, and refuse with the same words: the C scanner and
-encoder called directly, and texts recognised by the shape of one decoded before."""
+"""The canonical encoder's and decoder's quick paths (controller/core/canonical.py) accept exactly
+what the reference paths accept, give the same bytes or value, and refuse with the same words:
+the encoder's check of plain types, the C scanner and encoder called directly, and texts
+recognised by the shape of one decoded before."""
 
 from __future__ import annotations
 
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import pytest
@@ -27,6 +29,63 @@ VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
     max_leaves=12,
 )
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+class Count(IntEnum):
+    TWO = 2
+
+
+# What a record must not hold, or holds in another type than the plain ones, mixed in.
+ODD_SCALARS = SCALARS | st.sampled_from(
+    [
+        1.5,
+        float("nan"),
+        2**53,
+        -(2**53),
+        10**30,
+        "\ud800",
+        b"bytes",
+        Colour.RED,
+        Count.TWO,
+        frozenset({1}),
+        object(),
+    ]
+)
+ODD_VALUES = st.recursive(
+    ODD_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(KEYS | st.integers(0, 3) | st.none(), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _encoded(encode: Any, value: object) -> object:
+    try:
+        return ("bytes", encode(value))
+    except canonical.EncodingError as exc:
+        return ("refused", str(exc))
+
+
+def _encode_reference(value: object) -> bytes:
+    canonical._check(value, "$")
+    return canonical._DUMPS(value).encode("utf-8")
+
+
+@given(ODD_VALUES)
+def test_encode_writes_or_refuses_as_the_reference_walk_does(value: object) -> None:
+    assert _encoded(canonical.encode, value) == _encoded(_encode_reference, value)
+
+
+def test_encode_names_where_a_lone_surrogate_is() -> None:
+    with pytest.raises(canonical.EncodingError, match=r"\$\.a\[1\]: string is not valid"):
+        canonical.encode({"a": ["ok", "\ud800"]})
 
 
 def _outcome(decode: Any, data: bytes) -> object:

@@ -365,16 +365,17 @@ class DisplayHub:
             )
             whole = "{" + (members + "," if members else "") + board + "}"
             data = _sse_of_json(event, whole, event_id_text)
-            payload = {**payload, **self._board()}
         else:
             data = sse(event, payload, event_id_text)
-        self._history.append(Message(self._number, event, payload, event_id, data))
-        self._log_version += 1
-        if self._live_pages:
+        if self._live_pages:  # first: the page waits for nothing that follows
             for client in self._live_pages:
                 client._send(data)
                 client.position = self._number
             self._live_pages = [c for c in self._live_pages if c.is_live]
+        if with_board:
+            payload = {**payload, **self._board()}
+        self._history.append(Message(self._number, event, payload, event_id, data))
+        self._log_version += 1
         self._cond.notify_all()
 
     def _board(self) -> dict[str, Any]:
