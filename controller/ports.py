@@ -27,6 +27,13 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def wall_ms() -> int:
+    """UTC milliseconds of the wall clock: when an event happened as people count time (the
+    dice's 24 hours on the table survive a restart). The control loop stamps events with it
+    (``Occurrence.wall``); a test or the simulator injects its own."""
+    return time.time_ns() // 1_000_000
+
+
 class EventSink(Protocol):
     """Where adapters put events; ``queue.Queue`` is one. Must be safe from any thread."""
 

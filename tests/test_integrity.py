@@ -27,10 +27,11 @@ from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, loa
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
 from controller.core.config import Config
-from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.dice import DiceReading, DieColour, DieReading, Roll
 from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
+from controller.core.result import result_of_roll
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
     Event,
@@ -42,6 +43,7 @@ from controller.core.state import (
     RoundSettings,
     Screen,
     State,
+    VoidReason,
 )
 from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
 from controller.ports import Committed
@@ -861,3 +863,97 @@ def test_the_stored_context_is_what_the_loop_had(tmp_path: Path) -> None:
     assert stored[1] == encode_context(table.loop.machine.context)
     assert table.loop.machine.state is State.RESULT
     table.close()
+
+
+# --- issue 14: a result voided, the dice replaced -------------------------------------------
+
+
+def test_a_voided_result_stays_in_the_log_and_the_round_is_decided_once_more(
+    tmp_path: Path,
+) -> None:
+    table = Table(tmp_path)
+    table.to_reading()
+    table.send(Event.READING, reading=reading(1, 1, 2))
+    table.send(Event.READING, reading=reading(1, 1, 2))
+    assert table.state is State.RESULT
+    table.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.PATRON_COMPLAINT)
+    assert (table.state, table.loop.machine.context.attempt) == (State.ARMED, 2)
+    table.send(Event.SHAKE_PRESSED)
+    table.send(Event.SHAKE_DONE, cycles=4)
+    table.send(Event.TICK, advance=table.settings.settle_ms)
+    table.send(Event.READING, reading=reading(6, 5, 4))
+    table.send(Event.READING, reading=reading(6, 5, 4))
+    table.send(Event.CLOSE_ROUND)
+    kinds = [kind for _, kind, _ in table.records()]
+    at = kinds.index(RecordKind.RESULT_VOIDED)
+    assert RecordKind.RESULT in kinds[:at]  # the first result is kept, the void follows it
+    assert kinds[at + 1 :].count(RecordKind.RESULT) == 1
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+def test_the_dice_set_and_its_time_are_taken_up_again_after_a_restart(tmp_path: Path) -> None:
+    day = 1_764_500_000_000
+    table = Table(tmp_path)
+    table.loop.wall_clock = lambda: day
+    table.send(Event.DICE_REPLACED, supervisor=True, dice_set="K-3")
+    table.close()
+    again = Table(tmp_path)
+    again.loop.wall_clock = lambda: day + 24 * 3_600_000
+    assert (again.loop.machine.context.dice_set, again.loop.machine.context.dice_since) == (
+        "K-3",
+        day,
+    )
+    again.send(Event.LID_CLOSED)
+    again.send(Event.NO_MORE_BETS)
+    again.send(Event.SHAKE_PRESSED)
+    assert again.state is State.ARMED  # 24 hours: no shake until the dice are replaced
+    shown = again.hw.shown[-1]
+    assert shown[0] is Screen.REFUSED
+    again.send(Event.DICE_REPLACED, supervisor=True)
+    assert again.loop.machine.context.dice_set == "1"  # a named set is followed by number 1
+    again.send(Event.SHAKE_PRESSED)
+    assert again.state is not State.ARMED
+    again.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+def _result_data(round_number: int, attempt: int, faces: tuple[int, int, int]) -> dict[str, Any]:
+    settings = Config().round_settings()
+    result = result_of_roll(
+        settings.game,
+        Roll(faces[0], (faces[1], faces[2])),
+        bank_seat=None,
+        paytables=settings.paytables,
+    )
+    return {"round": round_number, "attempt": attempt, **result.as_record()}
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        # a round is never decided twice: a second result needs a void of the first
+        (
+            [
+                (RecordKind.RESULT, _result_data(1, 1, (1, 2, 3))),
+                (RecordKind.RESULT, _result_data(1, 2, (4, 5, 6))),
+            ],
+            "second result",
+        ),
+        ([(RecordKind.RESULT_VOIDED, {"round": 1, "attempt": 1, "reason": "misread"})], "void"),
+    ],
+)
+def test_verify_log_rejects_a_round_decided_twice_or_a_void_of_nothing(
+    tmp_path: Path, records: list[tuple[RecordKind, dict[str, object]]], message: str
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
+    log.append(RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"})
+    seq = 0
+    for kind, data in records:
+        seq = log.append(kind, data)
+    log.close()
+    with pytest.raises(LogIntegrityError, match=message) as caught:
+        verify_state_dir(tmp_path, _verifier(tmp_path))
+    assert caught.value.record == seq

@@ -41,6 +41,7 @@ from controller.core.state import (
     RoundMachine,
     RoundSettings,
     Screen,
+    VoidReason,
 )
 from controller.errors import AuditLogError
 from controller.ports import Committed
@@ -50,6 +51,7 @@ from drivers.sim.hardware import StillTable
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))
+WALL = 1_764_500_000_000  # UTC milliseconds at the table clock's zero
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing on tmpfs
 
 
@@ -135,6 +137,9 @@ class Table(StillTable):
                 rng=rng,
             ),
             clock=lambda: self.at,
+            # a millisecond of the table's clock is a second of the wall's: the dice's 24
+            # hours on the table go by within a run
+            wall_clock=lambda: WALL + self.at * 1000,
         )
 
     # --- the hardware ------------------------------------------------------------------------
@@ -215,7 +220,7 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     def shake_done(self, cycles: int) -> None:
         self.table.send(Event.SHAKE_DONE, cycles=cycles)
 
-    @rule(advance=st.sampled_from([10, 100, 2000, 20_000]))
+    @rule(advance=st.sampled_from([10, 100, 2000, 20_000, 90_000]))
     def time_passes(self, advance: int) -> None:
         self.table.send(Event.TICK, advance=advance)
 
@@ -234,6 +239,19 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     def dealer_selects(self, event: Event) -> None:
         """The bank, the delivery style and the shift change: in the context, taken up again."""
         self.table.send(event)
+
+    @rule(supervisor=st.booleans(), dice_set=st.sampled_from([None, "A-1", "7"]))
+    def dice_replaced(self, supervisor: bool, dice_set: str | None) -> None:
+        """The dice set and its time: in the context, taken up again after a restart."""
+        self.table.send(Event.DICE_REPLACED, supervisor=supervisor, dice_set=dice_set)
+
+    @rule()
+    def shaker_inspected(self) -> None:
+        self.table.send(Event.SHAKER_INSPECTED, supervisor=True, detail="intact")
+
+    @rule(supervisor=st.booleans(), reason=st.sampled_from(list(VoidReason)))
+    def void_result(self, supervisor: bool, reason: VoidReason) -> None:
+        self.table.send(Event.VOID_RESULT, supervisor=supervisor, reason=reason)
 
     @rule(supervisor=st.booleans())
     def void_round(self, supervisor: bool) -> None:
@@ -278,6 +296,7 @@ class ControllerUnderFaults(RuleBasedStateMachine):
         if self.table.recovered is not None:
             before = decode_context(self.table.recovered)
             after = self.table.loop.machine.context
+            assert (after.dice_set, after.dice_since) == (before.dice_set, before.dice_since)
             if before.result is not None and after.state is before.state:
                 assert after.result == before.result  # shown again, never decided again
 

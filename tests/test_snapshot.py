@@ -1,5 +1,5 @@
-"""The stored round context: what the encoder writes is read back, a version 1 context (before
-the delivery style) is still read, and anything else is refused."""
+"""The stored round context: what the encoder writes is read back, contexts of versions 1 (before
+the delivery style) and 2 (before the dice set) are still read, and anything else is refused."""
 
 from __future__ import annotations
 
@@ -28,9 +28,23 @@ def test_a_context_with_its_style_reads_back(style: DeliveryStyle) -> None:
     assert decode_context(encode_context(ctx)) == ctx
 
 
+def test_a_context_with_its_dice_set_reads_back() -> None:
+    ctx = replace(RoundContext(), dice_set="A-17", dice_since=1_764_000_000_000)
+    assert decode_context(encode_context(ctx)) == ctx
+
+
+def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
+    raw = _raw(replace(RoundContext(), round_number=4, delivery_style=DeliveryStyle.JUNG_QUAT))
+    del raw["dice_set"], raw["dice_since"]
+    raw["v"] = 2
+    ctx = decode_context(canonical.encode(raw))
+    assert (ctx.dice_set, ctx.dice_since) == (None, None)
+    assert (ctx.round_number, ctx.delivery_style) == (4, DeliveryStyle.JUNG_QUAT)
+
+
 def test_a_version_1_context_is_read_with_the_standard_style() -> None:
     raw = _raw(replace(RoundContext(), round_number=3, bank_seat=2))
-    del raw["style"], raw["shake_delay"]
+    del raw["style"], raw["shake_delay"], raw["dice_set"], raw["dice_since"]
     raw["v"] = 1
     ctx = decode_context(canonical.encode(raw))
     assert ctx.delivery_style is DeliveryStyle.STANDARD
@@ -40,9 +54,17 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"v": 3}, "version"),
+        ({"v": 4}, "version"),
+        ({"v": 0}, "version"),
         ({"v": True}, "version"),
         ({"v": 1}, "keys"),  # a version 1 context has no style
+        ({"v": 2}, "keys"),  # a version 2 context has no dice set
+        ({"dice_set": ""}, "dice set id"),
+        ({"dice_set": "x" * 17}, "dice set id"),
+        ({"dice_set": "a b"}, "dice set id"),
+        ({"dice_set": 7}, "not a string"),
+        ({"dice_since": -1}, "dice_since"),
+        ({"dice_since": "1"}, "dice_since"),
         ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
         ({"style": 4}, "not a string"),
         ({"shake_delay": -1}, "shake_delay"),

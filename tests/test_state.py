@@ -25,9 +25,11 @@ from controller.core.state import (
     RoundSettings,
     Screen,
     State,
+    VoidReason,
 )
 from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
+WALL = 1_764_500_000_000  # UTC milliseconds of some day in 2025
 SETTINGS = RoundSettings(max_reshakes=2, settle_ms=1000, read_timeout_ms=2000, motor_max_ms=5000)
 
 
@@ -187,10 +189,15 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["roll"] = Roll(1, (2, 3))
     if event is Event.FAULT:
         data["fault"] = Fault.INTERNAL
+    if event is Event.VOID_RESULT:
+        data["reason"] = VoidReason.MISREAD
     if event is Event.SHAKE_PRESSED:
         yield Occurrence(event, at=at, delay_ms=400)
+    if event is Event.DICE_REPLACED:
+        yield Occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2")
     for supervisor in (False, True):
         yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
+        yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
 
 
 REACHABLE = [(m, s) for m, s in itertools.product(Mode, State) if reach(m, s) is not None]
@@ -795,7 +802,11 @@ def test_no_more_bets_takes_the_bank_selected_on_the_panel() -> None:
     t.send(Event.VOID_ROUND)  # a round played: seats may bank now
     for _ in range(3):
         t.send(Event.BANK_SEAT_KEY)
-    assert t.shown(Screen.READY).data == {"round": 2, "bank": "seat 3"}
+    assert t.shown(Screen.READY).data == {
+        "round": 2,
+        "bank": "seat 3",
+        "dice": {"set": None, "warning": None},
+    }
     t.send(Event.NO_MORE_BETS)
     record = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)
     assert record.data["bank"] == "seat 3"

@@ -60,6 +60,7 @@ from controller.ports import (
     Shaker,
     TableDisplay,
     monotonic_ms,
+    wall_ms,
 )
 
 log = logging.getLogger("paigow.daemon")
@@ -84,6 +85,9 @@ OPERATOR_EVENTS = frozenset(
     }
 )
 _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
+# Events that need no wall-clock time (the core reads it for the dice's 24 hours): the
+# sensor's frames and the ticks, on the path to the display and every deadline.
+_NO_WALL = frozenset({Event.TICK, Event.READING})
 # Actions that may only run once every record before them is durable: they record themselves
 # (the RNG's draws and sessions) or sign what the log holds (the anchor).
 _AFTER_DURABLE = frozenset(
@@ -148,6 +152,7 @@ class ControlLoop:
         on_alive: Callable[[], None] | None = None,
         collect_garbage_when_idle: bool = False,
         shake_delay: Callable[[], int] | None = None,
+        wall_clock: Callable[[], int] = wall_ms,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
@@ -159,6 +164,7 @@ class ControlLoop:
         self.shake_delay = shake_delay  # draws the delay before a shake's motor starts
         self.events = events or EventQueue()
         self.clock = clock
+        self.wall_clock = wall_clock  # UTC milliseconds, for the dice's 24 hours on the table
         self.alive_every_s = alive_every_s
         self.on_alive = on_alive
         self.last_seq: int | None = None
@@ -253,11 +259,13 @@ class ControlLoop:
     def dispatch(self, occ: Occurrence) -> None:
         """One event, then what the loop learned while carrying it out, each its own step.
         Never raises."""
-        if occ.event is Event.SHAKE_PRESSED and occ.delay_ms is None and self.shake_delay:
-            occ = replace(occ, delay_ms=self.shake_delay())
         pending = self._power_on
         if pending is not None and occ is not pending and occ.event is not Event.TICK:
-            self._follow_ups.append(replace(pending, at=occ.at))
+            self._follow_ups.append(replace(pending, at=occ.at, wall=self.wall_clock()))
+        if occ.event is Event.SHAKE_PRESSED and occ.delay_ms is None and self.shake_delay:
+            occ = replace(occ, delay_ms=self.shake_delay())
+        if occ.wall is None and occ.event not in _NO_WALL:
+            occ = replace(occ, wall=self.wall_clock())
         self._follow_ups.append(occ)
         while self._follow_ups:
             self._step(self._follow_ups.popleft())

@@ -31,6 +31,7 @@ ROUND_KINDS = frozenset(
         RecordKind.RESULT,
         RecordKind.CLOSE,
         RecordKind.VOID,
+        RecordKind.RESULT_VOIDED,
         RecordKind.BANK_SELECTED,
         RecordKind.DELIVERY_STYLE,
     }
@@ -235,10 +236,11 @@ def _check_created(verifier: Verifier, cur: Entry) -> None:
 @dataclass(slots=True)
 class RoundShape:
     """What every round must look like, whatever happened in it: a result only after its
-    bets closed, a close only after its result, a bank selected only while bets are open, a
-    delivery style only between the bets closed and the result. After a ``no_more_bets`` or a
-    ``void`` the state no longer depends on the records before, so a run of the log can be
-    checked from its first one on."""
+    bets closed, and a second one only after the first was voided (N.J.A.C. 13:69E-1.28P:
+    a round is never decided twice), a close only after its result, a bank selected only
+    while bets are open, a delivery style only between the bets closed and the result. After
+    a ``no_more_bets`` or a ``void`` the state no longer depends on the records before, so a
+    run of the log can be checked from its first one on."""
 
     bets_closed: tuple[object, int] | None = None  # (round, seq of its no_more_bets)
     result: object = None  # the round whose result is recorded since its bets closed
@@ -250,7 +252,15 @@ class RoundShape:
         elif kind == RecordKind.RESULT:
             if self.bets_closed is None or self.bets_closed[0] != round_number:
                 raise RecordDataError(f"a result of round {round_number} before its bets closed")
+            if self.result == round_number:
+                raise RecordDataError(
+                    f"a second result of round {round_number} without a void of the first"
+                )
             self.result = round_number
+        elif kind == RecordKind.RESULT_VOIDED:
+            if self.result != round_number:
+                raise RecordDataError(f"round {round_number} has no result to void")
+            self.result = None
         elif kind == RecordKind.CLOSE:
             if self.result != round_number:
                 raise RecordDataError(f"round {round_number} is closed without its result")

@@ -34,13 +34,14 @@ class RecordKind(StrEnum):
     BANK_SELECTED = "bank_selected"  # the dealer's bank key: who banks the next round
     DELIVERY_STYLE = "delivery_style"  # 621a.11(i): the style the bank chose
     SHIFT_CHANGE = "shift_change"
+    RESULT_VOIDED = "result_voided"  # N.J.A.C. 13:69E-1.28P: carries the reason; a new attempt
+    DICE_REPLACED = "dice_replaced"  # proposed 621a.5(c): the new set's id
     # the appliance (emitted by the daemon)
     LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"
     RNG_COMMIT = "rng_commit"
     RNG_REVEAL = "rng_reveal"
     CONFIG_LOADED = "config_loaded"
-    DICE_REPLACED = "dice_replaced"
     POWER_ON = "power_on"
     SHUTDOWN = "shutdown"
     RECOVERY = "recovery"

@@ -19,10 +19,12 @@ from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.position import BETTING_POSITIONS, BankHistory
 from controller.core.record_data import RecordDataError, result_as_recorded
-from controller.core.state import Fault, RoundContext, State
-from controller.errors import ControllerError
+from controller.core.state import Fault, RoundContext, State, check_dice_set_id
+from controller.errors import ControllerError, GameRuleError
 
-VERSION = 2  # 2: the delivery style (issue 14); a version 1 context is read as standard
+# 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
+# and 0; 3: the dice set and when it was put in, read from versions 1 and 2 as not recorded.
+VERSION = 3
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
 
@@ -47,6 +49,8 @@ _KEYS = frozenset(
 )
 _KEYS_V1 = _KEYS
 _KEYS_V2 = _KEYS | {"style", "shake_delay"}
+_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since"}
+_KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
 
 
 class SnapshotError(ControllerError, ValueError):
@@ -82,6 +86,8 @@ def encode_context(ctx: RoundContext) -> bytes:
             "result": None if ctx.result is None else ctx.result.as_record(),
             "style": ctx.delivery_style.value,
             "shake_delay": ctx.shake_delay_ms,
+            "dice_set": ctx.dice_set,
+            "dice_since": ctx.dice_since,
         }
     )
 
@@ -97,9 +103,9 @@ def decode_context(blob: bytes) -> RoundContext:
     if not isinstance(raw, dict):
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
     version = raw.get("v")
-    if version not in (1, VERSION) or isinstance(version, bool):
-        raise SnapshotError(f"context snapshot version {version!r} is not 1 or {VERSION}")
-    if set(raw) != (_KEYS_V1 if version == 1 else _KEYS_V2):
+    if not isinstance(version, int) or isinstance(version, bool) or version not in _KEYS_OF:
+        raise SnapshotError(f"context snapshot version {version!r} is not 1 to {VERSION}")
+    if set(raw) != _KEYS_OF[version]:
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
     try:
         state = State(_str(raw, "state"))
@@ -127,6 +133,10 @@ def decode_context(blob: bytes) -> RoundContext:
             if version != 1
             else DeliveryStyle.STANDARD,
             shake_delay_ms=_count(raw, "shake_delay", low=0) if version != 1 else 0,
+            dice_set=_dice_set(raw["dice_set"]) if version >= 3 else None,
+            dice_since=None
+            if version < 3 or raw["dice_since"] is None
+            else _count(raw, "dice_since", low=0),
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):
@@ -184,6 +194,16 @@ def _seat(value: object) -> int | None:
     if seat > BETTING_POSITIONS:
         raise SnapshotError(f"bank seat {seat} is not 1..{BETTING_POSITIONS}")
     return seat
+
+
+def _dice_set(value: object) -> str | None:
+    if value is None:
+        return None
+    try:
+        check_dice_set_id(_str_item(value))
+    except GameRuleError as exc:
+        raise SnapshotError(str(exc)) from None
+    return str(value)
 
 
 def _previous(value: object) -> Verdict | None:

@@ -37,6 +37,10 @@ _T = TypeVar("_T")
 
 MIN_SHAKE_CYCLES = 3  # 621a.8(a)(2), 621a.11(i): shaken at least three times
 MOTOR_GRACE_MS = 1000  # the core's backstop fires this long after the driver's own limit
+HOUR_MS = 3_600_000
+DICE_LIFE_MS = 24 * HOUR_MS  # proposed 621a.5(c): dice stay on a table at most 24 hours
+DICE_WARNING_MS = 23 * HOUR_MS  # the display warns an hour before
+MAX_DICE_SET_ID = 16  # characters of a dice set's id (ASCII letters, digits, "-")
 
 
 class Mode(StrEnum):
@@ -45,6 +49,17 @@ class Mode(StrEnum):
     SHAKER = "shaker"  # (3) a player-activated shaker started by a button at the player's position
     RNG = "rng"  # (1) a computerized RNG that selects and displays a number
     MANUAL = "manual"  # (2) a manual shaker, shaken at least three times, set on the reading area
+
+
+class VoidReason(StrEnum):
+    """N.J.A.C. 13:69E-1.28P: why the supervisor voided a result (to rectify a dealer error or
+    address a patron complaint). The result stays in the log; the void is added after it."""
+
+    MISREAD = "misread"  # the sensor read a face the dice do not show
+    DICE_DISTURBED = "dice_disturbed"  # the dice were touched before the reading was confirmed
+    DEALER_ERROR = "dealer_error"
+    PATRON_COMPLAINT = "patron_complaint"
+    EQUIPMENT = "equipment"
 
 
 class RngMode(StrEnum):
@@ -92,6 +107,9 @@ class Event(StrEnum):
     BANK_SEAT_KEY = "bank_seat_key"  # dealer key: the next bank (dealer, seat 1..6), bets open
     STYLE_KEY = "style_key"  # dealer key: the next delivery style, after "no more bets"
     SHIFT_CHANGE = "shift_change"  # dealer key: a new shift (and a new RNG session)
+    DICE_REPLACED = "dice_replaced"  # supervisor: a new dice set in the shaker (its id)
+    SHAKER_INSPECTED = "shaker_inspected"  # supervisor: the end-of-day shaker inspection
+    VOID_RESULT = "void_result"  # supervisor: the result is void (a reason); a new attempt
 
 
 class Fault(StrEnum):
@@ -177,6 +195,9 @@ class Occurrence:
     detail: str = ""
     config: Mapping[str, object] | None = None  # POWER_ON: the config_loaded record's data
     delay_ms: int | None = None  # SHAKE_PRESSED: the random delay the shell drew (CSPRNG)
+    wall: int | None = None  # UTC milliseconds when it happened (the shell's wall clock)
+    dice_set: str | None = None  # DICE_REPLACED: the new set's id (None: the next number)
+    reason: VoidReason | None = None  # VOID_RESULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +247,8 @@ class RoundContext:
     is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
     delivery_style: DeliveryStyle = DeliveryStyle.STANDARD  # 621a.11(i); tiles only
     shake_delay_ms: int = 0  # the delay before the motor of the shake in progress started
+    dice_set: str | None = None  # the dice in the shaker (None: no replacement recorded yet)
+    dice_since: int | None = None  # UTC milliseconds when they were put in (proposed 621a.5(c))
 
 
 S, E = State, Event
@@ -256,6 +279,9 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.IDLE, E.BANK_SEAT_KEY): frozenset({S.IDLE}),
     (S.IDLE, E.SHIFT_CHANGE): frozenset({S.IDLE}),
     (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
+    # the dice and the shaker (supervisor): between shakes, in any state that starts none
+    **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.FAULT, S.LOCKED), E.DICE_REPLACED),
+    **_each((S.IDLE, S.FAULT), E.SHAKER_INSPECTED),
     # the shake; pressing the button outside a shake does nothing (no mashing)
     **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.WAITING, S.SHAKING),
     **_each(
@@ -273,7 +299,7 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
         E.SHAKE_PRESSED,
     ),
     (S.SHAKING, E.SHAKE_DONE): frozenset({S.SETTLING, S.NO_ROLL, S.LOCKED}),
-    **_each((S.ARMED, S.NO_ROLL), E.DICE_SET, S.READING),
+    **_each_same_or((S.ARMED, S.NO_ROLL), E.DICE_SET, S.READING),
     # time
     **_each(_ALL, E.TICK),
     (S.WAITING, E.TICK): frozenset({S.WAITING, S.SHAKING}),
@@ -302,6 +328,8 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
     # the end of the round
     (S.RESULT, E.CLOSE_ROUND): frozenset({S.IDLE}),
+    # N.J.A.C. 13:69E-1.28P: the supervisor voids a result; the round goes on, a new attempt
+    (S.RESULT, E.VOID_RESULT): frozenset({S.RESULT, S.ARMED, S.DRAWING}),
     **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE),
     **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE),  # supervisor key only
     (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # supervisor key: the round is void, fault stays
@@ -355,8 +383,9 @@ class _Rules:
     """The handlers. Each returns the next context and the actions; ``step`` checks the result
     against ``TRANSITIONS``."""
 
-    def __init__(self, settings: RoundSettings) -> None:
+    def __init__(self, settings: RoundSettings, wall: int | None = None) -> None:
         self.settings = settings
+        self.wall = wall  # the event's UTC milliseconds, when the shell gave them
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -424,16 +453,19 @@ class _Rules:
     def _enter_screen(self, ctx: RoundContext) -> list[Action]:
         """What to show (and do) on coming back to a resting state."""
         if ctx.state is S.IDLE:
-            ready = _show(Screen.READY, round=ctx.round_number, **self._bank(ctx))
+            ready = _show(
+                Screen.READY, round=ctx.round_number, **self._bank(ctx), **self._dice(ctx)
+            )
             if self.settings.mode is Mode.RNG:
                 # 621a.8(a)(1): the session's commitment is recorded and shown before bets
                 # close, never inside a draw.
                 return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
             return [ready]
         if ctx.state is S.ARMED:
-            return [_show(Screen.BETS_CLOSED, **self._round(ctx), **self._style(ctx))]
+            closed = {**self._round(ctx), **self._style(ctx), **self._dice(ctx)}
+            return [_show(Screen.BETS_CLOSED, **closed)]
         if ctx.state is S.NO_ROLL:
-            return [_show(Screen.NO_ROLL, **self._round(ctx))]
+            return [_show(Screen.NO_ROLL, **self._round(ctx), **self._dice(ctx))]
         if ctx.state is S.LOCKED:
             return [_show(Screen.LOCKED, **self._round(ctx))]
         if ctx.state is S.DRAWING:
@@ -461,6 +493,27 @@ class _Rules:
         except GameRuleError as exc:
             shown["bank_refused"] = str(exc)
         return shown
+
+    def _dice(self, ctx: RoundContext) -> dict[str, object]:
+        """The dice set in the shaker and, from 23 hours on the table, the warning that it must
+        be replaced (proposed 621a.5(c)); nothing in RNG mode, which uses no dice."""
+        if self.settings.mode is Mode.RNG:
+            return {}
+        return {"dice": {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}}
+
+    def _dice_expired(self, ctx: RoundContext) -> Step | None:
+        """The refusal of a shake with dice 24 hours on the table (proposed 621a.5(c))."""
+        age = _dice_age(ctx, self.wall)
+        if age is None or age < DICE_LIFE_MS:
+            return None
+        return _refuse(ctx, _dice_warning(ctx, self.wall) or "")
+
+    def _shown_again(self, ctx: RoundContext) -> list[Action]:
+        """The screen of a resting state shown again after a change it displays (bets open,
+        bets closed, a no roll); nothing else of entering it is done again."""
+        if ctx.state not in (S.IDLE, S.ARMED, S.NO_ROLL):
+            return []
+        return [a for a in self._enter_screen(ctx) if a.kind is ActionKind.SHOW]
 
     def _style(self, ctx: RoundContext) -> dict[str, object]:
         if self.settings.game is not Game.TILES:
@@ -549,6 +602,9 @@ class _Rules:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
             return _refuse(ctx, "close the lid to shake")
+        expired = self._dice_expired(ctx)
+        if expired is not None:
+            return expired
         # Issue 14: the motor starts after a random delay the shell drew from the OS CSPRNG,
         # so that the moment a player presses cannot time the dice; it goes in the shake's
         # record. The screen answers the press at once.
@@ -585,6 +641,9 @@ class _Rules:
     def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if self.settings.mode is not Mode.MANUAL:
             raise IllegalTransition(ctx.state, occ.event)
+        expired = self._dice_expired(ctx)
+        if expired is not None:
+            return expired
         # 621a.6(a)(2): the dealer shook the manual shaker and set it uncovered on the reader.
         return self._start_reading(ctx, occ, [_record(RecordKind.SHAKE, **self._round(ctx))])
 
@@ -745,6 +804,62 @@ class _Rules:
         ctx, actions = self._resume(ctx)
         return ctx, [record, *reanchor, *actions]
 
+    def dice_replaced(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """Proposed 621a.5(c): a new dice set, its id typed at the service terminal or the
+        next number; the 24 hours start again. Between shakes, with the supervisor key."""
+        if not occ.supervisor:
+            return _refuse(ctx, "replacing the dice needs the supervisor key")
+        wall = _need(occ.wall, occ)
+        dice_set = occ.dice_set if occ.dice_set is not None else _next_dice_set(ctx.dice_set)
+        check_dice_set_id(dice_set)
+        record = _record(
+            RecordKind.DICE_REPLACED,
+            round=ctx.round_number,
+            dice_set=dice_set,
+            previous=ctx.dice_set,
+            previous_age_ms=_dice_age(ctx, wall),
+            wall_ms=wall,
+        )
+        ctx = replace(ctx, dice_set=dice_set, dice_since=wall)
+        return ctx, [record, *self._shown_again(ctx)]
+
+    def shaker_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """N.J.A.C. 13:69E-1.16A: the shaker's end-of-day inspection, by the supervisor."""
+        if not occ.supervisor:
+            return _refuse(ctx, "the shaker inspection needs the supervisor key")
+        record = _record(
+            RecordKind.SUPERVISOR_ACTION,
+            round=ctx.round_number,
+            action="shaker_inspected",
+            detail=occ.detail,
+            wall_ms=_need(occ.wall, occ),
+        )
+        return ctx, [record]
+
+    def void_result(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """N.J.A.C. 13:69E-1.28P: the supervisor voids a result with its reason, to rectify a
+        dealer error or address a patron complaint. The result and its reading stay in the log;
+        the void follows them. The round goes on as a new attempt: reshaken (or set on the
+        reader again), or redrawn in RNG mode."""
+        if not occ.supervisor:
+            return _refuse(ctx, "voiding a result needs the supervisor key")
+        reason = _need(occ.reason, occ)
+        record = _record(
+            RecordKind.RESULT_VOIDED,
+            **self._round(ctx),
+            reason=str(reason),
+            detail=occ.detail,
+        )
+        ctx = replace(
+            ctx,
+            state=S.DRAWING if self.settings.mode is Mode.RNG else S.ARMED,
+            attempt=ctx.attempt + 1,
+            result=None,
+            deadline=None,
+            read_progress=ReadProgress(),
+        )
+        return ctx, [record, *self._enter_screen(ctx)]
+
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
 
@@ -862,6 +977,43 @@ def _after(choices: Sequence[_T], current: _T) -> _T:
     return choices[(choices.index(current) + 1) % len(choices)]
 
 
+def _dice_age(ctx: RoundContext, wall: int | None) -> int | None:
+    """How long the dice have been on the table, when both ends are known (a clock set back
+    counts as no time)."""
+    if ctx.dice_since is None or wall is None:
+        return None
+    return max(0, wall - ctx.dice_since)
+
+
+def _dice_warning(ctx: RoundContext, wall: int | None) -> str | None:
+    age = _dice_age(ctx, wall)
+    if age is None or age < DICE_WARNING_MS:
+        return None
+    if age >= DICE_LIFE_MS:
+        return "the dice have been on the table 24 hours: the supervisor replaces them (621a.5(c))"
+    minutes = -(-(DICE_LIFE_MS - age) // 60_000)
+    return f"replace the dice within {minutes} min: 24 hours on the table (621a.5(c))"
+
+
+def _next_dice_set(current: str | None) -> str:
+    """The next number after a numbered set; "1" after none or a named one."""
+    if current is not None and current.isascii() and current.isdigit():
+        return str(int(current) + 1)
+    return "1"
+
+
+def check_dice_set_id(dice_set: str) -> None:
+    """A dice set's id: 1..16 ASCII letters, digits or "-" (it is shown and recorded)."""
+    if not (
+        0 < len(dice_set) <= MAX_DICE_SET_ID
+        and dice_set.isascii()
+        and all(c.isalnum() or c == "-" for c in dice_set)
+    ):
+        raise GameRuleError(
+            f"a dice set id is 1 to {MAX_DICE_SET_ID} letters, digits or '-', not {dice_set[:20]!r}"
+        )
+
+
 def _need(value: _T | None, occ: Occurrence) -> _T:
     if value is None:
         raise GameRuleError(f"event {occ.event} lacks its data")
@@ -905,6 +1057,9 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.BANK_SEAT_KEY: _Rules.bank_seat_key,
     E.STYLE_KEY: _Rules.style_key,
     E.SHIFT_CHANGE: _Rules.shift_change,
+    E.DICE_REPLACED: _Rules.dice_replaced,
+    E.SHAKER_INSPECTED: _Rules.shaker_inspected,
+    E.VOID_RESULT: _Rules.void_result,
 }
 
 
@@ -913,7 +1068,7 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
     allowed = TRANSITIONS.get((ctx.state, occ.event))
     if allowed is None:
         raise IllegalTransition(ctx.state, occ.event)
-    new_ctx, actions = _HANDLERS[occ.event](_Rules(settings), ctx, occ)
+    new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), ctx, occ)
     if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
         raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
     return new_ctx, actions

@@ -34,6 +34,7 @@ REPLAYED_KINDS = frozenset(
         RecordKind.NO_ROLL,
         RecordKind.RESULT,
         RecordKind.VOID,
+        RecordKind.RESULT_VOIDED,
         RecordKind.FAULT,
         RecordKind.RESHAKE_LIMIT,
         RecordKind.RNG_COMMIT,
@@ -167,6 +168,10 @@ def replay_event(record: StoredRecord) -> dict[str, Any] | None:
         shown.update(no_rolls=data.get("no_rolls"))
     elif kind is RecordKind.NO_MORE_BETS:
         screen = Screen.BETS_CLOSED
+    elif kind is RecordKind.RESULT_VOIDED:  # N.J.A.C. 13:69E-1.28P: the round is played again
+        screen = Screen.BETS_CLOSED
+        attempt = _int(data.get("attempt"))
+        shown.update(attempt=None if attempt is None else attempt + 1, voided=data.get("reason"))
     elif kind is RecordKind.ROUND_OPENED:
         screen = Screen.READY
     elif kind is RecordKind.RNG_COMMIT:

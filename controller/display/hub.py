@@ -191,7 +191,7 @@ class DisplayHub:
             if lines and self._live_feeds:
                 self._send_lines(lines)
             for record in records:
-                if record.kind == RecordKind.VOID:
+                if record.kind in (RecordKind.VOID, RecordKind.RESULT_VOIDED):
                     changed = self._mark_void(record.data.get("round")) or changed
                 elif record.kind == RecordKind.RNG_COMMIT:
                     data = record.data

@@ -247,22 +247,28 @@ class DisplayServer:
         try:
             size = self.log_reader.size()
             results = self.log_reader.latest_of(
-                {RecordKind.RESULT, RecordKind.VOID}, limit=2 * TREND_LENGTH
+                {RecordKind.RESULT, RecordKind.VOID, RecordKind.RESULT_VOIDED},
+                limit=2 * TREND_LENGTH,
             )
             commits = self.log_reader.latest_of({RecordKind.RNG_COMMIT}, limit=1)
         except AuditLogError as exc:
             log.warning("display: cannot read the audit log: %s", exc)
             return 0
-        trend = []
+        trend: list[dict[str, Any]] = []
         voided = set()
         for record in results:
             data = record.entry().get("data", {})
-            if record.kind == RecordKind.VOID:
+            if record.kind == RecordKind.VOID:  # the round is void, whatever it showed
                 voided.add(data.get("round"))
+            elif record.kind == RecordKind.RESULT_VOIDED:  # that result only: played again
+                for entry in reversed(trend):
+                    if entry["round"] == data.get("round"):
+                        entry["void"] = True
+                        break
             else:
                 trend.append(trend_entry(record.seq, data.get("round"), data))
         for entry in trend:
-            entry["void"] = entry["round"] in voided
+            entry["void"] = entry["void"] or entry["round"] in voided
         commitment = None
         if commits:
             data = commits[-1].entry().get("data", {})

@@ -135,6 +135,7 @@ function render() {
   const result = screen === "result" ? d.result : null;
   renderBank(screen === "ready" ? d : null);
   renderStyle(screen === "bets_closed" ? d.delivery_style : null);
+  renderDiceWarning(["ready", "bets_closed", "no_roll"].includes(screen) ? d.dice : null);
   renderResult(result);
   renderDealing(screen === "result" ? d.dealing_plan : null);
   renderFaults(screen === "fault" ? d.faults : null);
@@ -161,6 +162,13 @@ function renderResult(r) {
   show("total-box", !!r.dice);
   text("starting-label", positionName(r.starting_position));
   renderWagers(r);
+}
+
+// The dice's 24 hours on the table (621a.5(c)): the warning from 23 hours, the refusal at 24.
+function renderDiceWarning(dice) {
+  const warning = dice && dice.warning != null ? String(dice.warning) : "";
+  show("dice-warning", !!warning);
+  text("dice-warning", warning ? "DICE — " + warning : "");
 }
 
 // Who banks the round about to be played, and the rule that refuses it (621a.11(b), (c)).

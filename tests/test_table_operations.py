@@ -1,0 +1,239 @@
+"""Issue 14's supervisor actions in the core: the dice's 24 hours on the table (proposed
+621a.5(c)), the end-of-day shaker inspection (N.J.A.C. 13:69E-1.16A), and a result voided
+with its reason and played again as a new attempt (N.J.A.C. 13:69E-1.28P)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_state import SETTINGS, WALL, Table, good_reading
+
+from controller.core.records import RecordKind
+from controller.core.snapshot import decode_context, encode_context
+from controller.core.state import (
+    DICE_LIFE_MS,
+    DICE_WARNING_MS,
+    ActionKind,
+    Event,
+    Mode,
+    RoundMachine,
+    Screen,
+    State,
+    VoidReason,
+)
+from controller.errors import GameRuleError
+
+MIN = 60_000
+
+
+def replaced(t: Table, wall: int, dice_set: str | None = None) -> Table:
+    t.send(Event.DICE_REPLACED, supervisor=True, wall=wall, dice_set=dice_set)
+    return t
+
+
+def dice_shown(t: Table, screen: Screen) -> object:
+    return t.shown(screen).data["dice"]
+
+
+# --- the dice's 24 hours -----------------------------------------------------------------------
+
+
+def test_a_replacement_is_recorded_with_its_id_and_the_time_and_shown() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    replaced(t, WALL, "A-7")
+    record = next(a for a in t.actions if a.record is RecordKind.DICE_REPLACED)
+    assert record.data == {
+        "round": 1,
+        "dice_set": "A-7",
+        "previous": None,
+        "previous_age_ms": None,
+        "wall_ms": WALL,
+    }
+    assert dice_shown(t, Screen.READY) == {"set": "A-7", "warning": None}
+    assert (t.machine.context.dice_set, t.machine.context.dice_since) == ("A-7", WALL)
+    replaced(t, WALL + 5 * MIN)
+    record = next(a for a in t.actions if a.record is RecordKind.DICE_REPLACED)
+    assert (record.data["previous"], record.data["previous_age_ms"]) == ("A-7", 5 * MIN)
+    assert record.data["dice_set"] == "1"  # a named set is followed by number 1
+
+
+@pytest.mark.parametrize(("current", "following"), [(None, "1"), ("1", "2"), ("41", "42")])
+def test_the_next_number_follows_a_numbered_set(current: str | None, following: str) -> None:
+    t = Table()
+    if current is not None:
+        replaced(t, WALL, current)
+    replaced(t, WALL + MIN)
+    assert t.machine.context.dice_set == following
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 17, "a b", "é", "a/b", "1\n"])
+def test_a_dice_set_id_is_short_plain_ascii(bad: str) -> None:
+    t = Table()
+    before = t.machine.context
+    with pytest.raises(GameRuleError, match="dice set id"):
+        replaced(t, WALL, bad)
+    assert t.machine.context is before
+
+
+def test_only_the_supervisor_replaces_the_dice() -> None:
+    t = Table()
+    t.send(Event.DICE_REPLACED, wall=WALL, dice_set="2")
+    assert t.screens() == [Screen.REFUSED]
+    assert t.machine.context.dice_set is None
+
+
+@pytest.mark.parametrize(
+    ("age", "warning", "shakes"),
+    [
+        (0, None, True),
+        (DICE_WARNING_MS - 1, None, True),
+        (DICE_WARNING_MS, "within 60 min", True),
+        (DICE_LIFE_MS - MIN, "within 1 min", True),
+        (DICE_LIFE_MS - 1, "within 1 min", True),
+        (DICE_LIFE_MS, "24 hours", False),
+        (3 * DICE_LIFE_MS, "24 hours", False),
+    ],
+)
+def test_the_display_warns_from_23_hours_and_no_shake_starts_at_24(
+    age: int, warning: str | None, shakes: bool
+) -> None:
+    t = replaced(Table(), WALL, "5")
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS, wall=WALL + age)
+    shown = dice_shown(t, Screen.BETS_CLOSED)
+    assert isinstance(shown, dict)
+    assert shown["set"] == "5"
+    if warning is None:
+        assert shown["warning"] is None
+    else:
+        assert warning in shown["warning"]
+        assert "621a.5(c)" in shown["warning"]
+    t.send(Event.SHAKE_PRESSED, wall=WALL + age)
+    if shakes:
+        assert t.state is State.SHAKING
+        return
+    assert t.state is State.ARMED
+    assert t.screens() == [Screen.REFUSED]
+    assert "replaces them" in str(t.shown(Screen.REFUSED).data["reason"])
+    assert ActionKind.START_SHAKE not in t.kinds()
+    replaced(t, WALL + age + MIN)  # the supervisor puts in a new set: the shake starts
+    assert dice_shown(t, Screen.BETS_CLOSED) == {"set": "6", "warning": None}
+    t.send(Event.SHAKE_PRESSED, wall=WALL + age + 2 * MIN)
+    assert t.state is State.SHAKING
+
+
+def test_a_manual_shaker_is_not_read_with_dice_past_24_hours() -> None:
+    t = replaced(Table(replace(SETTINGS, mode=Mode.MANUAL)), WALL)
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.DICE_SET, wall=WALL + DICE_LIFE_MS)
+    assert (t.state, t.screens()) == (State.ARMED, [Screen.REFUSED])
+    t.send(Event.DICE_SET, wall=WALL + DICE_LIFE_MS - 1)
+    assert t.state is State.READING
+
+
+def test_rng_mode_shows_and_checks_no_dice() -> None:
+    t = replaced(Table(replace(SETTINGS, mode=Mode.RNG)), WALL)
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS, wall=WALL + 2 * DICE_LIFE_MS)
+    assert t.state is State.DRAWING
+    assert "dice" not in t.shown(Screen.DRAWING).data
+
+
+def test_the_dice_clock_survives_a_restart() -> None:
+    t = replaced(Table(), WALL, "9")
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    stored = decode_context(encode_context(t.machine.context))
+    after = Table()
+    after.machine = RoundMachine(SETTINGS, stored)
+    after.send(Event.POWER_ON, wall=WALL + DICE_LIFE_MS)
+    after.send(Event.LID_CLOSED)
+    after.send(Event.SHAKE_PRESSED, wall=WALL + DICE_LIFE_MS)
+    assert (after.state, after.screens()) == (State.ARMED, [Screen.REFUSED])
+
+
+def test_a_clock_set_back_counts_as_no_time_on_the_table() -> None:
+    t = replaced(Table(), WALL)
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS, wall=WALL - DICE_LIFE_MS)
+    assert dice_shown(t, Screen.BETS_CLOSED) == {"set": "1", "warning": None}
+
+
+# --- the shaker's inspection ---------------------------------------------------------------------
+
+
+def test_the_end_of_day_inspection_is_a_supervisor_record() -> None:
+    t = Table()
+    t.send(Event.SHAKER_INSPECTED, wall=WALL, detail="cup and lid intact")
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.SHAKER_INSPECTED, supervisor=True, wall=WALL, detail="cup and lid intact")
+    record = next(a for a in t.actions if a.record is RecordKind.SUPERVISOR_ACTION)
+    assert record.data == {
+        "round": 1,
+        "action": "shaker_inspected",
+        "detail": "cup and lid intact",
+        "wall_ms": WALL,
+    }
+    assert t.state is State.IDLE
+
+
+# --- a result voided -------------------------------------------------------------------------
+
+
+def test_a_voided_result_is_kept_and_the_round_is_reshaken_as_a_new_attempt() -> None:
+    t = Table().to_result(good_reading(1, 2, 3))
+    first = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert first.data["attempt"] == 1
+    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.DICE_DISTURBED, detail="bumped")
+    assert t.records() == [RecordKind.RESULT_VOIDED]
+    voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
+    assert voided.data == {
+        "round": 1,
+        "attempt": 1,
+        "reason": "dice_disturbed",
+        "detail": "bumped",
+    }
+    ctx = t.machine.context
+    assert (ctx.state, ctx.round_number, ctx.attempt, ctx.result) == (State.ARMED, 1, 2, None)
+    assert t.screens() == [Screen.BETS_CLOSED]
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=4)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(4, 5, 6, shift=5)).read(good_reading(4, 5, 6, shift=5))
+    second = next(a for a in t.actions if a.record is RecordKind.RESULT)
+    assert (second.data["round"], second.data["attempt"]) == (1, 2)
+    assert second.data["dice"] != first.data["dice"]
+    t.send(Event.CLOSE_ROUND)
+    assert t.machine.context.round_number == 2
+
+
+def test_an_rng_result_voided_is_drawn_again_as_a_new_attempt() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.RNG))
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.RNG_DRAWN, rng_number=3)
+    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.EQUIPMENT)
+    assert t.state is State.DRAWING
+    draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
+    assert draw.data == {"round": 1, "attempt": 2}
+
+
+def test_voiding_a_result_needs_the_supervisor_key_and_a_reason() -> None:
+    t = Table().to_result()
+    before = t.machine.context
+    t.send(Event.VOID_RESULT, reason=VoidReason.MISREAD)
+    assert (t.machine.context, t.screens()) == (before, [Screen.REFUSED])
+    with pytest.raises(GameRuleError, match="lacks its data"):
+        t.send(Event.VOID_RESULT, supervisor=True)
+    assert t.machine.context is before
+
+
+def test_every_void_reason_is_recorded_as_itself() -> None:
+    for reason in VoidReason:
+        t = Table().to_result()
+        t.send(Event.VOID_RESULT, supervisor=True, reason=reason)
+        voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
+        assert voided.data["reason"] == reason.value
