@@ -371,3 +371,43 @@ def test_run_without_usable_pins_says_so_without_a_traceback(tmp_path: Path) -> 
     assert proc.returncode == 1
     assert "GPIO pins unavailable" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    """Issue 14 end to end: bank seats and delivery styles from the panel's keys, the first
+    result of every tenth round voided with a reason and decided again as a new attempt, the
+    dice replaced when their 24 hours are up (a simulated wall clock: an hour per round), the
+    shaker inspected each day; then verify-log."""
+    state = tmp_path / "state"
+    daemon = Daemon(
+        state, "--rounds", "52", "--seed", "14", "--faults", "none",
+        "--table-minutes-per-round", "60",
+    )  # fmt: skip
+    daemons.append(daemon)
+    assert daemon.wait(timeout=240) == 0, "\n".join(daemon.lines)
+    rows = records(state)
+    kinds = [r["kind"] for r in rows]
+    banks = {r["data"]["bank"] for r in rows if r["kind"] == "no_more_bets"}
+    assert "dealer" in banks
+    assert len(banks) > 1, banks  # seats banked too (621a.11)
+    styles = {r["data"]["style"] for r in rows if r["kind"] == "delivery_style"}
+    assert len(styles) > 1, styles  # 621a.9 styles chosen, not only 621a.8(d)
+    # Proposed 621a.5(c): a set put in at the start, then a new one at each 24 hours.
+    replaced = [r["data"] for r in rows if r["kind"] == "dice_replaced"]
+    assert [d["dice_set"] for d in replaced] == ["1", "2", "3"]
+    assert all(d["previous_age_ms"] >= 24 * 3_600_000 for d in replaced[1:])
+    assert kinds.count("supervisor_action") >= 2  # the shaker inspected on each day
+    # N.J.A.C. 13:69E-1.28P: each voided result stays; the round is decided once more.
+    voided = [(i, r["data"]) for i, r in enumerate(rows) if r["kind"] == "result_voided"]
+    assert [d["round"] for _, d in voided] == [10, 20, 30, 40, 50]
+    assert len({d["reason"] for _, d in voided}) == 5
+    for at, data in voided:
+        before = [r["data"] for r in rows[:at] if r["kind"] == "result"]
+        assert (before[-1]["round"], before[-1]["attempt"]) == (data["round"], data["attempt"])
+        again = next(r["data"] for r in rows[at:] if r["kind"] == "result")
+        assert (again["round"], again["attempt"]) == (data["round"], data["attempt"] + 1)
+    decided = [(r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"]
+    assert len(decided) == len(set(decided))
+    assert verify(state)["results_recomputed"] == len(decided)

@@ -43,7 +43,7 @@ from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import LogIdentityError, LogIntegrityError
-from controller.ports import TableDisplay
+from controller.ports import TableDisplay, wall_ms
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
@@ -64,6 +64,7 @@ class Options:
     web_display_required: bool = True  # the simulation goes on without it if its port is taken
     displays: Sequence[TableDisplay] = ()
     observers: Sequence[Observer] = ()
+    wall_clock: Callable[[], int] = wall_ms  # UTC milliseconds (the simulation's may run fast)
 
 
 class Appliance:
@@ -120,6 +121,7 @@ class Appliance:
             on_alive=self._alive,
             collect_garbage_when_idle=True,
             shake_delay=lambda: draw_shake_delay(self.config.round),
+            wall_clock=self.options.wall_clock,
         )
         if problem is not None:
             log.error("audit log: %s", problem)

@@ -7,6 +7,13 @@ the tamper loop), and the simulated dice sensor speaking the DS1 protocol at the
 real pseudo-terminal. A simulated dealer and player press the panel's keys and the shake
 button on the mock pins as rounds ask for them, and a supervisor clears faults. Faults are
 injected by chance per shake (``--faults``).
+
+Unless the rounds are plain (``--plain-rounds``), the supervisor also does what a shift asks of
+one (issue 14): the first result of every tenth round is voided with a reason (N.J.A.C.
+13:69E-1.28P; the round is shaken again), the dice are replaced when their 24 hours on the table
+are up (proposed 621a.5(c)), and the shaker is inspected at the start of each day (N.J.A.C.
+13:69E-1.16A). ``--table-minutes-per-round M`` gives the table a simulated wall clock that
+moves M minutes with each round closed, so that a day of play passes in a few seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import queue
 import random
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -29,9 +36,10 @@ from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle
 from controller.core.digits import quoted
 from controller.core.position import Game
-from controller.core.state import Mode, Screen
+from controller.core.state import Event, Mode, Occurrence, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
+from controller.ports import monotonic_ms, wall_ms
 from drivers.sim.hardware import ShakerFaults, SimPanel, SimPin, SimShaker
 from drivers.sim.sensor import SimFault, SimulatedSensor
 
@@ -57,6 +65,8 @@ SENSOR_FAULTS: Mapping[str, SimFault] = {
 SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
 FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
 _DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
+VOID_EVERY = 10  # the first result of every tenth round is voided (not with plain rounds)
+DAY_MS = 86_400_000
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
 
@@ -104,6 +114,27 @@ def simulation_config(config: Config, *, fast: bool) -> Config:
     return dataclasses.replace(config, shaker=shaker, round=round_)
 
 
+class SimulatedWallClock:
+    """The table's wall clock in a simulation: real time, or (``minutes_per_round``) a clock
+    that starts now and moves that many minutes each time a round is closed."""
+
+    def __init__(self, minutes_per_round: float | None) -> None:
+        self._step = None if minutes_per_round is None else round(minutes_per_round * 60_000)
+        self._lock = threading.Lock()
+        self._now = wall_ms()
+
+    def __call__(self) -> int:
+        if self._step is None:
+            return wall_ms()
+        with self._lock:
+            return self._now
+
+    def round_closed(self) -> None:
+        if self._step is not None:
+            with self._lock:
+                self._now += self._step
+
+
 @dataclass
 class Crew:
     """The simulated dealer, player and supervisor: they react to what the display shows."""
@@ -120,6 +151,9 @@ class Crew:
     is_manual: bool = False
     has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
     makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
+    # the supervisor's actions at the service terminal (issue 14), and the table's wall clock
+    supervise: Callable[[Occurrence], None] | None = None
+    clock: SimulatedWallClock | None = None
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
@@ -130,6 +164,8 @@ class Crew:
         self._last: Screen | None = None
         self._last_data: dict[str, object] = {}
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
+        self._voids = 0
+        self._inspected_day: int | None = None
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -180,10 +216,14 @@ class Crew:
                 self.on_done.set()
                 return
             self._pause()
+            if self._inspect_shaker() or self._replace_dice(data):
+                return
             if self._choose_bank(data):
                 self._press("key_no_more_bets")
-        elif screen is Screen.BETS_CLOSED and not self._choose_style(data):
-            return
+        elif (screen is Screen.BETS_CLOSED and not self._choose_style(data)) or (
+            screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self._replace_dice(data)
+        ):
+            return  # a key stepped, or the dice replaced: the screen shown next says more
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
             # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
             self._pause()
@@ -198,13 +238,71 @@ class Crew:
             self._inject_faults()
             self._press("shake_button")
         elif screen is Screen.RESULT:
+            self._pause()
+            if self._void(data):
+                return
             if "result" in data:  # a nudge, or a result shown again, is not a new round
                 self.rounds_done.add(data.get("round"))
-            self._pause()
             self._press("key_close_round")
+            if self.clock is not None:
+                self.clock.round_closed()
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._pause()
             self._clear(data)
+
+    def _as_supervisor(self, event: Event, **data: object) -> None:
+        """The supervisor turns the key and acts at the service terminal."""
+        if self.supervise is None:
+            return
+        self.panel.turn_supervisor_key(True)
+        self.stopping.wait(self.press_s)  # the key switch settles
+        self.supervise(Occurrence(event, at=monotonic_ms(), supervisor=True, **data))  # type: ignore[arg-type]
+        self.stopping.wait(self.press_s)
+        self.panel.turn_supervisor_key(False)
+
+    def _void(self, data: Mapping[str, object]) -> bool:
+        """N.J.A.C. 13:69E-1.28P: the first result of every tenth round is voided, with the
+        next reason in turn (a patron's complaint, a misread, ...); the round is shaken again."""
+        number = data.get("round")
+        if not (
+            self.makes_choices
+            and isinstance(number, int)
+            and number % VOID_EVERY == 0
+            and data.get("attempt") == 1
+            and "result" in data
+        ):
+            return False
+        reasons = list(VoidReason)
+        reason = reasons[self._voids % len(reasons)]
+        self._voids += 1
+        self._as_supervisor(Event.VOID_RESULT, reason=reason, detail="simulated")
+        return True
+
+    def _replace_dice(self, data: Mapping[str, object]) -> bool:
+        """Proposed 621a.5(c): the supervisor records the dice set in the shaker when none is
+        recorded, and puts in a new one once its 24 hours on the table are up (the shake would
+        be refused)."""
+        dice = data.get("dice")
+        if not (self.makes_choices and isinstance(dice, dict)):
+            return False
+        warning = dice.get("warning")
+        if dice.get("set") is not None and not (
+            isinstance(warning, str) and "24 hours:" in warning
+        ):
+            return False
+        self._as_supervisor(Event.DICE_REPLACED)
+        return True
+
+    def _inspect_shaker(self) -> bool:
+        """N.J.A.C. 13:69E-1.16A: the shaker is inspected once a (simulated) day."""
+        if not self.makes_choices or self.clock is None or self.supervise is None:
+            return False
+        day = self.clock() // DAY_MS
+        if self._inspected_day == day:
+            return False
+        self._inspected_day = day
+        self._as_supervisor(Event.SHAKER_INSPECTED, detail="cup, lid and tilt switch intact")
+        return True
 
     def _wants(self, data: Mapping[str, object]) -> tuple[str | None, str]:
         """The bank and the style this round is played with, chosen once per round: mostly the
@@ -289,9 +387,11 @@ def run_simulation(
     out: TextIO,
     web_display: bool = False,
     plain_rounds: bool = False,
+    table_minutes_per_round: float | None = None,
 ) -> int:
     """``plain_rounds``: the dealer banks every round with the standard delivery (no bank or
-    style key is pressed), the round the writes and latency benchmarks count."""
+    style key is pressed) and the supervisor does nothing, the round the writes and latency
+    benchmarks count. ``table_minutes_per_round``: see :class:`SimulatedWallClock`."""
     config = simulation_config(config, fast=fast)
     factory = MockFactory(pin_class=SimPin)
     sensor = SimulatedSensor(seed=seed).start()
@@ -304,6 +404,7 @@ def run_simulation(
     )
     panel = SimPanel(factory, config.pins, bounce_gap_ms=0.2 if fast else 1.0)
     done = threading.Event()
+    clock = SimulatedWallClock(table_minutes_per_round)
     crew = Crew(
         panel=panel,
         shaker=shaker,
@@ -317,6 +418,7 @@ def run_simulation(
         is_manual=config.table.mode is Mode.MANUAL,
         has_styles=config.table.game is Game.TILES,
         makes_choices=not plain_rounds,
+        clock=clock,
     )
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
     options = Options(
@@ -327,6 +429,7 @@ def run_simulation(
         web_display_required=False,
         displays=(console,),
         observers=(crew.observe,),
+        wall_clock=clock,
     )
     out.write(
         f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"
@@ -337,6 +440,7 @@ def run_simulation(
         out.write(f"table display: http://{display.host}:{display.http_port}/\n")
     out.flush()
     appliance = Appliance(config, options)
+    crew.supervise = appliance.events.put  # what the service terminal hands the control thread
 
     finished = threading.Event()  # set when the run is over, however it ended
 

@@ -90,7 +90,14 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plain-rounds",
         action="store_true",
-        help="the dealer banks every round, standard delivery (no bank or style key pressed)",
+        help="the dealer banks every round, standard delivery (no bank or style key pressed),"
+        " and the supervisor voids nothing",
+    )
+    p.add_argument(
+        "--table-minutes-per-round",
+        metavar="M",
+        help="a simulated wall clock that moves M minutes (1 to 1440) with each round closed:"
+        " the dice's 24 hours on the table pass within the run (default: the real clock)",
     )
     p.add_argument("--debug", action="store_true", help="log at debug level")
 
@@ -102,6 +109,8 @@ def simulate_command(args: argparse.Namespace) -> int:
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
     faults = parse_faults(args.faults)
+    minutes = args.table_minutes_per_round
+    per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
     state_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
     config = Config() if args.config is None else load_config(Path(args.config))
     if args.mode is not None:
@@ -122,6 +131,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             out=sys.stdout,
             web_display=args.web_display,
             plain_rounds=args.plain_rounds,
+            table_minutes_per_round=per_round,
         )
     except ControllerError:
         raise  # ours say what failed: one line on stderr, exit 1
