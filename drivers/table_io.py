@@ -145,7 +145,7 @@ def _build_table_io(
     clock: Callable[[], int],
 ) -> TableIO:
     latch = FaultLatch()
-    is_shaker_table = config.table.mode is Mode.SHAKER
+    is_shaker_table = Mode.SHAKER in (config.table.mode, *config.table.modes)
     shaker = None
     if is_shaker_table:
         shaker = build_shaker(

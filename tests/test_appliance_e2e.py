@@ -197,7 +197,8 @@ def test_rounds_with_faults_a_kill_mid_round_and_recovery(
     killed = before[-1]["data"]
     round_, attempt = killed["round"], killed["attempt"]
 
-    second = Daemon(state, "--rounds", "2", "--seed", "12", "--faults", "none")
+    # plain rounds: the supervisor voids no result (round 10's would be, shown again)
+    second = Daemon(state, "--rounds", "2", "--seed", "12", "--faults", "none", "--plain-rounds")
     daemons.append(second)
     assert second.wait(timeout=120) == 0, "\n".join(second.lines)
 
@@ -379,11 +380,14 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
     """Issue 14 end to end: bank seats and delivery styles from the panel's keys, the first
     result of every tenth round voided with a reason and decided again as a new attempt, the
     dice replaced when their 24 hours are up (a simulated wall clock: an hour per round), the
-    shaker inspected each day; then verify-log."""
+    shaker inspected each day, rounds 15-19, 30-34 and 45-49 played with the RNG (the
+    supervisor switches the table there and back); then verify-log."""
     state = tmp_path / "state"
+    config = tmp_path / "config.toml"
+    config.write_text('[table]\nmodes = ["rng"]\n')
     daemon = Daemon(
         state, "--rounds", "52", "--seed", "14", "--faults", "none",
-        "--table-minutes-per-round", "60",
+        "--table-minutes-per-round", "60", "--config", str(config),
     )  # fmt: skip
     daemons.append(daemon)
     assert daemon.wait(timeout=240) == 0, "\n".join(daemon.lines)
@@ -408,6 +412,22 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
         assert (before[-1]["round"], before[-1]["attempt"]) == (data["round"], data["attempt"])
         again = next(r["data"] for r in rows[at:] if r["kind"] == "result")
         assert (again["round"], again["attempt"]) == (data["round"], data["attempt"] + 1)
+    # Current 621a.6(a): to the RNG between rounds (its session committed before the bets
+    # close, 621a.8(a)(1)) and back (the session revealed).
+    changes = [(r["data"]["round"], r["data"]["mode"]) for r in rows if r["kind"] == "mode_changed"]
+    assert changes == [(n + k, m) for n in (15, 30, 45) for k, m in ((0, "rng"), (5, "shaker"))]
+    modes = {r["data"]["round"]: r["data"]["mode"] for r in rows if r["kind"] == "no_more_bets"}
+    rng_rounds = {*range(15, 20), *range(30, 35), *range(45, 50)}
+    assert {n for n, m in modes.items() if m == "rng"} == rng_rounds
+    assert {r["data"]["round"] for r in rows if r["kind"] == "rng_draw"} == rng_rounds
+    reveals = [r["data"]["reason"] for r in rows if r["kind"] == "rng_reveal"]
+    assert reveals == ["mode_switch"] * 3
+    # round 30's RNG result was voided: drawn again as attempt 2, from the same session
+    assert [
+        r["data"]["attempt"] for r in rows if r["kind"] == "rng_draw" and r["data"]["round"] == 30
+    ] == [1, 2]
     decided = [(r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"]
     assert len(decided) == len(set(decided))
-    assert verify(state)["results_recomputed"] == len(decided)
+    report = verify(state)
+    assert report["results_recomputed"] == len(decided)
+    assert report["rng_sessions_never_revealed"] == []

@@ -9,6 +9,7 @@ signing key gone or swapped, a database read from read-only media.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shutil
@@ -942,6 +943,11 @@ def _result_data(round_number: int, attempt: int, faces: tuple[int, int, int]) -
             "second result",
         ),
         ([(RecordKind.RESULT_VOIDED, {"round": 1, "attempt": 1, "reason": "misread"})], "void"),
+        # current 621a.6(a): the mode changes between rounds (a round in play is voided first)
+        (
+            [(RecordKind.MODE_CHANGED, {"round": 1, "previous": "shaker", "mode": "rng"})],
+            "mode changed while round 1 was in play",
+        ),
     ],
 )
 def test_verify_log_rejects_a_round_decided_twice_or_a_void_of_nothing(
@@ -957,3 +963,22 @@ def test_verify_log_rejects_a_round_decided_twice_or_a_void_of_nothing(
     with pytest.raises(LogIntegrityError, match=message) as caught:
         verify_state_dir(tmp_path, _verifier(tmp_path))
     assert caught.value.record == seq
+
+
+def test_a_sensor_fault_falls_back_to_the_rng_through_the_log_and_verifies(tmp_path: Path) -> None:
+    settings = dataclasses.replace(Config().round_settings(), modes=(Mode.RNG,))
+    table = Table(tmp_path, settings=settings, rng=True)
+    table.to_reading()
+    table.send(Event.SENSOR_TIMEOUT)
+    assert table.hw.shown[-1][1].get("fallback") == "rng"  # offered on the fault screen
+    table.send(Event.MODE_SWITCH, supervisor=True, mode=Mode.RNG)
+    assert table.state is State.IDLE
+    kinds = [kind for _, kind, _ in table.records()]
+    # the round in play is void; the RNG's commitment is recorded before the next bets close
+    assert kinds[-4:] == ["void", "mode_changed", "round_opened", "rng_commit"]
+    table.send(Event.NO_MORE_BETS)
+    assert table.state is State.RESULT
+    table.send(Event.CLOSE_ROUND)
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))

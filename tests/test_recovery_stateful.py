@@ -113,7 +113,7 @@ class Table(StillTable):
         context = None if stored is None else decode_context(stored[1])
         self.at = 0
         rng = None
-        if settings.mode is Mode.RNG:
+        if Mode.RNG in settings.allowed_modes:
             rng = RngPort(
                 RngSessionManager(
                     state_dir=state,
@@ -185,7 +185,9 @@ class ControllerUnderFaults(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="paigow-stateful-", dir=SCRATCH)
         self.state = Path(self.dir)
-        self.settings = RoundSettings(mode=self.mode, max_reshakes=3, settle_ms=100)
+        # the table may switch between the player's shaker and the RNG (current 621a.6(a))
+        other = Mode.SHAKER if self.mode is Mode.RNG else Mode.RNG
+        self.settings = RoundSettings(mode=self.mode, modes=(other,), max_reshakes=3, settle_ms=100)
         self.table = Table(self.state, self.settings, None)
         self.table.loop.power_on(config=config_loaded_data(Config()))
         self.faces = (1, 2, 3)
@@ -253,6 +255,11 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     def void_result(self, supervisor: bool, reason: VoidReason) -> None:
         self.table.send(Event.VOID_RESULT, supervisor=supervisor, reason=reason)
 
+    @rule(mode=st.sampled_from([Mode.SHAKER, Mode.RNG]))
+    def mode_switch(self, mode: Mode) -> None:
+        """Between rounds, or out of a fault of the dice: the mode is in the context."""
+        self.table.send(Event.MODE_SWITCH, supervisor=True, mode=mode)
+
     @rule(supervisor=st.booleans())
     def void_round(self, supervisor: bool) -> None:
         self.table.send(Event.VOID_ROUND, supervisor=supervisor)
@@ -297,6 +304,7 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             before = decode_context(self.table.recovered)
             after = self.table.loop.machine.context
             assert (after.dice_set, after.dice_since) == (before.dice_set, before.dice_since)
+            assert after.mode == before.mode
             if before.result is not None and after.state is before.state:
                 assert after.result == before.result  # shown again, never decided again
 

@@ -11,7 +11,7 @@ import pytest
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
-from controller.core.state import RoundContext, State
+from controller.core.state import Mode, RoundContext, State
 
 
 def _raw(ctx: RoundContext) -> dict[str, object]:
@@ -28,14 +28,14 @@ def test_a_context_with_its_style_reads_back(style: DeliveryStyle) -> None:
     assert decode_context(encode_context(ctx)) == ctx
 
 
-def test_a_context_with_its_dice_set_reads_back() -> None:
-    ctx = replace(RoundContext(), dice_set="A-17", dice_since=1_764_000_000_000)
+def test_a_context_with_its_dice_set_and_mode_reads_back() -> None:
+    ctx = replace(RoundContext(), dice_set="A-17", dice_since=1_764_000_000_000, mode=Mode.RNG)
     assert decode_context(encode_context(ctx)) == ctx
 
 
 def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
     raw = _raw(replace(RoundContext(), round_number=4, delivery_style=DeliveryStyle.JUNG_QUAT))
-    del raw["dice_set"], raw["dice_since"]
+    del raw["dice_set"], raw["dice_since"], raw["mode"]
     raw["v"] = 2
     ctx = decode_context(canonical.encode(raw))
     assert (ctx.dice_set, ctx.dice_since) == (None, None)
@@ -44,7 +44,7 @@ def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
 
 def test_a_version_1_context_is_read_with_the_standard_style() -> None:
     raw = _raw(replace(RoundContext(), round_number=3, bank_seat=2))
-    del raw["style"], raw["shake_delay"], raw["dice_set"], raw["dice_since"]
+    del raw["style"], raw["shake_delay"], raw["dice_set"], raw["dice_since"], raw["mode"]
     raw["v"] = 1
     ctx = decode_context(canonical.encode(raw))
     assert ctx.delivery_style is DeliveryStyle.STANDARD
@@ -65,6 +65,8 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
         ({"dice_set": 7}, "not a string"),
         ({"dice_since": -1}, "dice_since"),
         ({"dice_since": "1"}, "dice_since"),
+        ({"mode": "dice"}, "dice"),
+        ({"mode": 1}, "not a string"),
         ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
         ({"style": 4}, "not a string"),
         ({"shake_delay": -1}, "shake_delay"),

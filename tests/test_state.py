@@ -126,8 +126,9 @@ class Table:
 
 
 def reach(mode: Mode, state: State) -> RoundMachine | None:
-    """A machine in ``state`` reached by real events in ``mode``, or None if unreachable."""
-    settings = replace(SETTINGS, mode=mode)
+    """A machine in ``state`` reached by real events in ``mode`` (at a table that may switch to
+    every other mode), or None if unreachable."""
+    settings = replace(SETTINGS, mode=mode, modes=tuple(Mode))
     t = Table(settings)
     t.send(Event.LID_CLOSED)
     if state is State.IDLE:
@@ -195,6 +196,9 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         yield Occurrence(event, at=at, delay_ms=400)
     if event is Event.DICE_REPLACED:
         yield Occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2")
+    if event is Event.MODE_SWITCH:
+        for mode in Mode:
+            yield Occurrence(event, at=at, supervisor=True, wall=WALL, mode=mode)
     for supervisor in (False, True):
         yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
         yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
@@ -804,6 +808,7 @@ def test_no_more_bets_takes_the_bank_selected_on_the_panel() -> None:
         t.send(Event.BANK_SEAT_KEY)
     assert t.shown(Screen.READY).data == {
         "round": 2,
+        "mode": "shaker",
         "bank": "seat 3",
         "dice": {"set": None, "warning": None},
     }

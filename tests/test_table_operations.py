@@ -237,3 +237,123 @@ def test_every_void_reason_is_recorded_as_itself() -> None:
         t.send(Event.VOID_RESULT, supervisor=True, reason=reason)
         voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
         assert voided.data["reason"] == reason.value
+
+
+# --- the mode switch ---------------------------------------------------------------------------
+
+SWITCHING = replace(SETTINGS, modes=(Mode.RNG, Mode.MANUAL))
+
+
+def switch(t: Table, mode: Mode, *, supervisor: bool = True) -> Table:
+    t.send(Event.MODE_SWITCH, supervisor=supervisor, mode=mode)
+    return t
+
+
+def test_between_rounds_the_supervisor_switches_to_the_rng_and_back() -> None:
+    t = Table(SWITCHING)
+    t.send(Event.LID_CLOSED)
+    switch(t, Mode.RNG)
+    changed = next(a for a in t.actions if a.record is RecordKind.MODE_CHANGED)
+    assert changed.data == {"round": 1, "previous": "shaker", "mode": "rng", "cleared": []}
+    # 621a.8(a)(1): the session is committed and shown before the bets close
+    assert t.kinds() == [ActionKind.RECORD, ActionKind.PREPARE_RNG, ActionKind.SHOW]
+    assert t.shown(Screen.READY).data["mode"] == "rng"
+    assert "dice" not in t.shown(Screen.READY).data
+    t.send(Event.NO_MORE_BETS)
+    assert t.state is State.DRAWING
+    assert next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS).data["mode"] == "rng"
+    t.send(Event.RNG_DRAWN, rng_number=4)
+    t.send(Event.CLOSE_ROUND)
+    switch(t, Mode.SHAKER)
+    assert ActionKind.CLOSE_RNG in t.kinds()  # the session is revealed on leaving
+    assert ActionKind.PREPARE_RNG not in t.kinds()
+    assert t.shown(Screen.READY).data["mode"] == "shaker"
+    t.send(Event.NO_MORE_BETS)
+    assert t.state is State.ARMED
+
+
+def test_a_switch_needs_the_key_an_allowed_mode_another_mode_and_the_sensor() -> None:
+    t = Table(SWITCHING)
+    before = t.machine.context
+    assert switch(t, Mode.RNG, supervisor=False).screens() == [Screen.REFUSED]
+    assert switch(t, Mode.SHAKER).screens() == [Screen.REFUSED]  # already in it
+    with pytest.raises(GameRuleError, match="not allowed"):
+        switch(Table(), Mode.RNG)  # no [table] modes: no switch
+    assert t.machine.context is before
+    t.send(Event.SENSOR_LOST)
+    t.send(Event.SENSOR_BACK)
+    switch(t, Mode.RNG)
+    t.send(Event.SENSOR_LOST)  # an RNG table notes it, plays on
+    assert switch(t, Mode.MANUAL).screens() == [Screen.REFUSED]
+    assert "sensor" in str(t.shown(Screen.REFUSED).data["reason"])
+
+
+def test_a_sensor_fault_offers_the_rng_and_one_action_switches_the_table_to_it() -> None:
+    t = Table(SWITCHING).to_reading()
+    t.send(Event.SENSOR_TIMEOUT)
+    assert t.shown(Screen.FAULT).data == {"faults": ["sensor_timeout"], "fallback": "rng"}
+    switch(t, Mode.RNG)
+    # the round whose bets closed under the shaker is void; the next opens with the RNG
+    assert t.records() == [
+        RecordKind.VOID,
+        RecordKind.MODE_CHANGED,
+        RecordKind.ROUND_OPENED,
+    ]
+    changed = next(a for a in t.actions if a.record is RecordKind.MODE_CHANGED)
+    assert changed.data["cleared"] == ["sensor_timeout"]
+    assert changed.data["round"] == 2
+    ctx = t.machine.context
+    assert (ctx.state, ctx.round_number, ctx.active_faults) == (State.IDLE, 2, frozenset())
+    assert ActionKind.PREPARE_RNG in t.kinds()
+    t.send(Event.NO_MORE_BETS)
+    assert t.state is State.DRAWING
+
+
+def test_a_fault_the_rng_cannot_do_without_stays_after_the_switch() -> None:
+    t = Table(SWITCHING)
+    t.send(Event.LID_CLOSED)
+    t.send(Event.SENSOR_LOST)
+    t.send(Event.TAMPER)
+    assert "fallback" not in t.shown(Screen.FAULT).data  # a tamper is not the dice's
+    switch(t, Mode.RNG)
+    ctx = t.machine.context
+    assert ctx.state is State.FAULT
+    assert {str(f) for f in ctx.active_faults} == {"tamper"}
+    assert t.shown(Screen.FAULT).data == {"faults": ["tamper"]}
+    t.send(Event.SECURED)
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.IDLE
+    assert ActionKind.PREPARE_RNG in t.kinds()
+
+
+def test_a_result_stands_when_the_table_falls_back_after_it() -> None:
+    t = Table(SWITCHING).to_result()
+    result = t.machine.context.result
+    t.send(Event.MOTOR_OVERRUN)
+    switch(t, Mode.RNG)
+    assert RecordKind.VOID not in t.records()
+    assert (t.state, t.machine.context.result) == (State.RESULT, result)
+    t.send(Event.CLOSE_ROUND)
+    assert ActionKind.PREPARE_RNG in t.kinds()
+
+
+def test_out_of_a_fault_only_the_rng_is_offered_and_only_where_allowed() -> None:
+    t = Table(SWITCHING).to_reading()
+    t.send(Event.SENSOR_TIMEOUT)
+    assert switch(t, Mode.MANUAL).screens() == [Screen.REFUSED]
+    plain = Table().to_reading()
+    plain.send(Event.SENSOR_TIMEOUT)
+    assert plain.shown(Screen.FAULT).data == {"faults": ["sensor_timeout"]}
+
+
+def test_the_mode_switched_to_survives_a_restart_while_the_table_allows_it() -> None:
+    t = switch(Table(SWITCHING), Mode.RNG)
+    stored = decode_context(encode_context(t.machine.context))
+    again = Table(SWITCHING)
+    again.machine = RoundMachine(SWITCHING, stored)
+    again.send(Event.POWER_ON)
+    assert again.shown(Screen.READY).data["mode"] == "rng"
+    narrowed = Table()  # the configuration no longer allows the RNG: the configured mode
+    narrowed.machine = RoundMachine(SETTINGS, stored)
+    narrowed.send(Event.POWER_ON)
+    assert narrowed.shown(Screen.READY).data["mode"] == "shaker"

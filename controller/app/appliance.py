@@ -190,7 +190,7 @@ class Appliance:
         return DisplayFanout(displays, observers=self.options.observers)
 
     def _rng(self) -> RngPort | None:
-        if self.config.table.mode is not Mode.RNG:
+        if Mode.RNG not in self.config.round_settings().allowed_modes:
             return None
         assert self.log is not None
         self.rng = RngSessionManager(
@@ -207,8 +207,8 @@ class Appliance:
         return RngPort(self.rng)
 
     def _sensor(self) -> SensorKeeper | None:
-        if self.config.table.mode is Mode.RNG:
-            return None
+        if self.config.round_settings().allowed_modes == {Mode.RNG}:
+            return None  # a table that never plays with dice has no dice sensor
         url = self.options.sensor_url or self.config.sensor.url
         sensor = SerialDiceSensor.from_config(
             dataclasses.replace(self.config.sensor, url=url), self.events

@@ -28,7 +28,7 @@ def selftest(
         ("keys", lambda: _check_keys(state_dir)),
         ("rng", _check_rng),
     ]
-    if config.table.mode is not Mode.RNG:
+    if config.round_settings().allowed_modes != {Mode.RNG}:
         url = sensor_url or config.sensor.url
         checks.append(("sensor", lambda: _check_sensor(config, url)))
     checks.append(("pins", lambda: _check_pins(config)))

@@ -66,6 +66,7 @@ SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
 FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
 _DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
 VOID_EVERY = 10  # the first result of every tenth round is voided (not with plain rounds)
+MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
 DAY_MS = 86_400_000
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
@@ -151,6 +152,8 @@ class Crew:
     is_manual: bool = False
     has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
     makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
+    modes: tuple[Mode, ...] = ()  # the modes the supervisor may switch to ([table] modes)
+    configured: Mode = Mode.SHAKER  # the table's configured mode ([table] mode)
     # the supervisor's actions at the service terminal (issue 14), and the table's wall clock
     supervise: Callable[[Occurrence], None] | None = None
     clock: SimulatedWallClock | None = None
@@ -166,6 +169,7 @@ class Crew:
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
         self._voids = 0
         self._inspected_day: int | None = None
+        self.mode: Mode | None = None  # as the last READY showed it
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -216,7 +220,10 @@ class Crew:
                 self.on_done.set()
                 return
             self._pause()
-            if self._inspect_shaker() or self._replace_dice(data):
+            if isinstance(data.get("mode"), str):
+                self.mode = Mode(str(data["mode"]))
+                self.is_manual = self.mode is Mode.MANUAL
+            if self._inspect_shaker() or self._replace_dice(data) or self._switch_mode(data):
                 return
             if self._choose_bank(data):
                 self._press("key_no_more_bets")
@@ -291,6 +298,24 @@ class Crew:
         ):
             return False
         self._as_supervisor(Event.DICE_REPLACED)
+        return True
+
+    def _switch_mode(self, data: Mapping[str, object]) -> bool:
+        """Current 621a.6(a): every fifteenth round the supervisor switches the table to the
+        next mode it allows, and five rounds later back to the configured one."""
+        number = data.get("round")
+        if not (self.makes_choices and self.modes and isinstance(number, int) and self.mode):
+            return False
+        others = [m for m in self.modes if m is not self.configured]
+        if not others:
+            return False
+        if number % MODE_EVERY == 0 and self.mode is self.configured:
+            target = others[(number // MODE_EVERY - 1) % len(others)]
+        elif number % MODE_EVERY == 5 and self.mode is not self.configured:
+            target = self.configured
+        else:
+            return False
+        self._as_supervisor(Event.MODE_SWITCH, mode=target)
         return True
 
     def _inspect_shaker(self) -> bool:
@@ -416,6 +441,8 @@ def run_simulation(
         press_s=config.shaker.debounce_ms * (2 if fast else 3) / 1000,
         on_done=done,
         is_manual=config.table.mode is Mode.MANUAL,
+        modes=config.table.modes,
+        configured=config.table.mode,
         has_styles=config.table.game is Game.TILES,
         makes_choices=not plain_rounds,
         clock=clock,

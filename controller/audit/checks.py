@@ -32,6 +32,7 @@ ROUND_KINDS = frozenset(
         RecordKind.CLOSE,
         RecordKind.VOID,
         RecordKind.RESULT_VOIDED,
+        RecordKind.MODE_CHANGED,
         RecordKind.BANK_SELECTED,
         RecordKind.DELIVERY_STYLE,
     }
@@ -267,6 +268,9 @@ class RoundShape:
             self.bets_closed = self.result = None
         elif kind == RecordKind.VOID:
             self.bets_closed = self.result = None
+        elif kind == RecordKind.MODE_CHANGED and self.bets_closed and self.result is None:
+            # current 621a.6(a): between rounds; a round in play is voided first
+            raise RecordDataError(f"the mode changed while round {round_number} was in play")
         elif kind == RecordKind.BANK_SELECTED and self.bets_closed is not None:
             raise RecordDataError(f"a bank selected for round {round_number} after bets closed")
         elif kind == RecordKind.DELIVERY_STYLE and (

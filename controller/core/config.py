@@ -46,6 +46,9 @@ class TableConfig:
     name: str = field(default="table-1", metadata={"pattern": "name"})
     game: Game = Game.TILES
     mode: Mode = Mode.SHAKER
+    # current 621a.6(a): the other modes the supervisor may switch the table to (and to the RNG
+    # out of a fault of the dice); none by default
+    modes: tuple[Mode, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +175,7 @@ class Config:
         return RoundSettings(
             game=self.table.game,
             mode=self.table.mode,
+            modes=self.table.modes,
             rng_mode=self.rng.mode,
             min_shake_cycles=r.min_shake_cycles,
             settle_ms=r.settle_ms,
@@ -255,6 +259,15 @@ def _section(name: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
 
 
 def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
+    if typing.get_origin(kind) is tuple:  # tuple[SomeEnum, ...]: a list of distinct choices
+        item = typing.get_args(kind)[0]
+        choices = [str(m.value) for m in item]
+        if not isinstance(value, list) or len(value) > len(choices):
+            raise ConfigError(key, f"must be a list of {', '.join(choices)}")
+        items = tuple(_value(key, item, {}, v) for v in value)
+        if len(set(items)) != len(items):
+            raise ConfigError(key, "names a choice twice")
+        return items
     if isinstance(kind, type) and issubclass(kind, Enum):
         choices = [str(m.value) for m in kind]
         if not isinstance(value, str) or value not in choices:

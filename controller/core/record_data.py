@@ -80,6 +80,7 @@ def config_loaded_data(config: Config) -> dict[str, object]:
         "table": config.table.name,
         "game": str(config.table.game),
         "mode": str(config.table.mode),
+        "modes": [str(m) for m in config.table.modes],  # current 621a.6(a): may switch to
         "rng_mode": str(config.rng.mode),
         "paytables": paytables_record(config.paytables),
     }

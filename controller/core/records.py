@@ -36,6 +36,7 @@ class RecordKind(StrEnum):
     SHIFT_CHANGE = "shift_change"
     RESULT_VOIDED = "result_voided"  # N.J.A.C. 13:69E-1.28P: carries the reason; a new attempt
     DICE_REPLACED = "dice_replaced"  # proposed 621a.5(c): the new set's id
+    MODE_CHANGED = "mode_changed"  # current 621a.6(a): shaker, RNG or manual from now on
     # the appliance (emitted by the daemon)
     LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"

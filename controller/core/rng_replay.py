@@ -34,7 +34,7 @@ or at the first open after a restart)
     ``nonce``           str, 32 hex (128 bits)
     ``personalization`` str, hex of :func:`personalization_for` (table, session)
     ``reason``          ``"close"`` | ``"max_rounds"`` | ``"restart"`` | ``"shutdown"``
-                        | ``"shift_change"``
+                        | ``"shift_change"`` | ``"mode_switch"``
 
 Derivation (what a verifier in another language must do): instantiate HMAC_DRBG-SHA-256 with
 (entropy, nonce, personalization); for each draw of the session in log order, let
@@ -75,7 +75,9 @@ from controller.errors import ControllerError, LogIntegrityError
 
 ALGORITHM = "HMAC_DRBG-SHA-256"
 SESSION_ID_HEX = 16
-REVEAL_REASONS = frozenset({"close", "max_rounds", "restart", "shutdown", "shift_change"})
+REVEAL_REASONS = frozenset(
+    {"close", "max_rounds", "restart", "shutdown", "shift_change", "mode_switch"}
+)
 
 Record = tuple[int, str, Mapping[str, object]]
 Outcome = int | Roll

@@ -19,11 +19,12 @@ from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.position import BETTING_POSITIONS, BankHistory
 from controller.core.record_data import RecordDataError, result_as_recorded
-from controller.core.state import Fault, RoundContext, State, check_dice_set_id
+from controller.core.state import Fault, Mode, RoundContext, State, check_dice_set_id
 from controller.errors import ControllerError, GameRuleError
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
-# and 0; 3: the dice set and when it was put in, read from versions 1 and 2 as not recorded.
+# and 0; 3: the dice set and when it was put in, and the mode the supervisor switched to,
+# read from versions 1 and 2 as not recorded and the configured mode.
 VERSION = 3
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
@@ -49,7 +50,7 @@ _KEYS = frozenset(
 )
 _KEYS_V1 = _KEYS
 _KEYS_V2 = _KEYS | {"style", "shake_delay"}
-_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since"}
+_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode"}
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
 
 
@@ -88,6 +89,7 @@ def encode_context(ctx: RoundContext) -> bytes:
             "shake_delay": ctx.shake_delay_ms,
             "dice_set": ctx.dice_set,
             "dice_since": ctx.dice_since,
+            "mode": None if ctx.mode is None else str(ctx.mode),
         }
     )
 
@@ -137,6 +139,7 @@ def decode_context(blob: bytes) -> RoundContext:
             dice_since=None
             if version < 3 or raw["dice_since"] is None
             else _count(raw, "dice_since", low=0),
+            mode=None if version < 3 or raw["mode"] is None else Mode(_str(raw, "mode")),
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):

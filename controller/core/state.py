@@ -110,6 +110,7 @@ class Event(StrEnum):
     DICE_REPLACED = "dice_replaced"  # supervisor: a new dice set in the shaker (its id)
     SHAKER_INSPECTED = "shaker_inspected"  # supervisor: the end-of-day shaker inspection
     VOID_RESULT = "void_result"  # supervisor: the result is void (a reason); a new attempt
+    MODE_SWITCH = "mode_switch"  # supervisor: shaker, RNG or manual from the next round on
 
 
 class Fault(StrEnum):
@@ -134,6 +135,12 @@ class Fault(StrEnum):
         """No key clears it: a technician restores the log's signing key and restarts, so
         that no record is ever signed by another key."""
         return self is Fault.LOG_IDENTITY
+
+
+# The faults of the dice (their sensor, the shaker's motor): an RNG table does without them.
+DICE_FAULTS = frozenset(
+    {Fault.SENSOR_TIMEOUT, Fault.SENSOR_LOST, Fault.SENSOR_HARDWARE, Fault.MOTOR_OVERRUN}
+)
 
 
 class ActionKind(StrEnum):
@@ -198,6 +205,7 @@ class Occurrence:
     wall: int | None = None  # UTC milliseconds when it happened (the shell's wall clock)
     dice_set: str | None = None  # DICE_REPLACED: the new set's id (None: the next number)
     reason: VoidReason | None = None  # VOID_RESULT
+    mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +213,7 @@ class RoundSettings:
     game: Game = Game.TILES
     mode: Mode = Mode.SHAKER
     rng_mode: RngMode = RngMode.POSITION
+    modes: tuple[Mode, ...] = ()  # current 621a.6(a): the others the supervisor may switch to
     min_shake_cycles: int = MIN_SHAKE_CYCLES
     settle_ms: int = 1500
     read_timeout_ms: int = 5000
@@ -222,6 +231,10 @@ class RoundSettings:
             )
         if self.max_reshakes < 1:
             raise ConfigError("round.max_reshakes", "must be at least 1")
+
+    @property
+    def allowed_modes(self) -> frozenset[Mode]:
+        return frozenset((self.mode, *self.modes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +262,7 @@ class RoundContext:
     shake_delay_ms: int = 0  # the delay before the motor of the shake in progress started
     dice_set: str | None = None  # the dice in the shaker (None: no replacement recorded yet)
     dice_since: int | None = None  # UTC milliseconds when they were put in (proposed 621a.5(c))
+    mode: Mode | None = None  # the mode the supervisor switched to (None: the configured one)
 
 
 S, E = State, Event
@@ -282,6 +296,9 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # the dice and the shaker (supervisor): between shakes, in any state that starts none
     **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.FAULT, S.LOCKED), E.DICE_REPLACED),
     **_each((S.IDLE, S.FAULT), E.SHAKER_INSPECTED),
+    # current 621a.6(a): the mode changes between rounds, or (to the RNG) out of a dice fault
+    (S.IDLE, E.MODE_SWITCH): frozenset({S.IDLE}),
+    (S.FAULT, E.MODE_SWITCH): frozenset({S.FAULT, S.IDLE, S.RESULT}),
     # the shake; pressing the button outside a shake does nothing (no mashing)
     **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.WAITING, S.SHAKING),
     **_each(
@@ -389,6 +406,26 @@ class _Rules:
 
     # --- helpers ------------------------------------------------------------------------
 
+    def _mode(self, ctx: RoundContext) -> Mode:
+        """The mode the table plays in: the one the supervisor switched to, if this table
+        still allows it, else the configured one."""
+        if ctx.mode is not None and ctx.mode in self.settings.allowed_modes:
+            return ctx.mode
+        return self.settings.mode
+
+    def _fault_screen(self, ctx: RoundContext, faults: frozenset[Fault]) -> Action:
+        """The fault screen; when every active fault is the dice's (the sensor, the motor) and
+        this table may play with its RNG, it offers the switch (current 621a.6(a)(1))."""
+        shown: dict[str, object] = {"faults": sorted(str(f) for f in faults)}
+        if (
+            Mode.RNG in self.settings.allowed_modes
+            and self._mode(ctx) is not Mode.RNG
+            and faults
+            and faults <= DICE_FAULTS
+        ):
+            shown["fallback"] = str(Mode.RNG)
+        return _show(Screen.FAULT, **shown)
+
     def _round(self, ctx: RoundContext) -> dict[str, object]:
         return {"round": ctx.round_number, "attempt": ctx.attempt}
 
@@ -432,7 +469,6 @@ class _Rules:
                 detail=detail,
                 state=str(ctx.state),
             ),
-            _show(Screen.FAULT, faults=sorted(str(f) for f in faults)),
         ]
         ctx = replace(
             ctx,
@@ -443,7 +479,7 @@ class _Rules:
             deadline=None,
             read_progress=ReadProgress(),
         )
-        return ctx, actions
+        return ctx, [*actions, self._fault_screen(ctx, faults)]
 
     def _resume(self, ctx: RoundContext) -> Step:
         state = ctx.resume_state or S.IDLE
@@ -454,9 +490,13 @@ class _Rules:
         """What to show (and do) on coming back to a resting state."""
         if ctx.state is S.IDLE:
             ready = _show(
-                Screen.READY, round=ctx.round_number, **self._bank(ctx), **self._dice(ctx)
+                Screen.READY,
+                round=ctx.round_number,
+                mode=str(self._mode(ctx)),
+                **self._bank(ctx),
+                **self._dice(ctx),
             )
-            if self.settings.mode is Mode.RNG:
+            if self._mode(ctx) is Mode.RNG:
                 # 621a.8(a)(1): the session's commitment is recorded and shown before bets
                 # close, never inside a draw.
                 return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
@@ -497,7 +537,7 @@ class _Rules:
     def _dice(self, ctx: RoundContext) -> dict[str, object]:
         """The dice set in the shaker and, from 23 hours on the table, the warning that it must
         be replaced (proposed 621a.5(c)); nothing in RNG mode, which uses no dice."""
-        if self.settings.mode is Mode.RNG:
+        if self._mode(ctx) is Mode.RNG:
             return {}
         return {"dice": {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}}
 
@@ -544,9 +584,9 @@ class _Rules:
             RecordKind.NO_MORE_BETS,
             round=ctx.round_number,
             bank=bank_label(bank_seat),
-            mode=str(self.settings.mode),
+            mode=str(self._mode(ctx)),
         )
-        if self.settings.mode is Mode.RNG:
+        if self._mode(ctx) is Mode.RNG:
             # 621a.8(a)(1): the RNG automatically selects a number once bets are closed.
             ctx = replace(ctx, state=S.DRAWING)
         else:
@@ -589,7 +629,7 @@ class _Rules:
         """A new dealer shift. In RNG mode the session is revealed and a new one committed,
         shown before the new shift's first bets close (621a.8(a)(1))."""
         actions = [_record(RecordKind.SHIFT_CHANGE, round=ctx.round_number)]
-        if self.settings.mode is Mode.RNG:
+        if self._mode(ctx) is Mode.RNG:
             actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
         return ctx, [*actions, *self._enter_screen(ctx)]
 
@@ -598,7 +638,7 @@ class _Rules:
         return ctx, [_record(RecordKind.SHUFFLE, round=ctx.round_number)]
 
     def shake_pressed(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        if ctx.state not in (S.ARMED, S.NO_ROLL) or self.settings.mode is not Mode.SHAKER:
+        if ctx.state not in (S.ARMED, S.NO_ROLL) or self._mode(ctx) is not Mode.SHAKER:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
             return _refuse(ctx, "close the lid to shake")
@@ -639,7 +679,7 @@ class _Rules:
         return ctx, [*actions, _show(Screen.SETTLING, **self._round(ctx))]
 
     def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        if self.settings.mode is not Mode.MANUAL:
+        if self._mode(ctx) is not Mode.MANUAL:
             raise IllegalTransition(ctx.state, occ.event)
         expired = self._dice_expired(ctx)
         if expired is not None:
@@ -728,7 +768,7 @@ class _Rules:
         ctx = replace(ctx, is_lid_closed=False)
         # In manual mode the dealer uncovers the shaker on purpose; the lid switch is the
         # player-activated shaker's.
-        if ctx.state in _SHAKE_IN_PROGRESS and self.settings.mode is Mode.SHAKER:
+        if ctx.state in _SHAKE_IN_PROGRESS and self._mode(ctx) is Mode.SHAKER:
             ctx, actions = self._no_roll(ctx, NoRollReason.LID_OPENED)
             return ctx, [Action(ActionKind.STOP_MOTOR), *actions]
         return ctx, []
@@ -738,7 +778,7 @@ class _Rules:
 
     def _sensor_fault(self, ctx: RoundContext, occ: Occurrence, fault: Fault) -> Step:
         note = _record(RecordKind.SENSOR, fault=str(fault), detail=occ.detail)
-        if self.settings.mode is Mode.RNG or fault in ctx.active_faults:
+        if self._mode(ctx) is Mode.RNG or fault in ctx.active_faults:
             return ctx, [note]  # the RNG table does not need the sensor; a repeat adds nothing
         ctx, actions = self._latch(ctx, fault, occ.detail)
         return ctx, [note, *actions]
@@ -799,8 +839,7 @@ class _Rules:
         # The supervisor accepts the log as it is: its checkpoint becomes the new anchor.
         reanchor = [Action(ActionKind.REANCHOR)] if Fault.LOG_ROLLBACK in clearable else []
         if remaining:
-            shown = _show(Screen.FAULT, faults=sorted(str(f) for f in remaining))
-            return ctx, [record, *reanchor, shown]
+            return ctx, [record, *reanchor, self._fault_screen(ctx, frozenset(remaining))]
         ctx, actions = self._resume(ctx)
         return ctx, [record, *reanchor, *actions]
 
@@ -852,13 +891,67 @@ class _Rules:
         )
         ctx = replace(
             ctx,
-            state=S.DRAWING if self.settings.mode is Mode.RNG else S.ARMED,
+            state=S.DRAWING if self._mode(ctx) is Mode.RNG else S.ARMED,
             attempt=ctx.attempt + 1,
             result=None,
             deadline=None,
             read_progress=ReadProgress(),
         )
         return ctx, [record, *self._enter_screen(ctx)]
+
+    def mode_switch(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """Current 621a.6(a): the supervisor switches between the modes this table allows,
+        between rounds; and out of a fault of the dice (the sensor, the motor) to the RNG, which
+        needs neither. Leaving RNG mode reveals its session; entering it commits one, shown
+        before the next bets close (621a.8(a)(1)). A round whose bets closed under the old mode
+        is void (its RNG commitment, or its dice, belong to the old one)."""
+        if not occ.supervisor:
+            return _refuse(ctx, "switching the mode needs the supervisor key")
+        to = _need(occ.mode, occ)
+        if to not in self.settings.allowed_modes:
+            raise GameRuleError(f"{to} mode is not allowed at this table ([table] modes)")
+        current = self._mode(ctx)
+        if to is current:
+            return _refuse(ctx, f"the table is already in {to} mode")
+        if to is not Mode.RNG and not ctx.is_sensor_present:
+            return _refuse(ctx, "the dice sensor is not connected")
+        if ctx.state is S.FAULT and to is not Mode.RNG:
+            return _refuse(ctx, "out of a fault the table switches to the RNG only")
+        cleared = ctx.active_faults & DICE_FAULTS if ctx.state is S.FAULT else frozenset()
+        actions: list[Action] = []
+        resume = ctx.resume_state
+        in_play = ctx.state is S.FAULT and resume not in (None, S.IDLE, S.RESULT)
+        if in_play:
+            actions.append(
+                _record(
+                    RecordKind.VOID,
+                    **self._round(ctx),
+                    state=str(resume),
+                    supervisor=True,
+                    detail=f"mode switch to {to}",
+                )
+            )
+        actions.append(
+            _record(
+                RecordKind.MODE_CHANGED,
+                round=ctx.round_number + 1 if in_play else ctx.round_number,
+                previous=str(current),
+                mode=str(to),
+                cleared=sorted(str(f) for f in cleared),
+            )
+        )
+        if current is Mode.RNG:
+            actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "mode_switch"}))
+        ctx = replace(ctx, mode=to, active_faults=ctx.active_faults - cleared)
+        if in_play:
+            ctx = replace(next_round(ctx), is_round_open=True, state=S.FAULT, resume_state=S.IDLE)
+            actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+        if ctx.state is S.IDLE:
+            return ctx, [*actions, *self._enter_screen(ctx)]
+        if ctx.active_faults:  # what the RNG cannot do without stays (a tamper, the log)
+            return ctx, [*actions, self._fault_screen(ctx, ctx.active_faults)]
+        ctx, resumed = self._resume(ctx)
+        return ctx, [*actions, *resumed]
 
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
@@ -945,7 +1038,7 @@ class _Rules:
                 *actions,
                 Action(ActionKind.STOP_MOTOR),
                 Action(ActionKind.SAFE_STATE, data={"fault": ",".join(faults)}),
-                _show(Screen.FAULT, faults=faults),
+                self._fault_screen(ctx, ctx.active_faults),
             ]
         return ctx, [*actions, *self._enter_screen(ctx)]
 
@@ -966,7 +1059,7 @@ class _Rules:
         if ctx.state in _SHAKE_IN_PROGRESS:
             ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1, deadline=None)
         is_draw_pending = S.DRAWING in (ctx.state, ctx.resume_state)
-        if self.settings.mode is Mode.RNG and not is_draw_pending:
+        if self._mode(ctx) is Mode.RNG and not is_draw_pending:
             actions.append(Action(ActionKind.CLOSE_RNG))
         actions.append(_record(RecordKind.SHUTDOWN, round=ctx.round_number))
         return replace(ctx, is_running=False), actions
@@ -1060,6 +1153,7 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.DICE_REPLACED: _Rules.dice_replaced,
     E.SHAKER_INSPECTED: _Rules.shaker_inspected,
     E.VOID_RESULT: _Rules.void_result,
+    E.MODE_SWITCH: _Rules.mode_switch,
 }
 
 
