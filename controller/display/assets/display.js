@@ -127,8 +127,9 @@ function render() {
     sub = "A supervisor must clear the table.";
   } else if (screen === "fault") {
     sub = "Call a supervisor. The fault stays until it is cleared.";
+    if (d.fallback === "rng") sub += " The table can go on with its RNG (supervisor).";
   } else if (screen === "ready") {
-    sub = "Round " + (cur.round ?? "");
+    sub = "Round " + (cur.round ?? "") + (d.mode === "rng" ? " — computerized RNG" : "");
   }
   head.textContent = headline;
   text("subline", sub);
