@@ -33,6 +33,7 @@ from controller.app.adapters import NoShaker, SensorKeeper
 from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
+from controller.app.service import ServiceTerminal, socket_path
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config, RoundConfig
 from controller.core.record_data import config_loaded_data
@@ -65,6 +66,8 @@ class Options:
     displays: Sequence[TableDisplay] = ()
     observers: Sequence[Observer] = ()
     wall_clock: Callable[[], int] = wall_ms  # UTC milliseconds (the simulation's may run fast)
+    service_terminal: bool = True  # the supervisor's commands on a Unix socket
+    control_socket: Path | None = None  # None: $RUNTIME_DIRECTORY's control.sock, else state_dir's
 
 
 class Appliance:
@@ -79,6 +82,7 @@ class Appliance:
         self.rng: RngSessionManager | None = None
         self.display: DisplayFanout | None = None
         self.loop: ControlLoop | None = None
+        self.terminal: ServiceTerminal | None = None
         self._closables: list[Callable[[], None]] = []
         self._watchdog_s = watchdog_interval_s()
         self._last_ping = 0.0
@@ -133,6 +137,7 @@ class Appliance:
             detail=problem or "",
         )
         self._self_tests()
+        self._serve_terminal()
         notify("READY=1\nSTATUS=table " + config.table.name + " ready")
         log.info(
             "ready: table %s, %s mode, round %d",
@@ -226,6 +231,17 @@ class Appliance:
         if self.table_io.shaker is not None:
             self.table_io.shaker.report_inputs()
 
+    def _serve_terminal(self) -> None:
+        """The service terminal (``controller/app/service.py``): the supervisor's commands,
+        with the physical key read as each arrives."""
+        if not self.options.service_terminal:
+            return
+        assert self.loop is not None
+        assert self.table_io is not None
+        path = self.options.control_socket or socket_path(self.state_dir)
+        self.terminal = ServiceTerminal(path, loop=self.loop, key=self.table_io.panel)
+        self.terminal.start()
+
     # --- run --------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -278,6 +294,8 @@ class Appliance:
         if self._closed:
             return
         self._closed = True
+        if self.terminal is not None:  # no command after this: the loop no longer takes any
+            self.terminal.close()
         if self.table_io is not None:
             self.table_io.drive_safe()
         if self.log is not None and self.loop is not None:

@@ -177,6 +177,9 @@ class ControlLoop:
         self._durable = machine.context  # the context stored with the last commit
         self.collect_garbage_when_idle = collect_garbage_when_idle
         self._idle_collections = 0
+        self._submitted: dict[int, Outcome] = {}  # by id(occurrence), until taken (``submit``)
+        self._submitted_lock = threading.Lock()  # a leaf: nothing is called while it is held
+        self._outcome: Outcome | None = None  # the submitted event being dispatched
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -259,6 +262,10 @@ class ControlLoop:
     def dispatch(self, occ: Occurrence) -> None:
         """One event, then what the loop learned while carrying it out, each its own step.
         Never raises."""
+        outcome = self._take_submitted(occ)
+        if outcome is not None:
+            self._dispatch_watched(occ, outcome)
+            return
         pending = self._power_on
         if pending is not None and occ is not pending and occ.event is not Event.TICK:
             self._follow_ups.append(replace(pending, at=occ.at, wall=self.wall_clock()))
@@ -325,6 +332,7 @@ class ControlLoop:
                 durable = True
                 self._durable = after
                 self.last_seq = committed.seqs[-1]
+                self._note_records(records, committed.seqs)
                 self.is_storage_failed = False
                 if committed.anchor_error is not None:
                     log.error("%s", committed.anchor_error)
@@ -358,6 +366,7 @@ class ControlLoop:
         )
 
     def _refused(self, occ: Occurrence, why: str) -> None:
+        self._note_refusal(why)
         if occ.event in OPERATOR_EVENTS:
             log.info("refused: %s", why)
             self._show(Screen.REFUSED, {"reason": why, "event": str(occ.event)})
@@ -406,6 +415,8 @@ class ControlLoop:
 
     def _show(self, screen: Screen, data: object) -> None:
         assert isinstance(data, dict)
+        if screen is Screen.REFUSED:
+            self._note_refusal(str(data.get("reason", "")))
         self.ports.display.show(screen, data, seq=self.last_seq)
         self.ports.panel.show_status(screen)
 
@@ -473,6 +484,82 @@ class ControlLoop:
             self._show(Screen.FAULT, {"faults": ["internal"]})
         except Exception:
             log.exception("could not show the fault")
+
+    # --- events whose outcome someone waits for (the service terminal) ---------------------
+
+    def submit(self, occ: Occurrence) -> Outcome:
+        """Put ``occ`` on the queue (from any thread) and return its outcome, which the
+        control thread fills once it has dispatched it. An event the full queue loses is
+        never dispatched: the waiter's time runs out, and it ``withdraw``s the outcome."""
+        outcome = Outcome(occ)
+        with self._submitted_lock:
+            self._submitted[id(occ)] = outcome
+        self.events.put(occ)
+        return outcome
+
+    def withdraw(self, outcome: Outcome) -> None:
+        """Nobody waits any more: the event, if it is still queued, is dispatched unwatched."""
+        key = id(outcome.occurrence)
+        with self._submitted_lock:
+            if self._submitted.get(key) is outcome:
+                del self._submitted[key]
+
+    def _take_submitted(self, occ: Occurrence) -> Outcome | None:
+        # Unlocked first: every other event passes here. A submitted event was added before
+        # it was queued, and the queue orders the two for the control thread.
+        if not self._submitted:
+            return None
+        with self._submitted_lock:
+            outcome = self._submitted.get(id(occ))
+            if outcome is None or outcome.occurrence is not occ:
+                return None
+            del self._submitted[id(occ)]
+        return outcome
+
+    def _dispatch_watched(self, occ: Occurrence, outcome: Outcome) -> None:
+        """``dispatch``, noting the records made durable (follow-ups included) and the first
+        refusal, then handing the outcome over."""
+        self._outcome = outcome
+        try:
+            self.dispatch(occ)
+        finally:
+            self._outcome = None
+            outcome.finish(is_storage_failed=self.is_storage_failed)
+
+    def _note_records(
+        self, records: Sequence[tuple[RecordKind, object]], seqs: Sequence[int]
+    ) -> None:
+        """The step's own records are the last of the batch (those that waited come first)."""
+        if self._outcome is not None and records:
+            own = seqs[len(seqs) - len(records) :]
+            self._outcome.records.extend(
+                (str(kind), seq) for (kind, _), seq in zip(records, own, strict=True)
+            )
+
+    def _note_refusal(self, why: str) -> None:
+        if self._outcome is not None and self._outcome.refused is None:
+            self._outcome.refused = why
+
+
+class Outcome:
+    """What the table did with an event from ``ControlLoop.submit``: the records it led to,
+    durable (kind and sequence number), or why it was refused (the REFUSED screen's reason, or
+    the rule or transition the event broke). Filled by the control thread; read it once
+    ``wait_for_step`` has returned True."""
+
+    def __init__(self, occurrence: Occurrence) -> None:
+        self.occurrence = occurrence
+        self.records: list[tuple[str, int]] = []
+        self.refused: str | None = None
+        self.is_storage_failed = False  # the audit log failed: nothing of the step is recorded
+        self._stepped = threading.Event()
+
+    def wait_for_step(self, timeout: float) -> bool:
+        return self._stepped.wait(timeout)
+
+    def finish(self, *, is_storage_failed: bool) -> None:
+        self.is_storage_failed = is_storage_failed
+        self._stepped.set()
 
 
 def _fault_of(action: Action, exc: ControllerError) -> Fault:

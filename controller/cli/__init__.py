@@ -91,6 +91,13 @@ COMMANDS: list[Command] = [
         "selftest_command",
     ),
     Command(
+        "supervise",
+        "a supervisor's action at the service terminal (the supervisor key must be on)",
+        "controller.cli.supervise",
+        "supervise_arguments",
+        "supervise",
+    ),
+    Command(
         "rng-stream", "raw RNG output for test suites", _RNG, "rng_stream_arguments", "rng_stream"
     ),
     Command(

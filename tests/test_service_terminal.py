@@ -1,0 +1,573 @@
+"""The service terminal: a real Unix socket in front of a real control loop over a real audit log.
+
+The supervisor's authority is the physical key as the controller reads it; the grammar is
+strict and bounded; a client that says nothing, or too much, holds up nobody; and the CLI
+speaks it end to end, with its exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpiozero.pins.mock import MockFactory, MockPWMPin
+from test_daemon import ScreenLog
+from test_display_server import wait_until
+
+from controller.app.adapters import NoShaker
+from controller.app.appliance import Appliance, Options
+from controller.app.loop import ControlLoop, Outcome, Ports
+from controller.app.service import (
+    MAX_REQUEST_BYTES,
+    SOCKET_NAME,
+    Request,
+    RequestError,
+    ServiceTerminal,
+    ServiceTerminalError,
+    TerminalUnavailable,
+    parse_request,
+    send_request,
+    socket_path,
+)
+from controller.audit.log import DB_NAME, AuditLog
+from controller.core.config import Config
+from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
+from controller.core.state import (
+    Event,
+    Mode,
+    Occurrence,
+    RngMode,
+    RoundMachine,
+    RoundSettings,
+    State,
+    VoidReason,
+)
+from controller.rng.session import RngPort, RngSessionManager
+from drivers.safety import FaultLatch
+from drivers.sim.hardware import SimPanel
+
+WAIT_S = 10.0  # a bound on every wait; none is expected to come near it
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory whose socket path fits sockaddr_un (107 bytes), whatever tmp_path's length."""
+    path = Path(tempfile.mkdtemp(prefix="pgst-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path)
+
+
+class Key:
+    """The supervisor key switch, as the panel reports it."""
+
+    def __init__(self) -> None:
+        self.is_supervisor_key_on = False
+
+
+class Table:
+    """An RNG table (its rounds need no dice): the real loop in a thread of its own, its log in
+    ``state_dir``, the service terminal on ``socket``."""
+
+    def __init__(self, state_dir: Path, socket_dir: Path, **terminal: Any) -> None:
+        self.state_dir = state_dir
+        self.log = AuditLog.open(state_dir)
+        self.screens = ScreenLog()
+        latch = FaultLatch()
+        latch.register("lamps", self.screens.drive_safe)
+        rng = RngSessionManager(
+            state_dir=state_dir,
+            log=self.log,
+            table="t1",
+            game=Game.TILES,
+            mode=RngMode.POSITION,
+            max_rounds=1000,
+            records=[],
+        )
+        ports = Ports(
+            log=self.log,
+            display=self.screens,
+            panel=self.screens,
+            shaker=NoShaker(),
+            latch=latch,
+            rng=RngPort(rng),
+        )
+        self.loop = ControlLoop(RoundMachine(RoundSettings(mode=Mode.RNG)), ports)
+        self.loop.power_on(config=config_loaded_data(Config()))
+        self.thread = threading.Thread(target=self.loop.run, name="control", daemon=True)
+        self.thread.start()
+        self.key = Key()
+        self.socket = socket_dir / SOCKET_NAME
+        self.terminal = ServiceTerminal(self.socket, loop=self.loop, key=self.key, **terminal)
+        self.terminal.start()
+
+    def step(self, event: Event) -> Outcome:
+        """An event from the dealer's panel, waited for."""
+        outcome = self.loop.submit(Occurrence(event, at=self.loop.clock()))
+        assert outcome.wait_for_step(WAIT_S)
+        return outcome
+
+    def to_result(self) -> None:
+        self.step(Event.NO_MORE_BETS)  # 621a.8(a)(1): the RNG selects the number at once
+        assert self.loop.machine.state is State.RESULT
+
+    def kinds(self) -> list[str]:
+        """The kinds of the records in the log now (read beside the writer, read-only)."""
+        db = sqlite3.connect(f"file:{self.state_dir / DB_NAME}?mode=ro", uri=True)
+        try:
+            return [kind for (kind,) in db.execute("SELECT kind FROM records ORDER BY seq")]
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        self.terminal.close()
+        self.loop.stop()
+        self.thread.join(timeout=WAIT_S)
+        assert not self.thread.is_alive()
+        self.log.close()
+
+    def records(self) -> dict[int, tuple[str, dict[str, Any]]]:
+        """Every record by its sequence number (once closed)."""
+        log = AuditLog.open(self.state_dir)
+        try:
+            return {r.seq: (r.kind, dict(r.data)) for r in log.records()}
+        finally:
+            log.close()
+
+
+@pytest.fixture
+def table(tmp_path: Path, short_dir: Path) -> Iterator[Table]:
+    t = Table(tmp_path / "state", short_dir)
+    yield t
+    if t.thread.is_alive():
+        t.close()
+
+
+def exchange(path: Path, data: bytes, *, shut_write: bool = False) -> dict[str, Any]:
+    """Send raw bytes on one connection and read the one-line reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(WAIT_S)
+        conn.connect(str(path))
+        conn.sendall(data)
+        if shut_write:
+            conn.shutdown(socket.SHUT_WR)
+        return read_reply(conn)
+
+
+def read_reply(conn: socket.socket) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    assert data.count(b"\n") == 1, data
+    reply = json.loads(data)
+    assert isinstance(reply, dict)
+    return reply
+
+
+def request(table: Table, action: str, **fields: Any) -> dict[str, Any]:
+    return send_request(table.socket, Request(action, **fields), timeout_s=WAIT_S)
+
+
+# --- each command, with the key and without -------------------------------------------------
+
+
+def test_each_command_with_the_key_on_is_recorded(table: Table) -> None:
+    table.key.is_supervisor_key_on = True
+    replaced = request(table, "dice_replaced", dice_set="B-0417")
+    assert replaced["ok"] is True, replaced
+    assert [r["kind"] for r in replaced["records"]] == ["dice_replaced"]
+    numbered = request(table, "dice_replaced")  # the next number after a named set: "1"
+    assert numbered["ok"] is True, numbered
+    inspected = request(table, "shaker_inspected", note='lid, cup and tilt switch "ok"')
+    assert inspected["ok"] is True, inspected
+    assert [r["kind"] for r in inspected["records"]] == ["supervisor_action"]
+    table.to_result()
+    voided = request(
+        table, "void_result", reason=VoidReason.PATRON_COMPLAINT, note="seat 3 saw a misdeal"
+    )
+    assert voided["ok"] is True, voided
+    kinds = [r["kind"] for r in voided["records"]]
+    assert kinds[0] == "result_voided"
+    assert "result" in kinds  # the round goes on: drawn again at once in RNG mode
+    assert table.loop.machine.state is State.RESULT
+    table.close()
+
+    records = table.records()
+    seq = replaced["records"][0]["seq"]
+    assert records[seq][0] == "dice_replaced"
+    assert records[seq][1]["dice_set"] == "B-0417"
+    assert records[numbered["records"][0]["seq"]][1]["dice_set"] == "1"
+    kind, data = records[inspected["records"][0]["seq"]]
+    assert (kind, data["action"], data["detail"]) == (
+        "supervisor_action",
+        "shaker_inspected",
+        'lid, cup and tilt switch "ok"',
+    )
+    kind, data = records[voided["records"][0]["seq"]]
+    assert (kind, data["reason"], data["detail"]) == (
+        "result_voided",
+        "patron_complaint",
+        "seat 3 saw a misdeal",
+    )
+    for record in voided["records"]:  # every record named in the reply is the log's
+        assert records[record["seq"]][0] == record["kind"]
+    assert table.terminal.counts["accepted"] == 4
+
+
+def test_with_the_key_off_the_table_refuses_and_records_nothing(table: Table) -> None:
+    table.to_result()
+    before = table.kinds()
+    for action, fields in (
+        ("dice_replaced", {"dice_set": "C7"}),
+        ("void_result", {"reason": VoidReason.MISREAD}),
+    ):
+        reply = request(table, action, **fields)
+        assert reply["ok"] is False, reply
+        assert "supervisor key" in reply["refused"]
+        assert reply["records"] == []
+    assert table.kinds() == before
+    table.step(Event.CLOSE_ROUND)
+    before = table.kinds()
+    reply = request(table, "shaker_inspected")
+    assert reply["ok"] is False
+    assert "supervisor key" in reply["refused"]
+    assert table.kinds() == before
+
+
+def test_the_client_cannot_claim_the_key(table: Table) -> None:
+    """Only the key switch says who is the supervisor; a request that tries is outside the
+    grammar."""
+    before = table.kinds()
+    reply = exchange(table.socket, b'{"action":"shaker_inspected","supervisor":true}\n')
+    assert reply == {"ok": False, "error": "bad_request", "detail": reply["detail"]}
+    assert "supervisor" in reply["detail"]
+    assert table.kinds() == before
+
+
+def test_an_action_the_state_does_not_allow_is_refused_with_the_reason(table: Table) -> None:
+    table.key.is_supervisor_key_on = True
+    before = table.kinds()
+    reply = request(table, "void_result", reason=VoidReason.EQUIPMENT)  # no result to void
+    assert reply["ok"] is False
+    assert "void_result" in reply["refused"]
+    assert "idle" in reply["refused"]
+    assert table.kinds() == before
+
+
+# --- the grammar ---------------------------------------------------------------------------------
+
+BAD_LINES = {
+    "garbage": b"hello\n",
+    "empty line": b"\n",
+    "not ASCII": '{"action":"shaker_inspected","note":"café"}\n'.encode(),
+    "a control byte": b'{"action":"shaker_inspected","note":"a\x07b"}\n',
+    "over-long": b'{"action":"shaker_inspected","note":"' + b"x" * 600 + b'"}\n',
+    "no newline": b'{"action":"shaker_inspected"}',
+    "two lines": b'{"action":"shaker_inspected"}\n{"action":"shaker_inspected"}\n',
+    "CRLF": b'{"action":"shaker_inspected"}\r\n',
+    "unknown verb": b'{"action":"open_the_cash_box"}\n',
+    "no verb": b'{"note":"x"}\n',
+    "unknown key": b'{"action":"dice_replaced","colour":"red"}\n',
+    "key of another verb": b'{"action":"dice_replaced","reason":"misread"}\n',
+    "keys out of order": b'{"reason":"misread","action":"void_result"}\n',
+    "spaces": b'{"action": "shaker_inspected"}\n',
+    "duplicate key": b'{"action":"shaker_inspected","action":"dice_replaced"}\n',
+    "an array": b'["shaker_inspected"]\n',
+    "a number": b'{"action":"dice_replaced","id":7}\n',
+    "bad id": b'{"action":"dice_replaced","id":"a b"}\n',
+    "empty id": b'{"action":"dice_replaced","id":""}\n',
+    "long id": b'{"action":"dice_replaced","id":"' + b"A" * 17 + b'"}\n',
+    "bad reason": b'{"action":"void_result","reason":"boredom"}\n',
+    "no reason": b'{"action":"void_result"}\n',
+    "escaped newline in a note": b'{"action":"shaker_inspected","note":"a\\nb"}\n',
+    "escaped non-ASCII": b'{"action":"shaker_inspected","note":"caf\\u00e9"}\n',
+    "long note": b'{"action":"shaker_inspected","note":"' + b"n" * 121 + b'"}\n',
+}
+
+
+def test_requests_outside_the_grammar_are_refused_and_never_become_events(table: Table) -> None:
+    table.key.is_supervisor_key_on = True
+    table.to_result()  # every action would be accepted here: only the grammar refuses them
+    before = table.kinds()
+    for name, line in BAD_LINES.items():
+        reply = exchange(table.socket, line, shut_write=name == "no newline")
+        assert reply["ok"] is False, name
+        assert reply["error"] == "bad_request", (name, reply)
+        assert isinstance(reply["detail"], str)
+    assert table.kinds() == before
+    assert table.terminal.counts["bad_request"] == len(BAD_LINES)
+    assert table.terminal.counts["accepted"] == 0
+
+
+def test_the_grammar_takes_what_the_client_writes() -> None:
+    """What ``Request.encode`` writes, ``parse_request`` gives back, at the longest too."""
+    longest = "~" * 120
+    for request_ in (
+        Request("dice_replaced"),
+        Request("dice_replaced", dice_set="Z" * 16),
+        Request("shaker_inspected", note=longest),
+        Request("void_result", reason=VoidReason.DICE_DISTURBED, note='\\"' * 60),
+    ):
+        line = request_.encode()
+        assert len(line) <= MAX_REQUEST_BYTES
+        assert parse_request(line) == request_
+    with pytest.raises(RequestError):
+        Request("void_result")  # a reason goes with it
+    with pytest.raises(RequestError):
+        Request("shaker_inspected", note="é")
+
+
+# --- clients that say nothing, or too much ---------------------------------------------------
+
+
+def test_a_silent_client_times_out_without_holding_up_another(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    table = Table(tmp_path / "state", short_dir, read_timeout_s=3.0)
+    try:
+        table.key.is_supervisor_key_on = True
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+            silent.connect(str(table.socket))
+            reply = request(table, "shaker_inspected", note="while another says nothing")
+            assert reply["ok"] is True
+            silent.setblocking(False)
+            with pytest.raises(BlockingIOError):  # still waiting for its line: no reply yet
+                silent.recv(1)
+            silent.settimeout(WAIT_S)
+            late = read_reply(silent)
+        assert late["error"] == "timeout"
+        assert table.terminal.counts["timeout"] == 1
+    finally:
+        table.close()
+
+
+def test_a_flood_is_cut_at_the_limit_and_others_are_served(table: Table) -> None:
+    table.key.is_supervisor_key_on = True
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as flood:
+        flood.settimeout(WAIT_S)
+        flood.connect(str(table.socket))
+        flood.sendall(b"{" * 100_000)  # never a newline, and more than a line may be
+        reply = request(table, "shaker_inspected")
+        assert reply["ok"] is True
+        cut = read_reply(flood)
+    assert cut["error"] == "bad_request"
+
+
+def test_more_clients_than_the_limit_are_told_busy(tmp_path: Path, short_dir: Path) -> None:
+    table = Table(tmp_path / "state", short_dir, max_clients=2, read_timeout_s=2.0)
+    silent = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2)]
+    try:
+        for conn in silent:
+            conn.connect(str(table.socket))
+        # Taken in turn by the one accepting thread: the two silent ones hold both places.
+        busy = exchange(table.socket, Request("shaker_inspected").encode())
+        assert busy["error"] == "busy"
+        for conn in silent:
+            conn.settimeout(WAIT_S)
+            assert read_reply(conn)["error"] == "timeout"
+        assert wait_until(lambda: table.terminal.clients == 0)  # the places are free again
+        table.key.is_supervisor_key_on = True
+        assert request(table, "shaker_inspected")["ok"] is True
+    finally:
+        for conn in silent:
+            conn.close()
+        table.close()
+
+
+def test_the_table_that_does_not_answer_in_time_is_reported(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    """A stopped control loop never steps the action: the client hears so, bounded."""
+    table = Table(tmp_path / "state", short_dir, answer_timeout_s=0.2)
+    try:
+        table.loop.stop()
+        table.thread.join(timeout=WAIT_S)
+        reply = request(table, "shaker_inspected")
+        assert reply["error"] == "no_answer"
+        assert "may still be recorded" in reply["detail"]
+    finally:
+        table.close()
+
+
+# --- the socket file ---------------------------------------------------------------------------
+
+
+class Stopped:
+    clock = staticmethod(lambda: 0)
+
+    def submit(self, occ: Occurrence) -> Outcome:
+        return Outcome(occ)
+
+    def withdraw(self, outcome: Outcome) -> None:
+        return None
+
+
+def test_the_socket_is_0660_replaces_a_stale_one_and_is_removed_on_close(short_dir: Path) -> None:
+    path = short_dir / SOCKET_NAME
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # a crash leaves the file behind
+    stale.close()
+    terminal = ServiceTerminal(path, loop=Stopped(), key=Key())
+    terminal.start()
+    try:
+        info = path.lstat()
+        assert stat.S_ISSOCK(info.st_mode)
+        assert stat.S_IMODE(info.st_mode) == 0o660
+        assert info.st_uid == os.getuid()
+    finally:
+        terminal.close()
+    assert not path.exists()
+    terminal.close()  # twice is fine
+
+
+def test_a_file_that_is_not_a_socket_is_an_error_naming_it(short_dir: Path) -> None:
+    path = short_dir / SOCKET_NAME
+    path.write_text("not a socket")
+    terminal = ServiceTerminal(path, loop=Stopped(), key=Key())
+    with pytest.raises(ServiceTerminalError, match=str(path)):
+        terminal.start()
+    assert path.read_text() == "not a socket"  # never removed
+    terminal.close()
+
+
+def test_the_socket_is_in_the_runtime_directory_else_the_state_directory() -> None:
+    state = Path("/var/lib/paigow-controller")
+    assert socket_path(state, {}) == state / SOCKET_NAME
+    runtime = {"RUNTIME_DIRECTORY": "/run/paigow-controller"}
+    assert socket_path(state, runtime) == Path("/run/paigow-controller/control.sock")
+
+
+def test_no_controller_at_the_path_is_said_so(short_dir: Path) -> None:
+    with pytest.raises(TerminalUnavailable, match="is paigow-controller running"):
+        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected"))
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(short_dir / SOCKET_NAME))
+    stale.close()
+    with pytest.raises(TerminalUnavailable):  # a socket left by a crash: refused
+        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected"))
+
+
+# --- the command line, end to end ------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", "supervise", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def assert_one_line(stderr: str) -> None:
+    assert stderr.count("\n") == 1, stderr
+    assert "Traceback" not in stderr
+
+
+def test_the_command_line_end_to_end(table: Table) -> None:
+    where = ("--socket", str(table.socket))
+    refused = cli("dice-replaced", "--id", "D1", *where)  # the key is off
+    assert refused.returncode == 1, refused
+    assert "refused by the table" in refused.stderr
+    assert "supervisor key" in refused.stderr
+    assert_one_line(refused.stderr)
+
+    table.key.is_supervisor_key_on = True
+    done = cli("dice-replaced", "--id", "D1", *where)
+    assert done.returncode == 0, done
+    assert done.stdout.startswith("recorded: dice_replaced #")
+    as_json = cli("shaker-inspected", "--note", "end of day", "--json", *where)
+    assert as_json.returncode == 0, as_json
+    reply = json.loads(as_json.stdout)
+    assert reply["ok"] is True
+    assert [r["kind"] for r in reply["records"]] == ["supervisor_action"]
+
+    kinds = table.kinds()
+    for bad in (
+        ("dice-replaced", "--id", "not an id"),
+        ("void-result", "--reason", "boredom"),
+        ("void-result",),
+        ("shaker-inspected", "--note", "n" * 121),
+        ("shaker-inspected", "--note", "caf\u00e9"),
+        ("open-the-cash-box",),
+        ("shaker-inspected", "--id", "A1"),
+        ("dice-replaced", "--reason", "misread"),
+        ("dice-replaced", "--socket", "a\nb"),
+    ):
+        usage = cli(*bad, *where)
+        assert usage.returncode == 2, (bad, usage)
+        assert usage.stdout == ""
+        assert_one_line(usage.stderr)
+    assert table.kinds() == kinds
+
+    table.close()
+    missing = cli("shaker-inspected", *where)
+    assert missing.returncode == 69, missing
+    assert "no controller answers" in missing.stderr
+    assert_one_line(missing.stderr)
+    by_state_dir = cli("shaker-inspected", "--state-dir", str(table.socket.parent / "nowhere"))
+    assert by_state_dir.returncode == 69
+
+
+def test_help_has_a_description_and_an_example() -> None:
+    out = cli("void-result", "--help")
+    assert out.returncode == 0
+    assert "supervisor key" in out.stdout
+    assert "examples:" in out.stdout
+    assert "--reason" in out.stdout
+
+
+# --- the appliance ------------------------------------------------------------------------------
+
+
+RNG_TABLE = dataclasses.replace(
+    Config(), table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9")
+)
+
+
+def test_the_appliance_serves_the_terminal_with_the_panels_key(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started with the appliance, in the state directory without systemd's runtime one, with
+    the real panel's key switch on mock pins; closed (and the socket gone) with it."""
+    monkeypatch.delenv("RUNTIME_DIRECTORY", raising=False)
+    factory = MockFactory(pin_class=MockPWMPin)
+    panel = SimPanel(factory, RNG_TABLE.pins)
+    appliance = Appliance(
+        RNG_TABLE, Options(pin_factory=factory, state_dir=short_dir, web_display=False)
+    )
+    runner = threading.Thread(target=appliance.run, name="appliance", daemon=True)
+    try:
+        appliance.start()
+        runner.start()
+        path = short_dir / SOCKET_NAME
+        assert stat.S_ISSOCK(path.lstat().st_mode)
+        refused = send_request(path, Request("shaker_inspected"), timeout_s=WAIT_S)
+        assert "supervisor key" in refused["refused"]
+        panel.turn_supervisor_key(True)
+        io = appliance.table_io
+        assert io is not None
+        assert wait_until(lambda: io.panel.is_supervisor_key_on)  # the switch's input settles
+        reply = send_request(path, Request("shaker_inspected", note="ok"), timeout_s=WAIT_S)
+        assert reply["ok"] is True, reply
+    finally:
+        appliance.stop()
+        runner.join(timeout=WAIT_S)
+        appliance.close()
+        factory.close()
+    assert not (short_dir / SOCKET_NAME).exists()
