@@ -190,6 +190,17 @@ class GpioPanel:
             # Latched, or driven safe while this call ran (a signal handler on this thread).
             self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
 
+    def lamp_test(self) -> None:
+        """Service mode (9 NYCRR 5319.58): every lamp lit, the status lamp's three colours and
+        the shake button's, until the next screen; nothing while the latch is tripped."""
+        epoch = self._safe_epoch
+        with self._lock:
+            if self._closed or self._is_latched():
+                return
+            self._write(True, WHITE)
+            if epoch != self._safe_epoch or self._is_latched():
+                self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
+
     def drive_safe(self) -> None:
         """Shake lamp off, status lamp red; from any thread, any number of times, from a
         signal handler too."""

@@ -381,7 +381,8 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
     result of every tenth round voided with a reason and decided again as a new attempt, the
     dice replaced when their 24 hours are up (a simulated wall clock: an hour per round), the
     shaker inspected each day, rounds 15-19, 30-34 and 45-49 played with the RNG (the
-    supervisor switches the table there and back); then verify-log."""
+    supervisor switches the table there and back), a test round in service mode before round
+    25; then verify-log."""
     state = tmp_path / "state"
     config = tmp_path / "config.toml"
     config.write_text('[table]\nmodes = ["rng"]\n')
@@ -411,7 +412,8 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
         before = [r["data"] for r in rows[:at] if r["kind"] == "result"]
         assert (before[-1]["round"], before[-1]["attempt"]) == (data["round"], data["attempt"])
         again = next(r["data"] for r in rows[at:] if r["kind"] == "result")
-        assert (again["round"], again["attempt"]) == (data["round"], data["attempt"] + 1)
+        assert again["round"] == data["round"]
+        assert again["attempt"] > data["attempt"]  # the next attempt (or later, after a no roll)
     # Current 621a.6(a): to the RNG between rounds (its session committed before the bets
     # close, 621a.8(a)(1)) and back (the session revealed).
     changes = [(r["data"]["round"], r["data"]["mode"]) for r in rows if r["kind"] == "mode_changed"]
@@ -426,8 +428,18 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
     assert [
         r["data"]["attempt"] for r in rows if r["kind"] == "rng_draw" and r["data"]["round"] == 30
     ] == [1, 2]
+    # 9 NYCRR 5319.58: the test round is recorded as test records only, between the entry
+    # and the exit, and live round 25 is then played as if nothing had happened.
+    entered, left = (i for i, r in enumerate(rows) if r["kind"] == "service_mode")
+    assert (rows[entered]["data"]["entered"], rows[left]["data"]["entered"]) == (True, False)
+    assert rows[left]["data"]["test_rounds"] == 1
+    inside = rows[entered + 1 : left]
+    assert {r["kind"] for r in inside} == {"service_test"}
+    assert "result" in [r["data"]["record"] for r in inside]
+    assert any(r["kind"] == "result" and r["data"]["round"] == 25 for r in rows[left:])
     decided = [(r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"]
     assert len(decided) == len(set(decided))
+    assert {n for n, _ in decided} == set(range(1, 53))
     report = verify(state)
     assert report["results_recomputed"] == len(decided)
     assert report["rng_sessions_never_revealed"] == []

@@ -147,15 +147,21 @@ class Table(StillTable):
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         if screen is Screen.RESULT:
             # write-ahead, checked when it happens: the result is in the log right now
+            # (in service mode: its test record, never a live result)
             key = (data["round"], data["attempt"])
+            kind = RecordKind.SERVICE_TEST if data.get("service") else RecordKind.RESULT
             recorded = [
-                r.data
+                {k: v for k, v in r.data.items() if k != "record"}
                 for r in self.real.records()
-                if r.kind == RecordKind.RESULT and (r.data["round"], r.data["attempt"]) == key
+                if r.kind == kind
+                and r.data.get("record", "result") == "result"
+                and (r.data["round"], r.data["attempt"]) == key
             ]
-            assert len(recorded) == 1, f"result {key} shown with {len(recorded)} records"
+            assert len(recorded) >= 1, f"result {key} shown without its record"
+            if kind is RecordKind.RESULT:
+                assert len(recorded) == 1, f"result {key} shown with {len(recorded)} records"
             shown = json.loads(json.dumps(data["result"]))
-            assert shown == {k: v for k, v in recorded[0].items() if k not in ("round", "attempt")}
+            assert shown == {k: v for k, v in recorded[-1].items() if k not in ("round", "attempt")}
         self.shown.append((screen, dict(data)))
 
     def send(self, occ_event: Event, **data: Any) -> None:
@@ -254,6 +260,11 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     @rule(supervisor=st.booleans(), reason=st.sampled_from(list(VoidReason)))
     def void_result(self, supervisor: bool, reason: VoidReason) -> None:
         self.table.send(Event.VOID_RESULT, supervisor=supervisor, reason=reason)
+
+    @rule()
+    def service_mode(self) -> None:
+        """In or out of service mode: its test rounds never become live results."""
+        self.table.send(Event.SERVICE_MODE, supervisor=True)
 
     @rule(mode=st.sampled_from([Mode.SHAKER, Mode.RNG]))
     def mode_switch(self, mode: Mode) -> None:
@@ -363,3 +374,27 @@ TestRngController.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
+
+
+def test_a_service_round_is_never_a_live_result() -> None:
+    """The invariants above, with service mode in the rules, hold; and here: what a test round
+    shows is recorded as a test record, never as a result."""
+    machine = ControllerUnderFaults()
+    try:
+        table = machine.table
+        table.send(Event.LID_CLOSED)
+        table.send(Event.SERVICE_MODE, supervisor=True)
+        table.send(Event.NO_MORE_BETS)
+        table.send(Event.SHAKE_PRESSED)
+        table.send(Event.SHAKE_DONE, cycles=4)
+        table.send(Event.TICK, advance=200)
+        table.send(Event.READING, reading=_reading((2, 2, 2), True))
+        table.send(Event.READING, reading=_reading((2, 2, 2), True))
+        shown = [data for screen, data in table.shown if screen is Screen.RESULT]
+        assert shown
+        assert all(data["service"] for data in shown)
+        kinds = [r.kind for r in table.real.records()]
+        assert "result" not in kinds
+        assert kinds.count("service_test") >= 4
+    finally:
+        machine.teardown()

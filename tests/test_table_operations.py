@@ -357,3 +357,102 @@ def test_the_mode_switched_to_survives_a_restart_while_the_table_allows_it() -> 
     narrowed.machine = RoundMachine(SETTINGS, stored)
     narrowed.send(Event.POWER_ON)
     assert narrowed.shown(Screen.READY).data["mode"] == "shaker"
+
+
+# --- service mode ------------------------------------------------------------------------------
+
+
+def service(t: Table, *, supervisor: bool = True) -> Table:
+    t.send(Event.SERVICE_MODE, supervisor=supervisor)
+    return t
+
+
+def test_service_mode_is_entered_with_the_key_and_lights_every_lamp() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    assert service(t, supervisor=False).screens() == [Screen.REFUSED]
+    service(t)
+    assert t.records() == [RecordKind.SERVICE_MODE]
+    assert t.actions[0].data == {"round": 1, "entered": True}
+    assert t.shown(Screen.READY).data["service"] is True
+    assert t.kinds()[-1] is ActionKind.LAMP_TEST
+    t.send(Event.LAMP_TEST)
+    assert t.kinds() == [ActionKind.LAMP_TEST]
+
+
+def test_a_test_round_is_recorded_as_test_records_only_and_leaving_reopens_the_live_round() -> None:
+    t = service(Table())
+    t.to_result(good_reading(6, 6, 6))
+    assert t.shown(Screen.RESULT).data["service"] is True
+    assert t.records() == [RecordKind.SERVICE_TEST, RecordKind.SERVICE_TEST]
+    assert [a.data["record"] for a in t.actions if a.kind is ActionKind.RECORD] == [
+        "reading",
+        "result",
+    ]
+    t.send(Event.CLOSE_ROUND)  # the next test round
+    assert t.records() == [RecordKind.SERVICE_TEST, RecordKind.SERVICE_TEST]
+    assert t.shown(Screen.READY).data == {**t.shown(Screen.READY).data, "service": True}
+    service(t)  # leave
+    left = next(a for a in t.actions if a.record is RecordKind.SERVICE_MODE)
+    assert left.data == {"round": 1, "entered": False, "test_rounds": 1, "state": "idle"}
+    ready = t.shown(Screen.READY)
+    assert (ready.data["round"], "service" in ready.data) == (1, False)
+    assert (t.machine.context.round_number, t.machine.context.service_round) == (1, None)
+    t.send(Event.NO_MORE_BETS)
+    assert t.records() == [RecordKind.NO_MORE_BETS]  # live again
+
+
+def test_a_round_in_play_is_void_when_service_mode_is_entered() -> None:
+    t = Table().to_armed()
+    service(t)
+    assert t.records() == [RecordKind.VOID, RecordKind.ROUND_OPENED, RecordKind.SERVICE_MODE]
+    assert t.machine.context.service_round == 2
+    decided = Table().to_result()
+    assert service(decided).screens() == [Screen.REFUSED]  # the dealer closes it first
+    shaking = Table().to_shaking()
+    assert service(shaking).screens() == [Screen.REFUSED]
+
+
+def test_in_service_mode_the_dice_are_read_as_they_lie_whatever_their_age() -> None:
+    t = replaced(Table(), WALL)
+    t.send(Event.LID_CLOSED)
+    service(t)
+    t.send(Event.NO_MORE_BETS, wall=WALL + 2 * DICE_LIFE_MS)
+    t.send(Event.DICE_SET, wall=WALL + 2 * DICE_LIFE_MS)  # read without shaking
+    assert t.state is State.READING
+
+
+def test_service_mode_never_touches_the_rng() -> None:
+    t = Table(replace(SETTINGS, mode=Mode.RNG))
+    t.send(Event.LID_CLOSED)
+    service(t)
+    assert ActionKind.PREPARE_RNG not in t.kinds()
+    with pytest.raises(GameRuleError, match="service mode"):
+        t.send(Event.NO_MORE_BETS)
+    t.send(Event.SHIFT_CHANGE)
+    assert ActionKind.CLOSE_RNG not in t.kinds()
+    service(t)
+    assert ActionKind.PREPARE_RNG in t.kinds()  # live again: a session for the next bets
+
+
+def test_a_fault_in_service_mode_stays_when_it_is_left() -> None:
+    t = service(Table()).to_shaking()
+    t.send(Event.MOTOR_OVERRUN)
+    assert t.shown(Screen.FAULT).data["service"] is True
+    service(t)
+    ctx = t.machine.context
+    assert (ctx.state, ctx.resume_state, ctx.service_round) == (State.FAULT, State.IDLE, None)
+    assert ActionKind.STOP_MOTOR in t.kinds()
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert (t.state, t.machine.context.round_number) == (State.IDLE, 1)
+
+
+def test_service_mode_survives_a_restart() -> None:
+    t = service(Table()).to_shaking()
+    stored = decode_context(encode_context(t.machine.context))
+    again = Table()
+    again.machine = RoundMachine(SETTINGS, stored)
+    again.send(Event.POWER_ON)
+    assert again.records()[0] is RecordKind.POWER_ON
+    assert RecordKind.INTERRUPTED not in again.records()  # a test shake: a test record
+    assert all(a.data.get("service") for a in again.actions if a.kind is ActionKind.SHOW)

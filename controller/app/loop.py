@@ -82,6 +82,15 @@ OPERATOR_EVENTS = frozenset(
         Event.CLOSE_ROUND,
         Event.VOID_ROUND,
         Event.CLEAR_FAULT,
+        Event.BANK_SEAT_KEY,
+        Event.STYLE_KEY,
+        Event.SHIFT_CHANGE,
+        Event.DICE_REPLACED,
+        Event.SHAKER_INSPECTED,
+        Event.VOID_RESULT,
+        Event.MODE_SWITCH,
+        Event.SERVICE_MODE,
+        Event.LAMP_TEST,
     }
 )
 _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
@@ -396,6 +405,8 @@ class ControlLoop:
         elif kind is ActionKind.CLOSE_RNG:
             if ports.rng is not None:
                 ports.rng.close(str(action.data.get("reason", "shutdown")))
+        elif kind is ActionKind.LAMP_TEST:
+            ports.panel.lamp_test()
         elif kind is ActionKind.REANCHOR:
             size = ports.log.reanchor()
             log.warning("the log's anchor is now its checkpoint of %d records", size)

@@ -12,7 +12,9 @@ Unless the rounds are plain (``--plain-rounds``), the supervisor also does what 
 one (issue 14): the first result of every tenth round is voided with a reason (N.J.A.C.
 13:69E-1.28P; the round is shaken again), the dice are replaced when their 24 hours on the table
 are up (proposed 621a.5(c)), and the shaker is inspected at the start of each day (N.J.A.C.
-13:69E-1.16A). ``--table-minutes-per-round M`` gives the table a simulated wall clock that
+13:69E-1.16A); with ``[table] modes`` every fifteenth round is played in another mode, and
+before round 25 a technician plays a test round in service mode (9 NYCRR 5319.58).
+``--table-minutes-per-round M`` gives the table a simulated wall clock that
 moves M minutes with each round closed, so that a day of play passes in a few seconds.
 """
 
@@ -67,6 +69,7 @@ FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
 _DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
 VOID_EVERY = 10  # the first result of every tenth round is voided (not with plain rounds)
 MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
+SERVICE_AT = 25  # a test round in service mode before round 25 (not with plain rounds)
 DAY_MS = 86_400_000
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
@@ -170,6 +173,8 @@ class Crew:
         self._voids = 0
         self._inspected_day: int | None = None
         self.mode: Mode | None = None  # as the last READY showed it
+        self._serviced = False
+        self._test_rounds = 0
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -215,7 +220,9 @@ class Crew:
         self.stopping.wait(self.pause_s * (0.5 + self.random.random()))
 
     def _act(self, screen: Screen, data: Mapping[str, object]) -> None:
-        if screen is Screen.READY:
+        if data.get("service"):
+            self._act_in_service(screen, data)
+        elif screen is Screen.READY:
             if len(self.rounds_done) >= self.rounds:
                 self.on_done.set()
                 return
@@ -223,7 +230,12 @@ class Crew:
             if isinstance(data.get("mode"), str):
                 self.mode = Mode(str(data["mode"]))
                 self.is_manual = self.mode is Mode.MANUAL
-            if self._inspect_shaker() or self._replace_dice(data) or self._switch_mode(data):
+            if (
+                self._inspect_shaker()
+                or self._replace_dice(data)
+                or self._switch_mode(data)
+                or self._enter_service(data)
+            ):
                 return
             if self._choose_bank(data):
                 self._press("key_no_more_bets")
@@ -255,6 +267,40 @@ class Crew:
                 self.clock.round_closed()
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._pause()
+            self._clear(data)
+
+    def _enter_service(self, data: Mapping[str, object]) -> bool:
+        """9 NYCRR 5319.58: once, at round SERVICE_AT, a technician takes the table into
+        service mode for a test round (a dice table only: the RNG draws no test numbers)."""
+        if not (self.makes_choices and data.get("round") == SERVICE_AT and self.mode):
+            return False
+        if self._serviced or self.mode is Mode.RNG:
+            return False
+        self._serviced = True
+        self._as_supervisor(Event.SERVICE_MODE)
+        return True
+
+    def _act_in_service(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """The technician: one test round (bets closed, a shake or the dice set on the reader,
+        the test result closed), then out of service mode, back to the live round."""
+        self._pause()
+        if screen is Screen.READY:
+            if self._test_rounds >= 1:
+                self._as_supervisor(Event.SERVICE_MODE)
+            else:
+                self._press("key_no_more_bets")
+        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
+            if self.is_manual:
+                self.sensor.roll()
+                self._press("key_dice_set")
+            else:
+                self.shaker.close_lid()
+                self.stopping.wait(self.press_s)
+                self._press("shake_button")
+        elif screen is Screen.RESULT:
+            self._test_rounds += 1
+            self._press("key_close_round")
+        elif screen in (Screen.FAULT, Screen.LOCKED):
             self._clear(data)
 
     def _as_supervisor(self, event: Event, **data: object) -> None:

@@ -37,6 +37,8 @@ class RecordKind(StrEnum):
     RESULT_VOIDED = "result_voided"  # N.J.A.C. 13:69E-1.28P: carries the reason; a new attempt
     DICE_REPLACED = "dice_replaced"  # proposed 621a.5(c): the new set's id
     MODE_CHANGED = "mode_changed"  # current 621a.6(a): shaker, RNG or manual from now on
+    SERVICE_MODE = "service_mode"  # 9 NYCRR 5319.58: entered or left
+    SERVICE_TEST = "service_test"  # a record of a test round in service mode (names its kind)
     # the appliance (emitted by the daemon)
     LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"

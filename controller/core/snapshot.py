@@ -23,8 +23,8 @@ from controller.core.state import Fault, Mode, RoundContext, State, check_dice_s
 from controller.errors import ControllerError, GameRuleError
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
-# and 0; 3: the dice set and when it was put in, and the mode the supervisor switched to,
-# read from versions 1 and 2 as not recorded and the configured mode.
+# and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
+# service mode, read from versions 1 and 2 as not recorded, the configured mode and live play.
 VERSION = 3
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
@@ -50,7 +50,7 @@ _KEYS = frozenset(
 )
 _KEYS_V1 = _KEYS
 _KEYS_V2 = _KEYS | {"style", "shake_delay"}
-_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode"}
+_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode", "service_round"}
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
 
 
@@ -90,6 +90,7 @@ def encode_context(ctx: RoundContext) -> bytes:
             "dice_set": ctx.dice_set,
             "dice_since": ctx.dice_since,
             "mode": None if ctx.mode is None else str(ctx.mode),
+            "service_round": ctx.service_round,
         }
     )
 
@@ -140,6 +141,9 @@ def decode_context(blob: bytes) -> RoundContext:
             if version < 3 or raw["dice_since"] is None
             else _count(raw, "dice_since", low=0),
             mode=None if version < 3 or raw["mode"] is None else Mode(_str(raw, "mode")),
+            service_round=None
+            if version < 3 or raw["service_round"] is None
+            else _count(raw, "service_round", low=1),
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):
@@ -148,6 +152,8 @@ def decode_context(blob: bytes) -> RoundContext:
     shows_result = State.RESULT in (state, resume if state is State.FAULT else None)
     if shows_result != (ctx.result is not None):
         raise SnapshotError("a context holds a result exactly in RESULT (or a fault over it)")
+    if ctx.service_round is not None and ctx.service_round > ctx.round_number:
+        raise SnapshotError("service mode returns to a round after the one in play")
     if (state is State.FAULT) != bool(faults):
         raise SnapshotError("a context is in FAULT exactly when a fault is active")
     return ctx

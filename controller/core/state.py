@@ -111,6 +111,8 @@ class Event(StrEnum):
     SHAKER_INSPECTED = "shaker_inspected"  # supervisor: the end-of-day shaker inspection
     VOID_RESULT = "void_result"  # supervisor: the result is void (a reason); a new attempt
     MODE_SWITCH = "mode_switch"  # supervisor: shaker, RNG or manual from the next round on
+    SERVICE_MODE = "service_mode"  # supervisor: into service mode (test rounds), or out of it
+    LAMP_TEST = "lamp_test"  # service mode: light every lamp
 
 
 class Fault(StrEnum):
@@ -154,6 +156,7 @@ class ActionKind(StrEnum):
     PREPARE_RNG = "prepare_rng"  # an RNG session committed (and shown) before bets close
     CLOSE_RNG = "close_rng"  # reveal the RNG session's seed (an orderly stop)
     REANCHOR = "reanchor"  # keep the log's current checkpoint as its new anchor
+    LAMP_TEST = "lamp_test"  # service mode: every lamp lit until the next screen
 
 
 class Screen(StrEnum):
@@ -263,6 +266,8 @@ class RoundContext:
     dice_set: str | None = None  # the dice in the shaker (None: no replacement recorded yet)
     dice_since: int | None = None  # UTC milliseconds when they were put in (proposed 621a.5(c))
     mode: Mode | None = None  # the mode the supervisor switched to (None: the configured one)
+    # In service mode: the live round that bets open again for when it is left (None: live)
+    service_round: int | None = None
 
 
 S, E = State, Event
@@ -299,6 +304,9 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # current 621a.6(a): the mode changes between rounds, or (to the RNG) out of a dice fault
     (S.IDLE, E.MODE_SWITCH): frozenset({S.IDLE}),
     (S.FAULT, E.MODE_SWITCH): frozenset({S.FAULT, S.IDLE, S.RESULT}),
+    # 9 NYCRR 5319.58: service mode, entered with bets open or from a fault, left from anywhere
+    **_each_same_or(_ALL, E.SERVICE_MODE, S.IDLE, S.FAULT),
+    **_each(_ALL, E.LAMP_TEST),
     # the shake; pressing the button outside a shake does nothing (no mashing)
     **_each_same_or((S.ARMED, S.NO_ROLL), E.SHAKE_PRESSED, S.WAITING, S.SHAKING),
     **_each(
@@ -544,8 +552,8 @@ class _Rules:
     def _dice_expired(self, ctx: RoundContext) -> Step | None:
         """The refusal of a shake with dice 24 hours on the table (proposed 621a.5(c))."""
         age = _dice_age(ctx, self.wall)
-        if age is None or age < DICE_LIFE_MS:
-            return None
+        if age is None or age < DICE_LIFE_MS or ctx.service_round is not None:
+            return None  # (a technician may test with any dice)
         return _refuse(ctx, _dice_warning(ctx, self.wall) or "")
 
     def _shown_again(self, ctx: RoundContext) -> list[Action]:
@@ -575,6 +583,8 @@ class _Rules:
     def no_more_bets(self, ctx: RoundContext, occ: Occurrence) -> Step:
         # The bank is the one selected on the panel while bets were open (the event may name
         # one itself, as a table-management system would).
+        if ctx.service_round is not None and self._mode(ctx) is Mode.RNG:
+            raise GameRuleError("service mode tests the dice: the RNG draws no test numbers")
         bank_seat = occ.bank_seat if occ.bank_seat is not None else ctx.bank_seat
         ctx.bank_history.check(bank_seat)  # 621a.11(b),(c): raises, state unchanged
         ctx = replace(ctx, bank_seat=bank_seat, attempt=1, no_rolls=0)
@@ -679,8 +689,8 @@ class _Rules:
         return ctx, [*actions, _show(Screen.SETTLING, **self._round(ctx))]
 
     def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        if self._mode(ctx) is not Mode.MANUAL:
-            raise IllegalTransition(ctx.state, occ.event)
+        if self._mode(ctx) is not Mode.MANUAL and ctx.service_round is None:
+            raise IllegalTransition(ctx.state, occ.event)  # service mode reads them as they lie
         expired = self._dice_expired(ctx)
         if expired is not None:
             return expired
@@ -907,6 +917,8 @@ class _Rules:
         is void (its RNG commitment, or its dice, belong to the old one)."""
         if not occ.supervisor:
             return _refuse(ctx, "switching the mode needs the supervisor key")
+        if ctx.service_round is not None:
+            return _refuse(ctx, "leave service mode to switch the mode")
         to = _need(occ.mode, occ)
         if to not in self.settings.allowed_modes:
             raise GameRuleError(f"{to} mode is not allowed at this table ([table] modes)")
@@ -952,6 +964,75 @@ class _Rules:
             return ctx, [*actions, self._fault_screen(ctx, ctx.active_faults)]
         ctx, resumed = self._resume(ctx)
         return ctx, [*actions, *resumed]
+
+    def service_mode(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """9 NYCRR 5319.58: service mode, with the supervisor key. Entered with bets open (a
+        round in play without a result is void first); every screen says SERVICE; the rounds
+        played in it are test rounds, recorded as ``service_test`` (never a live result, never
+        a live record on the feed), so the technician can fire the shaker, read the dice and
+        light every lamp. Leaving it, from any state, returns to bets open of the live round (or
+        to the fault, if one is active)."""
+        if not occ.supervisor:
+            return _refuse(ctx, "service mode needs the supervisor key")
+        if ctx.service_round is not None:
+            return self._leave_service(ctx, occ)
+        if ctx.state is S.RESULT:
+            return _refuse(ctx, "close the round before service mode")
+        if ctx.state in (S.FAULT, *_SHAKE_IN_PROGRESS, S.DRAWING):
+            return _refuse(ctx, "service mode is entered with bets open, or between shakes")
+        actions: list[Action] = []
+        if ctx.state is not S.IDLE:  # bets closed, no result: the round is void
+            actions.append(
+                _record(
+                    RecordKind.VOID,
+                    **self._round(ctx),
+                    state=str(ctx.state),
+                    supervisor=True,
+                    detail="service mode",
+                )
+            )
+            ctx = replace(next_round(ctx), is_round_open=True)
+            actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+        actions.append(_record(RecordKind.SERVICE_MODE, round=ctx.round_number, entered=True))
+        ctx = replace(ctx, service_round=ctx.round_number)
+        shown = [_in_service(a) for a in self._enter_screen(ctx) if a.kind is ActionKind.SHOW]
+        return ctx, [*actions, *shown, Action(ActionKind.LAMP_TEST)]
+
+    def _leave_service(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        assert ctx.service_round is not None
+        tests = ctx.round_number - ctx.service_round
+        actions = [
+            Action(ActionKind.STOP_MOTOR),
+            _record(
+                RecordKind.SERVICE_MODE,
+                round=ctx.service_round,
+                entered=False,
+                test_rounds=tests,
+                state=str(ctx.state),
+            ),
+        ]
+        ctx = replace(
+            ctx,
+            state=S.FAULT if ctx.active_faults else S.IDLE,
+            resume_state=S.IDLE if ctx.active_faults else None,
+            round_number=ctx.service_round,
+            service_round=None,
+            attempt=1,
+            no_rolls=0,
+            bank_seat=None,
+            delivery_style=DeliveryStyle.STANDARD,
+            deadline=None,
+            read_progress=ReadProgress(),
+            result=None,
+        )
+        if ctx.active_faults:
+            return ctx, [*actions, self._fault_screen(ctx, ctx.active_faults)]
+        return ctx, [*actions, *self._enter_screen(ctx)]
+
+    def lamp_test(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if ctx.service_round is None:
+            return _refuse(ctx, "the lamp test is part of service mode")
+        return ctx, [Action(ActionKind.LAMP_TEST)]
 
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
@@ -1154,6 +1235,8 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.SHAKER_INSPECTED: _Rules.shaker_inspected,
     E.VOID_RESULT: _Rules.void_result,
     E.MODE_SWITCH: _Rules.mode_switch,
+    E.SERVICE_MODE: _Rules.service_mode,
+    E.LAMP_TEST: _Rules.lamp_test,
 }
 
 
@@ -1165,7 +1248,48 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
     new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), ctx, occ)
     if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
         raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
+    if ctx.service_round is not None and new_ctx.service_round is not None:
+        actions = [a for a in (_in_service(a) for a in actions) if a.kind not in _NOT_IN_SERVICE]
     return new_ctx, actions
+
+
+# 9 NYCRR 5319.58: in service mode the records of the game are test records, and the RNG is
+# not touched (no session prepared, revealed or drawn from).
+_TEST_RECORDS = frozenset(
+    {
+        RecordKind.ROUND_OPENED,
+        RecordKind.NO_MORE_BETS,
+        RecordKind.SHUFFLE,
+        RecordKind.SHAKE,
+        RecordKind.READING,
+        RecordKind.NO_ROLL,
+        RecordKind.RESULT,
+        RecordKind.VOID,
+        RecordKind.RESULT_VOIDED,
+        RecordKind.CLOSE,
+        RecordKind.RESHAKE_LIMIT,
+        RecordKind.BANK_SELECTED,
+        RecordKind.DELIVERY_STYLE,
+        RecordKind.SHIFT_CHANGE,
+        RecordKind.INTERRUPTED,
+    }
+)
+_NOT_IN_SERVICE = frozenset({ActionKind.PREPARE_RNG, ActionKind.CLOSE_RNG, ActionKind.DRAW_NUMBER})
+
+
+def _in_service(action: Action) -> Action:
+    """An action of a step taken in service mode: a game record becomes a ``service_test``
+    record naming it; a screen says SERVICE."""
+    if action.kind is ActionKind.SHOW:
+        return replace(action, data={**action.data, "service": True})
+    if action.kind is ActionKind.RECORD and action.record in _TEST_RECORDS:
+        assert action.record is not None
+        return replace(
+            action,
+            record=RecordKind.SERVICE_TEST,
+            data={"record": str(action.record), **action.data},
+        )
+    return action
 
 
 class RoundMachine:

@@ -22,6 +22,7 @@ class ConsoleDisplay:
         self.progress_every = progress_every
         self.total_rounds = total_rounds
         self.rounds = 0
+        self._decided: set[object] = set()
         self.no_rolls = 0
         self.faults = 0
         self._reasons: list[str] = []
@@ -39,14 +40,22 @@ class ConsoleDisplay:
             elif screen is Screen.FAULT:
                 self.faults += 1
                 self._write(f"  FAULT {', '.join(map(str, _list(data.get('faults'))))}\n")
+            elif screen is Screen.RESULT and data.get("service"):
+                self._write("  SERVICE test " + result_line(data, []) + "\n")
             elif screen is Screen.RESULT:
                 self._result(data, seq)
 
     def _result(self, data: Mapping[str, object], seq: int | None) -> None:
-        self.rounds += 1
+        # A round counts once: a result voided and decided again, or shown again after a
+        # restart, is the same round.
+        self._decided.add(data.get("round"))
+        is_new = len(self._decided) > self.rounds
+        self.rounds = len(self._decided)
         reasons, self._reasons = self._reasons, []
         if self.progress_every:
-            if self.rounds % self.progress_every == 0 or self.rounds == self.total_rounds:
+            if is_new and (
+                self.rounds % self.progress_every == 0 or self.rounds == self.total_rounds
+            ):
                 of = f"/{self.total_rounds}" if self.total_rounds else ""
                 self._write(
                     f"progress: {self.rounds}{of} rounds, {self.no_rolls} no rolls,"

@@ -169,7 +169,7 @@ class DisplayHub:
             self._last_id = event_id
             payload = screen_event(screen, data, event_id, round_number=self._round)
             self._round = payload["round"]
-            if screen is Screen.RESULT:
+            if screen is Screen.RESULT and not data.get("service"):  # a test result: no trend
                 result = payload["data"].get("result")
                 if isinstance(result, dict):
                     self._add_trend(trend_entry(event_id.seq, payload["round"], result))

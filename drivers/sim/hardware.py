@@ -389,6 +389,9 @@ class StillTable:
     def show_status(self, screen: Screen) -> None:
         return None
 
+    def lamp_test(self) -> None:
+        return None
+
     def start_shake(self) -> None:
         return None
 

@@ -115,7 +115,9 @@ function render() {
   show("live", true);
   text("table-name", (view.table || "").toUpperCase());
   text("round", cur.round ?? "–");
-  text("status-line", "LIVE");
+  // 9 NYCRR 5319.58: in service mode every screen says so; its results are test results.
+  text("status-line", d.service ? "SERVICE — TEST ROUNDS, NOT LIVE" : "LIVE");
+  $("status-line").classList.toggle("service", !!d.service);
   const head = $("headline");
   head.className = "headline " + screen.replace("_", "-");
   let headline = HEADLINES[screen] || screen.toUpperCase();
@@ -131,7 +133,7 @@ function render() {
   } else if (screen === "ready") {
     sub = "Round " + (cur.round ?? "") + (d.mode === "rng" ? " — computerized RNG" : "");
   }
-  head.textContent = headline;
+  head.textContent = d.service ? "SERVICE — " + headline : headline;
   text("subline", sub);
   const result = screen === "result" ? d.result : null;
   renderBank(screen === "ready" ? d : null);
