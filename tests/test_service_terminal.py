@@ -77,14 +77,28 @@ class Key:
         self.is_supervisor_key_on = False
 
 
+class Lamps(ScreenLog):
+    """The display and the panel, which also counts its lamp tests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lamp_tests = 0
+
+    def lamp_test(self) -> None:
+        self.lamp_tests += 1
+
+
 class Table:
     """An RNG table (its rounds need no dice): the real loop in a thread of its own, its log in
-    ``state_dir``, the service terminal on ``socket``."""
+    ``state_dir``, the service terminal on ``socket``; ``modes``: the others the supervisor may
+    switch to ([table] modes)."""
 
-    def __init__(self, state_dir: Path, socket_dir: Path, **terminal: Any) -> None:
+    def __init__(
+        self, state_dir: Path, socket_dir: Path, *, modes: tuple[Mode, ...] = (), **terminal: Any
+    ) -> None:
         self.state_dir = state_dir
         self.log = AuditLog.open(state_dir)
-        self.screens = ScreenLog()
+        self.screens = Lamps()
         latch = FaultLatch()
         latch.register("lamps", self.screens.drive_safe)
         rng = RngSessionManager(
@@ -104,7 +118,7 @@ class Table:
             latch=latch,
             rng=RngPort(rng),
         )
-        self.loop = ControlLoop(RoundMachine(RoundSettings(mode=Mode.RNG)), ports)
+        self.loop = ControlLoop(RoundMachine(RoundSettings(mode=Mode.RNG, modes=modes)), ports)
         self.loop.power_on(config=config_loaded_data(Config()))
         self.thread = threading.Thread(target=self.loop.run, name="control", daemon=True)
         self.thread.start()
@@ -150,6 +164,15 @@ class Table:
 @pytest.fixture
 def table(tmp_path: Path, short_dir: Path) -> Iterator[Table]:
     t = Table(tmp_path / "state", short_dir)
+    yield t
+    if t.thread.is_alive():
+        t.close()
+
+
+@pytest.fixture
+def manual_too(tmp_path: Path, short_dir: Path) -> Iterator[Table]:
+    """An RNG table whose supervisor may switch it to manual mode (its sensor is present)."""
+    t = Table(tmp_path / "state", short_dir, modes=(Mode.MANUAL,))
     yield t
     if t.thread.is_alive():
         t.close()
@@ -249,6 +272,80 @@ def test_with_the_key_off_the_table_refuses_and_records_nothing(table: Table) ->
     assert table.kinds() == before
 
 
+def test_mode_switch_service_mode_and_lamp_test_with_the_key_on(manual_too: Table) -> None:
+    table = manual_too
+    table.key.is_supervisor_key_on = True
+    to_manual = request(table, "mode_switch", mode=Mode.MANUAL)
+    assert to_manual["ok"] is True, to_manual
+    assert "mode_changed" in [r["kind"] for r in to_manual["records"]]
+    back = request(table, "mode_switch", mode=Mode.RNG)
+    assert back["ok"] is True, back
+    entered = request(table, "service_mode")
+    assert entered["ok"] is True, entered
+    assert entered["in_service"] is True
+    assert [r["kind"] for r in entered["records"]] == ["service_mode"]
+    lit = request(table, "lamp_test")
+    assert lit == {"action": "lamp_test", "ok": True, "records": []}
+    assert table.screens.lamp_tests == 2  # on entering service mode, and on the command
+    left = request(table, "service_mode")
+    assert left["ok"] is True, left
+    assert left["in_service"] is False
+    outside = request(table, "lamp_test")  # the lamp test is part of service mode
+    assert outside["ok"] is False
+    assert "service mode" in outside["refused"]
+    assert table.screens.lamp_tests == 2
+    table.close()
+
+    records = table.records()
+    changes = [
+        records[r["seq"]][1]
+        for reply in (to_manual, back)
+        for r in reply["records"]
+        if r["kind"] == "mode_changed"
+    ]
+    assert [(c["previous"], c["mode"]) for c in changes] == [("rng", "manual"), ("manual", "rng")]
+    for reply, entered_ in ((entered, True), (left, False)):  # what the replies said
+        kind, data = records[reply["records"][0]["seq"]]
+        assert (kind, data["entered"]) == ("service_mode", entered_)
+    assert table.terminal.counts["accepted"] == 6
+
+
+def test_a_mode_the_table_does_not_allow_is_refused_with_the_tables_reason(table: Table) -> None:
+    table.key.is_supervisor_key_on = True
+    before = table.kinds()
+    reply = request(table, "mode_switch", mode=Mode.SHAKER)  # [table] modes: none but rng
+    assert reply["ok"] is False, reply
+    assert reply["refused"] == "shaker mode is not allowed at this table ([table] modes)"
+    assert reply["records"] == []
+    assert table.kinds() == before
+
+
+def test_the_new_commands_with_the_key_off_are_refused(manual_too: Table) -> None:
+    table = manual_too
+    before = table.kinds()
+    for action, fields in (
+        ("mode_switch", {"mode": Mode.MANUAL}),
+        ("service_mode", {}),
+        ("lamp_test", {}),
+    ):
+        reply = request(table, action, **fields)
+        assert reply["ok"] is False, reply
+        assert "supervisor key" in reply["refused"], reply
+        assert reply["records"] == []
+    table.key.is_supervisor_key_on = True
+    assert request(table, "service_mode")["in_service"] is True
+    table.key.is_supervisor_key_on = False
+    in_service = table.kinds()
+    lamps = table.screens.lamp_tests
+    for action in ("lamp_test", "service_mode"):  # in service mode too
+        reply = request(table, action)
+        assert reply["ok"] is False, reply
+        assert "supervisor key" in reply["refused"], reply
+    assert table.screens.lamp_tests == lamps
+    assert table.kinds() == in_service
+    assert in_service[len(before) :] == ["service_mode"]
+
+
 def test_the_client_cannot_claim_the_key(table: Table) -> None:
     """Only the key switch says who is the supervisor; a request that tries is outside the
     grammar."""
@@ -297,6 +394,14 @@ BAD_LINES = {
     "escaped newline in a note": b'{"action":"shaker_inspected","note":"a\\nb"}\n',
     "escaped non-ASCII": b'{"action":"shaker_inspected","note":"caf\\u00e9"}\n',
     "long note": b'{"action":"shaker_inspected","note":"' + b"n" * 121 + b'"}\n',
+    "bad mode": b'{"action":"mode_switch","mode":"roulette"}\n',
+    "mode in capitals": b'{"action":"mode_switch","mode":"RNG"}\n',
+    "no mode": b'{"action":"mode_switch"}\n',
+    "mode of another verb": b'{"action":"service_mode","mode":"rng"}\n',
+    "a note to a toggle": b'{"action":"service_mode","note":"x"}\n',
+    "a lamp test with data": b'{"action":"lamp_test","on":"all"}\n',
+    "a mode as a number": b'{"action":"mode_switch","mode":1}\n',
+    "the toggle's state": b'{"action":"service_mode","entered":"true"}\n',
 }
 
 
@@ -322,6 +427,9 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         Request("dice_replaced", dice_set="Z" * 16),
         Request("shaker_inspected", note=longest),
         Request("void_result", reason=VoidReason.DICE_DISTURBED, note='\\"' * 60),
+        *(Request("mode_switch", mode=mode) for mode in Mode),
+        Request("service_mode"),
+        Request("lamp_test"),
     ):
         line = request_.encode()
         assert len(line) <= MAX_REQUEST_BYTES
@@ -330,6 +438,12 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         Request("void_result")  # a reason goes with it
     with pytest.raises(RequestError):
         Request("shaker_inspected", note="é")
+    with pytest.raises(RequestError):
+        Request("mode_switch")  # a mode goes with it
+    with pytest.raises(RequestError):
+        Request("service_mode", mode=Mode.RNG)
+    with pytest.raises(RequestError):
+        Request("lamp_test", note="all of them")
 
 
 # --- clients that say nothing, or too much ---------------------------------------------------
@@ -524,12 +638,64 @@ def test_the_command_line_end_to_end(table: Table) -> None:
     assert by_state_dir.returncode == 69
 
 
+def test_the_new_commands_on_the_command_line(manual_too: Table) -> None:
+    table = manual_too
+    where = ("--socket", str(table.socket))
+    refused = cli("mode-switch", "--to", "manual", *where)  # the key is off
+    assert refused.returncode == 1, refused
+    assert "supervisor key" in refused.stderr
+    assert_one_line(refused.stderr)
+
+    table.key.is_supervisor_key_on = True
+    switched = cli("mode-switch", "--to", "manual", *where)
+    assert switched.returncode == 0, switched
+    assert switched.stdout.startswith("recorded: mode_changed #")
+    not_allowed = cli("mode-switch", "--to", "shaker", *where)
+    assert not_allowed.returncode == 1, not_allowed
+    assert "shaker mode is not allowed at this table" in not_allowed.stderr
+    assert_one_line(not_allowed.stderr)
+    entered = cli("service-mode", *where)
+    assert entered.returncode == 0, entered
+    assert entered.stdout.startswith("recorded: service_mode #")
+    assert entered.stdout.endswith("; the table is now in service mode\n")
+    lit = cli("lamp-test", *where)
+    assert lit.returncode == 0, lit
+    assert lit.stdout == "done: every lamp is lit until the next screen\n"
+    left = cli("service-mode", "--json", *where)
+    assert left.returncode == 0, left
+    assert json.loads(left.stdout)["in_service"] is False
+    outside = cli("lamp-test", *where)
+    assert outside.returncode == 1, outside
+    assert "service mode" in outside.stderr
+
+    kinds = table.kinds()
+    for bad in (
+        ("mode-switch",),
+        ("mode-switch", "--to", "roulette"),
+        ("mode-switch", "--to", "RNG"),
+        ("mode-switch", "--to", "rng", "--note", "x"),
+        ("service-mode", "--to", "rng"),
+        ("service-mode", "--note", "x"),
+        ("lamp-test", "--note", "all"),
+        ("lamp-test", "--reason", "misread"),
+        ("lamp-test", "--id", "A1"),
+    ):
+        usage = cli(*bad, *where)
+        assert usage.returncode == 2, (bad, usage)
+        assert usage.stdout == ""
+        assert_one_line(usage.stderr)
+    assert table.kinds() == kinds
+
+
 def test_help_has_a_description_and_an_example() -> None:
     out = cli("void-result", "--help")
     assert out.returncode == 0
     assert "supervisor key" in out.stdout
     assert "examples:" in out.stdout
     assert "--reason" in out.stdout
+    assert "supervise mode-switch --to rng" in out.stdout
+    assert "supervise service-mode" in out.stdout
+    assert "supervise lamp-test" in out.stdout
 
 
 # --- the appliance ------------------------------------------------------------------------------

@@ -16,18 +16,25 @@ form of the audit records (``controller/core/canonical.py``: keys sorted, no spa
     {"action":"dice_replaced","id":"B-0417"}         1..16 ASCII letters, digits or '-'
     {"action":"shaker_inspected","note":"lid ok"}    note optional
     {"action":"void_result","note":"seat 3","reason":"misread"}
+    {"action":"mode_switch","mode":"rng"}            shaker, rng or manual
+    {"action":"service_mode"}                        into service mode, or out of it
+    {"action":"lamp_test"}                           in service mode: every lamp lit
 
-``action`` is one of the three above and no other key is taken than those shown; a note is at
+``action`` is one of the six above and no other key is taken than those shown; a note is at
 most ``MAX_NOTE_CHARS`` (120) printable ASCII characters; a reason is one of
-:class:`~controller.core.state.VoidReason`. The reply is one line of JSON (ASCII), then the
-connection closes::
+:class:`~controller.core.state.VoidReason`, a mode one of :class:`~controller.core.state.Mode`.
+The reply is one line of JSON (ASCII), then the connection closes::
 
     {"action":"dice_replaced","ok":true,"records":[{"kind":"dice_replaced","seq":42}]}
+    {"action":"service_mode","in_service":true,"ok":true,"records":[...]}
     {"action":"void_result","ok":false,"records":[],"refused":"voiding a result needs ..."}
     {"error":"bad_request","ok":false,"detail":"unknown action 'x'"}
 
 ``records`` are those the table made durable for the action (with what followed from it);
-``refused`` is the table's reason (the REFUSED screen's, or the rule or state it broke).
+``refused`` is the table's reason (the REFUSED screen's, or the rule or state it broke, such as
+a mode the table's ``[table] modes`` does not allow). ``in_service`` (``service_mode`` only) is
+the ``entered`` of the ``service_mode`` record the toggle made, read back from the audit log:
+whether the table is now in service mode (absent if the log could not be read).
 ``error`` is ``bad_request`` (nothing outside the grammar becomes an event; each is counted
 and logged), ``timeout`` (no full line within ``READ_TIMEOUT_S``), ``busy`` (more than
 ``MAX_CLIENTS`` connections at once) or ``no_answer`` (the control thread did not step the
@@ -56,8 +63,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from controller.audit.log import AuditLog
 from controller.core import canonical
-from controller.core.state import Event, Occurrence, VoidReason, check_dice_set_id
+from controller.core.state import Event, Mode, Occurrence, VoidReason, check_dice_set_id
+from controller.display.log_reader import SqliteLogReader
 from controller.errors import ControllerError, GameRuleError
 
 if TYPE_CHECKING:
@@ -82,7 +91,14 @@ ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
     "dice_replaced": (Event.DICE_REPLACED, frozenset({"id"}), frozenset()),
     "shaker_inspected": (Event.SHAKER_INSPECTED, frozenset({"note"}), frozenset()),
     "void_result": (Event.VOID_RESULT, frozenset({"note", "reason"}), frozenset({"reason"})),
+    "mode_switch": (Event.MODE_SWITCH, frozenset({"mode"}), frozenset({"mode"})),
+    "service_mode": (Event.SERVICE_MODE, frozenset(), frozenset()),
+    "lamp_test": (Event.LAMP_TEST, frozenset(), frozenset()),
 }
+RECORDS_NOTHING = frozenset({"lamp_test"})  # done without a record: the lamps are lit
+# The key is checked here as well as by the table for these: the core's lamp test asks only
+# for service mode, and a supervisor action never goes without the key.
+KEY_CHECKED_HERE: Mapping[str, str] = {"lamp_test": "the lamp test needs the supervisor key"}
 
 
 class ServiceTerminalError(ControllerError, OSError):
@@ -132,6 +148,7 @@ class Request:
     dice_set: str | None = None  # dice_replaced: None is the next number
     note: str = ""
     reason: VoidReason | None = None  # void_result
+    mode: Mode | None = None  # mode_switch: the mode to switch to
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -143,10 +160,14 @@ class Request:
                 check_dice_set_id(self.dice_set)
             except GameRuleError as exc:
                 raise RequestError(str(exc)) from None
+        if self.note and "note" not in ACTIONS[self.action][1]:
+            raise RequestError(f"{self.action} takes no note")
         if len(self.note) > MAX_NOTE_CHARS or not all(" " <= c <= "~" for c in self.note):
             raise RequestError(f"a note is at most {MAX_NOTE_CHARS} printable ASCII characters")
         if (self.reason is None) == (self.action == "void_result"):
             raise RequestError("a reason goes with void_result, and only with it")
+        if (self.mode is None) == (self.action == "mode_switch"):
+            raise RequestError("a mode goes with mode_switch, and only with it")
 
     def encode(self) -> bytes:
         """The request line, as ``parse_request`` takes it."""
@@ -157,6 +178,8 @@ class Request:
             fields["note"] = self.note
         if self.reason is not None:
             fields["reason"] = str(self.reason)
+        if self.mode is not None:
+            fields["mode"] = str(self.mode)
         line = canonical.encode(fields) + b"\n"
         if len(line) > MAX_REQUEST_BYTES:  # pragma: no cover - the fields' bounds keep it short
             raise RequestError(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
@@ -171,6 +194,7 @@ class Request:
             detail=self.note,
             dice_set=self.dice_set,
             reason=self.reason,
+            mode=self.mode,
         )
 
     def summary(self) -> str:
@@ -179,6 +203,8 @@ class Request:
             parts.append(f"id={self.dice_set}")
         if self.reason is not None:
             parts.append(f"reason={self.reason}")
+        if self.mode is not None:
+            parts.append(f"mode={self.mode}")
         if self.note:
             parts.append(f"note={self.note!r}")
         return " ".join(parts)
@@ -218,11 +244,15 @@ def parse_request(data: bytes) -> Request:
         raise RequestError(
             f"reason {_shown(reason)} is not one of {', '.join(str(r) for r in VoidReason)}"
         )
+    mode = fields.get("mode")
+    if mode is not None and mode not in {str(m) for m in Mode}:
+        raise RequestError(f"mode {_shown(mode)} is not one of {', '.join(str(m) for m in Mode)}")
     return Request(
         action,
         dice_set=fields.get("id"),
         note=fields.get("note", ""),
         reason=None if reason is None else VoidReason(reason),
+        mode=None if mode is None else Mode(mode),
     )
 
 
@@ -238,7 +268,7 @@ def outcome_reply(request: Request, outcome: Outcome) -> dict[str, object]:
         reply["refused"] = outcome.refused
     elif outcome.is_storage_failed:
         reply["refused"] = "the audit log failed: nothing was recorded (a storage fault)"
-    elif not records:
+    elif not records and request.action not in RECORDS_NOTHING:
         reply["refused"] = "the table recorded nothing"
     reply["ok"] = "refused" not in reply
     return reply
@@ -286,6 +316,9 @@ class ServiceTerminal:
         self._wake_read, self._wake_write = -1, -1
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Where a toggle's record is read back (service_mode's ``entered``): the loop's own
+        # audit log, with read-only connections of the terminal's (the writer's is the loop's).
+        self._reader = _reader_of(loop)
 
     @property
     def clients(self) -> int:
@@ -365,6 +398,8 @@ class ServiceTerminal:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if self._reader is not None:
+            self._reader.close()
 
     def _remove_socket_file(self) -> None:
         try:
@@ -462,6 +497,10 @@ class ServiceTerminal:
             request.summary(),
             "on" if supervisor else "off",
         )
+        if not supervisor and request.action in KEY_CHECKED_HERE:
+            why = KEY_CHECKED_HERE[request.action]
+            log.info("service terminal: %s: refused: %s", request.action, why)
+            return {"action": request.action, "ok": False, "records": [], "refused": why}
         outcome = self.loop.submit(request.occurrence(at=self.loop.clock(), supervisor=supervisor))
         if not outcome.wait_for_step(self.answer_timeout_s):
             self.loop.withdraw(outcome)
@@ -473,8 +512,31 @@ class ServiceTerminal:
                 " still be recorded: look at the log",
             )
         reply = outcome_reply(request, outcome)
+        if request.action == "service_mode" and reply["ok"] is True:
+            in_service = self._in_service(reply)
+            if in_service is not None:
+                reply["in_service"] = in_service
         log.info("service terminal: %s: %s", request.action, _said(reply))
         return reply
+
+    def _in_service(self, reply: Mapping[str, object]) -> bool | None:
+        """The ``entered`` of the ``service_mode`` record the toggle made (None: not to be
+        read; the reply then says only what was recorded)."""
+        seqs = [r.get("seq") for r in _records(reply) if r.get("kind") == "service_mode"]
+        if self._reader is None or len(seqs) != 1 or not isinstance(seqs[0], int):
+            return None
+        seq = seqs[0]
+        try:
+            found = self._reader.records_after(seq - 1, limit=1)
+            entered = (
+                found[0].data.get("entered")
+                if found and (found[0].seq, found[0].kind) == (seq, "service_mode")
+                else None
+            )
+        except (ControllerError, ValueError) as exc:  # the log unreadable, or the record
+            log.warning("service terminal: cannot read back record #%d: %s", seq, exc)
+            return None
+        return entered if isinstance(entered, bool) else None
 
     def _read_line(self, conn: socket.socket) -> bytes:
         """Bytes up to and including the first newline, or the first bytes over the limit (the
@@ -529,8 +591,25 @@ def _peer(conn: socket.socket) -> str:
 
 def _said(reply: Mapping[str, object]) -> str:
     if reply.get("ok"):
-        return "recorded " + ", ".join(f"{r['kind']} #{r['seq']}" for r in _records(reply))
+        said = "recorded " + ", ".join(f"{r['kind']} #{r['seq']}" for r in _records(reply))
+        return said + in_service_said(reply)
     return f"refused: {reply.get('refused')}"
+
+
+def in_service_said(reply: Mapping[str, object]) -> str:
+    """What a service mode toggle's reply says of the table now ("" when it says nothing)."""
+    in_service = reply.get("in_service")
+    if in_service is True:
+        return "; the table is now in service mode"
+    if in_service is False:
+        return "; the table is now out of service mode"
+    return ""
+
+
+def _reader_of(loop: object) -> SqliteLogReader | None:
+    """A reader of the loop's audit log file, if the loop has one."""
+    audit = getattr(getattr(loop, "ports", None), "log", None)
+    return SqliteLogReader.of(audit) if isinstance(audit, AuditLog) else None
 
 
 def _records(reply: Mapping[str, object]) -> list[Mapping[str, object]]:

@@ -1,7 +1,8 @@
 """``supervise``: a supervisor's action at the service terminal, sent to the running controller
 (``controller/app/service.py``) over its Unix socket.
 
-Exit codes: 0 recorded (the records on stdout); 1 refused by the table (its reason on stderr);
+Exit codes: 0 recorded (the records on stdout; for ``service-mode``, whether the table is now
+in service mode or out of it); 1 refused by the table (its reason on stderr);
 2 a bad argument, or a request the controller refused as outside its grammar; 69
 (EX_UNAVAILABLE) no controller answers at the socket; 75 (EX_TEMPFAIL) the controller was busy
 or did not answer in time (the action may still be recorded: look at the log); 77 (EX_NOPERM)
@@ -28,7 +29,12 @@ _ACTIONS = {  # command-line name -> the protocol's action
     "dice-replaced": "dice_replaced",
     "shaker-inspected": "shaker_inspected",
     "void-result": "void_result",
+    "mode-switch": "mode_switch",
+    "service-mode": "service_mode",
+    "lamp-test": "lamp_test",
 }
+_WITH_NOTE = ("shaker_inspected", "void_result")
+_DONE = {"lamp_test": "every lamp is lit until the next screen"}
 _DESCRIPTION = """\
 A supervisor's action, recorded by the running controller. The physical supervisor key must be
 on: the controller reads it when the command arrives, and the table refuses the action without
@@ -39,12 +45,15 @@ examples:
   paigow-controller supervise dice-replaced --id B-0417
   paigow-controller supervise shaker-inspected --note "cup, lid and tilt switch intact"
   paigow-controller supervise void-result --reason misread --note "seat 3 complaint"
+  paigow-controller supervise mode-switch --to rng
+  paigow-controller supervise service-mode      # in; the same command again: out
+  paigow-controller supervise lamp-test
   paigow-controller supervise dice-replaced --state-dir demo-state --json"""
 
 
 def supervise_arguments(p: argparse.ArgumentParser) -> None:
     from controller.app.service import DEFAULT_SOCKET
-    from controller.core.state import VoidReason
+    from controller.core.state import Mode, VoidReason
 
     p.description = _DESCRIPTION
     p.epilog = _EXAMPLES
@@ -54,7 +63,11 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         choices=list(_ACTIONS),
         help="dice-replaced: a new dice set is in the shaker (proposed 621a.5(c)); "
         "shaker-inspected: the end-of-day inspection (N.J.A.C. 13:69E-1.16A); "
-        "void-result: the result shown is void, the round goes on (N.J.A.C. 13:69E-1.28P)",
+        "void-result: the result shown is void, the round goes on (N.J.A.C. 13:69E-1.28P); "
+        "mode-switch: another mode this table allows, between rounds, or to the RNG out of a "
+        "fault of the dice (current 621a.6(a)); "
+        "service-mode: into service mode with bets open, or out of it (9 NYCRR 5319.58); "
+        "lamp-test: in service mode, every lamp lit",
     )
     p.add_argument(
         "--id",
@@ -65,6 +78,11 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         "--reason",
         choices=[str(r) for r in VoidReason],
         help="void-result (required): why the result is void",
+    )
+    p.add_argument(
+        "--to",
+        choices=[str(m) for m in Mode],
+        help="mode-switch (required): the mode to switch to (one of the table's [table] modes)",
     )
     p.add_argument(
         "--note", help="shaker-inspected, void-result: up to 120 printable ASCII characters"
@@ -91,21 +109,24 @@ def supervise(args: argparse.Namespace) -> int:
         TerminalUnavailable,
         send_request,
     )
-    from controller.core.state import VoidReason
+    from controller.core.state import Mode, VoidReason
 
     action = _ACTIONS[args.action]
     if args.id is not None and action != "dice_replaced":
         raise UsageError(f"--id goes with dice-replaced, not {args.action}")
-    if args.note is not None and action == "dice_replaced":
+    if args.note is not None and action not in _WITH_NOTE:
         raise UsageError("--note goes with shaker-inspected or void-result")
     if (args.reason is None) == (action == "void_result"):
         raise UsageError("--reason goes with void-result, and void-result needs one")
+    if (args.to is None) == (action == "mode_switch"):
+        raise UsageError("--to goes with mode-switch, and mode-switch needs one")
     try:
         request = Request(
             action,
             dice_set=args.id,
             note=args.note or "",
             reason=None if args.reason is None else VoidReason(args.reason),
+            mode=None if args.to is None else Mode(args.to),
         )
     except RequestError as exc:
         raise UsageError(str(exc)) from None
@@ -134,6 +155,8 @@ def supervise(args: argparse.Namespace) -> int:
 
 
 def _report(reply: Mapping[str, object], *, printed: bool) -> int:
+    from controller.app.service import in_service_said
+
     if reply.get("ok") is True:
         if not printed:
             records = reply.get("records")
@@ -142,7 +165,12 @@ def _report(reply: Mapping[str, object], *, printed: bool) -> int:
                 for r in (records if isinstance(records, list) else [])
                 if isinstance(r, dict)
             )
-            sys.stdout.write(f"recorded: {listed}\n")
+            if listed:
+                sys.stdout.write(f"recorded: {listed}{in_service_said(reply)}\n")
+            else:  # an action that records nothing: the lamp test
+                sys.stdout.write(
+                    f"done: {_DONE.get(str(reply.get('action')), 'nothing to record')}\n"
+                )
         return 0
     if "refused" in reply:
         complain(f"refused by the table: {reply['refused']}")
