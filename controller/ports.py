@@ -80,7 +80,10 @@ class Panel(Protocol):
     """The dealer's keys, the supervisor key switch, the shake-button lamp and the status lamp.
     Key presses arrive as events; the lamps follow what the core shows."""
 
-    def show_status(self, screen: Screen) -> None: ...
+    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+        """The lamps for ``screen``; ``player_bank``: a player banks the next round (the
+        status lamp shows it while bets are open)."""
+        ...
 
     def lamp_test(self) -> None:
         """Service mode: every lamp lit until the next screen (none while the latch is

@@ -42,6 +42,7 @@ BLUE: Colour = (0, 0, 1)
 YELLOW: Colour = (1, 1, 0)
 MAGENTA: Colour = (1, 0, 1)
 WHITE: Colour = (1, 1, 1)
+CYAN: Colour = (0, 1, 1)  # bets open, a player banks
 
 STATUS_SAFE_COLOUR = RED  # the status lamp's safe value: fault
 SHAKE_LAMP_SAFE = False  # the shake lamp's safe value: off
@@ -173,8 +174,10 @@ class GpioPanel:
         """The last screen shown (``REFUSED`` notices excluded)."""
         return self._screen
 
-    def show_status(self, screen: Screen) -> None:
-        """The lamps follow the core's screen. While the latch is tripped they stay safe."""
+    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+        """The lamps follow the core's screen; while bets are open the status lamp is cyan
+        instead of green when a player banks the next round (621a.11, 645a.12). While the latch
+        is tripped they stay safe."""
         epoch = self._safe_epoch  # first: a drive_safe from here on leaves the lamps safe
         with self._lock:
             if self._closed:
@@ -184,7 +187,10 @@ class GpioPanel:
             self._screen = screen
             if not self._is_latched():
                 invited = self._shake_enabled and screen in SHAKE_INVITED
-                self._write(invited, STATUS_COLOURS[screen])
+                colour = STATUS_COLOURS[screen]
+                if screen is Screen.READY and player_bank:
+                    colour = CYAN
+                self._write(invited, colour)
                 if epoch == self._safe_epoch and not self._is_latched():
                     return
             # Latched, or driven safe while this call ran (a signal handler on this thread).

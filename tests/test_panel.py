@@ -154,6 +154,28 @@ def test_the_lamps_follow_the_screen(desk: Desk, screen: Screen) -> None:
     assert lamp_values(desk) == (int(invited), *STATUS_COLOURS[screen])
 
 
+def test_bets_open_with_a_player_bank_is_cyan(desk: Desk) -> None:
+    desk.panel.show_status(Screen.READY, player_bank=True)
+    assert lamp_values(desk) == (0, 0, 1, 1)  # green and blue: a player banks
+    desk.panel.show_status(Screen.READY)
+    assert lamp_values(desk) == (0, 0, 1, 0)
+    desk.panel.show_status(Screen.BETS_CLOSED, player_bank=True)  # only while bets are open
+    assert lamp_values(desk) == (1, *STATUS_COLOURS[Screen.BETS_CLOSED])
+
+
+def test_the_lamp_test_lights_every_lamp_until_the_next_screen_but_never_when_latched(
+    desk: Desk,
+) -> None:
+    desk.panel.show_status(Screen.READY)
+    desk.panel.lamp_test()
+    assert lamp_values(desk) == (1, 1, 1, 1)
+    desk.panel.show_status(Screen.READY)
+    assert lamp_values(desk) == (0, 0, 1, 0)
+    assert desk.latch.trip("tamper")
+    desk.panel.lamp_test()
+    assert lamp_values(desk) == (0, 1, 0, 0)  # safe: shake lamp off, status red
+
+
 def test_lamp_histories(desk: Desk) -> None:
     red, green = desk.sim.lamp_pin("lamp_red"), desk.sim.lamp_pin("lamp_green")
     shake = desk.sim.lamp_pin("shake_button_lamp")

@@ -36,13 +36,15 @@ def test_a_context_with_its_dice_set_and_mode_reads_back() -> None:
         dice_since=1_764_000_000_000,
         mode=Mode.RNG,
         service_round=7,
+        bank_seat=2,
+        co_bank=True,
     )
     assert decode_context(encode_context(ctx)) == ctx
 
 
 def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
     raw = _raw(replace(RoundContext(), round_number=4, delivery_style=DeliveryStyle.JUNG_QUAT))
-    del raw["dice_set"], raw["dice_since"], raw["mode"], raw["service_round"]
+    del raw["dice_set"], raw["dice_since"], raw["mode"], raw["service_round"], raw["co_bank"]
     raw["v"] = 2
     ctx = decode_context(canonical.encode(raw))
     assert (ctx.dice_set, ctx.dice_since) == (None, None)
@@ -51,7 +53,15 @@ def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
 
 def test_a_version_1_context_is_read_with_the_standard_style() -> None:
     raw = _raw(replace(RoundContext(), round_number=3, bank_seat=2))
-    for key in ("style", "shake_delay", "dice_set", "dice_since", "mode", "service_round"):
+    for key in (
+        "style",
+        "shake_delay",
+        "dice_set",
+        "dice_since",
+        "mode",
+        "service_round",
+        "co_bank",
+    ):
         del raw[key]
     raw["v"] = 1
     ctx = decode_context(canonical.encode(raw))
@@ -77,6 +87,7 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
         ({"mode": 1}, "not a string"),
         ({"service_round": 0}, "service_round"),
         ({"service_round": 2}, "service mode returns"),
+        ({"co_bank": 1}, "co_bank"),
         ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
         ({"style": 4}, "not a string"),
         ({"shake_delay": -1}, "shake_delay"),

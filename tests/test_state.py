@@ -125,10 +125,10 @@ class Table:
 # --- the whole product --------------------------------------------------------------------
 
 
-def reach(mode: Mode, state: State) -> RoundMachine | None:
-    """A machine in ``state`` reached by real events in ``mode`` (at a table that may switch to
-    every other mode), or None if unreachable."""
-    settings = replace(SETTINGS, mode=mode, modes=tuple(Mode))
+def reach(mode: Mode, state: State, game: Game = Game.TILES) -> RoundMachine | None:
+    """A machine in ``state`` reached by real events in ``mode`` (at a table of ``game`` that
+    may switch to every other mode and offers co-banking), or None if unreachable."""
+    settings = replace(SETTINGS, mode=mode, modes=tuple(Mode), game=game, co_banking=True)
     t = Table(settings)
     t.send(Event.LID_CLOSED)
     if state is State.IDLE:
@@ -204,17 +204,22 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
 
 
-REACHABLE = [(m, s) for m, s in itertools.product(Mode, State) if reach(m, s) is not None]
+REACHABLE = [
+    (g, m, s) for g, m, s in itertools.product(Game, Mode, State) if reach(m, s, g) is not None
+]
 
 
 def test_every_state_is_reachable_in_some_mode() -> None:
-    assert {s for _, s in REACHABLE} == set(State)
+    for game in Game:
+        assert {s for g, _, s in REACHABLE if g is game} == set(State)
 
 
-@pytest.mark.parametrize(("mode", "state"), REACHABLE, ids=[f"{m}-{s}" for m, s in REACHABLE])
+@pytest.mark.parametrize(
+    ("game", "mode", "state"), REACHABLE, ids=[f"{g}-{m}-{s}" for g, m, s in REACHABLE]
+)
 @pytest.mark.parametrize("event", list(Event))
-def test_every_state_event_pair(mode: Mode, state: State, event: Event) -> None:
-    machine = reach(mode, state)
+def test_every_state_event_pair(game: Game, mode: Mode, state: State, event: Event) -> None:
+    machine = reach(mode, state, game)
     assert machine is not None
     assert machine.state is state
     for occ in occurrences(event, at=machine.context.deadline or 100_000):
@@ -239,8 +244,8 @@ def test_every_state_event_pair(mode: Mode, state: State, event: Event) -> None:
 def test_every_table_entry_is_taken_by_some_mode() -> None:
     """No dead rows: each (state, event) in the table moves somewhere in at least one mode."""
     taken: set[tuple[State, Event]] = set()
-    for (mode, state), event in itertools.product(REACHABLE, Event):
-        machine = reach(mode, state)
+    for (game, mode, state), event in itertools.product(REACHABLE, Event):
+        machine = reach(mode, state, game)
         if machine is None or (state, event) not in TRANSITIONS:
             continue
         for occ in occurrences(event, at=machine.context.deadline or 100_000):

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from test_state import SETTINGS, WALL, Table, good_reading
 
+from controller.core.position import Game
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
@@ -18,6 +19,7 @@ from controller.core.state import (
     Event,
     Mode,
     RoundMachine,
+    RoundSettings,
     Screen,
     State,
     VoidReason,
@@ -456,3 +458,69 @@ def test_service_mode_survives_a_restart() -> None:
     assert again.records()[0] is RecordKind.POWER_ON
     assert RecordKind.INTERRUPTED not in again.records()  # a test shake: a test record
     assert all(a.data.get("service") for a in again.actions if a.kind is ActionKind.SHOW)
+
+
+# --- co-banking (Pai Gow Poker) and the bank on the lamp ---------------------------------------
+
+POKER = replace(SETTINGS, game=Game.POKER, co_banking=True)
+
+
+def poker_with_a_player_bank(settings: RoundSettings = POKER) -> Table:
+    t = Table(settings)
+    t.send(Event.LID_CLOSED)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)  # a round played: seats may bank now (645a.12(b))
+    t.send(Event.BANK_SEAT_KEY)
+    t.send(Event.BANK_SEAT_KEY)  # seat 2
+    return t
+
+
+def test_a_player_bank_co_banks_with_the_dealer_and_no_more_bets_carries_it() -> None:
+    t = poker_with_a_player_bank()
+    t.send(Event.STYLE_KEY)
+    record = next(a for a in t.actions if a.record is RecordKind.BANK_SELECTED)
+    assert record.data == {"round": 2, "bank": "seat 2", "refused": None, "co_bank": True}
+    assert t.shown(Screen.READY).data["co_bank"] is True
+    t.send(Event.NO_MORE_BETS)
+    closed = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)
+    assert (closed.data["bank"], closed.data["co_bank"]) == ("seat 2", True)
+
+
+def test_co_banking_is_switched_off_again_and_follows_the_bank() -> None:
+    t = poker_with_a_player_bank()
+    t.send(Event.STYLE_KEY)
+    t.send(Event.STYLE_KEY)
+    assert "co_bank" not in t.shown(Screen.READY).data
+    t.send(Event.STYLE_KEY)
+    t.send(Event.BANK_SEAT_KEY)  # another bank: asked again
+    assert t.machine.context.co_bank is False
+    t.send(Event.NO_MORE_BETS)
+    closed = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)
+    assert "co_bank" not in closed.data
+
+
+def test_co_banking_needs_a_player_bank_a_table_that_offers_it_and_bets_open() -> None:
+    t = Table(POKER)
+    t.send(Event.STYLE_KEY)  # the dealer banks
+    assert t.screens() == [Screen.REFUSED]
+    plain = poker_with_a_player_bank(replace(POKER, co_banking=False))
+    with pytest.raises(GameRuleError, match="does not offer co-banking"):
+        plain.send(Event.STYLE_KEY)
+    armed = poker_with_a_player_bank()
+    armed.send(Event.NO_MORE_BETS)
+    with pytest.raises(GameRuleError, match=r"645a\.12"):
+        armed.send(Event.STYLE_KEY)
+
+
+def test_the_next_round_starts_without_co_banking() -> None:
+    t = poker_with_a_player_bank()
+    t.send(Event.STYLE_KEY)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)
+    assert t.machine.context.co_bank is False
+
+
+def test_tiles_have_no_co_banking_and_the_style_waits_for_no_more_bets() -> None:
+    t = Table()
+    with pytest.raises(GameRuleError, match=r"621a\.11"):
+        t.send(Event.STYLE_KEY)

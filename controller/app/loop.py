@@ -429,7 +429,8 @@ class ControlLoop:
         if screen is Screen.REFUSED:
             self._note_refusal(str(data.get("reason", "")))
         self.ports.display.show(screen, data, seq=self.last_seq)
-        self.ports.panel.show_status(screen)
+        bank = data.get("bank")
+        self.ports.panel.show_status(screen, player_bank=bank is not None and bank != "dealer")
 
     def _draw(self, round_number: int, attempt: int) -> None:
         if self.ports.rng is None:

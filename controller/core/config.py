@@ -49,6 +49,7 @@ class TableConfig:
     # current 621a.6(a): the other modes the supervisor may switch the table to (and to the RNG
     # out of a fault of the dice); none by default
     modes: tuple[Mode, ...] = ()
+    co_banking: bool = False  # 645a.12(e): Pai Gow Poker, if the casino's Rules Submission says so
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,7 @@ class Config:
             game=self.table.game,
             mode=self.table.mode,
             modes=self.table.modes,
+            co_banking=self.table.co_banking,
             rng_mode=self.rng.mode,
             min_shake_cycles=r.min_shake_cycles,
             settle_ms=r.settle_ms,

@@ -24,7 +24,8 @@ from controller.errors import ControllerError, GameRuleError
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
 # and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
-# service mode, read from versions 1 and 2 as not recorded, the configured mode and live play.
+# service mode, and co-banking, read from versions 1 and 2 as not recorded, the configured mode,
+# live play and no co-bank.
 VERSION = 3
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
@@ -50,7 +51,7 @@ _KEYS = frozenset(
 )
 _KEYS_V1 = _KEYS
 _KEYS_V2 = _KEYS | {"style", "shake_delay"}
-_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode", "service_round"}
+_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode", "service_round", "co_bank"}
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
 
 
@@ -91,6 +92,7 @@ def encode_context(ctx: RoundContext) -> bytes:
             "dice_since": ctx.dice_since,
             "mode": None if ctx.mode is None else str(ctx.mode),
             "service_round": ctx.service_round,
+            "co_bank": ctx.co_bank,
         }
     )
 
@@ -144,6 +146,7 @@ def decode_context(blob: bytes) -> RoundContext:
             service_round=None
             if version < 3 or raw["service_round"] is None
             else _count(raw, "service_round", low=1),
+            co_bank=_bool(raw, "co_bank") if version >= 3 else False,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):

@@ -217,6 +217,7 @@ class RoundSettings:
     mode: Mode = Mode.SHAKER
     rng_mode: RngMode = RngMode.POSITION
     modes: tuple[Mode, ...] = ()  # current 621a.6(a): the others the supervisor may switch to
+    co_banking: bool = False  # 645a.12(e): the casino offers a player bank co-banking (poker)
     min_shake_cycles: int = MIN_SHAKE_CYCLES
     settle_ms: int = 1500
     read_timeout_ms: int = 5000
@@ -268,6 +269,7 @@ class RoundContext:
     mode: Mode | None = None  # the mode the supervisor switched to (None: the configured one)
     # In service mode: the live round that bets open again for when it is left (None: live)
     service_round: int | None = None
+    co_bank: bool = False  # 645a.12(e): the player bank co-banks this round with the dealer
 
 
 S, E = State, Event
@@ -298,6 +300,7 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.IDLE, E.BANK_SEAT_KEY): frozenset({S.IDLE}),
     (S.IDLE, E.SHIFT_CHANGE): frozenset({S.IDLE}),
     (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
+    (S.IDLE, E.STYLE_KEY): frozenset({S.IDLE}),  # Pai Gow Poker: co-banking (645a.12(e))
     # the dice and the shaker (supervisor): between shakes, in any state that starts none
     **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.FAULT, S.LOCKED), E.DICE_REPLACED),
     **_each((S.IDLE, S.FAULT), E.SHAKER_INSPECTED),
@@ -397,6 +400,7 @@ def next_round(ctx: RoundContext) -> RoundContext:
         no_rolls=0,
         bank_history=ctx.bank_history.after_round(ctx.bank_seat),
         bank_seat=None,
+        co_bank=False,
         delivery_style=DeliveryStyle.STANDARD,
         deadline=None,
         read_progress=ReadProgress(),
@@ -536,6 +540,8 @@ class _Rules:
     def _bank(self, ctx: RoundContext) -> dict[str, object]:
         """The bank selected for the next round, and why the rules refuse it if they do."""
         shown: dict[str, object] = {"bank": bank_label(ctx.bank_seat)}
+        if ctx.co_bank:
+            shown["co_bank"] = True
         try:
             ctx.bank_history.check(ctx.bank_seat)
         except GameRuleError as exc:
@@ -587,7 +593,10 @@ class _Rules:
             raise GameRuleError("service mode tests the dice: the RNG draws no test numbers")
         bank_seat = occ.bank_seat if occ.bank_seat is not None else ctx.bank_seat
         ctx.bank_history.check(bank_seat)  # 621a.11(b),(c): raises, state unchanged
-        ctx = replace(ctx, bank_seat=bank_seat, attempt=1, no_rolls=0)
+        # co-banking goes with the player bank it was asked for (645a.12(e))
+        is_co_bank = ctx.co_bank and bank_seat is not None and bank_seat == ctx.bank_seat
+        ctx = replace(ctx, bank_seat=bank_seat, co_bank=is_co_bank, attempt=1, no_rolls=0)
+        co_bank = {"co_bank": True} if is_co_bank else {}
         # The record may wait for the end of the shake: BETS_CLOSED shows no decision, and a
         # power cut before it is durable leaves the table with bets open, no shake recorded.
         record = _record_may_wait(
@@ -595,6 +604,7 @@ class _Rules:
             round=ctx.round_number,
             bank=bank_label(bank_seat),
             mode=str(self._mode(ctx)),
+            **co_bank,
         )
         if self._mode(ctx) is Mode.RNG:
             # 621a.8(a)(1): the RNG automatically selects a number once bets are closed.
@@ -608,7 +618,7 @@ class _Rules:
         the bank rules refuse (621a.11(b),(c); 645a.12) is shown with the reason, and "no more
         bets" is refused while it is selected."""
         banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
-        ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat))
+        ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat), co_bank=False)
         shown = self._bank(ctx)
         record = _record(
             RecordKind.BANK_SELECTED,
@@ -620,9 +630,12 @@ class _Rules:
 
     def style_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """621a.11(i): once "no more bets" is announced the bank may choose a style of delivery
-        (621a.9), identified to surveillance before the shake; none chosen is 621a.8(d)."""
+        (621a.9), identified to surveillance before the shake; none chosen is 621a.8(d). At a
+        Pai Gow Poker table, which has no styles, the same key turns co-banking on and off."""
         if self.settings.game is not Game.TILES:
-            raise GameRuleError("Pai Gow Poker has no delivery styles (621a.9 is for tiles)")
+            return self._co_bank(ctx)
+        if ctx.state is S.IDLE:
+            raise GameRuleError("the style of delivery is chosen after no more bets (621a.11(i))")
         if ctx.attempt != 1 or ctx.no_rolls:
             return _refuse(ctx, "the style of delivery is chosen before the first shake")
         chosen = _after(list(DeliveryStyle), ctx.delivery_style)
@@ -632,6 +645,30 @@ class _Rules:
             round=ctx.round_number,
             style=chosen.value,
             section=chosen.section,
+        )
+        return ctx, [record, *self._enter_screen(ctx)]
+
+    def _co_bank(self, ctx: RoundContext) -> Step:
+        """645a.12(e): where the casino offers it, a player bank may ask to co-bank the round
+        with the dealer (half the winning wagers each); chosen while bets are open, recorded
+        and shown, and carried by "no more bets"."""
+        if ctx.state is not S.IDLE:
+            raise GameRuleError(
+                "Pai Gow Poker has no delivery styles (621a.9 is for tiles); co-banking is"
+                " chosen while bets are open (645a.12(e))"
+            )
+        if not self.settings.co_banking:
+            raise GameRuleError("this table does not offer co-banking (645a.12(e))")
+        if ctx.bank_seat is None:
+            return _refuse(ctx, "co-banking is for a player bank (645a.12(e))")
+        ctx = replace(ctx, co_bank=not ctx.co_bank)
+        shown = self._bank(ctx)
+        record = _record(
+            RecordKind.BANK_SELECTED,
+            round=ctx.round_number,
+            bank=shown["bank"],
+            refused=shown.get("bank_refused"),
+            co_bank=ctx.co_bank,
         )
         return ctx, [record, *self._enter_screen(ctx)]
 

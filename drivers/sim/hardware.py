@@ -386,7 +386,7 @@ class StillTable:
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         return None
 
-    def show_status(self, screen: Screen) -> None:
+    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
         return None
 
     def lamp_test(self) -> None:
