@@ -26,7 +26,7 @@ import queue
 import random
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -34,14 +34,15 @@ from typing import TextIO
 from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
+from controller.app.service import ACTIONS, SOCKET_NAME, Request, ServiceTerminalError, send_request
 from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle
 from controller.core.digits import quoted
 from controller.core.position import Game
-from controller.core.state import Event, Mode, Occurrence, Screen, VoidReason
+from controller.core.state import Event, Mode, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
-from controller.ports import monotonic_ms, wall_ms
+from controller.ports import wall_ms
 from drivers.sim.hardware import ShakerFaults, SimPanel, SimPin, SimShaker
 from drivers.sim.sensor import SimFault, SimulatedSensor
 
@@ -71,6 +72,7 @@ VOID_EVERY = 10  # the first result of every tenth round is voided (not with pla
 MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
 SERVICE_AT = 25  # a test round in service mode before round 25 (not with plain rounds)
 DAY_MS = 86_400_000
+TERMINAL_ACTIONS = {event: action for action, (event, _, _) in ACTIONS.items()}  # the requests
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
 
@@ -157,8 +159,9 @@ class Crew:
     makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
     modes: tuple[Mode, ...] = ()  # the modes the supervisor may switch to ([table] modes)
     configured: Mode = Mode.SHAKER  # the table's configured mode ([table] mode)
-    # the supervisor's actions at the service terminal (issue 14), and the table's wall clock
-    supervise: Callable[[Occurrence], None] | None = None
+    # the service terminal's socket, where the supervisor acts (issue 14; None: no actions),
+    # and the table's wall clock
+    control_socket: Path | None = None
     clock: SimulatedWallClock | None = None
 
     def __post_init__(self) -> None:
@@ -171,6 +174,7 @@ class Crew:
         self._last_data: dict[str, object] = {}
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
         self._voids = 0
+        self._voided: set[int] = set()
         self._inspected_day: int | None = None
         self.mode: Mode | None = None  # as the last READY showed it
         self._serviced = False
@@ -303,15 +307,33 @@ class Crew:
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._clear(data)
 
-    def _as_supervisor(self, event: Event, **data: object) -> None:
-        """The supervisor turns the key and acts at the service terminal."""
-        if self.supervise is None:
+    def _as_supervisor(
+        self,
+        event: Event,
+        *,
+        reason: VoidReason | None = None,
+        mode: Mode | None = None,
+        detail: str = "",
+    ) -> None:
+        """The supervisor turns the key, types the action at the service terminal (what
+        ``paigow-controller supervise`` sends, on the controller's socket) and turns the key
+        back. A refusal or an error is logged; the crew acts on the next screen."""
+        if self.control_socket is None:
             return
+        request = Request(TERMINAL_ACTIONS[event], note=detail, reason=reason, mode=mode)
         self.panel.turn_supervisor_key(True)
         self.stopping.wait(self.press_s)  # the key switch settles
-        self.supervise(Occurrence(event, at=monotonic_ms(), supervisor=True, **data))  # type: ignore[arg-type]
-        self.stopping.wait(self.press_s)
-        self.panel.turn_supervisor_key(False)
+        try:
+            reply = send_request(self.control_socket, request)
+        except (ServiceTerminalError, OSError) as exc:
+            log.warning("the simulated supervisor: %s: %s", request.summary(), exc)
+        else:
+            if reply.get("ok") is not True:
+                why = reply.get("refused") or f"{reply.get('error')}: {reply.get('detail')}"
+                log.warning("the simulated supervisor: %s: %s", request.summary(), why)
+        finally:
+            self.stopping.wait(self.press_s)
+            self.panel.turn_supervisor_key(False)
 
     def _void(self, data: Mapping[str, object]) -> bool:
         """N.J.A.C. 13:69E-1.28P: the first result of every tenth round is voided, with the
@@ -321,10 +343,11 @@ class Crew:
             self.makes_choices
             and isinstance(number, int)
             and number % VOID_EVERY == 0
-            and data.get("attempt") == 1
+            and number not in self._voided
             and "result" in data
         ):
             return False
+        self._voided.add(number)  # its first result, whatever attempt decided it
         reasons = list(VoidReason)
         reason = reasons[self._voids % len(reasons)]
         self._voids += 1
@@ -366,7 +389,7 @@ class Crew:
 
     def _inspect_shaker(self) -> bool:
         """N.J.A.C. 13:69E-1.16A: the shaker is inspected once a (simulated) day."""
-        if not self.makes_choices or self.clock is None or self.supervise is None:
+        if not self.makes_choices or self.clock is None or self.control_socket is None:
             return False
         day = self.clock() // DAY_MS
         if self._inspected_day == day:
@@ -476,6 +499,9 @@ def run_simulation(
     panel = SimPanel(factory, config.pins, bounce_gap_ms=0.2 if fast else 1.0)
     done = threading.Event()
     clock = SimulatedWallClock(table_minutes_per_round)
+    # The service terminal in the state directory, whatever $RUNTIME_DIRECTORY says: the crew's
+    # supervisor knows where it is, and a controller running beside stays untouched.
+    control_socket = state_dir / SOCKET_NAME
     crew = Crew(
         panel=panel,
         shaker=shaker,
@@ -491,6 +517,7 @@ def run_simulation(
         configured=config.table.mode,
         has_styles=config.table.game is Game.TILES,
         makes_choices=not plain_rounds,
+        control_socket=control_socket,
         clock=clock,
     )
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
@@ -503,6 +530,7 @@ def run_simulation(
         displays=(console,),
         observers=(crew.observe,),
         wall_clock=clock,
+        control_socket=control_socket,
     )
     out.write(
         f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"
@@ -513,7 +541,6 @@ def run_simulation(
         out.write(f"table display: http://{display.host}:{display.http_port}/\n")
     out.flush()
     appliance = Appliance(config, options)
-    crew.supervise = appliance.events.put  # what the service terminal hands the control thread
 
     finished = threading.Event()  # set when the run is over, however it ended
 
