@@ -30,6 +30,7 @@ from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.merkle import CompactRange
+from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
@@ -186,6 +187,7 @@ def _reading(faces: tuple[int, int, int], flat: bool) -> DiceReading:
 
 class ControllerUnderFaults(RuleBasedStateMachine):
     mode = Mode.SHAKER
+    game = Game.TILES
 
     def __init__(self) -> None:
         super().__init__()
@@ -316,6 +318,7 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             after = self.table.loop.machine.context
             assert (after.dice_set, after.dice_since) == (before.dice_set, before.dice_since)
             assert after.mode == before.mode
+            assert (after.bank_seat, after.co_bank) == (before.bank_seat, before.co_bank)
             if before.result is not None and after.state is before.state:
                 assert after.result == before.result  # shown again, never decided again
 
@@ -358,9 +361,23 @@ class RngControllerUnderFaults(ControllerUnderFaults):
     mode = Mode.RNG
 
 
+class PokerControllerUnderFaults(ControllerUnderFaults):
+    """Pai Gow Poker with co-banking offered (645a.12(e)): the style key turns it on and off."""
+
+    game = Game.POKER
+
+
 TestController = ControllerUnderFaults.TestCase
 TestController.settings = settings(
     max_examples=EXAMPLES,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+TestPokerController = PokerControllerUnderFaults.TestCase
+TestPokerController.settings = settings(
+    max_examples=max(EXAMPLES // 4, 50),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -179,7 +179,8 @@ function renderBank(d) {
   const bank = d && d.bank != null ? String(d.bank) : "";
   const refused = d && d.bank_refused != null ? String(d.bank_refused) : "";
   show("bank-line", !!bank);
-  text("bank-line", bank ? "Bank: " + bank : "");
+  const coBank = d && d.co_bank ? " — co-banking with the dealer" : "";  // 645a.12(e)
+  text("bank-line", bank ? "Bank: " + bank + coBank : "");
   show("bank-refused", !!refused);
   text("bank-refused", refused ? "BANK REFUSED — " + refused : "");
 }
