@@ -84,3 +84,32 @@ def test_a_live_feed_client_that_falls_behind_gets_every_line_in_order() -> None
     assert received == list(range(1, count + 1))
     ours.close()
     theirs.close()
+
+
+def test_a_result_shown_again_is_one_cell_of_the_trend_and_a_voided_one_is_marked() -> None:
+    hub = DisplayHub()
+    result = {"count": 7, "total": 7, "dice": {"red": 1, "blue": [2, 4]}, "bank": "dealer"}
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": result}, 10)
+    hub.publish(Screen.FAULT, {"faults": ["tamper"]}, 11)
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": result}, 12)  # cleared
+    assert [(e["round"], e["attempt"]) for e in hub.snapshot()[1]["trend"]] == [(1, 1)]
+    voided = StoredRecord(
+        13,
+        str(RecordKind.RESULT_VOIDED),
+        canonical.encode(
+            {
+                "seq": 13,
+                "kind": "result_voided",
+                "time": "t",
+                "prev": "0" * 64,
+                "data": {"round": 1, "attempt": 1, "reason": "misread"},
+            }
+        ),
+    )
+    hub.committed([voided], LoggedCheckpoint(13, "note"))
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 2, "result": result}, 17)
+    trend = hub.snapshot()[1]["trend"]
+    assert [(e["attempt"], e["void"]) for e in trend] == [(1, True), (2, False)]
+    # a test result in service mode is not a cell at all
+    hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": result, "service": True}, 20)
+    assert len(hub.snapshot()[1]["trend"]) == 2

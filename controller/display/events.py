@@ -126,11 +126,15 @@ def _plain_words(reason: object) -> str:
         return str(reason).replace("_", " ")
 
 
-def trend_entry(seq: int, round_number: int | None, result: Mapping[str, Any]) -> dict[str, Any]:
-    """One cell of the trend board."""
+def trend_entry(
+    seq: int, round_number: int | None, result: Mapping[str, Any], attempt: object = None
+) -> dict[str, Any]:
+    """One cell of the trend board: the result of ``attempt`` of a round (a round whose result
+    was voided has a cell for each)."""
     return {
         "seq": seq,
         "round": round_number,
+        "attempt": _int(attempt),
         "count": _int(result.get("count")),
         "total": _int(result.get("total")),
         "dice": result.get("dice"),

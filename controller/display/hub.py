@@ -172,7 +172,8 @@ class DisplayHub:
             if screen is Screen.RESULT and not data.get("service"):  # a test result: no trend
                 result = payload["data"].get("result")
                 if isinstance(result, dict):
-                    self._add_trend(trend_entry(event_id.seq, payload["round"], result))
+                    attempt = payload["data"].get("attempt")
+                    self._add_trend(trend_entry(event_id.seq, payload["round"], result, attempt))
             self._current = payload
             self._append("screen", payload, event_id, with_board=True)
 
@@ -337,8 +338,14 @@ class DisplayHub:
             self._cond.notify_all()
 
     def _add_trend(self, entry: dict[str, Any]) -> None:
-        # A result shown again after a restart (recovery) is the same result, not a new one.
-        if any(e["seq"] == entry["seq"] for e in self._trend):
+        # A result shown again (after a restart, a fault cleared, a mode switch) is the same
+        # result, not a new one: the same record, or the same attempt of the same round.
+        key = (entry.get("round"), entry.get("attempt"))
+        if any(
+            e.get("seq") == entry.get("seq")
+            or (key[1] is not None and (e.get("round"), e.get("attempt")) == key)
+            for e in self._trend
+        ):
             return
         self._trend.append(entry)
         self._trend_json.append(_compact(entry))

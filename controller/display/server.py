@@ -266,7 +266,7 @@ class DisplayServer:
                         entry["void"] = True
                         break
             else:
-                trend.append(trend_entry(record.seq, data.get("round"), data))
+                trend.append(trend_entry(record.seq, data.get("round"), data, data.get("attempt")))
         for entry in trend:
             entry["void"] = entry["void"] or entry["round"] in voided
         commitment = None
