@@ -379,6 +379,8 @@ def test_service_mode_is_entered_with_the_key_and_lights_every_lamp() -> None:
     assert t.shown(Screen.READY).data["service"] is True
     assert t.kinds()[-1] is ActionKind.LAMP_TEST
     t.send(Event.LAMP_TEST)
+    assert t.screens() == [Screen.REFUSED]  # the key is needed for each test
+    t.send(Event.LAMP_TEST, supervisor=True)
     assert t.kinds() == [ActionKind.LAMP_TEST]
 
 

@@ -1067,6 +1067,8 @@ class _Rules:
         return ctx, [*actions, *self._enter_screen(ctx)]
 
     def lamp_test(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if not occ.supervisor:
+            return _refuse(ctx, "the lamp test needs the supervisor key")
         if ctx.service_round is None:
             return _refuse(ctx, "the lamp test is part of service mode")
         return ctx, [Action(ActionKind.LAMP_TEST)]
