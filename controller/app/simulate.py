@@ -166,6 +166,9 @@ class Crew:
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
+        # The faults' own draws, one series per shake: which shakes are faulty depends on the
+        # seed only, not on how often the crew paused or acted again on a loaded machine.
+        self.fault_random = random.Random(self.seed + 1)  # noqa: S311
         self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
         self.rounds_done: set[object] = set()
         self.stopping = threading.Event()
@@ -441,7 +444,7 @@ class Crew:
     def _inject_faults(self) -> None:
         self.shaker.faults = ShakerFaults()
         for name, probability in self.faults.items():
-            if self.random.random() >= probability:
+            if self.fault_random.random() >= probability:
                 continue
             if name in SENSOR_FAULTS:
                 self.sensor.inject(SENSOR_FAULTS[name])
