@@ -201,6 +201,7 @@ def test_a_voided_result_is_kept_and_the_round_is_reshaken_as_a_new_attempt() ->
     ctx = t.machine.context
     assert (ctx.state, ctx.round_number, ctx.attempt, ctx.result) == (State.ARMED, 1, 2, None)
     assert t.screens() == [Screen.BETS_CLOSED]
+    assert t.shown(Screen.BETS_CLOSED).data["voided"] == "dice_disturbed"
     t.send(Event.SHAKE_PRESSED)
     t.send(Event.SHAKE_DONE, advance=3000, cycles=4)
     t.send(Event.TICK, advance=SETTINGS.settle_ms)

@@ -944,7 +944,11 @@ class _Rules:
             deadline=None,
             read_progress=ReadProgress(),
         )
-        return ctx, [record, *self._enter_screen(ctx)]
+        shown = [
+            replace(a, data={**a.data, "voided": str(reason)}) if a.kind is ActionKind.SHOW else a
+            for a in self._enter_screen(ctx)
+        ]
+        return ctx, [record, *shown]
 
     def mode_switch(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """Current 621a.6(a): the supervisor switches between the modes this table allows,

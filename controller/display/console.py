@@ -40,6 +40,11 @@ class ConsoleDisplay:
             elif screen is Screen.FAULT:
                 self.faults += 1
                 self._write(f"  FAULT {', '.join(map(str, _list(data.get('faults'))))}\n")
+            elif "voided" in data:
+                self._write(
+                    f"  result of round {data.get('round')} voided ({data['voided']}):"
+                    " played again\n"
+                )
             elif screen is Screen.RESULT and data.get("service"):
                 self._write("  SERVICE test " + result_line(data, []) + "\n")
             elif screen is Screen.RESULT:

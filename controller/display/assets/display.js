@@ -130,6 +130,8 @@ function render() {
   } else if (screen === "fault") {
     sub = "Call a supervisor. The fault stays until it is cleared.";
     if (d.fallback === "rng") sub += " The table can go on with its RNG (supervisor).";
+  } else if (d.voided) {  // N.J.A.C. 13:69E-1.28P: the supervisor voided the result
+    sub = "Result voided (" + String(d.voided).replace(/_/g, " ") + "): the round is played again.";
   } else if (screen === "ready") {
     sub = "Round " + (cur.round ?? "") + (d.mode === "rng" ? " — computerized RNG" : "");
   }
