@@ -51,7 +51,11 @@ _KEYS = frozenset(
 )
 _KEYS_V1 = _KEYS
 _KEYS_V2 = _KEYS | {"style", "shake_delay"}
-_KEYS_V3 = _KEYS_V2 | {"dice_set", "dice_since", "mode", "service_round", "co_bank"}
+# Version 3's keys are written only when they differ from their default (null, or false for
+# co_bank): the context is rewritten with every commit, and kept short it needs fewer pages.
+_OPTIONAL_V3 = {"dice_set": None, "dice_since": None, "mode": None, "service_round": None}
+_OPTIONAL_V3_FALSE = {"co_bank"}
+_KEYS_V3 = _KEYS_V2 | set(_OPTIONAL_V3) | _OPTIONAL_V3_FALSE
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
 
 
@@ -66,8 +70,16 @@ def encode_context(ctx: RoundContext) -> bytes:
             "dice": ctx.previous_roll.roll.as_record(),
             "positions": [None if p is None else list(p) for p in ctx.previous_roll.positions],
         }
+    optional = {
+        "dice_set": ctx.dice_set,
+        "dice_since": ctx.dice_since,
+        "mode": None if ctx.mode is None else str(ctx.mode),
+        "service_round": ctx.service_round,
+        "co_bank": ctx.co_bank or None,
+    }
     return canonical.encode(
         {
+            **{key: value for key, value in optional.items() if value is not None},
             "v": VERSION,
             "state": str(ctx.state),
             "round": ctx.round_number,
@@ -88,11 +100,6 @@ def encode_context(ctx: RoundContext) -> bytes:
             "result": None if ctx.result is None else ctx.result.as_record(),
             "style": ctx.delivery_style.value,
             "shake_delay": ctx.shake_delay_ms,
-            "dice_set": ctx.dice_set,
-            "dice_since": ctx.dice_since,
-            "mode": None if ctx.mode is None else str(ctx.mode),
-            "service_round": ctx.service_round,
-            "co_bank": ctx.co_bank,
         }
     )
 
@@ -110,8 +117,12 @@ def decode_context(blob: bytes) -> RoundContext:
     version = raw.get("v")
     if not isinstance(version, int) or isinstance(version, bool) or version not in _KEYS_OF:
         raise SnapshotError(f"context snapshot version {version!r} is not 1 to {VERSION}")
-    if set(raw) != _KEYS_OF[version]:
+    keys = set(raw)
+    required = _KEYS_V2 if version == 3 else _KEYS_OF[version]
+    if not required <= keys <= _KEYS_OF[version]:
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
+    if any(raw.get(key, 0) is None for key in _OPTIONAL_V3) or raw.get("co_bank", True) is False:
+        raise SnapshotError("a context snapshot writes a version 3 key only when it is set")
     try:
         state = State(_str(raw, "state"))
         resume = None if raw["resume"] is None else State(_str(raw, "resume"))
@@ -138,15 +149,11 @@ def decode_context(blob: bytes) -> RoundContext:
             if version != 1
             else DeliveryStyle.STANDARD,
             shake_delay_ms=_count(raw, "shake_delay", low=0) if version != 1 else 0,
-            dice_set=_dice_set(raw["dice_set"]) if version >= 3 else None,
-            dice_since=None
-            if version < 3 or raw["dice_since"] is None
-            else _count(raw, "dice_since", low=0),
-            mode=None if version < 3 or raw["mode"] is None else Mode(_str(raw, "mode")),
-            service_round=None
-            if version < 3 or raw["service_round"] is None
-            else _count(raw, "service_round", low=1),
-            co_bank=_bool(raw, "co_bank") if version >= 3 else False,
+            dice_set=_dice_set(raw["dice_set"]) if "dice_set" in raw else None,
+            dice_since=_count(raw, "dice_since", low=0) if "dice_since" in raw else None,
+            mode=Mode(_str(raw, "mode")) if "mode" in raw else None,
+            service_round=_count(raw, "service_round", low=1) if "service_round" in raw else None,
+            co_bank=_bool(raw, "co_bank") if "co_bank" in raw else False,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):
