@@ -7,9 +7,14 @@ import json
 import socket
 import threading
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from controller.core import canonical
+from controller.core.dealing import DeliveryStyle
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
+from controller.display.events import _jsonable, jsonable
 from controller.display.hub import DisplayHub, sse
 from controller.ports import LoggedCheckpoint
 
@@ -113,3 +118,28 @@ def test_a_result_shown_again_is_one_cell_of_the_trend_and_a_voided_one_is_marke
     # a test result in service mode is not a cell at all
     hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": result, "service": True}, 20)
     assert len(hub.snapshot()[1]["trend"]) == 2
+
+
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**60), 2**60)
+        | st.text(max_size=6)
+        | st.sampled_from(
+            [Screen.RESULT, DeliveryStyle.JUNG_QUAT, 1.5, "\ud800", frozenset({2, 1})]
+        ),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(
+                st.text(max_size=3) | st.sampled_from([Screen.READY, 7]), inner, max_size=3
+            )
+        ),
+        max_leaves=10,
+    )
+)
+def test_a_screens_data_is_made_plain_alike_by_both_paths(value: object) -> None:
+    """jsonable's quick path (the json module's C encoder and decoder, for plain data) gives
+    what the reference walk gives."""
+    assert jsonable(value) == _jsonable(value)

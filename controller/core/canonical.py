@@ -63,7 +63,7 @@ def _check_text(text: str, path: str) -> None:
         raise EncodingError(f"{path}: string is not valid Unicode") from exc
 
 
-def _plain(value: object) -> bool:
+def is_plain(value: object) -> bool:
     """Whether ``value`` is made only of the types a record is built of (dict with string
     keys, list, tuple, str, int within +-(2**53 - 1), bool, None), checked by exact type
     without the reference walk's paths: the common case. False says nothing: :func:`_check`
@@ -71,12 +71,12 @@ def _plain(value: object) -> bool:
     # Loops, not all() over a generator: a third faster on the path to the display.
     if type(value) is dict:
         for key, item in value.items():  # noqa: SIM110
-            if type(key) is not str or not _plain(item):
+            if type(key) is not str or not is_plain(item):
                 return False
         return True
     if type(value) is list or type(value) is tuple:
         for item in value:  # noqa: SIM110
-            if not _plain(item):
+            if not is_plain(item):
                 return False
         return True
     if value is None or isinstance(value, bool | str):  # a StrEnum is written as its text
@@ -89,10 +89,10 @@ def _plain(value: object) -> bool:
 def encode(value: object) -> bytes:
     """The canonical bytes of ``value``; raises :class:`EncodingError` for what has none.
 
-    A value of plain types is checked by :func:`_plain`, its strings by encoding the text
+    A value of plain types is checked by :func:`is_plain`, its strings by encoding the text
     (a lone surrogate fails there); anything else, or a failure, goes through the reference
     walk, which accepts other mappings and sequences and names what is wrong."""
-    if _plain(value):
+    if is_plain(value):
         try:
             return _DUMPS(value).encode("utf-8")
         except UnicodeEncodeError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from controller.core import canonical
 from controller.core.dice import NoRollReason
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.core.records import RecordKind, StoredRecord
@@ -70,16 +71,30 @@ class EventId:
         return EventId(seq, self.index + 1) if seq == self.seq else EventId(seq)
 
 
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+_ROUND_TRIP = json.JSONDecoder().decode
+
+
 def jsonable(value: object) -> Any:
-    """The data of a screen as plain JSON values (enums as their value, tuples as lists)."""
+    """The data of a screen as plain JSON values (enums as their value, tuples as lists).
+
+    Data of the types records are made of (``canonical``'s plain values: the screens' usual
+    case, a result's included) go through the json module's C encoder and decoder, which give
+    the same values as the walk below, in a fraction of its time (on the path to the page)."""
+    if canonical.is_plain(value):
+        return _ROUND_TRIP(_DUMPS(value))
+    return _jsonable(value)
+
+
+def _jsonable(value: object) -> Any:
     if isinstance(value, Enum):
         return value.value
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        items = [jsonable(v) for v in value]
+        items = [_jsonable(v) for v in value]
         return sorted(items, key=str) if isinstance(value, set | frozenset) else items
     return str(value)
 
