@@ -463,6 +463,35 @@ def test_service_mode_survives_a_restart() -> None:
     assert all(a.data.get("service") for a in again.actions if a.kind is ActionKind.SHOW)
 
 
+def test_test_rounds_do_not_count_for_the_live_bank_rules() -> None:
+    """621a.11(b),(c): a test round is no round of the game; the first live round after a
+    shuffle is still the first after service mode, and a seat that banked a test round may
+    bank the next live one."""
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.SHUFFLED)
+    service(t)
+    t.send(Event.NO_MORE_BETS)
+    t.send(Event.VOID_ROUND)  # a test round played
+    service(t)  # leave
+    assert t.machine.context.bank_history.rounds_since_shuffle == 0
+    t.send(Event.BANK_SEAT_KEY)  # seat 1
+    assert "first round after a shuffle" in t.shown(Screen.READY).data["bank_refused"]
+    with pytest.raises(GameRuleError, match="first round after a shuffle"):
+        t.send(Event.NO_MORE_BETS)
+    played = Table()
+    played.to_armed()
+    played.send(Event.VOID_ROUND)  # round 1 played: seats may bank round 2
+    history = played.machine.context.bank_history
+    service(played)
+    for _ in range(2):
+        played.send(Event.BANK_SEAT_KEY)
+        played.send(Event.NO_MORE_BETS)  # a test round banked by seat 1
+        played.send(Event.VOID_ROUND)
+    service(played)
+    assert played.machine.context.bank_history == history
+
+
 # --- co-banking (Pai Gow Poker) and the bank on the lamp ---------------------------------------
 
 POKER = replace(SETTINGS, game=Game.POKER, co_banking=True)
@@ -527,3 +556,12 @@ def test_tiles_have_no_co_banking_and_the_style_waits_for_no_more_bets() -> None
     t = Table()
     with pytest.raises(GameRuleError, match=r"621a\.11"):
         t.send(Event.STYLE_KEY)
+
+
+def test_leaving_service_mode_drops_co_banking_with_the_bank() -> None:
+    t = poker_with_a_player_bank()
+    t.send(Event.STYLE_KEY)  # seat 2 co-banks
+    service(t)
+    service(t)  # leave: bets open again with the dealer's bank
+    assert (t.machine.context.bank_seat, t.machine.context.co_bank) == (None, False)
+    assert "co_bank" not in t.shown(Screen.READY).data

@@ -391,14 +391,16 @@ def _refuse(ctx: RoundContext, why: str) -> Step:
 
 def next_round(ctx: RoundContext) -> RoundContext:
     """The context once a round is closed or voided: bets open for the next round number, a
-    fresh attempt, and the bank history moved on (621a.11(c): no two banks in a row)."""
+    fresh attempt, and the bank history moved on (621a.11(c): no two banks in a row). A test
+    round of service mode is no round of the game: the live bank history stays as it was."""
+    is_test = ctx.service_round is not None
     return replace(
         ctx,
         state=S.IDLE,
         round_number=ctx.round_number + 1,
         attempt=1,
         no_rolls=0,
-        bank_history=ctx.bank_history.after_round(ctx.bank_seat),
+        bank_history=ctx.bank_history if is_test else ctx.bank_history.after_round(ctx.bank_seat),
         bank_seat=None,
         co_bank=False,
         delivery_style=DeliveryStyle.STANDARD,
@@ -1061,6 +1063,7 @@ class _Rules:
             attempt=1,
             no_rolls=0,
             bank_seat=None,
+            co_bank=False,
             delivery_style=DeliveryStyle.STANDARD,
             deadline=None,
             read_progress=ReadProgress(),
