@@ -257,6 +257,11 @@ def _result(value: object) -> Any:
     if not isinstance(value, dict):
         raise SnapshotError("result is an object")
     try:
-        return result_as_recorded(value)
+        result = result_as_recorded(value)
     except RecordDataError as exc:
         raise SnapshotError(f"result: {exc}") from exc
+    # what the decoder would compute again (the count, the total, the starting position) must
+    # be what the encoder wrote, with no field more or less: one encoding per context
+    if canonical.normalized(result.as_record()) != value:
+        raise SnapshotError("result: not the fields its dice (or number) give")
+    return result
