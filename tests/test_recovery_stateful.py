@@ -345,6 +345,24 @@ class ControllerUnderFaults(RuleBasedStateMachine):
                 seen.add(key)
 
     @invariant()
+    def service_mode_makes_no_live_round(self) -> None:
+        """9 NYCRR 5319.58: no result is recorded in service mode, and the live rounds are
+        opened one after the other, with no number skipped or opened twice around it."""
+        if self.table.real.is_poisoned:
+            return
+        in_service = False
+        opened: list[int] = []
+        for record in self.table.real.records():
+            if record.kind == RecordKind.SERVICE_MODE:
+                in_service = bool(record.data["entered"])
+            elif record.kind == RecordKind.RESULT:
+                assert not in_service, f"a result of round {record.data['round']} in service mode"
+            elif record.kind == RecordKind.ROUND_OPENED:
+                assert not in_service, f"a live round {record.data['round']} in service mode"
+                opened.append(record.data["round"])
+        assert opened == list(range(1, len(opened) + 1)), f"live rounds opened: {opened}"
+
+    @invariant()
     def a_running_table_is_never_ahead_of_its_log(self) -> None:
         ctx = self.table.loop.machine.context
         stored = self.table.log.last_context
