@@ -877,7 +877,7 @@ def test_a_voided_result_stays_in_the_log_and_the_round_is_decided_once_more(
     table.send(Event.READING, reading=reading(1, 1, 2))
     table.send(Event.READING, reading=reading(1, 1, 2))
     assert table.state is State.RESULT
-    table.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.PATRON_COMPLAINT)
+    table.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.PATRON_COMPLAINT, voids=(1, 1))
     assert (table.state, table.loop.machine.context.attempt) == (State.ARMED, 2)
     table.send(Event.SHAKE_PRESSED)
     table.send(Event.SHAKE_DONE, cycles=4)

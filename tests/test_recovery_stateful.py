@@ -261,7 +261,13 @@ class ControllerUnderFaults(RuleBasedStateMachine):
 
     @rule(supervisor=st.booleans(), reason=st.sampled_from(list(VoidReason)))
     def void_result(self, supervisor: bool, reason: VoidReason) -> None:
-        self.table.send(Event.VOID_RESULT, supervisor=supervisor, reason=reason)
+        ctx = self.table.loop.machine.context  # the result shown, as the supervisor names it
+        self.table.send(
+            Event.VOID_RESULT,
+            supervisor=supervisor,
+            reason=reason,
+            voids=(ctx.round_number, ctx.attempt),
+        )
 
     @rule()
     def service_mode(self) -> None:

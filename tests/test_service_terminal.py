@@ -206,6 +206,12 @@ def request(table: Table, action: str, **fields: Any) -> dict[str, Any]:
     return send_request(table.socket, Request(action, **fields), timeout_s=WAIT_S)
 
 
+def shown(table: Table) -> tuple[int, int]:
+    """The (round, attempt) of the result on the display, as a supervisor names it."""
+    ctx = table.loop.machine.context
+    return ctx.round_number, ctx.attempt
+
+
 # --- each command, with the key and without -------------------------------------------------
 
 
@@ -221,7 +227,11 @@ def test_each_command_with_the_key_on_is_recorded(table: Table) -> None:
     assert [r["kind"] for r in inspected["records"]] == ["supervisor_action"]
     table.to_result()
     voided = request(
-        table, "void_result", reason=VoidReason.PATRON_COMPLAINT, note="seat 3 saw a misdeal"
+        table,
+        "void_result",
+        reason=VoidReason.PATRON_COMPLAINT,
+        note="seat 3 saw a misdeal",
+        result=shown(table),
     )
     assert voided["ok"] is True, voided
     kinds = [r["kind"] for r in voided["records"]]
@@ -257,7 +267,7 @@ def test_with_the_key_off_the_table_refuses_and_records_nothing(table: Table) ->
     before = table.kinds()
     for action, fields in (
         ("dice_replaced", {"dice_set": "C7"}),
-        ("void_result", {"reason": VoidReason.MISREAD}),
+        ("void_result", {"reason": VoidReason.MISREAD, "result": shown(table)}),
     ):
         reply = request(table, action, **fields)
         assert reply["ok"] is False, reply
@@ -359,7 +369,7 @@ def test_the_client_cannot_claim_the_key(table: Table) -> None:
 def test_an_action_the_state_does_not_allow_is_refused_with_the_reason(table: Table) -> None:
     table.key.is_supervisor_key_on = True
     before = table.kinds()
-    reply = request(table, "void_result", reason=VoidReason.EQUIPMENT)  # no result to void
+    reply = request(table, "void_result", reason=VoidReason.EQUIPMENT, result=(1, 1))  # bets open
     assert reply["ok"] is False
     assert "void_result" in reply["refused"]
     assert "idle" in reply["refused"]
@@ -390,7 +400,11 @@ BAD_LINES = {
     "empty id": b'{"action":"dice_replaced","id":""}\n',
     "long id": b'{"action":"dice_replaced","id":"' + b"A" * 17 + b'"}\n',
     "bad reason": b'{"action":"void_result","reason":"boredom"}\n',
-    "no reason": b'{"action":"void_result"}\n',
+    "no reason": b'{"action":"void_result","result":"1.1"}\n',
+    "no result": b'{"action":"void_result","reason":"misread"}\n',
+    "a result without its attempt": b'{"action":"void_result","reason":"misread","result":"1"}\n',
+    "a result of round 0": b'{"action":"void_result","reason":"misread","result":"0.1"}\n',
+    "a signed result": b'{"action":"void_result","reason":"misread","result":"+1.1"}\n',
     "escaped newline in a note": b'{"action":"shaker_inspected","note":"a\\nb"}\n',
     "escaped non-ASCII": b'{"action":"shaker_inspected","note":"caf\\u00e9"}\n',
     "long note": b'{"action":"shaker_inspected","note":"' + b"n" * 121 + b'"}\n',
@@ -426,7 +440,7 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         Request("dice_replaced"),
         Request("dice_replaced", dice_set="Z" * 16),
         Request("shaker_inspected", note=longest),
-        Request("void_result", reason=VoidReason.DICE_DISTURBED, note='\\"' * 60),
+        Request("void_result", reason=VoidReason.DICE_DISTURBED, note='\\"' * 60, result=(9, 2)),
         *(Request("mode_switch", mode=mode) for mode in Mode),
         Request("service_mode"),
         Request("lamp_test"),

@@ -192,6 +192,7 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["fault"] = Fault.INTERNAL
     if event is Event.VOID_RESULT:
         data["reason"] = VoidReason.MISREAD
+        data["voids"] = (1, 1)  # the result the walk reaches: round 1, attempt 1
     if event is Event.SHAKE_PRESSED:
         yield Occurrence(event, at=at, delay_ms=400)
     if event is Event.DICE_REPLACED:

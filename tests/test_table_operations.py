@@ -189,7 +189,13 @@ def test_a_voided_result_is_kept_and_the_round_is_reshaken_as_a_new_attempt() ->
     t = Table().to_result(good_reading(1, 2, 3))
     first = next(a for a in t.actions if a.record is RecordKind.RESULT)
     assert first.data["attempt"] == 1
-    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.DICE_DISTURBED, detail="bumped")
+    t.send(
+        Event.VOID_RESULT,
+        supervisor=True,
+        reason=VoidReason.DICE_DISTURBED,
+        detail="bumped",
+        voids=(1, 1),
+    )
     assert t.records() == [RecordKind.RESULT_VOIDED]
     voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
     assert voided.data == {
@@ -218,7 +224,7 @@ def test_an_rng_result_voided_is_drawn_again_as_a_new_attempt() -> None:
     t.send(Event.LID_CLOSED)
     t.send(Event.NO_MORE_BETS)
     t.send(Event.RNG_DRAWN, rng_number=3)
-    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.EQUIPMENT)
+    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.EQUIPMENT, voids=(1, 1))
     assert t.state is State.DRAWING
     draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
     assert draw.data == {"round": 1, "attempt": 2}
@@ -227,17 +233,31 @@ def test_an_rng_result_voided_is_drawn_again_as_a_new_attempt() -> None:
 def test_voiding_a_result_needs_the_supervisor_key_and_a_reason() -> None:
     t = Table().to_result()
     before = t.machine.context
-    t.send(Event.VOID_RESULT, reason=VoidReason.MISREAD)
+    t.send(Event.VOID_RESULT, reason=VoidReason.MISREAD, voids=(1, 1))
     assert (t.machine.context, t.screens()) == (before, [Screen.REFUSED])
     with pytest.raises(GameRuleError, match="lacks its data"):
-        t.send(Event.VOID_RESULT, supervisor=True)
+        t.send(Event.VOID_RESULT, supervisor=True, voids=(1, 1))
     assert t.machine.context is before
+
+
+def test_a_void_names_the_result_shown_so_a_repeated_one_voids_nothing_more() -> None:
+    t = Table().to_result(good_reading(1, 2, 3))
+    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.MISREAD, voids=(1, 1))
+    t.send(Event.SHAKE_PRESSED)
+    t.send(Event.SHAKE_DONE, advance=3000, cycles=4)
+    t.send(Event.TICK, advance=SETTINGS.settle_ms)
+    t.read(good_reading(4, 5, 6, shift=5)).read(good_reading(4, 5, 6, shift=5))
+    assert (t.state, t.machine.context.attempt) == (State.RESULT, 2)
+    before = t.machine.context
+    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.MISREAD, voids=(1, 1))
+    assert (t.machine.context, t.screens()) == (before, [Screen.REFUSED])
+    assert "round 1 attempt 1 is not the result shown" in str(t.shown(Screen.REFUSED).data)
 
 
 def test_every_void_reason_is_recorded_as_itself() -> None:
     for reason in VoidReason:
         t = Table().to_result()
-        t.send(Event.VOID_RESULT, supervisor=True, reason=reason)
+        t.send(Event.VOID_RESULT, supervisor=True, reason=reason, voids=(1, 1))
         voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
         assert voided.data["reason"] == reason.value
 

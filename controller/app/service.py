@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from controller.audit.log import AuditLog
 from controller.core import canonical
+from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.core.state import Event, Mode, Occurrence, VoidReason, check_dice_set_id
 from controller.display.log_reader import SqliteLogReader
 from controller.errors import ControllerError, GameRuleError
@@ -90,7 +91,11 @@ _SUN_PATH_MAX = 107  # sockaddr_un.sun_path, without its NUL
 ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
     "dice_replaced": (Event.DICE_REPLACED, frozenset({"id"}), frozenset()),
     "shaker_inspected": (Event.SHAKER_INSPECTED, frozenset({"note"}), frozenset()),
-    "void_result": (Event.VOID_RESULT, frozenset({"note", "reason"}), frozenset({"reason"})),
+    "void_result": (
+        Event.VOID_RESULT,
+        frozenset({"note", "reason", "result"}),
+        frozenset({"reason", "result"}),
+    ),
     "mode_switch": (Event.MODE_SWITCH, frozenset({"mode"}), frozenset({"mode"})),
     "service_mode": (Event.SERVICE_MODE, frozenset(), frozenset()),
     "lamp_test": (Event.LAMP_TEST, frozenset(), frozenset()),
@@ -149,6 +154,7 @@ class Request:
     note: str = ""
     reason: VoidReason | None = None  # void_result
     mode: Mode | None = None  # mode_switch: the mode to switch to
+    result: tuple[int, int] | None = None  # void_result: the (round, attempt) shown, voided
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -168,6 +174,10 @@ class Request:
             raise RequestError("a reason goes with void_result, and only with it")
         if (self.mode is None) == (self.action == "mode_switch"):
             raise RequestError("a mode goes with mode_switch, and only with it")
+        if (self.result is None) == (self.action == "void_result"):
+            raise RequestError("the result (round.attempt) goes with void_result, and only with it")
+        if self.result is not None and not all(1 <= n <= MAX_SEQ for n in self.result):
+            raise RequestError("a result is named by its round and attempt, each 1 or more")
 
     def encode(self) -> bytes:
         """The request line, as ``parse_request`` takes it."""
@@ -180,6 +190,8 @@ class Request:
             fields["reason"] = str(self.reason)
         if self.mode is not None:
             fields["mode"] = str(self.mode)
+        if self.result is not None:
+            fields["result"] = f"{self.result[0]}.{self.result[1]}"
         line = canonical.encode(fields) + b"\n"
         if len(line) > MAX_REQUEST_BYTES:  # pragma: no cover - the fields' bounds keep it short
             raise RequestError(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
@@ -195,6 +207,7 @@ class Request:
             dice_set=self.dice_set,
             reason=self.reason,
             mode=self.mode,
+            voids=self.result,
         )
 
     def summary(self) -> str:
@@ -205,6 +218,8 @@ class Request:
             parts.append(f"reason={self.reason}")
         if self.mode is not None:
             parts.append(f"mode={self.mode}")
+        if self.result is not None:
+            parts.append(f"result={self.result[0]}.{self.result[1]}")
         if self.note:
             parts.append(f"note={self.note!r}")
         return " ".join(parts)
@@ -247,13 +262,28 @@ def parse_request(data: bytes) -> Request:
     mode = fields.get("mode")
     if mode is not None and mode not in {str(m) for m in Mode}:
         raise RequestError(f"mode {_shown(mode)} is not one of {', '.join(str(m) for m in Mode)}")
+    result = fields.get("result")
     return Request(
         action,
         dice_set=fields.get("id"),
         note=fields.get("note", ""),
         reason=None if reason is None else VoidReason(reason),
         mode=None if mode is None else Mode(mode),
+        result=None if result is None else parse_result(result),
     )
+
+
+def parse_result(text: str) -> tuple[int, int]:
+    """``ROUND.ATTEMPT`` (ASCII digits, as the display shows them) -> (round, attempt)."""
+    round_text, dot, attempt_text = text.partition(".")
+    try:
+        if not dot:
+            raise NumberError("no '.'")
+        number = parse_bounded_int(round_text, low=1, high=MAX_SEQ, what="round")
+        attempt = parse_bounded_int(attempt_text, low=1, high=MAX_SEQ, what="attempt")
+    except NumberError as exc:
+        raise RequestError(f"result {_shown(text)} is not ROUND.ATTEMPT: {exc}") from None
+    return number, attempt
 
 
 def _shown(value: object) -> str:

@@ -317,13 +317,16 @@ class Crew:
         reason: VoidReason | None = None,
         mode: Mode | None = None,
         detail: str = "",
+        result: tuple[int, int] | None = None,
     ) -> None:
         """The supervisor turns the key, types the action at the service terminal (what
         ``paigow-controller supervise`` sends, on the controller's socket) and turns the key
         back. A refusal or an error is logged; the crew acts on the next screen."""
         if self.control_socket is None:
             return
-        request = Request(TERMINAL_ACTIONS[event], note=detail, reason=reason, mode=mode)
+        request = Request(
+            TERMINAL_ACTIONS[event], note=detail, reason=reason, mode=mode, result=result
+        )
         self.panel.turn_supervisor_key(True)
         self.stopping.wait(self.press_s)  # the key switch settles
         try:
@@ -354,7 +357,9 @@ class Crew:
         reasons = list(VoidReason)
         reason = reasons[self._voids % len(reasons)]
         self._voids += 1
-        self._as_supervisor(Event.VOID_RESULT, reason=reason, detail="simulated")
+        attempt = data.get("attempt")
+        shown = (number, attempt) if isinstance(attempt, int) else None
+        self._as_supervisor(Event.VOID_RESULT, reason=reason, detail="simulated", result=shown)
         return True
 
     def _replace_dice(self, data: Mapping[str, object]) -> bool:

@@ -44,7 +44,7 @@ _EXAMPLES = """\
 examples:
   paigow-controller supervise dice-replaced --id B-0417
   paigow-controller supervise shaker-inspected --note "cup, lid and tilt switch intact"
-  paigow-controller supervise void-result --reason misread --note "seat 3 complaint"
+  paigow-controller supervise void-result --result 30.1 --reason misread --note "seat 3 complaint"
   paigow-controller supervise mode-switch --to rng
   paigow-controller supervise service-mode      # in; the same command again: out
   paigow-controller supervise lamp-test
@@ -80,6 +80,12 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         help="void-result (required): why the result is void",
     )
     p.add_argument(
+        "--result",
+        metavar="ROUND.ATTEMPT",
+        help="void-result (required): the result shown, as the display numbers it (e.g. 30.1);"
+        " a repeated command never voids the result decided after the first",
+    )
+    p.add_argument(
         "--to",
         choices=[str(m) for m in Mode],
         help="mode-switch (required): the mode to switch to (one of the table's [table] modes)",
@@ -107,6 +113,7 @@ def supervise(args: argparse.Namespace) -> int:
         RequestError,
         ServiceTerminalError,
         TerminalUnavailable,
+        parse_result,
         send_request,
     )
     from controller.core.state import Mode, VoidReason
@@ -120,6 +127,8 @@ def supervise(args: argparse.Namespace) -> int:
         raise UsageError("--reason goes with void-result, and void-result needs one")
     if (args.to is None) == (action == "mode_switch"):
         raise UsageError("--to goes with mode-switch, and mode-switch needs one")
+    if (args.result is None) == (action == "void_result"):
+        raise UsageError("--result goes with void-result, and void-result needs one")
     try:
         request = Request(
             action,
@@ -127,6 +136,7 @@ def supervise(args: argparse.Namespace) -> int:
             note=args.note or "",
             reason=None if args.reason is None else VoidReason(args.reason),
             mode=None if args.to is None else Mode(args.to),
+            result=None if args.result is None else parse_result(args.result),
         )
     except RequestError as exc:
         raise UsageError(str(exc)) from None

@@ -208,6 +208,7 @@ class Occurrence:
     wall: int | None = None  # UTC milliseconds when it happened (the shell's wall clock)
     dice_set: str | None = None  # DICE_REPLACED: the new set's id (None: the next number)
     reason: VoidReason | None = None  # VOID_RESULT
+    voids: tuple[int, int] | None = None  # VOID_RESULT: the (round, attempt) meant, as shown
     mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
 
 
@@ -932,6 +933,15 @@ class _Rules:
         if not occ.supervisor:
             return _refuse(ctx, "voiding a result needs the supervisor key")
         reason = _need(occ.reason, occ)
+        # The result meant is named: a command repeated (or two supervisors at once) must not
+        # void the result decided after the first void, which nobody asked to void.
+        meant = _need(occ.voids, occ)
+        if meant != (ctx.round_number, ctx.attempt):
+            return _refuse(
+                ctx,
+                f"round {meant[0]} attempt {meant[1]} is not the result shown (round"
+                f" {ctx.round_number} attempt {ctx.attempt}): nothing voided",
+            )
         record = _record(
             RecordKind.RESULT_VOIDED,
             **self._round(ctx),
