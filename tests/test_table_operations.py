@@ -454,8 +454,6 @@ def test_service_mode_never_touches_the_rng() -> None:
     assert ActionKind.PREPARE_RNG not in t.kinds()
     with pytest.raises(GameRuleError, match="service mode"):
         t.send(Event.NO_MORE_BETS)
-    t.send(Event.SHIFT_CHANGE)
-    assert ActionKind.CLOSE_RNG not in t.kinds()
     service(t)
     assert ActionKind.PREPARE_RNG in t.kinds()  # live again: a session for the next bets
 
@@ -585,3 +583,15 @@ def test_leaving_service_mode_drops_co_banking_with_the_bank() -> None:
     service(t)  # leave: bets open again with the dealer's bank
     assert (t.machine.context.bank_seat, t.machine.context.co_bank) == (None, False)
     assert "co_bank" not in t.shown(Screen.READY).data
+
+
+@pytest.mark.parametrize("event", [Event.SHIFT_CHANGE, Event.SHUFFLED])
+def test_live_events_wait_until_service_mode_is_left(event: Event) -> None:
+    t = service(Table(replace(SETTINGS, mode=Mode.RNG)))
+    before = t.machine.context
+    with pytest.raises(GameRuleError, match="leave service mode first"):
+        t.send(event)
+    assert t.machine.context is before
+    service(t)
+    t.send(event)
+    assert t.records()[0] in (RecordKind.SHIFT_CHANGE, RecordKind.SHUFFLE)

@@ -56,6 +56,7 @@ import select
 import socket
 import stat
 import struct
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -134,6 +135,20 @@ class Submitter(Protocol):
     def submit(self, occ: Occurrence) -> Outcome: ...
 
     def withdraw(self, outcome: Outcome) -> None: ...
+
+
+def _is_served(path: Path) -> bool:
+    """Whether something accepts connections on the socket at ``path`` right now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(0.5)
+    try:
+        probe.connect(os.fspath(path))
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        probe.close()
 
 
 def socket_path(state_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
@@ -362,7 +377,8 @@ class ServiceTerminal:
         """Bind (a socket file left by a crash is replaced; any other file there is an error
         naming it), set the mode, listen, and start the accepting thread."""
         path = self.path
-        if len(os.fsencode(path)) > _SUN_PATH_MAX:
+        # (bound first as <dir>/.ctl-XXXXXXXX/s, which must fit as well)
+        if max(len(os.fsencode(path)), len(os.fsencode(path.parent)) + 16) > _SUN_PATH_MAX:
             raise ServiceTerminalError(
                 f"service terminal: the socket path {path} is longer than {_SUN_PATH_MAX} bytes"
             )
@@ -378,15 +394,31 @@ class ServiceTerminal:
                     f"service terminal: {path} exists and is not a socket; remove it or"
                     " choose another path"
                 )
+            if _is_served(path):  # another controller's, not one left by a crash
+                raise ServiceTerminalError(
+                    f"service terminal: another controller serves {path}; give this one its"
+                    " own runtime or state directory"
+                )
             log.info("service terminal: replacing the socket left at %s", path)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         bound = False
         try:
-            listener.bind(os.fspath(path))
+            # Bound and given its mode (the access to it is the second factor) in a directory
+            # of its own that nobody else may enter, then moved into place: no moment with the
+            # umask's mode, and no chmod that could follow a link put where it is.
+            private = Path(tempfile.mkdtemp(prefix=".ctl-", dir=path.parent))
+            try:
+                listener.bind(os.fspath(private / "s"))
+                os.chmod(private / "s", SOCKET_MODE)
+                os.rename(private / "s", path)
+            finally:
+                with contextlib.suppress(OSError):
+                    (private / "s").unlink()
+                with contextlib.suppress(OSError):
+                    private.rmdir()
             bound = True
-            os.chmod(path, SOCKET_MODE)  # the access to it is the second factor
             info = path.lstat()
             listener.listen(MAX_CLIENTS * 2)
             listener.setblocking(False)  # select says when; a client gone by then costs nothing

@@ -678,12 +678,14 @@ class _Rules:
     def shift_change(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """A new dealer shift. In RNG mode the session is revealed and a new one committed,
         shown before the new shift's first bets close (621a.8(a)(1))."""
+        _live_only(ctx, "a shift change")
         actions = [_record(RecordKind.SHIFT_CHANGE, round=ctx.round_number)]
         if self._mode(ctx) is Mode.RNG:
             actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
         return ctx, [*actions, *self._enter_screen(ctx)]
 
     def shuffled(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        _live_only(ctx, "a shuffle of the tiles")
         ctx = replace(ctx, bank_history=BankHistory.after_shuffle())
         return ctx, [_record(RecordKind.SHUFFLE, round=ctx.round_number)]
 
@@ -1205,6 +1207,13 @@ class _Rules:
 def _after(choices: Sequence[_T], current: _T) -> _T:
     """What a key that steps through ``choices`` selects next, round and round."""
     return choices[(choices.index(current) + 1) % len(choices)]
+
+
+def _live_only(ctx: RoundContext, what: str) -> None:
+    """A live event of the table (it changes the live game: the bank rules, the RNG session)
+    is not taken in service mode, whose records are test records."""
+    if ctx.service_round is not None:
+        raise GameRuleError(f"{what} is a live event: leave service mode first")
 
 
 def _dice_age(ctx: RoundContext, wall: int | None) -> int | None:
