@@ -53,8 +53,13 @@ class PowerCut(BaseException):
 def crash_after_the_draw(state_dir: Path, factory: MockFactory) -> int:
     """The power fails right after round 1's number was recorded and before its result: the
     real appliance, its log and its RNG session, stopped dead at that point."""
+    # (no service terminal: its listening socket, which the kernel would close, stays open
+    # in this process, and the next start would rightly refuse to take it over)
     appliance = Appliance(
-        RNG_TABLE, Options(pin_factory=factory, state_dir=state_dir, web_display=False)
+        RNG_TABLE,
+        Options(
+            pin_factory=factory, state_dir=state_dir, web_display=False, service_terminal=False
+        ),
     )
     appliance.start()
     assert appliance.loop is not None
