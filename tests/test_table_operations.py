@@ -479,6 +479,8 @@ def test_service_mode_survives_a_restart() -> None:
     assert again.records()[0] is RecordKind.POWER_ON
     assert RecordKind.INTERRUPTED not in again.records()  # a test shake: a test record
     assert all(a.data.get("service") for a in again.actions if a.kind is ActionKind.SHOW)
+    recovery = next(a for a in again.actions if a.record is RecordKind.RECOVERY)
+    assert recovery.data["service"] is True  # its round is a test round's number
 
 
 def test_test_rounds_do_not_count_for_the_live_bank_rules() -> None:

@@ -1344,7 +1344,8 @@ _NOT_IN_SERVICE = frozenset({ActionKind.PREPARE_RNG, ActionKind.CLOSE_RNG, Actio
 
 def _in_service(action: Action) -> Action:
     """An action of a step taken in service mode: a game record becomes a ``service_test``
-    record naming it; a screen says SERVICE."""
+    record naming it; another record with a round (a fault, a recovery) and a screen say
+    SERVICE."""
     if action.kind is ActionKind.SHOW:
         return replace(action, data={**action.data, "service": True})
     if action.kind is ActionKind.RECORD and action.record in _TEST_RECORDS:
@@ -1354,6 +1355,10 @@ def _in_service(action: Action) -> Action:
             record=RecordKind.SERVICE_TEST,
             data={"record": str(action.record), **action.data},
         )
+    if action.kind is ActionKind.RECORD and "round" in action.data:
+        # a live record (a fault, a recovery, a shutdown) made in service mode: its round is a
+        # test round's number, and says so
+        return replace(action, data={**action.data, "service": True})
     return action
 
 
