@@ -622,12 +622,17 @@ class _Rules:
         bets" is refused while it is selected."""
         banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
         ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat), co_bank=False)
+        return self._bank_selected(ctx)
+
+    def _bank_selected(self, ctx: RoundContext, **extra: object) -> Step:
+        """The bank (and ``extra``: co-banking) as selected now: recorded, and shown."""
         shown = self._bank(ctx)
         record = _record(
             RecordKind.BANK_SELECTED,
             round=ctx.round_number,
             bank=shown["bank"],
             refused=shown.get("bank_refused"),
+            **extra,
         )
         return ctx, [record, *self._enter_screen(ctx)]
 
@@ -665,15 +670,7 @@ class _Rules:
         if ctx.bank_seat is None:
             return _refuse(ctx, "co-banking is for a player bank (645a.12(e))")
         ctx = replace(ctx, co_bank=not ctx.co_bank)
-        shown = self._bank(ctx)
-        record = _record(
-            RecordKind.BANK_SELECTED,
-            round=ctx.round_number,
-            bank=shown["bank"],
-            refused=shown.get("bank_refused"),
-            co_bank=ctx.co_bank,
-        )
-        return ctx, [record, *self._enter_screen(ctx)]
+        return self._bank_selected(ctx, co_bank=ctx.co_bank)
 
     def shift_change(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """A new dealer shift. In RNG mode the session is revealed and a new one committed,
@@ -989,15 +986,7 @@ class _Rules:
         resume = ctx.resume_state
         in_play = ctx.state is S.FAULT and resume not in (None, S.IDLE, S.RESULT)
         if in_play:
-            actions.append(
-                _record(
-                    RecordKind.VOID,
-                    **self._round(ctx),
-                    state=str(resume),
-                    supervisor=True,
-                    detail=f"mode switch to {to}",
-                )
-            )
+            actions.append(self._voided_by_supervisor(ctx, resume, f"mode switch to {to}"))
         actions.append(
             _record(
                 RecordKind.MODE_CHANGED,
@@ -1020,6 +1009,13 @@ class _Rules:
         ctx, resumed = self._resume(ctx)
         return ctx, [*actions, *resumed]
 
+    def _voided_by_supervisor(self, ctx: RoundContext, state: State | None, detail: str) -> Action:
+        """The record of a round in play voided by a supervisor action (``state``: where the
+        round stood), before the table changes how it plays."""
+        return _record(
+            RecordKind.VOID, **self._round(ctx), state=str(state), supervisor=True, detail=detail
+        )
+
     def service_mode(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """9 NYCRR 5319.58: service mode, with the supervisor key. Entered with bets open (a
         round in play without a result is void first); every screen says SERVICE; the rounds
@@ -1037,15 +1033,7 @@ class _Rules:
             return _refuse(ctx, "service mode is entered with bets open, or between shakes")
         actions: list[Action] = []
         if ctx.state is not S.IDLE:  # bets closed, no result: the round is void
-            actions.append(
-                _record(
-                    RecordKind.VOID,
-                    **self._round(ctx),
-                    state=str(ctx.state),
-                    supervisor=True,
-                    detail="service mode",
-                )
-            )
+            actions.append(self._voided_by_supervisor(ctx, ctx.state, "service mode"))
             ctx = replace(next_round(ctx), is_round_open=True)
             actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
         actions.append(_record(RecordKind.SERVICE_MODE, round=ctx.round_number, entered=True))
