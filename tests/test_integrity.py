@@ -319,15 +319,23 @@ def test_verify_log_rejects_a_round_closed_without_its_result(tmp_path: Path) ->
 def test_verify_log_rejects_a_style_or_a_bank_chosen_out_of_turn(
     tmp_path: Path, records: list[tuple[RecordKind, dict[str, object]]], message: str
 ) -> None:
-    log = AuditLog.open(tmp_path)
+    first = (RecordKind.BANK_SELECTED, {"round": 1, "bank": "seat 1", "refused": "621a.11(b)"})
+    assert_verify_log_names_the_last(tmp_path, [first, *records], message)
+
+
+def assert_verify_log_names_the_last(
+    state: Path, records: list[tuple[RecordKind, dict[str, object]]], message: str
+) -> None:
+    """A log of ``config_loaded`` and ``records``: verify-log refuses it with ``message``,
+    naming the last of them."""
+    log = AuditLog.open(state)
     log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
-    log.append(RecordKind.BANK_SELECTED, {"round": 1, "bank": "seat 1", "refused": "621a.11(b)"})
     seq = 0
     for kind, data in records:
         seq = log.append(kind, data)
     log.close()
     with pytest.raises(LogIntegrityError, match=message) as caught:
-        verify_state_dir(tmp_path, _verifier(tmp_path))
+        verify_state_dir(state, _verifier(state))
     assert caught.value.record == seq
 
 
@@ -953,16 +961,8 @@ def _result_data(round_number: int, attempt: int, faces: tuple[int, int, int]) -
 def test_verify_log_rejects_a_round_decided_twice_or_a_void_of_nothing(
     tmp_path: Path, records: list[tuple[RecordKind, dict[str, object]]], message: str
 ) -> None:
-    log = AuditLog.open(tmp_path)
-    log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
-    log.append(RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"})
-    seq = 0
-    for kind, data in records:
-        seq = log.append(kind, data)
-    log.close()
-    with pytest.raises(LogIntegrityError, match=message) as caught:
-        verify_state_dir(tmp_path, _verifier(tmp_path))
-    assert caught.value.record == seq
+    first = (RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"})
+    assert_verify_log_names_the_last(tmp_path, [first, *records], message)
 
 
 def test_a_sensor_fault_falls_back_to_the_rng_through_the_log_and_verifies(tmp_path: Path) -> None:

@@ -391,30 +391,22 @@ class PokerControllerUnderFaults(ControllerUnderFaults):
     game = Game.POKER
 
 
+def _runs(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        print_blob=True,
+    )
+
+
 TestController = ControllerUnderFaults.TestCase
-TestController.settings = settings(
-    max_examples=EXAMPLES,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    print_blob=True,
-)
+TestController.settings = _runs(EXAMPLES)
 TestPokerController = PokerControllerUnderFaults.TestCase
-TestPokerController.settings = settings(
-    max_examples=max(EXAMPLES // 4, 50),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    print_blob=True,
-)
+TestPokerController.settings = _runs(max(EXAMPLES // 4, 50))
 TestRngController = RngControllerUnderFaults.TestCase
-TestRngController.settings = settings(
-    max_examples=max(EXAMPLES // 2, 50),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    print_blob=True,
-)
+TestRngController.settings = _runs(max(EXAMPLES // 2, 50))
 
 
 def test_a_service_round_is_never_a_live_result() -> None:

@@ -660,10 +660,7 @@ def test_the_command_line_end_to_end(table: Table) -> None:
         ("dice-replaced", "--reason", "misread"),
         ("dice-replaced", "--socket", "a\nb"),
     ):
-        usage = cli(*bad, *where)
-        assert usage.returncode == 2, (bad, usage)
-        assert usage.stdout == ""
-        assert_one_line(usage.stderr)
+        assert_usage_error(cli(*bad, *where), bad)
     assert table.kinds() == kinds
 
     table.close()
@@ -717,11 +714,15 @@ def test_the_new_commands_on_the_command_line(manual_too: Table) -> None:
         ("lamp-test", "--reason", "misread"),
         ("lamp-test", "--id", "A1"),
     ):
-        usage = cli(*bad, *where)
-        assert usage.returncode == 2, (bad, usage)
-        assert usage.stdout == ""
-        assert_one_line(usage.stderr)
+        assert_usage_error(cli(*bad, *where), bad)
     assert table.kinds() == kinds
+
+
+def assert_usage_error(usage: subprocess.CompletedProcess[str], args: object) -> None:
+    """A bad argument: exit 2, one line on stderr, nothing on stdout."""
+    assert usage.returncode == 2, (args, usage)
+    assert usage.stdout == ""
+    assert_one_line(usage.stderr)
 
 
 def test_help_has_a_description_and_an_example() -> None:
