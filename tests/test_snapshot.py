@@ -63,7 +63,8 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"v": 4}, "version"),
+        ({"v": 5}, "version"),
+        ({"v": 3, "dice_alarm": None}, "keys"),  # a version 3 context has no dice monitor
         ({"v": 0}, "version"),
         ({"v": True}, "version"),
         ({"v": 1}, "keys"),  # a version 1 context has no style

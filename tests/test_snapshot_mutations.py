@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import Roll, Verdict
+from controller.core.dice_monitor import DiceAlarm, DiceTest, DiceWindows
 from controller.core.position import BankHistory, Game
 from controller.core.result import result_of_roll
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
@@ -64,7 +65,32 @@ def contexts(draw: st.DrawFn) -> RoundContext:
         mode=draw(st.sampled_from([None, *Mode])),
         service_round=draw(st.one_of(st.none(), st.integers(1, round_number))),
         co_bank=draw(st.booleans()),
+        dice_counts=draw(_dice_windows()),
+        dice_alarm=draw(
+            st.just(_ALARM) if Fault.DICE_ALARM in faults else st.sampled_from([None, _ALARM])
+        ),
     )
+
+
+_ALARM = DiceAlarm(DiceTest.RED, 6, "5.412", "5.298", 310, 290)
+
+
+@st.composite
+def _dice_windows(draw: st.DrawFn) -> DiceWindows:
+    """The windows as the core makes them: rolls counted, a shift changed, dice replaced or
+    kept, in any order."""
+    windows = DiceWindows()
+    for _ in range(draw(st.integers(0, 30))):
+        how = draw(st.sampled_from(["roll", "roll", "roll", "shift", "replaced", "kept"]))
+        if how == "roll":
+            windows = windows.after(Roll(draw(_FACES), (draw(_FACES), draw(_FACES))))
+        elif how == "shift":
+            windows = windows.new_shift()
+        elif how == "replaced":
+            windows = windows.replaced()
+        else:
+            windows = windows.kept()
+    return windows
 
 
 def _games() -> list[Game]:
@@ -118,7 +144,18 @@ def test_a_mutated_member_is_refused_or_reads_back_as_itself(
     elif how == "add":
         raw[
             data.draw(
-                st.sampled_from(["dice_set", "dice_since", "mode", "service_round", "co_bank", "x"])
+                st.sampled_from(
+                    [
+                        "dice_set",
+                        "dice_since",
+                        "mode",
+                        "service_round",
+                        "co_bank",
+                        "dice_counts",
+                        "dice_alarm",
+                        "x",
+                    ]
+                )
             )
         ] = data.draw(_JSON)
     else:

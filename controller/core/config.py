@@ -50,6 +50,9 @@ class TableConfig:
     # out of a fault of the dice); none by default
     modes: tuple[Mode, ...] = ()
     co_banking: bool = False  # 645a.12(e): Pai Gow Poker, if the casino's Rules Submission says so
+    # Issue 15: on a dice alarm the table locks after the round (bets do not open again until
+    # the supervisor replaces the dice or keeps them after inspection); by default play goes on
+    lock_on_dice_alarm: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ class DisplayConfig:
     host: str = "127.0.0.1"
     http_port: int = field(default=8080, metadata=_range(1, 65535))
     feed_port: int = field(default=8081, metadata=_range(1, 65535))
+    stats_panel: bool = True  # issue 15: the players' statistics panel beside the trend board
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +182,7 @@ class Config:
             mode=self.table.mode,
             modes=self.table.modes,
             co_banking=self.table.co_banking,
+            lock_on_dice_alarm=self.table.lock_on_dice_alarm,
             rng_mode=self.rng.mode,
             min_shake_cycles=r.min_shake_cycles,
             settle_ms=r.settle_ms,

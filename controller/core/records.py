@@ -39,6 +39,7 @@ class RecordKind(StrEnum):
     MODE_CHANGED = "mode_changed"  # current 621a.6(a): shaker, RNG or manual from now on
     SERVICE_MODE = "service_mode"  # 9 NYCRR 5319.58: entered or left
     SERVICE_TEST = "service_test"  # a record of a test round in service mode (names its kind)
+    DICE_ALARM = "dice_alarm"  # the dice monitor found the dice look loaded (issue 15)
     # the appliance (emitted by the daemon)
     LOG_CREATED = "log_created"  # the first record: the log's origin and verifier key
     RNG_DRAW = "rng_draw"

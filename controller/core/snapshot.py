@@ -17,6 +17,7 @@ from typing import Any
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
+from controller.core.dice_monitor import DiceAlarm, DiceWindows
 from controller.core.position import BETTING_POSITIONS, BankHistory
 from controller.core.record_data import RecordDataError, result_as_recorded
 from controller.core.state import Fault, Mode, RoundContext, State, check_dice_set_id
@@ -25,8 +26,9 @@ from controller.errors import ControllerError, GameRuleError
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
 # and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
 # service mode, and co-banking, read from versions 1 and 2 as not recorded, the configured mode,
-# live play and no co-bank.
-VERSION = 3
+# live play and no co-bank; 4: the dice monitor's counts and its alarm (issue 15), read from the
+# earlier versions as no roll counted and no alarm.
+VERSION = 4
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
 
@@ -56,7 +58,9 @@ _KEYS_V2 = _KEYS | {"style", "shake_delay"}
 _OPTIONAL_V3 = {"dice_set": None, "dice_since": None, "mode": None, "service_round": None}
 _OPTIONAL_V3_FALSE = {"co_bank"}
 _KEYS_V3 = _KEYS_V2 | set(_OPTIONAL_V3) | _OPTIONAL_V3_FALSE
-_KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3}
+_OPTIONAL_V4 = {"dice_counts": None, "dice_alarm": None}
+_KEYS_V4 = _KEYS_V3 | set(_OPTIONAL_V4)
+_KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: _KEYS_V4}
 
 
 class SnapshotError(ControllerError, ValueError):
@@ -76,6 +80,8 @@ def encode_context(ctx: RoundContext) -> bytes:
         "mode": None if ctx.mode is None else str(ctx.mode),
         "service_round": ctx.service_round,
         "co_bank": ctx.co_bank or None,
+        "dice_counts": None if ctx.dice_counts.is_empty else ctx.dice_counts.as_record(),
+        "dice_alarm": None if ctx.dice_alarm is None else ctx.dice_alarm.as_record(),
     }
     return canonical.encode(
         {
@@ -118,11 +124,12 @@ def decode_context(blob: bytes) -> RoundContext:
     if not isinstance(version, int) or isinstance(version, bool) or version not in _KEYS_OF:
         raise SnapshotError(f"context snapshot version {version!r} is not 1 to {VERSION}")
     keys = set(raw)
-    required = _KEYS_V2 if version == 3 else _KEYS_OF[version]
+    required = _KEYS_V2 if version >= 3 else _KEYS_OF[version]
     if not required <= keys <= _KEYS_OF[version]:
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
-    if any(raw.get(key, 0) is None for key in _OPTIONAL_V3) or raw.get("co_bank", True) is False:
-        raise SnapshotError("a context snapshot writes a version 3 key only when it is set")
+    optional = (*_OPTIONAL_V3, *_OPTIONAL_V4)
+    if any(raw.get(key, 0) is None for key in optional) or raw.get("co_bank", True) is False:
+        raise SnapshotError("a context snapshot writes an optional key only when it is set")
     try:
         state = State(_str(raw, "state"))
         resume = None if raw["resume"] is None else State(_str(raw, "resume"))
@@ -154,6 +161,10 @@ def decode_context(blob: bytes) -> RoundContext:
             mode=Mode(_str(raw, "mode")) if "mode" in raw else None,
             service_round=_count(raw, "service_round", low=1) if "service_round" in raw else None,
             co_bank=_bool(raw, "co_bank") if "co_bank" in raw else False,
+            dice_counts=DiceWindows.from_record(raw["dice_counts"])
+            if "dice_counts" in raw
+            else DiceWindows(),
+            dice_alarm=DiceAlarm.from_record(raw["dice_alarm"]) if "dice_alarm" in raw else None,
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):
@@ -164,6 +175,10 @@ def decode_context(blob: bytes) -> RoundContext:
         raise SnapshotError("a context holds a result exactly in RESULT (or a fault over it)")
     if ctx.service_round is not None and ctx.service_round > ctx.round_number:
         raise SnapshotError("service mode returns to a round after the one in play")
+    if "dice_counts" in raw and ctx.dice_counts.is_empty:
+        raise SnapshotError("a context snapshot writes the dice counts only once a roll counted")
+    if Fault.DICE_ALARM in faults and ctx.dice_alarm is None:
+        raise SnapshotError("a dice alarm fault without the dice alarm")
     if (state is State.FAULT) != bool(faults):
         raise SnapshotError("a context is in FAULT exactly when a fault is active")
     return ctx

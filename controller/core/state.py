@@ -27,6 +27,7 @@ from controller.core.dice import (
     Verdict,
     next_read,
 )
+from controller.core.dice_monitor import DiceAlarm, DiceWindows, alarm, evaluate, p_values
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult, bank_label, result_of_number, result_of_roll
@@ -41,6 +42,7 @@ HOUR_MS = 3_600_000
 DICE_LIFE_MS = 24 * HOUR_MS  # proposed 621a.5(c): dice stay on a table at most 24 hours
 DICE_WARNING_MS = 23 * HOUR_MS  # the display warns an hour before
 MAX_DICE_SET_ID = 16  # characters of a dice set's id (ASCII letters, digits, "-")
+RECALL_DEPTH = 11  # AGCO 13.1.1: the round in play and at least the 10 before it
 
 
 class Mode(StrEnum):
@@ -113,6 +115,8 @@ class Event(StrEnum):
     MODE_SWITCH = "mode_switch"  # supervisor: shaker, RNG or manual from the next round on
     SERVICE_MODE = "service_mode"  # supervisor: into service mode (test rounds), or out of it
     LAMP_TEST = "lamp_test"  # service mode: light every lamp
+    DICE_KEPT = "dice_kept"  # supervisor: the dice inspected after a dice alarm, and kept
+    RECALL = "recall"  # supervisor: the display recalls a past round (AGCO 13.1.1), or leaves
 
 
 class Fault(StrEnum):
@@ -126,6 +130,7 @@ class Fault(StrEnum):
     INTERNAL = "internal"
     LOG_ROLLBACK = "log_rollback"  # the log does not extend the checkpoint kept outside it
     LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
+    DICE_ALARM = "dice_alarm"  # the dice monitor's alarm, where the table locks on it
 
     @property
     def needs_supervisor(self) -> bool:
@@ -137,6 +142,12 @@ class Fault(StrEnum):
         """No key clears it: a technician restores the log's signing key and restarts, so
         that no record is ever signed by another key."""
         return self is Fault.LOG_IDENTITY
+
+    @property
+    def needs_dice_action(self) -> bool:
+        """No key alone clears it: the supervisor replaces the dice, or inspects and keeps them
+        (issue 15), and that is recorded."""
+        return self is Fault.DICE_ALARM
 
 
 # The faults of the dice (their sensor, the shaker's motor): an RNG table does without them.
@@ -173,6 +184,7 @@ class Screen(StrEnum):
     FAULT = "fault"
     LOCKED = "locked"
     REFUSED = "refused"  # a notice: the key or button was refused, nothing changed
+    RECALL = "recall"  # AGCO 13.1.1: a past round, for the supervisor; the table waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +222,7 @@ class Occurrence:
     reason: VoidReason | None = None  # VOID_RESULT
     voids: tuple[int, int] | None = None  # VOID_RESULT: the (round, attempt) meant, as shown
     mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
+    back: int | None = None  # RECALL: the round to recall (1: the newest), None: leave recall
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +232,7 @@ class RoundSettings:
     rng_mode: RngMode = RngMode.POSITION
     modes: tuple[Mode, ...] = ()  # current 621a.6(a): the others the supervisor may switch to
     co_banking: bool = False  # 645a.12(e): the casino offers a player bank co-banking (poker)
+    lock_on_dice_alarm: bool = False  # issue 15: a dice alarm locks the table after the round
     min_shake_cycles: int = MIN_SHAKE_CYCLES
     settle_ms: int = 1500
     read_timeout_ms: int = 5000
@@ -271,6 +285,9 @@ class RoundContext:
     # In service mode: the live round that bets open again for when it is left (None: live)
     service_round: int | None = None
     co_bank: bool = False  # 645a.12(e): the player bank co-banks this round with the dealer
+    dice_counts: DiceWindows = DiceWindows()  # issue 15: the dice monitor's face counts
+    dice_alarm: DiceAlarm | None = None  # the monitor's alarm, until the supervisor acts
+    recall: int | None = None  # AGCO 13.1.1: the round the display recalls (not kept: a view)
 
 
 S, E = State, Event
@@ -303,7 +320,13 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
     (S.IDLE, E.STYLE_KEY): frozenset({S.IDLE}),  # Pai Gow Poker: co-banking (645a.12(e))
     # the dice and the shaker (supervisor): between shakes, in any state that starts none
-    **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.FAULT, S.LOCKED), E.DICE_REPLACED),
+    **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.LOCKED), E.DICE_REPLACED),
+    **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.RESULT, S.LOCKED), E.DICE_KEPT),
+    # a dice alarm that locked the table is cleared by what the supervisor does with the dice
+    (S.FAULT, E.DICE_REPLACED): frozenset({S.FAULT, *_RESUMABLE}),
+    (S.FAULT, E.DICE_KEPT): frozenset({S.FAULT, *_RESUMABLE}),
+    # AGCO 13.1.1: game recall, with bets open or in a fault; the table waits
+    **_each((S.IDLE, S.FAULT), E.RECALL),
     **_each((S.IDLE, S.FAULT), E.SHAKER_INSPECTED),
     # current 621a.6(a): the mode changes between rounds, or (to the RNG) out of a dice fault
     (S.IDLE, E.MODE_SWITCH): frozenset({S.IDLE}),
@@ -356,11 +379,11 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
     # the end of the round
-    (S.RESULT, E.CLOSE_ROUND): frozenset({S.IDLE}),
+    (S.RESULT, E.CLOSE_ROUND): frozenset({S.IDLE, S.FAULT}),  # FAULT: a dice alarm locks
     # N.J.A.C. 13:69E-1.28P: the supervisor voids a result; the round goes on, a new attempt
     (S.RESULT, E.VOID_RESULT): frozenset({S.RESULT, S.ARMED, S.DRAWING}),
-    **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE),
-    **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE),  # supervisor key only
+    **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE, S.FAULT),
+    **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE, S.FAULT),  # supervisor key only
     (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # supervisor key: the round is void, fault stays
     # the controller's life: what its log holds is taken up again, a shake in progress is void
     **_each_same_or((S.IDLE, S.ARMED, S.DRAWING, S.RESULT, S.LOCKED, S.FAULT), E.POWER_ON, S.FAULT),
@@ -488,6 +511,7 @@ class _Rules:
         ctx = replace(
             ctx,
             state=S.FAULT,
+            recall=None,
             active_faults=faults,
             resume_state=resume,
             attempt=attempt,
@@ -510,6 +534,7 @@ class _Rules:
                 mode=str(self._mode(ctx)),
                 **self._bank(ctx),
                 **self._dice(ctx),
+                **self._stats(ctx),
             )
             if self._mode(ctx) is Mode.RNG:
                 # 621a.8(a)(1): the session's commitment is recorded and shown before bets
@@ -538,6 +563,8 @@ class _Rules:
             # 621a.8(d), 621a.9: which stacks go where, for the dealer and surveillance
             plan = dealing_plan(self.settings.game, ctx.delivery_style, ctx.result.position)
             shown["dealing_plan"] = plan.as_record()
+        if ctx.dice_alarm is not None and ctx.dice_alarm.round == ctx.round_number:
+            shown.update(self._stats(ctx))  # the alarm this result raised, for the supervisor
         return [_show(Screen.RESULT, **self._round(ctx), **shown)]
 
     def _bank(self, ctx: RoundContext) -> dict[str, object]:
@@ -557,6 +584,76 @@ class _Rules:
         if self._mode(ctx) is Mode.RNG:
             return {}
         return {"dice": {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}}
+
+    def _stats(self, ctx: RoundContext) -> dict[str, object]:
+        """Issue 15: the dice's counts over the shift (the players' statistics panel) and the
+        set, and the monitor's state (the supervisor's view; never shown to players). Nothing in
+        RNG mode. Only bets open carries it (a result does when it raised the alarm): the
+        figures cost time that the path to a result does not have."""
+        if self._mode(ctx) is Mode.RNG:
+            return {}
+        counts = ctx.dice_counts
+        p = p_values(counts.set)
+        monitor = {
+            "rolls": counts.test.rolls,
+            "tests": [f.as_record() for f in evaluate(counts.test)],
+            "p_values": {str(t): None if v is None else f"{v:.4f}" for t, v in p.items()},
+        }
+        alarm_shown = None if ctx.dice_alarm is None else ctx.dice_alarm.as_record()
+        return {
+            "stats": {
+                "shift": counts.shift.as_record(),
+                "set": counts.set.as_record(),
+                "monitor": monitor,
+                "alarm": alarm_shown,
+                "locks": self.settings.lock_on_dice_alarm,
+            }
+        }
+
+    def _count_roll(self, ctx: RoundContext, roll: Roll) -> Step:
+        """Issue 15: a result read from the dice is counted, and the monitor's test run on the
+        counts since the dice were put in (or kept). A new alarm is recorded with the result;
+        play goes on, or the table locks after the round (``lock_on_dice_alarm``). A test round
+        of service mode is not counted: it is not a roll of the game."""
+        if ctx.service_round is not None:
+            return ctx, []
+        counts = ctx.dice_counts.after(roll)
+        ctx = replace(ctx, dice_counts=counts)
+        figure = None if ctx.dice_alarm is not None else alarm(counts.test)
+        if figure is None:
+            return ctx, []
+        raised = DiceAlarm.raised(figure, round_number=ctx.round_number, rolls=counts.test.rolls)
+        record = _record(
+            RecordKind.DICE_ALARM,
+            **self._round(ctx),
+            **figure.as_record(),
+            rolls=counts.test.rolls,
+            counts=counts.test.as_record(),
+            dice_set=ctx.dice_set,
+            locks=self.settings.lock_on_dice_alarm,
+        )
+        return replace(ctx, dice_alarm=raised), [record]
+
+    def _locks_on_alarm(self, ctx: RoundContext) -> bool:
+        return (
+            self.settings.lock_on_dice_alarm
+            and ctx.dice_alarm is not None
+            and Fault.DICE_ALARM not in ctx.active_faults
+            and ctx.service_round is None
+            and self._mode(ctx) is not Mode.RNG
+        )
+
+    def _dice_acted(self, ctx: RoundContext, record: Action) -> Step:
+        """The supervisor replaced the dice, or kept them after an inspection: the alarm (and
+        the fault it locked the table with) is cleared; a table locked by it alone resumes."""
+        faults = ctx.active_faults - {Fault.DICE_ALARM}
+        ctx = replace(ctx, dice_alarm=None, active_faults=faults)
+        if ctx.state is not S.FAULT:
+            return ctx, [record, *self._shown_again(ctx)]
+        if faults:
+            return ctx, [record, self._fault_screen(ctx, faults)]
+        ctx, actions = self._resume(ctx)
+        return ctx, [record, *actions]
 
     def _dice_expired(self, ctx: RoundContext) -> Step | None:
         """The refusal of a shake with dice 24 hours on the table (proposed 621a.5(c))."""
@@ -580,6 +677,12 @@ class _Rules:
     def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
         ctx = replace(next_round(ctx), is_round_open=True)
         actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
+        if self._locks_on_alarm(ctx):
+            # issue 15: bets do not open on dice the monitor found loaded
+            assert ctx.dice_alarm is not None
+            why = f"dice alarm ({ctx.dice_alarm.test}): replace the dice, or inspect and keep them"
+            ctx, latched = self._latch(ctx, Fault.DICE_ALARM, why)
+            return ctx, [*actions, *latched]
         return ctx, [*actions, *self._enter_screen(ctx)]
 
     def _result(self, ctx: RoundContext, result: RoundResult) -> Step:
@@ -676,6 +779,7 @@ class _Rules:
         """A new dealer shift. In RNG mode the session is revealed and a new one committed,
         shown before the new shift's first bets close (621a.8(a)(1))."""
         _live_only(ctx, "a shift change")
+        ctx = replace(ctx, dice_counts=ctx.dice_counts.new_shift())
         actions = [_record(RecordKind.SHIFT_CHANGE, round=ctx.round_number)]
         if self._mode(ctx) is Mode.RNG:
             actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
@@ -795,8 +899,9 @@ class _Rules:
             bank_seat=ctx.bank_seat,
             paytables=self.settings.paytables,
         )
-        ctx, actions = self._result(replace(ctx, previous_roll=verdict), result)
-        return ctx, [record, *actions]
+        ctx, raised = self._count_roll(replace(ctx, previous_roll=verdict), step.roll)
+        ctx, actions = self._result(ctx, result)
+        return ctx, [record, actions[0], *raised, *actions[1:]]
 
     def rng_drawn(self, ctx: RoundContext, occ: Occurrence) -> Step:
         game = self.settings.game
@@ -870,12 +975,19 @@ class _Rules:
             for f in ctx.active_faults
             if (occ.supervisor or not f.needs_supervisor)
             and not f.needs_restart
+            and not f.needs_dice_action
             and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
             and (f is not Fault.TAMPER or ctx.is_secured)
         }
         if not clearable:
             if any(f.needs_restart for f in ctx.active_faults):
                 return _refuse(ctx, "restore the log's own signing key, then restart")
+            if any(f.needs_dice_action for f in ctx.active_faults):
+                return _refuse(
+                    ctx,
+                    "a dice alarm is cleared by replacing the dice or keeping them after"
+                    " inspection (supervisor)",
+                )
             return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
         remaining = ctx.active_faults - clearable
         record = _record(
@@ -900,6 +1012,9 @@ class _Rules:
         wall = _need(occ.wall, occ)
         dice_set = occ.dice_set if occ.dice_set is not None else _next_dice_set(ctx.dice_set)
         check_dice_set_id(dice_set)
+        alarm_cleared = (
+            {} if ctx.dice_alarm is None else {"alarm_cleared": str(ctx.dice_alarm.test)}
+        )
         record = _record(
             RecordKind.DICE_REPLACED,
             round=ctx.round_number,
@@ -907,9 +1022,60 @@ class _Rules:
             previous=ctx.dice_set,
             previous_age_ms=_dice_age(ctx, wall),
             wall_ms=wall,
+            **alarm_cleared,
         )
-        ctx = replace(ctx, dice_set=dice_set, dice_since=wall)
-        return ctx, [record, *self._shown_again(ctx)]
+        counts = ctx.dice_counts.replaced()
+        ctx = replace(ctx, dice_set=dice_set, dice_since=wall, dice_counts=counts)
+        return self._dice_acted(ctx, record)
+
+    def dice_kept(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """Issue 15: after a dice alarm the supervisor inspected the dice and keeps them (the
+        note says what was checked); the monitor's test starts again on them."""
+        if not occ.supervisor:
+            return _refuse(ctx, "keeping the dice after an alarm needs the supervisor key")
+        if ctx.dice_alarm is None:
+            return _refuse(ctx, "there is no dice alarm to clear")
+        record = _record(
+            RecordKind.SUPERVISOR_ACTION,
+            round=ctx.round_number,
+            action="dice_kept",
+            detail=occ.detail,
+            alarm=ctx.dice_alarm.as_record(),
+            counts=ctx.dice_counts.test.as_record(),
+            wall_ms=_need(occ.wall, occ),
+        )
+        ctx = replace(ctx, dice_counts=ctx.dice_counts.kept())
+        return self._dice_acted(ctx, record)
+
+    def recall(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """AGCO 13.1.1: with the supervisor key the display recalls one of the last rounds
+        (``back`` 1 is the newest, the round in play), clearly marked; it steps through them,
+        and leaving shows where the table was. Nothing changes in the round meanwhile (see
+        ``step``); a fault ends it. Entering and leaving are recorded."""
+        if not occ.supervisor:
+            return _refuse(ctx, "game recall needs the supervisor key")
+        if occ.back is None:
+            if ctx.recall is None:
+                return _refuse(ctx, "the display is not recalling a round")
+            ctx = replace(ctx, recall=None)
+            left = _record(
+                RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_left"
+            )
+            if ctx.state is S.FAULT:
+                return ctx, [left, self._fault_screen(ctx, ctx.active_faults)]
+            return ctx, [left, *self._shown_again(ctx)]
+        deepest = min(RECALL_DEPTH, ctx.round_number)
+        if not 1 <= occ.back <= deepest:
+            raise GameRuleError(f"recall goes back 1 to {deepest} rounds, not {occ.back}")
+        actions = []
+        if ctx.recall is None:
+            actions.append(
+                _record(
+                    RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_entered"
+                )
+            )
+        ctx = replace(ctx, recall=occ.back)
+        return ctx, [*actions, _show(Screen.RECALL, round=ctx.round_number, back=occ.back)]
 
     def shaker_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """N.J.A.C. 13:69E-1.16A: the shaker's end-of-day inspection, by the supervisor."""
@@ -1123,7 +1289,12 @@ class _Rules:
         if occ.config is not None:
             actions.append(_record(RecordKind.CONFIG_LOADED, **occ.config))
         ctx = replace(
-            ctx, is_running=True, is_lid_closed=False, deadline=None, read_progress=ReadProgress()
+            ctx,
+            is_running=True,
+            is_lid_closed=False,
+            deadline=None,
+            read_progress=ReadProgress(),
+            recall=None,
         )
         if not ctx.is_round_open:
             actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
@@ -1290,6 +1461,8 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.MODE_SWITCH: _Rules.mode_switch,
     E.SERVICE_MODE: _Rules.service_mode,
     E.LAMP_TEST: _Rules.lamp_test,
+    E.DICE_KEPT: _Rules.dice_kept,
+    E.RECALL: _Rules.recall,
 }
 
 
@@ -1298,6 +1471,8 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
     allowed = TRANSITIONS.get((ctx.state, occ.event))
     if allowed is None:
         raise IllegalTransition(ctx.state, occ.event)
+    if ctx.recall is not None and occ.event in _WAIT_IN_RECALL:
+        return _refuse(ctx, "leave recall first: nothing changes in the round meanwhile")
     new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), ctx, occ)
     if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
         raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
@@ -1305,6 +1480,30 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
         actions = [a for a in (_in_service(a) for a in actions) if a.kind not in _NOT_IN_SERVICE]
     return new_ctx, actions
 
+
+# AGCO 13.1.1: what the dealer, the supervisor and the players do waits while the display
+# recalls a past round (faults still latch, and end the recall).
+_WAIT_IN_RECALL = frozenset(
+    {
+        E.NO_MORE_BETS,
+        E.SHUFFLED,
+        E.SHAKE_PRESSED,
+        E.DICE_SET,
+        E.CLOSE_ROUND,
+        E.VOID_ROUND,
+        E.CLEAR_FAULT,
+        E.BANK_SEAT_KEY,
+        E.STYLE_KEY,
+        E.SHIFT_CHANGE,
+        E.DICE_REPLACED,
+        E.SHAKER_INSPECTED,
+        E.VOID_RESULT,
+        E.MODE_SWITCH,
+        E.SERVICE_MODE,
+        E.LAMP_TEST,
+        E.DICE_KEPT,
+    }
+)
 
 # 9 NYCRR 5319.58: in service mode the records of the game are test records, and the RNG is
 # not touched (no session prepared, revealed or drawn from).
