@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.core.dice import Roll
 from controller.core.records import RecordKind, StoredRecord
@@ -80,9 +80,12 @@ class Panel(Protocol):
     """The dealer's keys, the supervisor key switch, the shake-button lamp and the status lamp.
     Key presses arrive as events; the lamps follow what the core shows."""
 
-    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
         """The lamps for ``screen``; ``player_bank``: a player banks the next round (the
-        status lamp shows it while bets are open)."""
+        status lamp shows it while bets are open); ``dice_alarm``: the dice monitor's alarm
+        stands (the status lamp flashes the supervisor's colour, issue 15)."""
         ...
 
     def lamp_test(self) -> None:
@@ -134,6 +137,8 @@ class AuditLog(Protocol):
     def latest_context(self) -> tuple[int, bytes] | None: ...
 
     def reanchor(self) -> int: ...
+
+    def recall(self, last: int) -> list[dict[str, Any]]: ...
 
     def close(self) -> None: ...
 

@@ -60,7 +60,9 @@ STATUS_COLOURS: Mapping[Screen, Colour] = {
     Screen.NO_ROLL: YELLOW,  # reshake
     Screen.FAULT: RED,
     Screen.LOCKED: MAGENTA,  # reshake limit: the supervisor key clears it
+    Screen.RECALL: MAGENTA,  # game recall: the supervisor holds the table
 }
+FLASH_S = 0.5  # a dice alarm: the status lamp's colour and magenta, half a second each
 
 # The screens on which the player may press the shake button: its lamp is lit.
 SHAKE_INVITED: frozenset[Screen] = frozenset({Screen.BETS_CLOSED, Screen.NO_ROLL})
@@ -174,10 +176,14 @@ class GpioPanel:
         """The last screen shown (``REFUSED`` notices excluded)."""
         return self._screen
 
-    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
         """The lamps follow the core's screen; while bets are open the status lamp is cyan
-        instead of green when a player banks the next round (621a.11, 645a.12). While the latch
-        is tripped they stay safe."""
+        instead of green when a player banks the next round (621a.11, 645a.12). While a dice
+        alarm stands (issue 15) the status lamp flashes magenta, the supervisor's colour, over
+        the screen's colour: a sign for the pit, no words for the players. While the latch is
+        tripped they stay safe."""
         epoch = self._safe_epoch  # first: a drive_safe from here on leaves the lamps safe
         with self._lock:
             if self._closed:
@@ -191,6 +197,8 @@ class GpioPanel:
                 if screen is Screen.READY and player_bank:
                     colour = CYAN
                 self._write(invited, colour)
+                if dice_alarm and colour != MAGENTA:
+                    self._flash(colour)
                 if epoch == self._safe_epoch and not self._is_latched():
                     return
             # Latched, or driven safe while this call ran (a signal handler on this thread).
@@ -257,6 +265,14 @@ class GpioPanel:
         finally:
             with contextlib.suppress(GPIODeviceClosed):
                 self._status_lamp.value = colour
+
+    def _flash(self, colour: Colour) -> None:
+        """The status lamp alternates ``colour`` with magenta (gpiozero's blink thread; a later
+        write of the lamp, ``drive_safe``'s too, stops it)."""
+        with contextlib.suppress(GPIODeviceClosed):
+            self._status_lamp.blink(
+                on_time=FLASH_S, off_time=FLASH_S, on_color=colour, off_color=MAGENTA
+            )
 
     def _on_key(self, event: Event | None) -> Callable[[bool], None]:
         def changed(is_pressed: bool) -> None:

@@ -43,7 +43,9 @@ class ScreenLog:
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         self.shown.append((screen, dict(data), seq))
 
-    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
         self.lamps.append(screen)
 
     def drive_safe(self) -> None:

@@ -309,7 +309,9 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
         def __init__(self) -> None:
             self.shown: list[Screen] = []
 
-        def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+        def show_status(
+            self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+        ) -> None:
             self.shown.append(screen)
 
         def drive_safe(self) -> None:

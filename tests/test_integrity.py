@@ -68,7 +68,9 @@ class Hardware(StillTable):
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         self.shown.append((screen, dict(data), seq))
 
-    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
         self.lamps.append(screen)
 
     def trip(self, reason: str) -> bool:

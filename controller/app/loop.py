@@ -33,6 +33,7 @@ from controller.core.dice import Roll
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
 from controller.core.state import (
+    RECALL_DEPTH,
     Action,
     ActionKind,
     Event,
@@ -91,6 +92,8 @@ OPERATOR_EVENTS = frozenset(
         Event.MODE_SWITCH,
         Event.SERVICE_MODE,
         Event.LAMP_TEST,
+        Event.DICE_KEPT,
+        Event.RECALL,
     }
 )
 _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
@@ -428,9 +431,16 @@ class ControlLoop:
         assert isinstance(data, dict)
         if screen is Screen.REFUSED:
             self._note_refusal(str(data.get("reason", "")))
+        if screen is Screen.RECALL:
+            # AGCO 13.1.1: the rounds come from the log itself, as recall reads them
+            data = {**data, "rounds": self.ports.log.recall(RECALL_DEPTH)}
         self.ports.display.show(screen, data, seq=self.last_seq)
         bank = data.get("bank")
-        self.ports.panel.show_status(screen, player_bank=bank is not None and bank != "dealer")
+        self.ports.panel.show_status(
+            screen,
+            player_bank=bank is not None and bank != "dealer",
+            dice_alarm=self.machine.context.dice_alarm is not None,
+        )
 
     def _draw(self, round_number: int, attempt: int) -> None:
         if self.ports.rng is None:

@@ -19,8 +19,11 @@ form of the audit records (``controller/core/canonical.py``: keys sorted, no spa
     {"action":"mode_switch","mode":"rng"}            shaker, rng or manual
     {"action":"service_mode"}                        into service mode, or out of it
     {"action":"lamp_test"}                           in service mode: every lamp lit
+    {"action":"dice_kept","note":"weighed, calipered"}  after a dice alarm; note optional
+    {"action":"recall","back":"3"}                   the display recalls a round (1: newest)
+    {"action":"recall_leave"}                        the display returns to the table
 
-``action`` is one of the six above and no other key is taken than those shown; a note is at
+``action`` is one of the nine above and no other key is taken than those shown; a note is at
 most ``MAX_NOTE_CHARS`` (120) printable ASCII characters; a reason is one of
 :class:`~controller.core.state.VoidReason`, a mode one of :class:`~controller.core.state.Mode`.
 The reply is one line of JSON (ASCII), then the connection closes::
@@ -67,7 +70,14 @@ from typing import TYPE_CHECKING, Protocol
 from controller.audit.log import AuditLog
 from controller.core import canonical
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
-from controller.core.state import Event, Mode, Occurrence, VoidReason, check_dice_set_id
+from controller.core.state import (
+    RECALL_DEPTH,
+    Event,
+    Mode,
+    Occurrence,
+    VoidReason,
+    check_dice_set_id,
+)
 from controller.display.log_reader import SqliteLogReader
 from controller.errors import ControllerError, GameRuleError
 
@@ -100,8 +110,12 @@ ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
     "mode_switch": (Event.MODE_SWITCH, frozenset({"mode"}), frozenset({"mode"})),
     "service_mode": (Event.SERVICE_MODE, frozenset(), frozenset()),
     "lamp_test": (Event.LAMP_TEST, frozenset(), frozenset()),
+    "dice_kept": (Event.DICE_KEPT, frozenset({"note"}), frozenset()),
+    "recall": (Event.RECALL, frozenset({"back"}), frozenset({"back"})),
+    "recall_leave": (Event.RECALL, frozenset(), frozenset()),
 }
-RECORDS_NOTHING = frozenset({"lamp_test"})  # done without a record: the lamps are lit
+# done without a record: the lamps are lit; the display steps to another recalled round
+RECORDS_NOTHING = frozenset({"lamp_test", "recall"})
 
 
 class ServiceTerminalError(ControllerError, OSError):
@@ -167,6 +181,7 @@ class Request:
     reason: VoidReason | None = None  # void_result
     mode: Mode | None = None  # mode_switch: the mode to switch to
     result: tuple[int, int] | None = None  # void_result: the (round, attempt) shown, voided
+    back: int | None = None  # recall: the round recalled, 1 the newest
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -190,6 +205,10 @@ class Request:
             raise RequestError("the result (round.attempt) goes with void_result, and only with it")
         if self.result is not None and not all(1 <= n <= MAX_SEQ for n in self.result):
             raise RequestError("a result is named by its round and attempt, each 1 or more")
+        if (self.back is None) == (self.action == "recall"):
+            raise RequestError("back goes with recall, and only with it")
+        if self.back is not None and not 1 <= self.back <= RECALL_DEPTH:
+            raise RequestError(f"recall goes back 1 to {RECALL_DEPTH} rounds")
 
     def encode(self) -> bytes:
         """The request line, as ``parse_request`` takes it."""
@@ -204,6 +223,8 @@ class Request:
             fields["mode"] = str(self.mode)
         if self.result is not None:
             fields["result"] = f"{self.result[0]}.{self.result[1]}"
+        if self.back is not None:
+            fields["back"] = str(self.back)
         line = canonical.encode(fields) + b"\n"
         if len(line) > MAX_REQUEST_BYTES:  # pragma: no cover - the fields' bounds keep it short
             raise RequestError(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
@@ -220,6 +241,7 @@ class Request:
             reason=self.reason,
             mode=self.mode,
             voids=self.result,
+            back=self.back,
         )
 
     def summary(self) -> str:
@@ -232,6 +254,8 @@ class Request:
             parts.append(f"mode={self.mode}")
         if self.result is not None:
             parts.append(f"result={self.result[0]}.{self.result[1]}")
+        if self.back is not None:
+            parts.append(f"back={self.back}")
         if self.note:
             parts.append(f"note={self.note!r}")
         return " ".join(parts)
@@ -275,6 +299,12 @@ def parse_request(data: bytes) -> Request:
     if mode is not None and mode not in {str(m) for m in Mode}:
         raise RequestError(f"mode {_shown(mode)} is not one of {', '.join(str(m) for m in Mode)}")
     result = fields.get("result")
+    back = fields.get("back")
+    if back is not None:
+        try:
+            back = parse_bounded_int(back, low=1, high=RECALL_DEPTH, what="back")
+        except NumberError as exc:
+            raise RequestError(f"back {_shown(fields['back'])}: {exc}") from None
     return Request(
         action,
         dice_set=fields.get("id"),
@@ -282,6 +312,7 @@ def parse_request(data: bytes) -> Request:
         reason=None if reason is None else VoidReason(reason),
         mode=None if mode is None else Mode(mode),
         result=None if result is None else parse_result(result),
+        back=back,
     )
 
 

@@ -26,7 +26,7 @@ import queue
 import random
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -37,9 +37,11 @@ from controller.app.appliance import Appliance, Options
 from controller.app.service import ACTIONS, SOCKET_NAME, Request, ServiceTerminalError, send_request
 from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle
+from controller.core.dice import DieColour
+from controller.core.dice_monitor import loaded_face_probabilities
 from controller.core.digits import quoted
 from controller.core.position import Game
-from controller.core.state import Event, Mode, Screen, VoidReason
+from controller.core.state import Event, Fault, Mode, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
 from controller.ports import wall_ms
@@ -72,7 +74,12 @@ VOID_EVERY = 10  # the first result of every tenth round is voided (not with pla
 MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
 SERVICE_AT = 25  # a test round in service mode before round 25 (not with plain rounds)
 DAY_MS = 86_400_000
-TERMINAL_ACTIONS = {event: action for action, (event, _, _) in ACTIONS.items()}  # the requests
+# the requests the crew's supervisor types (recall is the pit's, not the crew's)
+TERMINAL_ACTIONS = {
+    event: action
+    for action, (event, _, _) in ACTIONS.items()
+    if action not in ("recall", "recall_leave")
+}
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
 
@@ -95,6 +102,28 @@ def parse_faults(spec: str) -> dict[str, float]:
             raise UsageError(f"--faults: probability of {name} must be 0..1")
         faults[name] = probability
     return faults
+
+
+def parse_dice_bias(specs: Sequence[str]) -> dict[DieColour, tuple[float, ...]]:
+    """``colour:face:probability`` (``red:6:0.25``; colour red or blue, the two blue dice loaded
+    alike), once per colour: the simulated dice are loaded so (issue 15), the extra chance of
+    the face taken from its opposite first (``loaded_face_probabilities``)."""
+    bias: dict[DieColour, tuple[float, ...]] = {}
+    for spec in specs:
+        colour, face, probability = [*spec.split(":"), "", ""][:3]
+        if spec.count(":") != 2 or colour not in ("red", "blue"):
+            raise UsageError(
+                f"--dice-bias: {quoted(spec)} is not colour:face:probability, e.g. red:6:0.25"
+            )
+        if not (len(face) == 1 and "1" <= face <= "6"):
+            raise UsageError(f"--dice-bias: face {quoted(face)} is not 1..6")
+        if not _DECIMAL.fullmatch(probability) or not 0 <= float(probability) <= 1:
+            raise UsageError(f"--dice-bias: probability {quoted(probability)} is not 0..1")
+        die = DieColour(colour)
+        if die in bias:
+            raise UsageError(f"--dice-bias: the {colour} dice are loaded once")
+        bias[die] = loaded_face_probabilities(int(face), float(probability))
+    return bias
 
 
 def simulation_config(config: Config, *, fast: bool) -> Config:
@@ -274,6 +303,10 @@ class Crew:
                 self.clock.round_closed()
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._pause()
+            faults = data.get("faults")
+            if isinstance(faults, list) and str(Fault.DICE_ALARM) in faults:
+                # the table locked on a dice alarm: the supervisor takes the dice out
+                self._as_supervisor(Event.DICE_REPLACED)
             self._clear(data)
 
     def _enter_service(self, data: Mapping[str, object]) -> bool:
@@ -490,13 +523,15 @@ def run_simulation(
     web_display: bool = False,
     plain_rounds: bool = False,
     table_minutes_per_round: float | None = None,
+    dice_bias: Mapping[DieColour, Sequence[float]] | None = None,
 ) -> int:
-    """``plain_rounds``: the dealer banks every round with the standard delivery (no bank or
+    """``dice_bias``: the simulated dice loaded (``parse_dice_bias``). ``plain_rounds``: the
+    dealer banks every round with the standard delivery (no bank or
     style key is pressed) and the supervisor does nothing, the round the writes and latency
     benchmarks count. ``table_minutes_per_round``: see :class:`SimulatedWallClock`."""
     config = simulation_config(config, fast=fast)
     factory = MockFactory(pin_class=SimPin)
-    sensor = SimulatedSensor(seed=seed).start()
+    sensor = SimulatedSensor(seed=seed, dice_bias=dice_bias).start()
 
     def dice_land() -> None:
         sensor.roll()  # the dice come to rest in new places with new faces

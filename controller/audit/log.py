@@ -338,6 +338,13 @@ class AuditLog:
             self._connection = None
             raise
 
+    def recall(self, last: int) -> list[dict[str, Any]]:
+        """The last ``last`` live rounds as game recall reads them (AGCO 13.1.1), through a
+        read-only connection of its own: the display's RECALL screen."""
+        from controller.audit.recall import recall  # noqa: PLC0415 - recall imports this module
+
+        return recall(self.path.parent, last=last)
+
     @classmethod
     def open(cls, state_dir: Path | str, *, origin: str | None = None, **options: Any) -> AuditLog:
         """The log in ``state_dir``. On an empty directory (the first start) the key and the

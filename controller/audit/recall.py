@@ -24,7 +24,9 @@ DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before i
 
 def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any]]:
     """The last ``last`` rounds, oldest first, each with its records (readings included) and
-    its outcome: the result, void, or still in play."""
+    its outcome: the result, void, or still in play. The test rounds of service mode are not
+    games: their records (``service_test``, and those marked ``service``) are left out, since a
+    test round's number is the number the live round after it takes again."""
     db = open_for_reading(state_dir)
     try:
         starts = db.execute(
@@ -37,7 +39,9 @@ def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any
             entry = row.entry()
             data = entry["data"]
             number = data.get("round")
-            if not isinstance(number, int):
+            if not isinstance(number, int) or row.kind == RecordKind.SERVICE_TEST:
+                continue
+            if data.get("service") is True:
                 continue
             game = rounds.setdefault(
                 number, {"round": number, "outcome": "in play", "result": None, "records": []}

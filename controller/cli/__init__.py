@@ -105,6 +105,13 @@ COMMANDS: list[Command] = [
     ),
     Command("verify-log", "verify the audit log", _AUDIT, "verify_arguments", "verify"),
     Command("recall", "the last rounds", _AUDIT, "recall_arguments", "recall_command"),
+    Command(
+        "dice-stats",
+        "the dice's counts and the dice monitor, from the log",
+        _AUDIT,
+        "dice_stats_arguments",
+        "dice_stats_command",
+    ),
     Command("export", "the audit log as JSON lines", _AUDIT, "export_arguments", "export"),
     Command("export-key", "the log's verifier key", _AUDIT, "key_arguments", "export_key"),
     Command(

@@ -99,16 +99,25 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         help="a simulated wall clock that moves M minutes (1 to 1440) with each round closed:"
         " the dice's 24 hours on the table pass within the run (default: the real clock)",
     )
+    p.add_argument(
+        "--dice-bias",
+        action="append",
+        default=[],
+        metavar="COLOUR:FACE:P",
+        help="load the simulated dice, e.g. red:6:0.25 (colour red or blue; the face's opposite"
+        " gives up the chance first); once per colour",
+    )
     p.add_argument("--debug", action="store_true", help="log at debug level")
 
 
 def simulate_command(args: argparse.Namespace) -> int:
     from controller.app.logs import configure_logging
-    from controller.app.simulate import parse_faults, run_simulation
+    from controller.app.simulate import parse_dice_bias, parse_faults, run_simulation
 
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
     faults = parse_faults(args.faults)
+    dice_bias = parse_dice_bias(args.dice_bias)
     minutes = args.table_minutes_per_round
     per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
     state_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
@@ -132,6 +141,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             web_display=args.web_display,
             plain_rounds=args.plain_rounds,
             table_minutes_per_round=per_round,
+            dice_bias=dice_bias,
         )
     except ControllerError:
         raise  # ours say what failed: one line on stderr, exit 1

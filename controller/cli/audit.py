@@ -199,3 +199,44 @@ def export_key(args: argparse.Namespace) -> int:
     verifier = log_verifier(_state_dir(args), None)
     sys.stdout.write(f"{verifier}\n")
     return 0
+
+
+# --- dice-stats ------------------------------------------------------------------------------
+
+_DICE_STATS_EXAMPLES = """\
+examples:
+  paigow-controller dice-stats --state-dir /var/lib/paigow-controller
+  paigow-controller dice-stats --state-dir copy-of-state --window all --json"""
+
+
+def dice_stats_arguments(p: argparse.ArgumentParser) -> None:
+    from controller.core.dice_monitor import Window
+
+    p.description = (
+        "The dice's face counts, their chi-square p-values and the dice monitor's figures,"
+        " counted again from the log's records (a copy of the state directory will do). JSON"
+        " with --json or when stdout is not a terminal; a table on a terminal."
+    )
+    p.epilog = _DICE_STATS_EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    _state_dir_argument(p)
+    p.add_argument(
+        "--window",
+        default="set",
+        choices=[str(w) for w in Window if w is not Window.TEST],
+        help="set: since the dice were put in (default); shift: since the shift change;"
+        " all: since the log began",
+    )
+    p.add_argument("--json", action="store_true", help="JSON even on a terminal")
+
+
+def dice_stats_command(args: argparse.Namespace) -> int:
+    from controller.audit.dice_stats import dice_stats, table_text
+    from controller.core.dice_monitor import Window
+
+    stats = dice_stats(_state_dir(args), Window(args.window))
+    if args.json or not sys.stdout.isatty():
+        _print(stats)
+    else:
+        sys.stdout.write(table_text(stats))
+    return 0

@@ -32,9 +32,15 @@ _ACTIONS = {  # command-line name -> the protocol's action
     "mode-switch": "mode_switch",
     "service-mode": "service_mode",
     "lamp-test": "lamp_test",
+    "dice-kept": "dice_kept",
+    "recall": "recall",
+    "recall-leave": "recall_leave",
 }
-_WITH_NOTE = ("shaker_inspected", "void_result")
-_DONE = {"lamp_test": "every lamp is lit until the next screen"}
+_WITH_NOTE = ("shaker_inspected", "void_result", "dice_kept")
+_DONE = {
+    "lamp_test": "every lamp is lit until the next screen",
+    "recall": "the display shows the round recalled",
+}
 _DESCRIPTION = """\
 A supervisor's action, recorded by the running controller. The physical supervisor key must be
 on: the controller reads it when the command arrives, and the table refuses the action without
@@ -48,6 +54,9 @@ examples:
   paigow-controller supervise mode-switch --to rng
   paigow-controller supervise service-mode      # in; the same command again: out
   paigow-controller supervise lamp-test
+  paigow-controller supervise dice-kept --note "weighed and calipered: within tolerance"
+  paigow-controller supervise recall --back 3     # the display shows the third newest round
+  paigow-controller supervise recall-leave
   paigow-controller supervise dice-replaced --state-dir demo-state --json"""
 
 
@@ -67,7 +76,10 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         "mode-switch: another mode this table allows, between rounds, or to the RNG out of a "
         "fault of the dice (current 621a.6(a)); "
         "service-mode: into service mode with bets open, or out of it (9 NYCRR 5319.58); "
-        "lamp-test: in service mode, every lamp lit",
+        "lamp-test: in service mode, every lamp lit; "
+        "dice-kept: after a dice alarm, the dice inspected and kept (the monitor starts again); "
+        "recall: the display recalls one of the last rounds (AGCO 13.1.1); "
+        "recall-leave: the display returns to the table",
     )
     p.add_argument(
         "--id",
@@ -91,7 +103,13 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         help="mode-switch (required): the mode to switch to (one of the table's [table] modes)",
     )
     p.add_argument(
-        "--note", help="shaker-inspected, void-result: up to 120 printable ASCII characters"
+        "--note",
+        help="shaker-inspected, void-result, dice-kept: up to 120 printable ASCII characters",
+    )
+    p.add_argument(
+        "--back",
+        metavar="N",
+        help="recall: the round to show, 1 the newest (the round in play) to 11 (default 1)",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(
@@ -116,13 +134,22 @@ def supervise(args: argparse.Namespace) -> int:
         parse_result,
         send_request,
     )
-    from controller.core.state import Mode, VoidReason
+    from controller.core.digits import NumberError, parse_bounded_int
+    from controller.core.state import RECALL_DEPTH, Mode, VoidReason
 
     action = _ACTIONS[args.action]
     if args.id is not None and action != "dice_replaced":
         raise UsageError(f"--id goes with dice-replaced, not {args.action}")
     if args.note is not None and action not in _WITH_NOTE:
-        raise UsageError("--note goes with shaker-inspected or void-result")
+        raise UsageError("--note goes with shaker-inspected, void-result or dice-kept")
+    if args.back is not None and action != "recall":
+        raise UsageError(f"--back goes with recall, not {args.action}")
+    back = None
+    if action == "recall":
+        try:
+            back = parse_bounded_int(args.back or "1", low=1, high=RECALL_DEPTH, what="--back")
+        except NumberError as exc:
+            raise UsageError(str(exc)) from None
     if (args.reason is None) == (action == "void_result"):
         raise UsageError("--reason goes with void-result, and void-result needs one")
     if (args.to is None) == (action == "mode_switch"):
@@ -137,6 +164,7 @@ def supervise(args: argparse.Namespace) -> int:
             reason=None if args.reason is None else VoidReason(args.reason),
             mode=None if args.to is None else Mode(args.to),
             result=None if args.result is None else parse_result(args.result),
+            back=back,
         )
     except RequestError as exc:
         raise UsageError(str(exc)) from None

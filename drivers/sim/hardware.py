@@ -386,7 +386,9 @@ class StillTable:
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
         return None
 
-    def show_status(self, screen: Screen, *, player_bank: bool = False) -> None:
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
         return None
 
     def lamp_test(self) -> None:

@@ -26,6 +26,7 @@ import threading
 import time
 import tty
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -165,8 +166,11 @@ class SimulatedSensor:
         late_by_s: float = 1.0,
         reconnect_after_s: float = 0.3,
         link_dir: Path | None = None,
+        dice_bias: Mapping[DieColour, Sequence[float]] | None = None,
     ) -> None:
         self._random = random.Random(seed)  # noqa: S311 - simulated dice, reproducible by seed
+        # Loaded dice (``simulate --dice-bias``): each colour's chances of faces 1..6
+        self._bias = dict(dice_bias or {})
         self._seed = seed
         self.transport = transport
         self.model = model
@@ -240,6 +244,12 @@ class SimulatedSensor:
 
     # --- the dice --------------------------------------------------------------------------
 
+    def _face(self, colour: DieColour) -> int:
+        chances = self._bias.get(colour)
+        if chances is None:
+            return self._random.randint(1, 6)
+        return self._random.choices(range(1, 7), weights=chances)[0]
+
     def roll(self) -> tuple[VirtualDie, ...]:
         """Roll the three dice: new faces and new places in the tray."""
         colours = (DieColour.RED, DieColour.BLUE, DieColour.BLUE)
@@ -252,7 +262,7 @@ class SimulatedSensor:
             if all(abs(place[0] - x) > DIE_MM or abs(place[1] - y) > DIE_MM for x, y in places):
                 places.append(place)
         dice = tuple(
-            VirtualDie(colour, self._random.randint(1, 6), place, self._random.randint(90, 100))
+            VirtualDie(colour, self._face(colour), place, self._random.randint(90, 100))
             for colour, place in zip(colours, places, strict=True)
         )
         with self._lock:

@@ -1,0 +1,209 @@
+"""The dice statistics an auditor reads from the log alone (``paigow-controller dice-stats``).
+
+The counts are made again from the records, not taken from the controller's stored context,
+with the monitor's own pure pieces (``controller.core.dice_monitor``): a ``result`` of a round
+whose bets closed in a dice mode (the ``no_more_bets`` record says the mode) counts its three
+dice; ``dice_replaced`` starts the set and the test again, the supervisor's ``dice_kept`` the
+test, ``shift_change`` the shift. A voided result stays counted, as the core counts it: the
+dice were rolled and read. Each ``dice_alarm`` record is checked against the counts made here:
+the alarm's figures must be what the test gives on them. Where the log holds its latest context
+at its last record, the counts made here must equal the context's (``context_agrees``).
+
+Works on a copy (read-only connection, read-only media), while the controller appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.audit.log import open_for_reading, read_records
+from controller.core.dice import Roll
+from controller.core.dice_monitor import (
+    TOTALS,
+    DiceCounts,
+    DiceTest,
+    DiceWindows,
+    Window,
+    alarm,
+    evaluate,
+    p_values,
+)
+from controller.core.records import RecordKind
+from controller.core.snapshot import SnapshotError, decode_context
+from controller.errors import GameRuleError, LogIntegrityError
+
+_DICE_MODES = frozenset({"shaker", "manual"})
+
+
+def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
+    """The counts over ``window``, each colour's chi-square p-value, the monitor's figures on
+    its test window, whether an alarm stands at the end of the log, and the alarms recorded
+    in ``window``."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
+        windows = DiceWindows()
+        modes: dict[int, str] = {}
+        standing: dict[str, Any] | None = None
+        alarms: list[dict[str, Any]] = []
+        last = 0
+        for row in read_records(db):
+            last = row.seq
+            try:
+                windows, standing, alarms = _take(
+                    row.kind,
+                    row.entry()["data"],
+                    row.seq,
+                    window=window,
+                    fold=(windows, standing, alarms),
+                    modes=modes,
+                )
+            except (KeyError, TypeError, ValueError, GameRuleError) as exc:
+                raise LogIntegrityError(
+                    row.seq, f"a {row.kind} record the monitor cannot read: {exc}"
+                ) from None
+        agrees = _context_agrees(db, last, windows)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    counts = windows.window(window)
+    p = p_values(counts)
+    return {
+        "window": str(window),
+        "rolls": counts.rolls,
+        "alarm": standing is not None,
+        "dice": {
+            "red": {"counts": _faces(counts.red), "p_value": p[DiceTest.RED]},
+            "blue": {"counts": _faces(counts.blue), "p_value": p[DiceTest.BLUE]},
+        },
+        "total": {
+            "counts": {str(t): n for t, n in zip(TOTALS, counts.total, strict=True)},
+            "p_value": p[DiceTest.TOTAL],
+        },
+        "monitor": {
+            "rolls": windows.test.rolls,
+            "tests": [f.as_record() for f in evaluate(windows.test)],
+            "standing": standing,
+        },
+        "alarms": alarms,
+        "records": last,
+        "context_agrees": agrees,
+    }
+
+
+_Fold = tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]]
+
+
+def _take(
+    kind: str,
+    data: Mapping[str, Any],
+    seq: int,
+    *,
+    window: Window,
+    fold: _Fold,
+    modes: dict[int, str],
+) -> _Fold:
+    """One record's part in the counts (and in the alarms)."""
+    windows, standing, alarms = fold
+    if kind == RecordKind.NO_MORE_BETS:
+        modes[_whole(data["round"])] = str(data["mode"])
+    elif kind == RecordKind.RESULT:
+        dice = data.get("dice")
+        if modes.get(_whole(data["round"])) in _DICE_MODES and isinstance(dice, dict):
+            blue = dice["blue"]
+            if not isinstance(blue, list) or len(blue) != 2:
+                raise ValueError("two blue dice")
+            windows = windows.after(Roll(_whole(dice["red"]), (_whole(blue[0]), _whole(blue[1]))))
+    elif kind == RecordKind.DICE_ALARM:
+        standing = _checked_alarm(seq, data, windows.test)
+        alarms = [*alarms, standing]
+    elif kind == RecordKind.DICE_REPLACED:
+        windows, standing = windows.replaced(), None
+        alarms = [] if window is Window.SET else alarms
+    elif kind == RecordKind.SUPERVISOR_ACTION and data.get("action") == "dice_kept":
+        windows, standing = windows.kept(), None
+    elif kind == RecordKind.SHIFT_CHANGE:
+        windows = windows.new_shift()
+        alarms = [] if window is Window.SHIFT else alarms
+    return windows, standing, alarms
+
+
+def _whole(value: object) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{value!r} is not a whole number")
+    return value
+
+
+def _faces(counts: tuple[int, ...]) -> dict[str, int]:
+    return {str(face): n for face, n in enumerate(counts, start=1)}
+
+
+def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -> dict[str, Any]:
+    """The alarm as recorded, which must be what the monitor's test gives on the counts made
+    from the records before it."""
+    figure = alarm(test_counts)
+    expected = None if figure is None else figure.as_record()
+    recorded = {k: data.get(k) for k in ("test", "log_e", "threshold", "face")}
+    if expected != recorded or data.get("counts") != test_counts.as_record():
+        raise LogIntegrityError(
+            seq,
+            "the dice alarm is not what the monitor's test gives on the rolls recorded before it",
+        )
+    return {"seq": seq, "round": data.get("round"), **recorded, "rolls": data.get("rolls")}
+
+
+def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:
+    row = db.execute("SELECT context_seq, context FROM head WHERE id = 1").fetchone()
+    if row is None or row[0] != last or row[1] is None:
+        return None
+    try:
+        return bool(decode_context(bytes(row[1])).dice_counts == windows)
+    except SnapshotError:
+        return False
+
+
+def table_text(stats: Mapping[str, Any]) -> str:
+    """The figures as a reader at a terminal wants them."""
+    lines = [
+        f"dice statistics over the {stats['window']} window: {stats['rolls']} rolls"
+        f" ({stats['records']} records read)",
+        "",
+        "face      " + "".join(f"{face:>8}" for face in range(1, 7)) + "   p-value",
+    ]
+    for colour in ("red", "blue"):
+        shown = stats["dice"][colour]
+        counts = "".join(f"{shown['counts'][str(face)]:>8}" for face in range(1, 7))
+        lines.append(f"{colour:<10}{counts}   {_p(shown['p_value'])}")
+    totals = stats["total"]
+    lines += [
+        "",
+        "total     " + "".join(f"{t:>5}" for t in TOTALS),
+        "count     " + "".join(f"{totals['counts'][str(t)]:>5}" for t in TOTALS),
+        f"p-value {_p(totals['p_value'])}",
+        "",
+        f"monitor (rolls since the dice were put in or kept: {stats['monitor']['rolls']})",
+    ]
+    for figure in stats["monitor"]["tests"]:
+        face = "" if figure["face"] is None else f", face {figure['face']}"
+        lines.append(
+            f"  {figure['test']:<6} evidence ln E = {figure['log_e']:>8}"
+            f"  alarm at {figure['threshold']}{face}"
+        )
+    standing = stats["monitor"]["standing"]
+    if standing is None:
+        lines.append("no dice alarm stands")
+    else:
+        lines.append(
+            f"DICE ALARM stands: {standing['test']} (face {standing['face']}), round"
+            f" {standing['round']}, record {standing['seq']}: replace the dice, or inspect and"
+            " keep them"
+        )
+    if stats["context_agrees"] is False:
+        lines.append("WARNING: the controller's stored counts differ from the records")
+    return "\n".join(lines) + "\n"
+
+
+def _p(value: float | None) -> str:
+    return "   -" if value is None else f"{value:.4f}"
