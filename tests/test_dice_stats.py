@@ -1,0 +1,160 @@
+"""Issue 15 end to end: ``simulate --dice-bias`` loads the simulated dice, the running
+controller's monitor raises the alarm, and ``dice-stats`` counts the dice again from the log
+alone and reports it; fair dice raise none. Then what dice-stats does with a log that lies."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.audit.dice_stats import dice_stats, table_text
+from controller.core.dice_monitor import Window
+
+CLI = [sys.executable, "-m", "controller"]
+SEED = 1  # the simulation's dice and crew
+
+
+def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def stats_of(state: Path, *more: str) -> dict[str, Any]:
+    proc = run("dice-stats", "--state-dir", str(state), *more)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def loaded_run(tmp_path: Path) -> Path:
+    """The issue's run: 400 rounds, the red die showing 6 a quarter of the time."""
+    state = tmp_path / "loaded"
+    print(f"seed {SEED}")
+    proc = run(
+        "simulate", "--fast", "--rounds", "400", "--dice-bias", "red:6:0.25",
+        "--seed", str(SEED), "--state-dir", str(state),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return state
+
+
+@pytest.mark.slow
+def test_loaded_dice_raise_the_alarm_and_dice_stats_reports_it(tmp_path: Path) -> None:
+    """One run (it takes half a minute) for the checks below."""
+    loaded = loaded_run(tmp_path)
+    stats = stats_of(loaded)
+    assert stats["alarm"] is True
+    assert stats["rolls"] >= 400  # every result read, the voided ones too
+    (alarm,) = stats["alarms"]
+    assert (alarm["test"], alarm["face"]) == ("red", 6)
+    assert float(alarm["log_e"]) >= float(alarm["threshold"])
+    assert stats["dice"]["red"]["p_value"] < 1e-4
+    assert stats["context_agrees"] is True  # the controller counted what the records say
+    assert run("verify-log", "--state-dir", str(loaded)).returncode == 0
+    the_terminal_table_says_what_the_json_says(loaded)
+    a_result_changed_in_the_log_no_longer_gives_its_alarm(loaded, tmp_path)
+
+
+@pytest.mark.slow
+def test_fair_dice_raise_no_alarm(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    print(f"seed {SEED}")
+    proc = run(
+        "simulate", "--fast", "--rounds", "400", "--seed", str(SEED), "--state-dir", str(state)
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stats = stats_of(state, "--window", "all")
+    assert stats["alarm"] is False
+    assert stats["alarms"] == []
+    assert stats["rolls"] >= 400
+    assert all(float(f["log_e"]) < float(f["threshold"]) for f in stats["monitor"]["tests"])
+    assert stats["context_agrees"] is True
+
+
+def the_terminal_table_says_what_the_json_says(loaded: Path) -> None:
+    stats = dice_stats(loaded, Window.SET)
+    text = table_text(stats)
+    red = next(line for line in text.splitlines() if line.startswith("red "))
+    assert red.split()[1:7] == [str(stats["dice"]["red"]["counts"][str(f)]) for f in range(1, 7)]
+    assert "DICE ALARM stands: red (face 6)" in text
+
+
+def a_result_changed_in_the_log_no_longer_gives_its_alarm(loaded: Path, tmp_path: Path) -> None:
+    """An auditor's copy whose dice were edited before the alarm: the alarm recorded is not what
+    the monitor's test gives on the rolls before it, and dice-stats names the record."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    source = sqlite3.connect(loaded / "audit.db")
+    target = sqlite3.connect(copy / "audit.db")
+    source.backup(target)
+    source.close()
+    (seq,) = target.execute("SELECT min(seq) FROM records WHERE kind = 'dice_alarm'").fetchone()
+    rows = target.execute(
+        "SELECT seq, leaf FROM records WHERE kind = 'result' AND seq < ? ORDER BY seq DESC",
+        (seq,),
+    ).fetchall()
+    edited, leaf = next((s, bytes(b)) for s, b in rows if b'"red":6' in bytes(b))
+    target.execute(
+        "UPDATE records SET leaf = ? WHERE seq = ?", (leaf.replace(b'"red":6', b'"red":1'), edited)
+    )
+    target.commit()
+    target.close()
+    proc = run("dice-stats", "--state-dir", str(copy))
+    assert proc.returncode == 1
+    assert f"record {seq}: the dice alarm is not what the monitor's test gives" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--window", "test"], "invalid choice"),
+        (["--window", "set", "--nope"], "unrecognized"),
+    ],
+)
+def test_dice_stats_refuses_a_bad_argument_in_one_line(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    proc = run("dice-stats", "--state-dir", str(tmp_path), *args)
+    assert proc.returncode == 2
+    assert says in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # argparse's usage line and the error
+
+
+def test_dice_stats_without_a_log_says_so(tmp_path: Path) -> None:
+    proc = run("dice-stats", "--state-dir", str(tmp_path))
+    assert proc.returncode == 1
+    assert "no log at" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("red:7:0.25", "face '7' is not 1..6"),
+        ("green:6:0.25", "is not colour:face:probability"),
+        ("red:6:1.5", "is not 0..1"),
+        ("red:6:\u0660.\u0665", "is not 0..1"),  # Arabic-Indic digits are not ASCII digits
+        ("red:6", "is not colour:face:probability"),
+        ("red:6:0.25:1", "is not colour:face:probability"),
+    ],
+)
+def test_simulate_refuses_a_bad_dice_bias_in_one_line(tmp_path: Path, spec: str, says: str) -> None:
+    proc = run("simulate", "--rounds", "1", "--dice-bias", spec, "--state-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert says in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_simulate_loads_each_colour_once(tmp_path: Path) -> None:
+    proc = run(
+        "simulate", "--rounds", "1", "--dice-bias", "red:6:0.3", "--dice-bias", "red:1:0.3",
+        "--state-dir", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "the red dice are loaded once" in proc.stderr
