@@ -53,6 +53,7 @@ from controller.core.state import (
     RngMode,
     RoundMachine,
     RoundSettings,
+    Screen,
     State,
     VoidReason,
 )
@@ -417,6 +418,14 @@ BAD_LINES = {
     "a lamp test with data": b'{"action":"lamp_test","on":"all"}\n',
     "a mode as a number": b'{"action":"mode_switch","mode":1}\n',
     "the toggle's state": b'{"action":"service_mode","entered":"true"}\n',
+    "recall without a round": b'{"action":"recall"}\n',
+    "recall of round 0": b'{"action":"recall","back":"0"}\n',
+    "recall too far back": b'{"action":"recall","back":"12"}\n',
+    "recall in Arabic-Indic digits": b'{"action":"recall","back":"\\u0663"}\n',
+    "recall as a number": b'{"action":"recall","back":3}\n',
+    "recall with a sign": b'{"action":"recall","back":"+3"}\n',
+    "leaving recall to a round": b'{"action":"recall_leave","back":"1"}\n',
+    "dice kept with an id": b'{"action":"dice_kept","id":"B-1"}\n',
 }
 
 
@@ -452,6 +461,10 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         *(Request("mode_switch", mode=mode) for mode in Mode),
         Request("service_mode"),
         Request("lamp_test"),
+        Request("dice_kept", note=longest),
+        Request("recall", back=1),
+        Request("recall", back=11),
+        Request("recall_leave"),
     ):
         line = request_.encode()
         assert len(line) <= MAX_REQUEST_BYTES
@@ -466,6 +479,40 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         Request("service_mode", mode=Mode.RNG)
     with pytest.raises(RequestError):
         Request("lamp_test", note="all of them")
+    with pytest.raises(RequestError):
+        Request("recall")  # the round recalled goes with it
+    with pytest.raises(RequestError):
+        Request("recall_leave", back=1)
+
+
+def test_recall_from_the_terminal_shows_the_rounds_the_log_holds(table: Table) -> None:
+    """AGCO 13.1.1: the display recalls rounds read from the log; entering and leaving are
+    recorded, a step is not; the table takes no round while it recalls."""
+    for _ in range(3):
+        table.to_result()
+        table.step(Event.CLOSE_ROUND)
+    refused = request(table, "recall", back=1)  # the key is off
+    assert refused["ok"] is False
+    table.key.is_supervisor_key_on = True
+    entered = request(table, "recall", back=2)
+    assert entered["ok"] is True, entered
+    assert [r["kind"] for r in entered["records"]] == ["supervisor_action"]
+    screen, data, _ = table.screens.shown[-1]
+    assert screen is Screen.RECALL
+    assert data["back"] == 2
+    rounds = data["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2, 3, 4]  # round 4: bets open, nothing yet
+    assert [r["outcome"] for r in rounds] == ["closed", "closed", "closed", "in play"]
+    assert all(r["result"]["starting_position"] for r in rounds[:3])
+    stepped = request(table, "recall", back=3)
+    assert stepped == {"action": "recall", "ok": True, "records": []}
+    assert table.step(Event.NO_MORE_BETS).refused is not None  # nothing changes meanwhile
+    left = request(table, "recall_leave")
+    assert left["ok"] is True, left
+    assert table.screens.shown[-1][0] is Screen.READY
+    table.close()
+    actions = [d["action"] for k, d in table.records().values() if k == "supervisor_action"]
+    assert actions == ["recall_entered", "recall_left"]
 
 
 # --- clients that say nothing, or too much ---------------------------------------------------
@@ -647,6 +694,12 @@ def test_the_command_line_end_to_end(table: Table) -> None:
     reply = json.loads(as_json.stdout)
     assert reply["ok"] is True
     assert [r["kind"] for r in reply["records"]] == ["supervisor_action"]
+    recalled = cli("recall", "--back", "1", *where)
+    assert recalled.returncode == 0, recalled
+    assert recalled.stdout.startswith("recorded: supervisor_action #")
+    stepped = cli("recall", *where)  # back 1 again: a view, nothing recorded
+    assert stepped.stdout == "done: the display shows the round recalled\n"
+    assert cli("recall-leave", *where).returncode == 0
 
     kinds = table.kinds()
     for bad in (
@@ -659,6 +712,11 @@ def test_the_command_line_end_to_end(table: Table) -> None:
         ("shaker-inspected", "--id", "A1"),
         ("dice-replaced", "--reason", "misread"),
         ("dice-replaced", "--socket", "a\nb"),
+        ("recall", "--back", "0"),
+        ("recall", "--back", "12"),
+        ("recall", "--back", "\u0663"),
+        ("recall-leave", "--back", "2"),
+        ("dice-kept", "--back", "1"),
     ):
         assert_usage_error(cli(*bad, *where), bad)
     assert table.kinds() == kinds
