@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from test_display_server import wait_until
 
 from controller.core.config import PinsConfig, ShakerConfig
 from controller.core.state import Event, Fault, Occurrence, Screen
-from drivers.panel import STATUS_COLOURS, GpioPanel
+from drivers.panel import FLASH_S, STATUS_COLOURS, GpioPanel
 from drivers.safety import FaultLatch
 from drivers.sim.hardware import SimPanel
 from drivers.table_io import build_panel
@@ -174,6 +175,32 @@ def test_the_lamp_test_lights_every_lamp_until_the_next_screen_but_never_when_la
     assert desk.latch.trip("tamper")
     desk.panel.lamp_test()
     assert lamp_values(desk) == (0, 1, 0, 0)  # safe: shake lamp off, status red
+
+
+def wait_for_lamps(desk: Desk, values: tuple[int, int, int, int]) -> None:
+    deadline = time.monotonic() + WAIT
+    while lamp_values(desk) != values:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the lamps never showed {values}; they show {lamp_values(desk)}")
+        time.sleep(0.005)
+
+
+def test_a_dice_alarm_flashes_magenta_over_the_screens_colour_until_safe(desk: Desk) -> None:
+    desk.panel.show_status(Screen.READY, dice_alarm=True)
+    wait_for_lamps(desk, (0, 1, 0, 1))  # magenta: the supervisor's colour
+    wait_for_lamps(desk, (0, 0, 1, 0))  # and the screen's own: bets open
+    desk.panel.show_status(Screen.BETS_CLOSED, dice_alarm=True)
+    wait_for_lamps(desk, (1, 1, 0, 1))  # the shake lamp stays lit through the flash
+    wait_for_lamps(desk, (1, 0, 0, 1))
+    desk.panel.show_status(Screen.READY)  # the alarm cleared: the lamp is steady again
+    wait_for_lamps(desk, (0, 0, 1, 0))
+    time.sleep(3 * FLASH_S)
+    assert lamp_values(desk) == (0, 0, 1, 0)
+    desk.panel.show_status(Screen.READY, dice_alarm=True)
+    assert desk.latch.trip("tamper")  # the latch stops the flash: red, and red it stays
+    assert lamp_values(desk) == (0, 1, 0, 0)
+    time.sleep(3 * FLASH_S)
+    assert lamp_values(desk) == (0, 1, 0, 0)
 
 
 def test_lamp_histories(desk: Desk) -> None:
