@@ -25,10 +25,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from controller.app.loop import ControlLoop, Ports
+from controller.audit.dice_stats import dice_stats
 from controller.audit.log import AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
 from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.dice_monitor import Window
 from controller.core.merkle import CompactRange
 from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
@@ -206,6 +208,8 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             signer = load_signer(self.state)
             assert signer is not None
             verify_state_dir(self.state, signer.verifier)
+            # issue 15: the dice counts the controller keeps are those its records give
+            assert dice_stats(self.state, Window.ALL)["context_agrees"] is not False
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -269,6 +273,16 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             voids=(ctx.round_number, ctx.attempt),
         )
 
+    @rule(supervisor=st.booleans())
+    def dice_kept(self, supervisor: bool) -> None:
+        """After a dice alarm (refused without one): the test starts again."""
+        self.table.send(Event.DICE_KEPT, supervisor=supervisor, detail="weighed")
+
+    @rule(back=st.sampled_from([None, 1, 2, 11]))
+    def recall(self, back: int | None) -> None:
+        """AGCO 13.1.1: the display recalls a round; a view, never kept across a start."""
+        self.table.send(Event.RECALL, supervisor=True, back=back)
+
     @rule()
     def service_mode(self) -> None:
         """In or out of service mode: its test rounds never become live results."""
@@ -325,6 +339,8 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             assert (after.dice_set, after.dice_since) == (before.dice_set, before.dice_since)
             assert after.mode == before.mode
             assert (after.bank_seat, after.co_bank) == (before.bank_seat, before.co_bank)
+            assert (after.dice_counts, after.dice_alarm) == (before.dice_counts, before.dice_alarm)
+            assert after.recall is None
             if before.result is not None and after.state is before.state:
                 assert after.result == before.result  # shown again, never decided again
 
