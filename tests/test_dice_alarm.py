@@ -65,7 +65,7 @@ def test_each_result_read_from_the_dice_is_counted_in_every_window() -> None:
 def test_a_loaded_red_die_raises_one_alarm_recorded_with_its_result_and_play_goes_on() -> None:
     t = Table()
     alarm_round = until_alarm(t)
-    assert alarm_round == 18  # ln(1.5) per six: 18 sixes pass ln(1/0.005) + ln(12/2)
+    assert alarm_round == 19  # ln(1.5) per six: 19 sixes pass ln(1/0.004) + ln(12/2)
     kinds = t.kinds()
     records = t.records()
     assert records[-2:] == [RecordKind.RESULT, RecordKind.DICE_ALARM]
@@ -74,8 +74,8 @@ def test_a_loaded_red_die_raises_one_alarm_recorded_with_its_result_and_play_goe
         i for i, k in enumerate(kinds) if k is ActionKind.RECORD
     )
     alarm = next(a for a in t.actions if a.record is RecordKind.DICE_ALARM).data
-    assert (alarm["test"], alarm["face"], alarm["rolls"], alarm["locks"]) == ("red", 6, 18, False)
-    assert alarm["counts"]["red"] == [0, 0, 0, 0, 0, 18]
+    assert (alarm["test"], alarm["face"], alarm["rolls"], alarm["locks"]) == ("red", 6, 19, False)
+    assert alarm["counts"]["red"] == [0, 0, 0, 0, 0, 19]
     shown = t.shown(Screen.RESULT).data["stats"]
     assert shown["alarm"]["round"] == alarm_round
     t.send(Event.CLOSE_ROUND)
@@ -107,7 +107,7 @@ def test_the_table_locks_after_the_round_when_configured_and_only_the_dice_clear
     ctx = t.machine.context
     assert ctx.dice_alarm is None
     assert ctx.dice_counts.test.rolls == 0
-    assert ctx.dice_counts.set.rolls == 18  # the set's counts stay: the same dice
+    assert ctx.dice_counts.set.rolls == 19  # the set's counts stay: the same dice
 
 
 def test_dice_replaced_clears_the_alarm_and_starts_the_set_again() -> None:
@@ -120,7 +120,7 @@ def test_dice_replaced_clears_the_alarm_and_starts_the_set_again() -> None:
     assert record["alarm_cleared"] == "red"
     counts = t.machine.context.dice_counts
     assert counts.set.rolls == counts.test.rolls == 0
-    assert counts.shift.rolls == counts.all.rolls == 18
+    assert counts.shift.rolls == counts.all.rolls == 19
 
 
 def test_a_dice_alarm_stays_with_another_fault_until_both_are_cleared() -> None:

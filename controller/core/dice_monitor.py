@@ -16,7 +16,7 @@ threshold. The test here is a *test martingale* (anytime-valid inference):
   "Statistical methods related to the law of the iterated logarithm", Ann. Math. Statist. 41,
   1970; A. Ramdas et al., "Game-theoretic statistics and safe anytime-valid inference",
   Statist. Sci. 38, 2023). The false-alarm rate holds over the set's whole life by
-  construction, and the union over the three tests keeps the family below 1 %
+  construction, and the union over the three tests keeps the family below 0.7 %
   (``ALPHA``); the simulations of ``bench/bench_dice_monitor.py`` and the tests measure it
   below that bound.
 - The alternatives are how dice get loaded. A die weighted under one face shows the opposite
@@ -52,10 +52,12 @@ _WAYS = tuple(
 TOTAL_PROBABILITY = tuple(w / 216 for w in _WAYS)  # exact: 1, 3, 6, 10, ... 27 ... ways in 216
 MAX_COUNT = 2**53 - 1
 
-# The false-alarm budget over a dice set's whole life (issue 15: below 1 % of dice sets).
-ALPHA_RED = 0.005
-ALPHA_BLUE = 0.003
-ALPHA_TOTAL = 0.002
+# The false-alarm budget over a dice set's whole life (issue 15: below 1 % of dice sets): 0.7 %
+# by Ville's bound, a margin under the goal that costs the red die's detection almost nothing
+# (bench/bench_dice_monitor.py); most of it on the red die, which is alone.
+ALPHA_RED = 0.004
+ALPHA_BLUE = 0.002
+ALPHA_TOTAL = 0.001
 ALPHA = ALPHA_RED + ALPHA_BLUE + ALPHA_TOTAL
 
 # The alternatives: the loaded face at 1/4 (its opposite at 1/12, or the other five equal).
@@ -333,9 +335,9 @@ def chi_square_survival(x: float, df: int) -> float:
     """P(X >= x) for X chi-square with ``df`` degrees of freedom: the regularised upper
     incomplete gamma function Q(df/2, x/2) (series below s + 1, Lentz's continued fraction
     above; Numerical Recipes, 3rd ed., 6.2)."""
-    if x <= 0:
-        return 1.0
     s, z = df / 2, x / 2
+    if z <= 0:  # x <= 0, or a positive x so small that half of it is 0 (log would fail)
+        return 1.0
     log_front = s * math.log(z) - z - math.lgamma(s)
     if z < s + 1:
         term = total = 1 / s
