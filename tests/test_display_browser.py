@@ -12,6 +12,7 @@ import pytest
 from display_table import PAYTABLES, Table, start_display
 from playwright.sync_api import sync_playwright
 
+from controller.audit.recall import recall
 from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import NoRollReason, Roll
 from controller.core.position import DEALER, Game
@@ -361,3 +362,416 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
     finally:
         context.close()
         table.close()
+
+
+# --- issue 15: the players' statistics panel, the supervisor's view; game recall ------------
+
+# Totals 3..18 over a shift of 60 rolls. Against 60 x ways/216: 18 (1 seen, 0.28 expected) is
+# 3.6 times its chance, 4 is 2.4 times, 11 is 1.6 times; 16, 17 and 3 are not seen at all (the
+# total expected most often first: 1.67, 0.83, 0.28).
+SHIFT_TOTALS = [0, 2, 2, 3, 4, 6, 7, 6, 12, 5, 6, 4, 2, 0, 0, 1]
+SHIFT_RED = [10, 12, 8, 9, 11, 10]
+SHIFT_BLUE = [20, 22, 18, 19, 21, 20]
+
+
+def stats_payload(*, alarm: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``stats`` of a bets-open screen, as the data contract of issue 15 has it."""
+    return {
+        "shift": {"red": SHIFT_RED, "blue": SHIFT_BLUE, "total": SHIFT_TOTALS},
+        "set": {
+            "red": [30, 31, 29, 33, 27, 60],
+            "blue": [70, 71, 69, 72, 68, 70],
+            "total": [1, 3, 6, 10, 14, 20, 24, 27, 27, 24, 20, 14, 10, 6, 3, 1],
+        },
+        "monitor": {
+            "rolls": 210,
+            "tests": [
+                {"test": "red", "log_e": "7.020", "threshold": "5.298", "face": 6},
+                {"test": "blue", "log_e": "1.234", "threshold": "5.809", "face": 4},
+                {"test": "total", "log_e": "-0.512", "threshold": "6.215", "face": None},
+            ],
+            "p_values": {"red": "0.0012", "blue": "0.9981", "total": "0.7342"},
+        },
+        "alarm": alarm,
+        "locks": False,
+    }
+
+
+ALARM = {
+    "test": "red",
+    "face": 6,
+    "log_e": "7.020",
+    "threshold": "5.298",
+    "round": 123,
+    "rolls": 210,
+}
+DICE = {"set": "D-0042", "warning": "23 h on the table: replace the dice within the hour"}
+
+
+def texts(page: Any, selector: str, attribute: str | None = None) -> list[str]:
+    if attribute is None:
+        return page.locator(selector).all_text_contents()  # type: ignore[no-any-return]
+    return page.eval_on_selector_all(  # type: ignore[no-any-return]
+        selector, f"els => els.map(e => e.getAttribute({attribute!r}))"
+    )
+
+
+def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
+    page: Any, table: Table
+) -> None:
+    """Over the shift: the totals most and least frequent against their exact chances, each
+    colour's faces with counts and percentages, the first hands of the trend board's results;
+    kept on the screens that carry no statistics, and beside the result, never over it."""
+    for red, blue in [(3, (4, 5)), (6, (6, 2)), (3, (4, 5))]:  # first hands: seat 3, 5, 3
+        table.play_round(red, blue)
+    table.show(Screen.READY, round=4, mode="shaker", stats=stats_payload(), dice=DICE)
+    page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+    assert page.text_content("#stats-rolls") == "60 rolls"
+    assert texts(page, "#stats-hot .total-chip", "data-total") == ["18", "4", "11"]
+    assert texts(page, "#stats-cold .total-chip", "data-total") == ["16", "17", "3"]
+    hot = texts(page, "#stats-hot .total-chip")
+    assert hot[0] == "18seen 1exp. 0.3"
+    assert hot[1] == "4seen 2exp. 0.8"
+    assert texts(page, "#stats-cold .total-chip")[0] == "16seen 0exp. 1.7"
+    assert texts(page, "#stats-red .face .count") == [str(c) for c in SHIFT_RED]
+    assert texts(page, "#stats-blue .face .count") == [str(c) for c in SHIFT_BLUE]
+    assert texts(page, "#stats-red .face .pct") == [
+        "16.7%",
+        "20.0%",
+        "13.3%",
+        "15.0%",
+        "18.3%",
+        "16.7%",
+    ]
+    assert texts(page, "#stats-blue .face .pct") == [
+        "16.7%",
+        "18.3%",
+        "15.0%",
+        "15.8%",
+        "17.5%",
+        "16.7%",
+    ]
+    # The bars: face 2 of the red die (12 of 60) is the longest, face 3 (8) the shortest.
+    lengths = page.eval_on_selector_all(
+        "#stats-red .face-bar", "els => els.map(e => e.getBoundingClientRect().width)"
+    )
+    assert max(lengths) == lengths[1]
+    assert min(lengths) == lengths[2] > 0
+    # Rounds 1 and 3 (12: seat 3), round 2 (14: seat 5).
+    first = dict(
+        zip(
+            texts(page, "#stats-first .first-item", "data-position"),
+            texts(page, "#stats-first .first-item b"),
+            strict=True,
+        )
+    )
+    assert first == {
+        "dealer": "0", "seat 1": "0", "seat 2": "0", "seat 3": "2",
+        "seat 4": "0", "seat 5": "1", "seat 6": "0", "dead hand": "0",
+    }  # fmt: skip
+    assert page.text_content("#stats-first-title") == "FIRST HAND · LAST 3"
+    shot(page, "stats-panel-ready")
+
+    # The result screen carries no statistics: the panel keeps what it had, clear of the result.
+    table.record(RecordKind.NO_MORE_BETS, round=4, bank="dealer", mode="shaker")
+    table.show(Screen.BETS_CLOSED, round=4, attempt=1, delivery_style="jung-quat")
+    roll = Roll(5, (5, 5))
+    result = result_of_roll(Game.TILES, roll, bank_seat=None, paytables=PAYTABLES)
+    plan = dealing_plan(Game.TILES, DeliveryStyle.JUNG_QUAT, result.position)
+    table.record(RecordKind.RESULT, round=4, attempt=1, **result.as_record())
+    table.show(
+        Screen.RESULT, round=4, attempt=1, result=result.as_record(), dealing_plan=plan.as_record()
+    )
+    wait_current(page, "result", 4, timeout_ms=5000)
+    assert page.is_visible("#stats")
+    assert texts(page, "#stats-hot .total-chip", "data-total") == ["18", "4", "11"]
+    assert page.text_content("#stats-first-title") == "FIRST HAND · LAST 4"
+    panel = page.locator("#stats").bounding_box()
+    for shown in ("#dice", "#total-box", "#starting", "#wagers", "#table", "#dealing", "#trend"):
+        assert not overlaps(panel, page.locator(shown).bounding_box()), shown
+    assert panel["y"] + panel["height"] <= 1080
+    assert page.locator("#trend li").count() == 4
+    shot(page, "stats-panel")
+
+    # A page that connects now (a kiosk restarted) has the panel at once, from the snapshot.
+    page.reload()
+    wait_current(page, "result", 4, timeout_ms=5000)
+    assert page.is_visible("#stats")
+    assert texts(page, "#stats-red .face .count") == [str(c) for c in SHIFT_RED]
+
+    # New statistics replace the old; an RNG table has none.
+    newer = stats_payload()
+    newer["shift"] = {
+        "red": [1, 0, 0, 0, 0, 0],
+        "blue": [0, 1, 1, 0, 0, 0],
+        "total": [0] * 2 + [1] + [0] * 13,
+    }
+    table.show(Screen.READY, round=5, mode="shaker", stats=newer)
+    wait_current(page, "ready", 5, timeout_ms=5000)
+    assert page.text_content("#stats-rolls") == "1 roll"
+    assert texts(page, "#stats-hot .total-chip", "data-total") == ["5"]
+    table.show(Screen.READY, round=5, mode="rng")
+    page.wait_for_selector("#stats", state="hidden", timeout=5000)
+
+
+def test_the_stats_panel_is_not_shown_when_the_setting_is_off(browser: Any, tmp_path: Path) -> None:
+    table = Table(tmp_path)
+    table.display = start_display(table.log, stats_panel=False)
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        page = context.new_page()
+        page.goto(table.display.url)
+        table.open_round()
+        table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(), dice=DICE)
+        page.wait_for_function(
+            "() => document.getElementById('dice-warning').textContent.includes('23 h')"
+        )
+        assert page.is_hidden("#stats")
+        assert "HOT" not in page.inner_text("body")
+        assert "THIS SHIFT" not in page.inner_text("body")
+        assert page.locator("#stats-hot .total-chip").count() == 0
+        # The trend board keeps its full width.
+        assert page.locator(".trend").bounding_box()["width"] > 1800
+    finally:
+        context.close()
+        table.close()
+
+
+def test_the_supervisors_view_shows_the_dice_alarm_and_the_table_page_does_not(
+    browser: Any, page: Any, table: Table
+) -> None:
+    assert table.display is not None
+    table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(alarm=ALARM), dice=DICE)
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    errors: list[str] = []
+    try:
+        sup = context.new_page()
+        sup.on("pageerror", lambda exc: errors.append(str(exc)))
+        sup.goto(table.display.url + "supervisor")
+        sup.wait_for_selector("#sup-alarm:not([hidden])", timeout=5000)
+        assert sup.text_content("#sup-alarm-what") == "RED DIE, FACE 6 LOOKS LOADED"
+        evidence = sup.text_content("#sup-alarm-evidence")
+        assert evidence == (
+            "Evidence ln E = 7.020 ≥ threshold 5.298 · raised in round 123, after 210 rolls"
+            " of these dice"
+        )
+        assert "Play goes on" in sup.text_content("#sup-alarm-action")
+        # Each test's evidence as a bar towards its threshold.
+        tests = texts(sup, "#sup-tests .sup-test", "data-test")
+        assert tests == ["red", "blue", "total"]
+        rolls = sup.text_content("#sup-monitor-rolls")
+        assert rolls == "· 210 rolls tested (since the set was put in or kept)"
+        widths = sup.eval_on_selector_all(
+            "#sup-tests .sup-meter", "els => els.map(e => e.style.width)"
+        )
+        assert widths == ["100%", "21.2%", "0%"]  # 1.234 / 5.809; ln E below 0 is no bar
+        assert sup.locator(".sup-test.over").count() == 1
+        assert texts(sup, "#sup-tests .sup-test-figure")[1] == "ln E 1.234 / 5.809"
+        # The counts over the set and the shift, with the p-values (over the set).
+        red_set = texts(sup, ".sup-table-red tr[data-window=set] td b")
+        assert red_set == ["30", "31", "29", "33", "27", "60"]
+        red_shift = texts(sup, ".sup-table-red tr[data-window=shift] td b")
+        assert red_shift == [str(c) for c in SHIFT_RED]
+        assert sup.text_content(".sup-table-red tr[data-window=set] .sup-p") == "0.0012"
+        assert sup.text_content(".sup-table-blue tr[data-window=set] .sup-p") == "0.9981"
+        assert sup.text_content(".sup-table-total tr[data-window=set] .sup-p") == "0.7342"
+        assert sup.text_content(".sup-table-blue tr[data-window=set] .sup-rolls") == "420 dice"
+        assert sup.text_content(".sup-table-total tr[data-window=set] .sup-rolls") == "210"
+        assert len(texts(sup, ".sup-table-total tr[data-window=shift] td b")) == 16
+        # The dice set, its warning, and what the table shows.
+        assert sup.text_content("#sup-set") == "D-0042"
+        assert sup.text_content("#sup-set-warning") == DICE["warning"]
+        assert sup.text_content("#sup-screen") == "PLACE YOUR BETS"
+        shot(sup, "supervisor-alarm")
+
+        # The players' page: the statistics, never the alarm or the monitor's evidence.
+        page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+        shown = page.inner_text("body")
+        for word in ("alarm", "loaded", "evidence", "monitor", "threshold", "ln e"):
+            assert word not in shown.lower(), word
+        for figure in ("7.020", "5.298", "1.234", "5.809", "0.0012", "0.9981"):
+            assert figure not in shown, figure
+        assert page.evaluate("document.documentElement.innerHTML.includes('7.020')") is False
+
+        # Without an alarm the supervisor sees the evidence only; the alarm box goes.
+        table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(), dice=DICE)
+        sup.wait_for_selector("#sup-alarm", state="hidden", timeout=5000)
+        assert texts(sup, "#sup-tests .sup-test", "data-test") == ["red", "blue", "total"]
+        table.result(3, (4, 5))
+        sup.wait_for_function(
+            "() => document.getElementById('sup-screen').textContent === 'RESULT'"
+        )
+        details = texts(sup, "#sup-details li")
+        assert "Dice red 3, blue 4 5 · total 12 · first hand SEAT 3" in details
+        assert sup.text_content("#sup-set") == "D-0042"  # kept from bets open
+        shot(sup, "supervisor")
+    finally:
+        context.close()
+    assert errors == []
+
+
+def wait_recall(page: Any, back: int) -> None:
+    page.wait_for_function(
+        "b => { const l = window.displayLog; const e = l[l.length - 1];"
+        " return e && e.screen === 'recall' && e.back === b; }",
+        arg=back,
+        timeout=5000,
+    )
+
+
+def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
+    browser: Any, page: Any, table: Table, tmp_path: Path
+) -> None:
+    """AGCO 13.1.1: the last rounds from the real audit log (controller.audit.recall), each
+    with its number, its dice and its first hand under a banner that says it is not live; a
+    fault ends the recall and the page shows the table again."""
+    assert table.display is not None
+    plays = [
+        ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
+        ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
+        ((1, (1, 1)), {}),
+        ((2, (5, 6)), {"voided": (4, (4, 4))}),
+        ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
+        ((4, (1, 2)), {}),
+        ((5, (3, 1)), {"bank_seat": 5}),
+        ((2, (2, 3)), {}),
+        ((1, (6, 3)), {"no_rolls": [NoRollReason.DIE_OUT, NoRollReason.LOW_CONFIDENCE]}),
+        ((5, (4, 6)), {}),
+        ((3, (3, 2)), {}),
+    ]
+    results = [table.recorded_round(*dice, **options) for dice, options in plays]  # type: ignore[arg-type]
+    # Round 12: a result, then a fault; the supervisor recalls from the fault (the table waits).
+    results.append(table.recorded_round(4, (5, 2), close=False))
+    table.record(
+        RecordKind.FAULT, round=12, attempt=1, fault="tamper", detail="tilted", state="result"
+    )
+    table.show(Screen.FAULT, round=12, faults=["tamper"])
+    wait_current(page, "fault", 12, timeout_ms=5000)
+    rounds = recall(tmp_path, last=11)
+    assert [g["round"] for g in rounds] == list(range(2, 13))
+    for back in range(1, 11):
+        table.show(Screen.RECALL, round=12, back=back, rounds=rounds)
+        wait_recall(page, back)
+        expected = results[12 - back]
+        title = page.text_content(".recall-title")
+        assert title == f"RECALL — PAST GAME {back} OF 11 — NOT LIVE"
+        assert page.text_content("#recall-round") == str(expected["round"])
+        faces = texts(page, "#recall-dice .die", "data-face")
+        assert faces == [str(expected["dice"]["red"]), *map(str, expected["dice"]["blue"])]
+        assert page.text_content("#recall-total") == str(expected["total"])
+        start = str(expected["starting_position"]).upper()
+        assert page.text_content("#recall-starting") == start
+        recorded = rounds[11 - back]["records"]
+        readings = [r for r in recorded if r["kind"] == "reading"]
+        shown_readings = page.locator("#recall-readings .reading")
+        assert shown_readings.count() == len(readings)
+        digests = texts(page, "#recall-readings .digest")
+        assert digests == ["image " + r["data"]["image_digest"] for r in readings]
+        first_dice = texts(page, "#recall-readings .reading:first-child .reading-die")
+        assert len(first_dice) == 3
+        assert first_dice[0].startswith(str(readings[0]["data"]["dice"][0]["face"]) + "red")
+        kinds = texts(page, "#recall-actions li", "data-kind")
+        assert kinds == [r["kind"] for r in recorded if r["kind"] != "reading"]
+        assert page.is_hidden("#live")
+        if back == 4:
+            shot(page, "recall")
+    # What the rounds hold beyond their result.
+    table.show(Screen.RECALL, round=12, back=9, rounds=rounds)  # round 4: a voided result
+    wait_recall(page, 9)
+    voided = page.locator("#recall-actions li[data-kind=result_voided] .what").text_content()
+    assert voided == "attempt 1 · misread · the dice show other faces"
+    assert page.text_content("#recall-outcome") == "CLOSED"
+    table.show(Screen.RECALL, round=12, back=4, rounds=rounds)  # round 9: three attempts
+    wait_recall(page, 4)
+    verdicts = texts(page, "#recall-readings .verdict")
+    assert verdicts == ["DIE OUT", "LOW CONFIDENCE", "VALID", "VALID"]
+    dice = texts(page, "#recall-readings .reading-die")
+    assert dice[0] == "1redflatOUTconf 91%(41, 20)"  # the die out of the shaker
+    assert dice[3] == "1redflatinsideconf 41%(41, 20)"  # the low confidence
+    assert dice[6] == "1redflatinsideconf 91%(41, 20)"
+    table.show(Screen.RECALL, round=12, back=1, rounds=rounds)
+    wait_recall(page, 1)
+    fault = page.locator("#recall-actions li[data-kind=fault] .what").text_content()
+    assert fault == "the shaker was moved or opened · tilted"
+    assert page.text_content("#recall-outcome") == "RESULT — NOT CLOSED"
+    assert page.is_visible(".recall-banner")
+    shot(page, "recall-newest")
+
+    # The fault is shown again: the page leaves recall for the live view.
+    table.show(Screen.FAULT, round=12, faults=["tamper"])
+    wait_current(page, "fault", 12, timeout_ms=5000)
+    assert page.is_hidden("#recall")
+    assert page.is_visible("#live")
+    assert page.text_content("#headline") == "FAULT — PLAY STOPPED"
+    assert "RECALL" not in page.inner_text("body")
+
+
+def test_recall_on_the_supervisors_view_and_its_records_shown_as_text(
+    browser: Any, page: Any, table: Table, tmp_path: Path
+) -> None:
+    """The supervisor's view recalls as the table's page does, with the dice monitor's alarm
+    records the players' page leaves out; what a record says is never parsed as markup."""
+    assert table.display is not None
+    table.recorded_round(2, (3, 4))
+    table.record(RecordKind.BANK_SELECTED, round=2, bank="seat 4", refused=HOSTILE)
+    result = table.recorded_round(6, (6, 6), close=False)
+    table.record(
+        RecordKind.DICE_ALARM, round=2, attempt=1, test="red", face=6, log_e="7.020",
+        threshold="5.298", rolls=210, counts={"red": [0] * 6, "blue": [0] * 6, "total": [0] * 16},
+        dice_set="D-0042", locks=False,
+    )  # fmt: skip
+    rounds = recall(tmp_path, last=11)
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        sup = context.new_page()
+        sup.goto(table.display.url + "supervisor")
+        wait_current(sup, "result", 2, timeout_ms=5000)
+        for shown in (page, sup):
+            table.show(Screen.RECALL, round=2, back=1, rounds=rounds)
+            wait_recall(shown, 1)
+            assert shown.text_content("#recall-round") == "2"
+            assert texts(shown, "#recall-dice .die", "data-face") == ["6", "6", "6"]
+            assert (
+                shown.text_content("#recall-starting") == str(result["starting_position"]).upper()
+            )
+            refused = shown.locator("#recall-actions li[data-kind=bank_selected] .what")
+            assert refused.text_content() == "bank seat 4 · refused: " + HOSTILE
+            assert shown.locator("#recall-actions *").filter(has=shown.locator("img")).count() == 0
+            assert shown.evaluate("window.pwned") is None
+        alarm = sup.locator("#recall-actions li[data-kind=dice_alarm]")
+        assert alarm.locator(".what").text_content() == "red · face 6 · ln E 7.020 ≥ 5.298"
+        assert page.locator("#recall-actions li[data-kind=dice_alarm]").count() == 0
+        assert "alarm" not in page.inner_text("body").lower()
+        shot(sup, "supervisor-recall")
+    finally:
+        context.close()
+
+
+def test_a_recalled_round_with_more_than_fits_says_what_it_leaves_out(
+    page: Any, table: Table, tmp_path: Path
+) -> None:
+    """Nine no rolls: the oldest readings give way, with a line saying how many; the reading
+    that decided, the result and every record of the round stay on the screen."""
+    reasons = [NoRollReason.NOT_FLAT, NoRollReason.DIE_OUT, NoRollReason.UNREADABLE] * 3
+    result = table.recorded_round(2, (2, 6), no_rolls=reasons, bank_seat=4)
+    rounds = recall(tmp_path, last=11)
+    assert table.display is not None
+    table.show(Screen.RECALL, round=2, back=2, rounds=rounds)
+    wait_recall(page, 2)
+    assert page.text_content("#recall-round") == "1"
+    assert texts(page, "#recall-dice .die", "data-face") == ["2", "2", "6"]
+    assert page.text_content("#recall-starting") == str(result["starting_position"]).upper()
+    left_out = page.text_content("#recall-readings .recall-left-out")
+    shown = page.locator("#recall-readings .reading").count()
+    assert (
+        left_out
+        == f"{11 - shown} earlier readings not shown here (paigow-controller recall has them all)"
+    )
+    assert 1 <= shown < 11
+    assert texts(page, "#recall-readings .verdict")[-1] == "VALID"
+    records = [r for r in rounds[0]["records"] if r["kind"] != "reading"]
+    assert texts(page, "#recall-actions li", "data-kind") == [r["kind"] for r in records]
+    for selector in ("#recall-actions li:last-child", "#recall-readings .reading:last-child"):
+        box = page.locator(selector).bounding_box()
+        assert box["y"] + box["height"] <= 1080, selector
+    shot(page, "recall-crowded")

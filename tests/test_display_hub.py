@@ -120,6 +120,30 @@ def test_a_result_shown_again_is_one_cell_of_the_trend_and_a_voided_one_is_marke
     assert len(hub.snapshot()[1]["trend"]) == 2
 
 
+def test_the_snapshot_keeps_the_last_statistics_and_dice_set_a_screen_carried() -> None:
+    """Issue 15: bets open carries the dice's statistics and the set, the screens after it do
+    not; a page that connects in between is given them with the snapshot. An RNG table has
+    none."""
+    hub = DisplayHub()
+    assert {k: hub.snapshot()[1][k] for k in ("stats", "dice")} == {"stats": None, "dice": None}
+    stats = {"shift": {"red": [1, 0, 0, 0, 0, 0]}, "alarm": None}
+    dice = {"set": "D-7", "warning": None}
+    hub.publish(Screen.READY, {"round": 3, "mode": "shaker", "stats": stats, "dice": dice}, 4)
+    hub.publish(Screen.BETS_CLOSED, {"round": 3, "dice": {"set": "D-7", "warning": "23 h"}}, 5)
+    hub.publish(Screen.RESULT, {"round": 3, "attempt": 1, "result": RESULT}, 6)
+    hub.publish(Screen.REFUSED, {"reason": "not now", "stats": None, "mode": "rng"}, None)
+    view = hub.snapshot()[1]
+    assert view["current"]["screen"] == "result"
+    assert view["stats"] == stats
+    assert view["dice"] == {"set": "D-7", "warning": "23 h"}
+    newer = {"shift": {"red": [1, 1, 0, 0, 0, 0]}, "alarm": None}
+    hub.publish(Screen.READY, {"round": 4, "mode": "shaker", "stats": newer, "dice": dice}, 7)
+    assert hub.snapshot()[1]["stats"] == newer
+    hub.publish(Screen.READY, {"round": 5, "mode": "rng"}, 9)  # switched to the RNG
+    view = hub.snapshot()[1]
+    assert (view["stats"], view["dice"]) == (None, None)
+
+
 @given(
     st.recursive(
         st.none()

@@ -335,3 +335,34 @@ def test_a_port_already_taken_is_one_error_naming_it(display: DisplayServer) -> 
     config = DisplayConfig(host=host, http_port=port, feed_port=0)
     with pytest.raises(OSError, match=f"table display cannot listen on {host}:{port}"):
         DisplayServer(config, EmptyLog(), feed=False)
+
+
+def test_the_supervisors_page_is_served_and_the_snapshot_carries_the_page_settings(
+    display: DisplayServer,
+) -> None:
+    """The supervisor's view is a page of the same server (issue 15); each snapshot tells the
+    pages whether the table's page shows the players' statistics ([display] stats_panel)."""
+    address = display.http_address
+    for path, kind, text in [
+        ("/supervisor", b"text/html", b'data-page="supervisor"'),
+        ("/supervisor.js", b"text/javascript", b"function renderSupervisor"),
+        ("/", b"text/html", b'data-page="table"'),
+    ]:
+        answer = read_all(request(address, get(path)))
+        head, body = answer.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.0 200"), path
+        assert b"Content-Type: " + kind in head
+        assert b"Content-Security-Policy: default-src 'self'" in head
+        assert text in body
+    table_page = read_all(request(address, get("/display.js")))
+    assert b"renderSupervisor(cur)" in table_page  # called on the supervisor's page only
+    assert b"sup-alarm" not in table_page  # the players' page has no code for the alarm
+    stream = Stream(address)
+    assert stream.until_snapshot()["settings"] == {"stats_panel": True}
+    stream.close()
+
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0, stats_panel=False)
+    with DisplayServer(config, EmptyLog(), feed=False) as without:
+        stream = Stream(without.http_address)
+        assert stream.until_snapshot()["settings"] == {"stats_panel": False}
+        stream.close()

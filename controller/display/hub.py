@@ -42,6 +42,10 @@ from controller.ports import LoggedCheckpoint
 
 # Screens that are a notice over what is shown, not a new state of the table.
 NOTICE_SCREENS = frozenset({Screen.REFUSED})
+# What some screens carry and the others do not repeat, kept for a page that connects later
+# (its snapshot): the dice's statistics (bets open carries them; issue 15) and the dice set
+# with its warning (bets open, bets closed, a no roll; proposed 621a.5(c)).
+KEPT_KEYS = ("stats", "dice")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ class DisplayHub:
         self._trend_json: deque[str] = deque(maxlen=TREND_LENGTH)  # each cell, serialised
         self._commitment: dict[str, Any] | None = None
         self._round: int | None = None
+        self._kept: dict[str, Any] = {}
         self._table = table
         self._log_version = 0
         self._closed = False
@@ -169,6 +174,7 @@ class DisplayHub:
             self._last_id = event_id
             payload = screen_event(screen, data, event_id, round_number=self._round)
             self._round = payload["round"]
+            self._keep(payload["data"])
             if screen is Screen.RESULT and not data.get("service"):  # a test result: no trend
                 result = payload["data"].get("result")
                 if isinstance(result, dict):
@@ -337,6 +343,13 @@ class DisplayHub:
                 client._fall()
             self._cond.notify_all()
 
+    def _keep(self, data: dict[str, Any]) -> None:
+        if data.get("mode") == "rng":  # an RNG table uses no dice: no statistics, no set
+            self._kept.clear()
+        for key in KEPT_KEYS:
+            if key in data:
+                self._kept[key] = data[key]
+
     def _add_trend(self, entry: dict[str, Any]) -> None:
         # A result shown again (after a restart, a fault cleared, a mode switch) is the same
         # result, not a new one: the same record, or the same attempt of the same round.
@@ -399,11 +412,13 @@ class DisplayHub:
             return self._closed
 
     def snapshot(self) -> tuple[int, dict[str, Any], EventId | None]:
-        """The message number it is current at, the page's whole view, and its event id."""
+        """The message number it is current at, the page's whole view, and its event id. The
+        view has the last ``stats`` and ``dice`` any screen carried (None if none did)."""
         with self._cond:
             current = None if self._current is None else dict(self._current)
             event_id = EventId.parse(current["id"]) if current else None
-            return self._number, {"current": current, **self._board()}, event_id
+            kept = {key: self._kept.get(key) for key in KEPT_KEYS}
+            return self._number, {"current": current, **self._board(), **kept}, event_id
 
     def oldest_id(self) -> EventId | None:
         """The id of the oldest screen still in the history (older ones come from the log)."""

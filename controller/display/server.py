@@ -14,6 +14,14 @@ The page's stream (``GET /events``):
   commitment changed) events, and ``heartbeat`` every ``heartbeat_s``.
 - The page treats about three seconds without any event as a lost stream and shows
   "OFFLINE — NO RESULT" until a fresh snapshot arrives: an old result is never shown as current.
+- The snapshot also carries the page's settings (``settings``: ``stats_panel``, from
+  ``[display] stats_panel``) and the last ``stats`` and ``dice`` a screen carried, so a page
+  that connects between two screens that carry them still has them.
+
+Two pages read the same stream: the table's (``/``), for the players, and the supervisor's
+(``/supervisor``), for the pit podium: the dice monitor's state (issue 15), the dice set, the
+counts with their p-values and game recall. The players' page never shows the monitor's
+evidence or its alarm (the supervisor's page has the code that renders them).
 
 Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
 the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
@@ -60,6 +68,9 @@ ASSETS = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/display.css": ("display.css", "text/css; charset=utf-8"),
     "/display.js": ("display.js", "text/javascript; charset=utf-8"),
+    "/supervisor": ("supervisor.html", "text/html; charset=utf-8"),
+    "/supervisor.html": ("supervisor.html", "text/html; charset=utf-8"),
+    "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
 }
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
 MAX_CLIENTS = 16  # pages and streams at once: the kiosk, a few others; more get 503
@@ -203,6 +214,11 @@ class DisplayServer:
     def url(self) -> str:
         host, port = self.http_address
         return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+    def page_settings(self) -> dict[str, Any]:
+        """What the pages are told with each snapshot: whether the table's page shows the
+        players' statistics panel (issue 15, ``[display] stats_panel``)."""
+        return {"stats_panel": self.config.stats_panel}
 
     # --- TableDisplay ----------------------------------------------------------------------
 
@@ -423,7 +439,9 @@ class _PageHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
     def _snapshot(self) -> int:
-        number, view, event_id = self.server.display.hub.snapshot()
+        display = self.server.display
+        number, view, event_id = display.hub.snapshot()
+        view["settings"] = display.page_settings()
         self.wfile.write(sse("snapshot", view, None if event_id is None else str(event_id)))
         self.wfile.flush()
         return number

@@ -1,0 +1,167 @@
+// The supervisor's view (pit podium; never shown to players): the dice monitor's state and its
+// alarm (issue 15), the dice set and its warning (proposed 621a.5(c)), the face counts over the
+// set and the shift with their p-values, and what the table shows now. Game recall and the
+// stream are display.js's, which loads after this file and calls renderSupervisor.
+// Everything from the stream is shown with textContent, never parsed as markup.
+"use strict";
+
+const SUP_TEST_WORDS = { red: "RED DIE", blue: "BLUE DICE (pooled)", total: "TOTAL OF THE DICE" };
+const SUP_COLOURS = ["red", "blue"];
+
+function renderSupervisor(cur) {
+  const d = cur.data || {};
+  text("table-name", (view.table || "").toUpperCase());
+  text("round", cur.round ?? "–");
+  text("status-line", d.service ? "SERVICE — TEST ROUNDS" : "LIVE");
+  $("status-line").classList.toggle("service", !!d.service);
+  supNow(cur, d);
+  supDiceSet(view.dice);
+  const stats = view.stats && typeof view.stats === "object" ? view.stats : null;
+  supAlarm(stats);
+  supMonitor(stats);
+  supCounts(stats);
+}
+
+function supNow(cur, d) {
+  const screen = cur.screen;
+  text("sup-screen", (d.service ? "SERVICE — " : "") + (HEADLINES[screen] || String(screen).toUpperCase()));
+  const list = $("sup-details");
+  list.replaceChildren();
+  const line = (words) => { if (words) list.append(el("li", "", words)); };
+  if (d.mode) line("Mode: " + words(d.mode));
+  if (d.bank != null) line("Bank: " + d.bank + (d.co_bank ? " — co-banking with the dealer" : ""));
+  if (d.bank_refused != null) line("Bank refused: " + d.bank_refused);
+  if (d.delivery_style != null) line("Delivery style: " + styleName(d.delivery_style));
+  if (d.attempt != null) line("Attempt " + d.attempt);
+  if (d.voided) line("Result voided (" + words(d.voided) + "): the round is played again");
+  if (screen === "no_roll") line("No roll: " + (d.words || words(d.reason || "")));
+  if (screen === "result" && d.result && typeof d.result === "object") {
+    const r = d.result;
+    line((r.dice ? "Dice " + diceText(r.dice) + " · total " + r.total : "RNG number " + r.count)
+      + " · first hand " + positionName(r.starting_position));
+  }
+  if (screen === "fault") {
+    for (const f of Array.isArray(d.faults) ? d.faults : []) line("Fault: " + faultWords(f));
+    if (d.fallback === "rng") line("The table can go on with its RNG (supervisor).");
+  }
+  if (screen === "locked") line("The no-roll limit: a supervisor must clear the table.");
+  if (d.rng_session) line("RNG session " + d.rng_session);
+}
+
+function supDiceSet(dice) {
+  const known = dice && typeof dice === "object";
+  text("sup-set", known ? String(dice.set ?? "—") : "—");
+  $("sup-set").classList.toggle("sup-dim", !known);
+  if (!known) text("sup-set", "— (shown with bets open; an RNG table has none)");
+  const warning = known && dice.warning != null ? String(dice.warning) : "";
+  show("sup-set-warning", !!warning);
+  text("sup-set-warning", warning);
+}
+
+// The alarm stands until the supervisor replaces the dice, or inspects and keeps them.
+function supAlarm(stats) {
+  const a = stats && stats.alarm && typeof stats.alarm === "object" ? stats.alarm : null;
+  show("sup-alarm", !!a);
+  if (!a) return;
+  text("sup-alarm-what", (SUP_TEST_WORDS[a.test] || String(a.test).toUpperCase())
+    + (a.face != null ? ", FACE " + a.face : "") + " LOOKS LOADED");
+  text("sup-alarm-evidence", "Evidence ln E = " + a.log_e + " ≥ threshold " + a.threshold
+    + " · raised in round " + a.round + ", after " + a.rolls + " rolls of these dice");
+  text("sup-alarm-action", (stats.locks
+    ? "The table locks after the round. "
+    : "Play goes on (this table does not lock on an alarm). ")
+    + "Replace the dice, or inspect them and keep them (supervisor key).");
+}
+
+// Each test's evidence against fair dice (ln of a test martingale) as a bar towards the
+// threshold at which it raises the alarm (ln 1/alpha).
+function supMonitor(stats) {
+  const box = $("sup-tests");
+  box.replaceChildren();
+  const m = stats && stats.monitor && typeof stats.monitor === "object" ? stats.monitor : null;
+  const rolls = m && m.rolls === 1 ? "1 roll" : (m ? m.rolls + " rolls" : "");
+  text("sup-monitor-rolls", m ? "· " + rolls + " tested (since the set was put in or kept)" : "");
+  text("sup-locks", stats ? (stats.locks ? "On an alarm the table locks after the round."
+    : "On an alarm play goes on; the alarm is shown here.") : "");
+  if (!m || !Array.isArray(m.tests)) {
+    box.append(el("div", "sup-dim", "No dice statistics yet: they come with bets open (none in RNG mode)."));
+    return;
+  }
+  const alarmed = stats.alarm && typeof stats.alarm === "object" ? stats.alarm.test : null;
+  for (const t of m.tests) {
+    const q = t && typeof t === "object" ? t : {};
+    const logE = Number.parseFloat(q.log_e), threshold = Number.parseFloat(q.threshold);
+    const share = threshold > 0 && Number.isFinite(logE) ? Math.min(1, Math.max(0, logE / threshold)) : 0;
+    const over = Number.isFinite(logE) && logE >= threshold;
+    const row = el("div", "sup-test" + (over || q.test === alarmed ? " over" : ""));
+    row.dataset.test = String(q.test);
+    row.append(el("span", "sup-test-name", SUP_TEST_WORDS[q.test] || String(q.test)));
+    const track = el("span", "sup-track");
+    const bar = el("span", "sup-meter");
+    bar.style.width = (100 * share).toFixed(1) + "%";
+    track.append(bar);
+    row.append(track);
+    row.append(el("span", "sup-test-figure", "ln E " + q.log_e + " / " + q.threshold));
+    row.append(el("span", "sup-test-face", q.face != null ? "leans to face " + q.face : ""));
+    box.append(row);
+  }
+}
+
+function supCounts(stats) {
+  const box = $("sup-counts");
+  box.replaceChildren();
+  if (!stats) {
+    box.append(el("div", "sup-dim", "No counts yet."));
+    return;
+  }
+  const p = stats.monitor && stats.monitor.p_values ? stats.monitor.p_values : {};
+  for (const colour of SUP_COLOURS) {
+    box.append(supTable(colour, colour === "red" ? "RED DIE" : "BLUE DICE (pooled)",
+      [1, 2, 3, 4, 5, 6], stats, p[colour], 6));
+  }
+  box.append(supTable("total", "TOTAL", TOTAL_WAYS.map((_, k) => k + 3), stats, p.total, 16));
+}
+
+function supTable(key, title, heads, stats, pValue, size) {
+  const table = el("table", "sup-table sup-table-" + key);
+  table.dataset.counts = key;
+  const caption = el("caption", "", title);
+  table.append(caption);
+  const head = el("tr");
+  head.append(el("th", "", ""));
+  for (const h of heads) {
+    const th = el("th", "");
+    th.append(key === "total" ? el("span", "", h) : el("span", "chip " + key, h));
+    head.append(th);
+  }
+  head.append(el("th", "", "rolls"), el("th", "", "p"));
+  table.append(head);
+  for (const span of ["set", "shift"]) {
+    const counts = stats[span] && stats[span][key];
+    const ok = isCounts(counts, size);
+    const n = ok ? sumOf(counts) : 0;
+    const tr = el("tr");
+    tr.dataset.window = span;
+    tr.append(el("th", "", span === "set" ? "SET" : "SHIFT"));
+    for (let k = 0; k < size; k += 1) {
+      const td = el("td");
+      if (ok) {
+        td.append(el("b", "", counts[k]), el("span", "sup-pct", percent(counts[k], n)));
+      } else {
+        td.textContent = "–";
+      }
+      tr.append(td);
+    }
+    tr.append(el("td", "sup-rolls", ok ? (key === "blue" ? n + " dice" : String(n)) : "–"));
+    tr.append(el("td", "sup-p", span === "set" && pValue != null ? String(pValue) : "–"));
+    table.append(tr);
+  }
+  const fair = el("tr", "sup-fair");
+  fair.append(el("th", "", "FAIR"));
+  for (let k = 0; k < size; k += 1) {
+    fair.append(el("td", "", key === "total" ? percent(TOTAL_WAYS[k], 216) : percent(1, 6)));
+  }
+  fair.append(el("td"), el("td"));
+  table.append(fair);
+  return table;
+}
