@@ -775,3 +775,110 @@ def test_a_recalled_round_with_more_than_fits_says_what_it_leaves_out(
         box = page.locator(selector).bounding_box()
         assert box["y"] + box["height"] <= 1080, selector
     shot(page, "recall-crowded")
+
+
+def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_shows_its_stats(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Issue 15 end to end: the daemon's own loop, log and display server. Twelve rounds are
+    played through the core (readings as the sensor sends them), the shaker is tampered with
+    (a fault), and the supervisor recalls the last ten rounds on the display, one by one; each
+    shows its dice as the log holds them. Leaving recall shows the fault again. Before the
+    fault, bets open showed the statistics the core counted."""
+    from controller.app.loop import ControlLoop, Ports
+    from controller.core.config import Config
+    from controller.core.dice import DiceReading, DieColour, DieReading
+    from controller.core.record_data import config_loaded_data
+    from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+    from drivers.safety import FaultLatch
+    from drivers.sim.hardware import StillTable
+
+    table = Table(tmp_path)
+    table.display = display = start_display(table.log)
+    hardware = StillTable()
+    settings = RoundSettings(settle_ms=10)
+    loop = ControlLoop(
+        RoundMachine(settings),
+        Ports(
+            log=table.log,
+            display=display,
+            panel=hardware,
+            shaker=hardware,
+            latch=FaultLatch(),
+            sensor=hardware,
+        ),
+    )
+    loop.power_on(config=config_loaded_data(Config()))
+    at = [0]
+
+    def send(event: Event, advance: int = 10, **data: Any) -> None:
+        at[0] += advance
+        loop.dispatch(Occurrence(event, at=at[0], supervisor=data.pop("key", False), **data))
+
+    def reading(faces: tuple[int, int, int], k: int) -> DiceReading:
+        colours = (DieColour.RED, DieColour.BLUE, DieColour.BLUE)
+        return DiceReading(
+            tuple(
+                DieReading(colour, face, True, True, 95, (20 + 30 * i + 5 * (k % 2), 40))
+                for i, (colour, face) in enumerate(zip(colours, faces, strict=True))
+            ),
+            f"{k:02x}" * 32,
+        )
+
+    played: dict[int, tuple[int, int, int]] = {}
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        page = context.new_page()
+        page.goto(display.url)
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        send(Event.LID_CLOSED)
+        for k in range(1, 13):
+            faces = (1 + k % 6, 1 + (k + 2) % 6, 1 + (k * 5) % 6)
+            send(Event.NO_MORE_BETS)
+            send(Event.SHAKE_PRESSED, delay_ms=0)
+            send(Event.SHAKE_DONE, cycles=4)
+            send(Event.TICK, advance=settings.settle_ms)
+            send(Event.READING, reading=reading(faces, k))
+            send(Event.READING, reading=reading(faces, k))
+            assert loop.machine.state.value == "result", loop.machine.state
+            played[k] = faces
+            send(Event.CLOSE_ROUND)
+        wait_current(page, "ready", 13, timeout_ms=5000)
+        # the statistics the core counted, on the players' panel
+        red_counts = [sum(1 for f in played.values() if f[0] == face) for face in range(1, 7)]
+        assert loop.machine.context.dice_counts.shift.red == tuple(red_counts)
+        page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+        assert page.text_content("#stats-rolls") == "12 rolls"
+        assert texts(page, "#stats-red .face .count") == [str(c) for c in red_counts]
+        shot(page, "loop-stats-panel")
+
+        send(Event.TAMPER)  # a simulated fault: the shaker is tilted off its mount
+        wait_current(page, "fault", 13, timeout_ms=5000)
+        for back in range(1, 11):
+            send(Event.RECALL, key=True, back=back)
+            page.wait_for_function(
+                "b => { const l = window.displayLog; const e = l[l.length - 1];"
+                " return e && e.screen === 'recall' && e.back === b; }",
+                arg=back,
+                timeout=5000,
+            )
+            text = page.text_content("body") or ""
+            assert "RECALL" in text
+            number = 14 - back  # back 1 is round 13, in play (bets open when the fault came)
+            assert f"ROUND{number}" in text.replace(" ", "").upper(), (back, text[:300])
+            if number in played:
+                red, b1, b2 = played[number]
+                assert f"red {red}, blue {b1} {b2}" in text, (number, text[:600])
+            if back == 4:
+                shot(page, "loop-recall-after-fault")
+        assert loop.machine.state.value == "fault"
+        send(Event.RECALL, key=True)  # leave: the table as it was, in its fault
+        wait_current(page, "fault", 13, timeout_ms=5000)
+        page.wait_for_selector("#recall", state="hidden", timeout=5000)
+        records = table.log.records()
+        actions = [r.data.get("action") for r in records if r.kind == "supervisor_action"]
+        assert actions == ["recall_entered", "recall_left"]
+    finally:
+        context.close()
+        loop.shutdown()
+        table.close()
