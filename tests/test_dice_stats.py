@@ -14,7 +14,11 @@ from typing import Any
 import pytest
 
 from controller.audit.dice_stats import dice_stats, table_text
-from controller.core.dice_monitor import Window
+from controller.audit.log import AuditLog
+from controller.core.dice import Roll
+from controller.core.dice_monitor import DiceWindows, Window
+from controller.core.records import RecordKind
+from controller.errors import LogIntegrityError
 
 CLI = [sys.executable, "-m", "controller"]
 SEED = 1  # the simulation's dice and crew
@@ -161,3 +165,39 @@ def test_simulate_loads_each_colour_once(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "the red dice are loaded once" in proc.stderr
+
+
+def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_counted(
+    tmp_path: Path,
+) -> None:
+    """A table upgraded to the monitor: its rolls before the upgrade were never counted by the
+    controller, so dice-stats starts where the first start with counts says they stood; every
+    later start must agree with the records, and one that does not is named."""
+
+    def round_of(log: AuditLog, number: int, red: int) -> None:
+        log.append(RecordKind.NO_MORE_BETS, {"round": number, "bank": "dealer", "mode": "shaker"})
+        dice = {"red": red, "blue": [2, 3]}
+        log.append(RecordKind.RESULT, {"round": number, "attempt": 1, "dice": dice})
+
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.RECOVERY, {"round": 1, "state": "idle"})  # before the monitor
+    round_of(log, 1, 6)
+    round_of(log, 2, 6)
+    upgraded = log.append(
+        RecordKind.RECOVERY, {"round": 3, "dice_counts": DiceWindows().as_record()}
+    )
+    round_of(log, 3, 1)
+    after = DiceWindows().after(Roll(1, (2, 3)))
+    log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": after.as_record()})
+    log.close()
+    stats = dice_stats(tmp_path, Window.ALL)
+    assert stats["counted_from"] == upgraded
+    assert stats["rolls"] == 1
+    assert stats["dice"]["red"]["counts"]["1"] == 1
+    assert stats["dice"]["red"]["counts"]["6"] == 0
+
+    log = AuditLog.open(tmp_path)
+    lying = log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": DiceWindows().as_record()})
+    log.close()
+    with pytest.raises(LogIntegrityError, match=f"record {lying}: the dice counts the controller"):
+        dice_stats(tmp_path, Window.ALL)

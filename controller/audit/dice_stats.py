@@ -6,14 +6,18 @@ whose bets closed in a dice mode (the ``no_more_bets`` record says the mode) cou
 dice; ``dice_replaced`` starts the set and the test again, the supervisor's ``dice_kept`` the
 test, ``shift_change`` the shift. A voided result stays counted, as the core counts it: the
 dice were rolled and read. Each ``dice_alarm`` record is checked against the counts made here:
-the alarm's figures must be what the test gives on them. Where the log holds its latest context
-at its last record, the counts made here must equal the context's (``context_agrees``).
+the alarm's figures must be what the test gives on them. Every start's ``recovery`` record says
+where the controller's counts stood: the counts made here must be the same; the first one of a
+log older than the monitor says where counting began (``counted_from``), and the counts start
+from it. Where the log holds its latest context at its last record, the counts made here must
+equal the context's (``context_agrees``; None when that context predates the monitor).
 
 Works on a copy (read-only connection, read-only media), while the controller appends.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,7 @@ from controller.core.dice_monitor import (
     p_values,
 )
 from controller.core.records import RecordKind
-from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.snapshot import DICE_COUNTS_SINCE, SnapshotError, decode_context
 from controller.errors import GameRuleError, LogIntegrityError
 
 _DICE_MODES = frozenset({"shaker", "manual"})
@@ -49,8 +53,14 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         standing: dict[str, Any] | None = None
         alarms: list[dict[str, Any]] = []
         last = 0
+        counted_from: int | None = None  # the first start that said where its counts stood
         for row in read_records(db):
             last = row.seq
+            if row.kind == RecordKind.RECOVERY:
+                windows, counted_from = _started(
+                    row.seq, row.entry()["data"], windows, counted_from
+                )
+                continue
             try:
                 windows, standing, alarms = _take(
                     row.kind,
@@ -89,6 +99,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         },
         "alarms": alarms,
         "records": last,
+        "counted_from": counted_from,
         "context_agrees": agrees,
     }
 
@@ -130,6 +141,28 @@ def _take(
     return windows, standing, alarms
 
 
+def _started(
+    seq: int, data: Mapping[str, Any], windows: DiceWindows, counted_from: int | None
+) -> tuple[DiceWindows, int | None]:
+    """A start: the controller's counts as it took them up. They are the counts made here from
+    the records before; on a log older than the monitor, its first start says where counting
+    began (the counts before it were never kept)."""
+    raw = data.get("dice_counts")
+    if raw is None:
+        return windows, counted_from  # a controller from before the monitor
+    try:
+        stood = DiceWindows.from_record(raw)
+    except ValueError as exc:
+        raise LogIntegrityError(seq, f"the dice counts of a start: {exc}") from None
+    if counted_from is None:
+        return stood, seq
+    if stood != windows:
+        raise LogIntegrityError(
+            seq, "the dice counts the controller took up at this start are not its records'"
+        )
+    return windows, counted_from
+
+
 def _whole(value: object) -> int:
     if type(value) is not int:
         raise TypeError(f"{value!r} is not a whole number")
@@ -159,8 +192,11 @@ def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:
     if row is None or row[0] != last or row[1] is None:
         return None
     try:
+        version = json.loads(bytes(row[1]))["v"]
+        if not isinstance(version, int) or version < DICE_COUNTS_SINCE:
+            return None  # a context from before the monitor: it holds no counts to compare
         return bool(decode_context(bytes(row[1])).dice_counts == windows)
-    except SnapshotError:
+    except (SnapshotError, ValueError, KeyError, TypeError):
         return False
 
 

@@ -29,6 +29,7 @@ from controller.errors import ControllerError, GameRuleError
 # live play and no co-bank; 4: the dice monitor's counts and its alarm (issue 15), read from the
 # earlier versions as no roll counted and no alarm.
 VERSION = 4
+DICE_COUNTS_SINCE = 4  # the first version that keeps the dice monitor's counts
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
 

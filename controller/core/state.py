@@ -1325,6 +1325,10 @@ class _Rules:
                 interrupted=previous == "interrupted",
                 faults=sorted(str(f) for f in ctx.active_faults),
                 voided_attempt=voided,
+                # issue 15: where the dice monitor stands, so that a reader of the log alone can
+                # check its own counts at every start (and knows where counting began on a log
+                # older than the monitor)
+                dice_counts=ctx.dice_counts.as_record(),
             )
         )
         if occ.fault is not None:
