@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
+from controller.core.dice_monitor import chi_square_survival
 from controller.core.drbg import HmacDrbg, bound_source, number_in_range, virtual_roll
 from controller.core.rng_replay import personalization_for, round_identity
 
@@ -46,43 +47,9 @@ SEQUENCE_BITS = 1_000_000
 # --- chi-square distribution ----------------------------------------------------------------
 
 
-def _lower_gamma_regularized(a: float, x: float) -> float:
-    """P(a, x) by its series (x < a + 1) or 1 - Q(a, x) by Lentz's continued fraction."""
-    if x <= 0:
-        return 0.0
-    log_prefix = a * math.log(x) - x - math.lgamma(a)
-    if x < a + 1:
-        term = total = 1.0 / a
-        n = a
-        while abs(term) > abs(total) * 1e-16:
-            n += 1
-            term *= x / n
-            total += term
-        return total * math.exp(log_prefix)
-    tiny = 1e-300
-    b = x + 1 - a
-    c = 1 / tiny
-    d = 1 / b
-    h = d
-    i = 1
-    while True:
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        delta = d * c
-        h *= delta
-        i += 1
-        if abs(delta - 1) < 1e-16:
-            break
-    return 1 - math.exp(log_prefix) * h
-
-
 def chi2_cdf(x: float, df: int) -> float:
-    return _lower_gamma_regularized(df / 2, x / 2)
+    """P(X < x), from the chi-square survival the dice monitor uses (one implementation)."""
+    return 1 - chi_square_survival(x, df)
 
 
 def chi2_critical(df: int, alpha: float = ALPHA) -> float:
