@@ -143,6 +143,37 @@ def test_records_round_trip_through_canonical_json(steps: list[Roll | str]) -> N
         assert DiceCounts.from_record(json.loads(json.dumps(counts.as_record()))) == counts
 
 
+@given(window_steps)
+def test_the_snapshots_text_form_reads_back_as_itself(steps: list[Roll | str]) -> None:
+    windows = windows_after(steps)
+    text = windows.as_text()
+    assert text.isascii()
+    assert DiceWindows.from_text(text) == windows
+
+
+def test_the_text_form_refuses_what_as_text_never_writes() -> None:
+    text = EMPTY_WINDOWS.after(Roll(6, (2, 5))).as_text()
+    for bad in (
+        text.replace("1", "01", 1),  # a leading zero
+        text.replace("1", "+1", 1),  # a sign
+        text.replace(",", ", ", 1),  # a space
+        text.replace("1", "\u0661", 1),  # an Arabic-Indic digit
+        text + "|",  # a fifth window
+        text.rsplit("|", 1)[0],  # three windows
+        text.replace(";", ",", 1),  # a group run into the next
+        text.split(";", 1)[1],  # the first window without its red counts
+        "",
+        None,
+        [text],
+        text.replace("0", "9" * 17, 1),  # beyond 2**53
+        # counts that the text can carry but the windows cannot be: an inner window larger
+        text.replace("0", "5", 1),
+    ):
+        with pytest.raises(CountsError):
+            DiceWindows.from_text(bad)
+
+
+EMPTY_WINDOWS = DiceWindows()
 GOOD = EMPTY.after(Roll(6, (2, 5))).after(Roll(1, (1, 3))).as_record()
 
 

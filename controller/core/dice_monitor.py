@@ -219,6 +219,30 @@ class DiceWindows:
     def as_record(self) -> dict[str, object]:
         return {str(w): self.window(w).as_record() for w in Window}
 
+    def as_text(self) -> str:
+        """The 112 counts as one line of ASCII digits: the windows in :class:`Window` order
+        separated by ``|``, each red, blue and total separated by ``;``, the counts by ``,``.
+        The context snapshot keeps this form, written with every commit: one string costs the
+        canonical encoder one check where 112 numbers in nested lists cost some 400."""
+        return "|".join(
+            ";".join(",".join(map(str, group)) for group in (c.red, c.blue, c.total))
+            for c in (self.set, self.shift, self.all, self.test)
+        )
+
+    @classmethod
+    def from_text(cls, text: object) -> DiceWindows:
+        """Only what :meth:`as_text` writes (no sign, no leading zero, no space, ASCII)."""
+        if not isinstance(text, str) or not _WINDOWS_TEXT.fullmatch(text):
+            raise CountsError("dice counts are four windows of 6;6;16 whole numbers")
+        windows = [
+            {
+                name: [int(n) for n in group.split(",")]
+                for name, group in zip(("red", "blue", "total"), window.split(";"), strict=True)
+            }
+            for window in text.split("|")
+        ]
+        return cls.from_record(dict(zip((str(w) for w in Window), windows, strict=True)))
+
     @classmethod
     def from_record(cls, raw: object) -> DiceWindows:
         if not isinstance(raw, Mapping) or set(raw) != {str(w) for w in Window}:
@@ -230,6 +254,12 @@ class DiceWindows:
         ):
             raise CountsError("a dice window counts more than the windows around it")
         return windows
+
+
+_NUMBER = "(?:0|[1-9][0-9]{0,15})"
+_GROUP_6 = f"{_NUMBER}(?:,{_NUMBER}){{5}}"
+_WINDOW_TEXT = f"{_GROUP_6};{_GROUP_6};{_NUMBER}(?:,{_NUMBER}){{15}}"
+_WINDOWS_TEXT = re.compile(f"{_WINDOW_TEXT}(?:\\|{_WINDOW_TEXT}){{3}}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,7 @@ def encode_context(ctx: RoundContext) -> bytes:
         "mode": None if ctx.mode is None else str(ctx.mode),
         "service_round": ctx.service_round,
         "co_bank": ctx.co_bank or None,
-        "dice_counts": None if ctx.dice_counts.is_empty else ctx.dice_counts.as_record(),
+        "dice_counts": None if ctx.dice_counts.is_empty else ctx.dice_counts.as_text(),
         "dice_alarm": None if ctx.dice_alarm is None else ctx.dice_alarm.as_record(),
     }
     return canonical.encode(
@@ -162,7 +162,7 @@ def decode_context(blob: bytes) -> RoundContext:
             mode=Mode(_str(raw, "mode")) if "mode" in raw else None,
             service_round=_count(raw, "service_round", low=1) if "service_round" in raw else None,
             co_bank=_bool(raw, "co_bank") if "co_bank" in raw else False,
-            dice_counts=DiceWindows.from_record(raw["dice_counts"])
+            dice_counts=DiceWindows.from_text(raw["dice_counts"])
             if "dice_counts" in raw
             else DiceWindows(),
             dice_alarm=DiceAlarm.from_record(raw["dice_alarm"]) if "dice_alarm" in raw else None,
