@@ -15,6 +15,12 @@ read the same CLOCK_MONOTONIC. A round's latency is from the frame that decided 
 agreeing reading: the last reading frame before its result) to the arrival of the feed's
 ``result`` record, and of the page's ``result`` screen.
 
+Baseline, measured in the same run: the same hops with no work on them, in a child of its
+own (``--relay``): a thread writes a frame of the sensor's size to a pty, a reader thread
+blocked on the other end puts it on a ``queue.Queue``, a control thread takes it and sends a
+line on a TCP connection to this process, one frame every 50 ms (the threads go cold between
+frames, as between rounds). What the product adds is its figure less the baseline's.
+
 Only the frame -> result path is timed: the shake, the settle and the first read are before the
 frame. The simulated hardware has timing margins (bench/common.py, ``steady_simulation``) and
 the simulated dealer waits 20 ms before pressing a key, as a dealer takes seconds, so that the
@@ -27,12 +33,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import queue
 import selectors
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import tty
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -213,6 +222,64 @@ def _latencies_ms(arrivals: dict[int, int], frames: list[int]) -> list[float]:
     return latencies
 
 
+RELAY_GAP_S = 0.05
+RELAY_FRAME = 98  # bytes: about a reading frame's size
+
+
+def relay_child(port: int, frames: int) -> None:
+    """The baseline's hops, with nothing done on them; prints the frames' times as JSON."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    hand_over: queue.Queue[bytes] = queue.Queue()
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def reader() -> None:
+        while True:
+            hand_over.put(os.read(slave, 4096))
+
+    def control() -> None:
+        while (data := hand_over.get()) != b"end":
+            sock.sendall(data[:8] + b"\n")
+        sock.close()
+
+    threading.Thread(target=reader, daemon=True).start()
+    controller = threading.Thread(target=control)
+    controller.start()
+    times = []
+    for number in range(frames):
+        time.sleep(RELAY_GAP_S)
+        times.append(time.monotonic_ns())
+        os.write(master, b"%08d" % number + b"x" * (RELAY_FRAME - 8))
+    time.sleep(0.1)
+    os.write(master, b"end")
+    controller.join()
+    print(json.dumps(times))
+
+
+def run_baseline(frames: int) -> list[float]:
+    """The baseline's latencies, in ms."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    command = [sys.executable, __file__, "--relay", str(server.getsockname()[1]), str(frames)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE)
+    server.settimeout(CONNECT_TIMEOUT_S)
+    conn, _ = server.accept()
+    server.close()
+    arrivals: dict[int, int] = {}
+    pending = b""
+    while data := conn.recv(65536):
+        at = time.monotonic_ns()
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            arrivals[int(line)] = at
+    conn.close()
+    out, _ = proc.communicate(timeout=60)
+    sent = json.loads(out)
+    return [(arrivals[n] - sent[n]) / 1e6 for n in sorted(arrivals)]
+
+
 def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory(prefix="bench-latency-", dir=base) as tmp:
         work = Path(tmp)
@@ -257,7 +324,19 @@ def main() -> None:
     note(machine_load())
     if base is None:
         note("no tmpfs found: the figures include the fsyncs of the commits")
-    runs = [run_once(rounds, seed, base) for _ in range(repeats)]
+    runs = []
+    baselines = []
+    for _ in range(repeats):  # interleaved: each run has its baseline beside it in time
+        baselines.append(run_baseline(rounds))
+        runs.append(run_once(rounds, seed, base))
+    base_p50 = median([percentile(b, 0.50) for b in baselines])
+    base_p99 = median([percentile(b, 0.99) for b in baselines])
+    figure("baseline: the same hops doing nothing, p50", f"{base_p50:.3f} ms")
+    figure("baseline: the same hops doing nothing, p99", f"{base_p99:.3f} ms")
+    note(
+        f"p99 {spread([percentile(b, 0.99) for b in baselines], 'ms', 3)}: pty -> reader"
+        " thread -> queue -> control thread -> TCP, a frame every 50 ms"
+    )
     for stream, what in (("feed", "feed (JSON lines over TCP)"), ("page", "page (SSE /events)")):
         p50s = [percentile(run[stream], 0.50) for run in runs]
         p99s = [percentile(run[stream], 0.99) for run in runs]
@@ -270,10 +349,16 @@ def main() -> None:
             f"p99 {spread(p99s, 'ms', 3)}; {sum(counts)} rounds; all runs pooled:"
             f" p99 {percentile(pooled, 0.99):.3f} ms, max {max(pooled):.3f} ms"
         )
+        note(
+            f"over the baseline: p50 {p50 / base_p50:.1f}x (+{p50 - base_p50:.3f} ms),"
+            f" p99 {p99 / base_p99:.1f}x (+{p99 - base_p99:.3f} ms)"
+        )
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "--child":
         child(sys.argv[2:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--relay":
+        relay_child(int(sys.argv[2]), int(sys.argv[3]))
     else:
         main()
