@@ -51,10 +51,10 @@ def test_each_result_read_from_the_dice_is_counted_in_every_window() -> None:
     t = Table()
     play(t, 2, 3)
     counts = t.machine.context.dice_counts
-    assert counts.set == counts.shift == counts.all == counts.test
-    assert counts.all.red == (0, 3, 0, 0, 0, 0)
-    assert counts.all.rolls == 3
-    assert sum(counts.all.blue) == 6
+    assert counts.set == counts.shift == counts.test
+    assert counts.set.red == (0, 3, 0, 0, 0, 0)
+    assert counts.set.rolls == 3
+    assert sum(counts.set.blue) == 6
     stats = t.shown(Screen.READY).data["stats"]
     assert stats["shift"]["red"] == [0, 3, 0, 0, 0, 0]
     assert stats["alarm"] is None
@@ -120,7 +120,7 @@ def test_dice_replaced_clears_the_alarm_and_starts_the_set_again() -> None:
     assert record["alarm_cleared"] == "red"
     counts = t.machine.context.dice_counts
     assert counts.set.rolls == counts.test.rolls == 0
-    assert counts.shift.rolls == counts.all.rolls == 19
+    assert counts.shift.rolls == 19
 
 
 def test_a_dice_alarm_stays_with_another_fault_until_both_are_cleared() -> None:
@@ -149,7 +149,7 @@ def test_a_shift_change_starts_the_shift_window_only() -> None:
     t.send(Event.SHIFT_CHANGE)
     counts = t.machine.context.dice_counts
     assert counts.shift.rolls == 0
-    assert counts.set.rolls == counts.all.rolls == counts.test.rolls == 2
+    assert counts.set.rolls == counts.test.rolls == 2
 
 
 def test_rng_results_and_service_test_rounds_are_not_counted() -> None:

@@ -106,10 +106,12 @@ def test_the_windows_start_again_where_the_table_says() -> None:
     windows = DiceWindows().after(roll).after(roll)
     one = EMPTY.after(roll)
     two = one.after(roll)
-    assert all(windows.window(w) == two for w in Window)
-    assert windows.kept() == DiceWindows(set=two, shift=two, all=two, test=EMPTY)
-    assert windows.replaced() == DiceWindows(set=EMPTY, shift=two, all=two, test=EMPTY)
-    assert windows.new_shift() == DiceWindows(set=two, shift=EMPTY, all=two, test=two)
+    assert all(windows.window(w) == two for w in Window if w is not Window.ALL)
+    with pytest.raises(CountsError, match="the log's"):
+        windows.window(Window.ALL)  # the log's window: dice-stats makes it from the records
+    assert windows.kept() == DiceWindows(set=two, shift=two, test=EMPTY)
+    assert windows.replaced() == DiceWindows(set=EMPTY, shift=two, test=EMPTY)
+    assert windows.new_shift() == DiceWindows(set=two, shift=EMPTY, test=two)
     assert windows.new_shift().after(roll).shift == one
     assert DiceWindows().is_empty
     assert not windows.is_empty
@@ -137,7 +139,7 @@ def test_records_round_trip_through_canonical_json(steps: list[Roll | str]) -> N
     assert DiceWindows.from_record(record) == windows
     assert DiceWindows.from_record(canonical.decode(canonical.encode(record))) == windows
     assert DiceWindows.from_record(json.loads(json.dumps(record))) == windows
-    for w in Window:
+    for w in (Window.SET, Window.SHIFT, Window.TEST):
         counts = windows.window(w)
         assert DiceCounts.from_record(counts.as_record()) == counts
         assert DiceCounts.from_record(json.loads(json.dumps(counts.as_record()))) == counts
@@ -152,13 +154,20 @@ def test_the_snapshots_text_form_reads_back_as_itself(steps: list[Roll | str]) -
 
 
 def test_the_text_form_refuses_what_as_text_never_writes() -> None:
-    text = EMPTY_WINDOWS.after(Roll(6, (2, 5))).as_text()
+    text = EMPTY_WINDOWS.after(Roll(6, (2, 5))).new_shift().kept().as_text()
+    full = EMPTY_WINDOWS.after(Roll(6, (2, 5))).as_text()
+    assert full.endswith("|=|=")  # the shift and the test count what the set counts
+    set_text = full.split("|")[0]
     for bad in (
+        f"{set_text}|{set_text}|=",  # a window equal to the set written out
+        f"{set_text}|=",  # two windows
+        "=|=|=",  # the set itself as '='
+        full.replace("|=|=", "|=|= "),
         text.replace("1", "01", 1),  # a leading zero
         text.replace("1", "+1", 1),  # a sign
         text.replace(",", ", ", 1),  # a space
         text.replace("1", "\u0661", 1),  # an Arabic-Indic digit
-        text + "|",  # a fifth window
+        text + "|=",  # a fourth window
         text.rsplit("|", 1)[0],  # three windows
         text.replace(";", ",", 1),  # a group run into the next
         text.split(";", 1)[1],  # the first window without its red counts
@@ -238,11 +247,9 @@ def test_windows_refuse_what_as_record_never_writes() -> None:
         {k: v for k, v in whole.items() if k != "test"},  # a window missing
         {**whole, "day": two},  # a window too many
         {**whole, "set": {**two, "red": [0, 3, 0, 0, 0, 0]}},  # bad counts inside
-        {**whole, "all": one},  # the set, the shift and the test exceed the log's counts
-        {**whole, "all": one, "shift": one, "test": one},  # the set exceeds the log
-        {**whole, "all": one, "set": one, "test": one},  # the shift exceeds the log
+        {**whole, "all": one},  # the log's window is not the table's
         {**whole, "set": one},  # the test counts more than its set
-        {**whole, "all": EMPTY.after(Roll(5, (3, 4))).after(roll).as_record()},  # other faces
+        {**whole, "set": EMPTY.after(Roll(5, (3, 4))).after(roll).as_record()},  # other faces
     ]
     for raw in refused:
         with pytest.raises(CountsError):

@@ -190,11 +190,14 @@ def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_count
     after = DiceWindows().after(Roll(1, (2, 3)))
     log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": after.as_record()})
     log.close()
-    stats = dice_stats(tmp_path, Window.ALL)
+    stats = dice_stats(tmp_path, Window.SET)
     assert stats["counted_from"] == upgraded
     assert stats["rolls"] == 1
     assert stats["dice"]["red"]["counts"]["1"] == 1
     assert stats["dice"]["red"]["counts"]["6"] == 0
+    everything = dice_stats(tmp_path, Window.ALL)  # the log's own window: every result in it
+    assert everything["rolls"] == 3
+    assert everything["dice"]["red"]["counts"]["6"] == 2
 
     log = AuditLog.open(tmp_path)
     lying = log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": DiceWindows().as_record()})

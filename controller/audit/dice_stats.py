@@ -25,6 +25,7 @@ from typing import Any
 from controller.audit.log import open_for_reading, read_records
 from controller.core.dice import Roll
 from controller.core.dice_monitor import (
+    EMPTY,
     TOTALS,
     DiceCounts,
     DiceTest,
@@ -49,6 +50,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
     try:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
         windows = DiceWindows()
+        everything = EMPTY  # since the log began: the log's own window
         modes: dict[int, str] = {}
         standing: dict[str, Any] | None = None
         alarms: list[dict[str, Any]] = []
@@ -62,12 +64,12 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
                 )
                 continue
             try:
-                windows, standing, alarms = _take(
+                windows, everything, standing, alarms = _take(
                     row.kind,
                     row.entry()["data"],
                     row.seq,
                     window=window,
-                    fold=(windows, standing, alarms),
+                    fold=(windows, everything, standing, alarms),
                     modes=modes,
                 )
             except (KeyError, TypeError, ValueError, GameRuleError) as exc:
@@ -78,7 +80,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         db.execute("COMMIT")
     finally:
         db.close()
-    counts = windows.window(window)
+    counts = everything if window is Window.ALL else windows.window(window)
     p = p_values(counts)
     return {
         "window": str(window),
@@ -104,7 +106,8 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
     }
 
 
-_Fold = tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]]
+# the windows the table keeps, the counts since the log began, the alarm standing, the alarms
+_Fold = tuple[DiceWindows, DiceCounts, dict[str, Any] | None, list[dict[str, Any]]]
 
 
 def _take(
@@ -117,7 +120,7 @@ def _take(
     modes: dict[int, str],
 ) -> _Fold:
     """One record's part in the counts (and in the alarms)."""
-    windows, standing, alarms = fold
+    windows, everything, standing, alarms = fold
     if kind == RecordKind.NO_MORE_BETS:
         modes[_whole(data["round"])] = str(data["mode"])
     elif kind == RecordKind.RESULT:
@@ -126,7 +129,8 @@ def _take(
             blue = dice["blue"]
             if not isinstance(blue, list) or len(blue) != 2:
                 raise ValueError("two blue dice")
-            windows = windows.after(Roll(_whole(dice["red"]), (_whole(blue[0]), _whole(blue[1]))))
+            roll = Roll(_whole(dice["red"]), (_whole(blue[0]), _whole(blue[1])))
+            windows, everything = windows.after(roll), everything.after(roll)
     elif kind == RecordKind.DICE_ALARM:
         standing = _checked_alarm(seq, data, windows.test)
         alarms = [*alarms, standing]
@@ -138,7 +142,7 @@ def _take(
     elif kind == RecordKind.SHIFT_CHANGE:
         windows = windows.new_shift()
         alarms = [] if window is Window.SHIFT else alarms
-    return windows, standing, alarms
+    return windows, everything, standing, alarms
 
 
 def _started(

@@ -112,8 +112,8 @@ class DiceTest(StrEnum):
 class Window(StrEnum):
     SET = "set"  # since the dice set was put in (the last "dice replaced")
     SHIFT = "shift"  # since the last shift change
-    ALL = "all"  # since the log began
     TEST = "test"  # the alarm's test: since the set was put in, or inspected and kept
+    ALL = "all"  # since the log began: the log's (dice-stats), not kept at the table
 
 
 class CountsError(ValueError):
@@ -178,20 +178,18 @@ def _counts(raw: object, size: int, name: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class DiceWindows:
-    """The counts over each window (:class:`Window`)."""
+    """The counts the table keeps, over the windows it uses: the dice set (the supervisor's
+    view), the shift (the players' panel) and the test (the alarm). The counts since the log
+    began (``Window.ALL``) are the log's: ``dice-stats`` makes them from the records. Nothing
+    at the table decides or shows anything by them, and kept here they would grow the context
+    that is written with every commit."""
 
     set: DiceCounts = EMPTY
     shift: DiceCounts = EMPTY
-    all: DiceCounts = EMPTY
     test: DiceCounts = EMPTY
 
     def after(self, roll: Roll) -> DiceWindows:
-        return DiceWindows(
-            self.set.after(roll),
-            self.shift.after(roll),
-            self.all.after(roll),
-            self.test.after(roll),
-        )
+        return DiceWindows(self.set.after(roll), self.shift.after(roll), self.test.after(roll))
 
     def replaced(self) -> DiceWindows:
         """A new dice set: its counts, and the test, start again."""
@@ -205,61 +203,67 @@ class DiceWindows:
         return replace(self, shift=EMPTY)
 
     def window(self, window: Window) -> DiceCounts:
-        return {
-            Window.SET: self.set,
-            Window.SHIFT: self.shift,
-            Window.ALL: self.all,
-            Window.TEST: self.test,
-        }[window]
+        if window is Window.ALL:
+            raise CountsError("the counts since the log began are the log's (dice-stats)")
+        return {Window.SET: self.set, Window.SHIFT: self.shift, Window.TEST: self.test}[window]
 
     @property
     def is_empty(self) -> bool:
         return self == DiceWindows()
 
     def as_record(self) -> dict[str, object]:
-        return {str(w): self.window(w).as_record() for w in Window}
+        return {str(w): self.window(w).as_record() for w in _KEPT}
 
     def as_text(self) -> str:
-        """The 112 counts as one line of ASCII digits: the windows in :class:`Window` order
-        separated by ``|``, each red, blue and total separated by ``;``, the counts by ``,``.
-        The context snapshot keeps this form, written with every commit: one string costs the
-        canonical encoder one check where 112 numbers in nested lists cost some 400."""
-        return "|".join(
-            ";".join(",".join(map(str, group)) for group in (c.red, c.blue, c.total))
-            for c in (self.set, self.shift, self.all, self.test)
-        )
+        """The counts as one line of ASCII digits: the set, the shift and the test separated by
+        ``|`` (the shift or the test as ``=`` when it counts what the set counts, as it mostly
+        does), each red, blue and total separated by ``;``, the counts by ``,``. The context
+        snapshot keeps this form: it is written with every commit, on pages of 512 bytes, and
+        one short string costs the canonical encoder one check where 84 numbers in nested lists
+        cost some 300."""
+        shown = [
+            _text_of(self.set),
+            *("=" if c == self.set else _text_of(c) for c in (self.shift, self.test)),
+        ]
+        return "|".join(shown)
 
     @classmethod
     def from_text(cls, text: object) -> DiceWindows:
         """Only what :meth:`as_text` writes (no sign, no leading zero, no space, ASCII)."""
         if not isinstance(text, str) or not _WINDOWS_TEXT.fullmatch(text):
-            raise CountsError("dice counts are four windows of 6;6;16 whole numbers")
+            raise CountsError("dice counts are the set, the shift and the test: 6;6;16 numbers")
+        first, *rest = text.split("|")
+        groups = [first, *(first if w == "=" else w for w in rest)]
+        if any(w == first and r != "=" for w, r in zip(groups[1:], rest, strict=True)):
+            raise CountsError("a window that counts what the set counts is written '='")
         windows = [
             {
                 name: [int(n) for n in group.split(",")]
                 for name, group in zip(("red", "blue", "total"), window.split(";"), strict=True)
             }
-            for window in text.split("|")
+            for window in groups
         ]
-        return cls.from_record(dict(zip((str(w) for w in Window), windows, strict=True)))
+        return cls.from_record(dict(zip((str(w) for w in _KEPT), windows, strict=True)))
 
     @classmethod
     def from_record(cls, raw: object) -> DiceWindows:
-        if not isinstance(raw, Mapping) or set(raw) != {str(w) for w in Window}:
-            raise CountsError(f"dice windows are {', '.join(str(w) for w in Window)}")
-        windows = cls(*(DiceCounts.from_record(raw[str(w)]) for w in Window))
-        inner = (windows.set, windows.shift, windows.test)
-        if not all(w.is_within(windows.all) for w in inner) or not windows.test.is_within(
-            windows.set
-        ):
-            raise CountsError("a dice window counts more than the windows around it")
+        if not isinstance(raw, Mapping) or set(raw) != {str(w) for w in _KEPT}:
+            raise CountsError(f"dice windows are {', '.join(str(w) for w in _KEPT)}")
+        windows = cls(*(DiceCounts.from_record(raw[str(w)]) for w in _KEPT))
+        if not windows.test.is_within(windows.set):
+            raise CountsError("the test window counts more than the dice set")
         return windows
 
 
+def _text_of(counts: DiceCounts) -> str:
+    return ";".join(",".join(map(str, g)) for g in (counts.red, counts.blue, counts.total))
+
+
+_KEPT = (Window.SET, Window.SHIFT, Window.TEST)  # the windows the table keeps, in this order
 _NUMBER = "(?:0|[1-9][0-9]{0,15})"
 _GROUP_6 = f"{_NUMBER}(?:,{_NUMBER}){{5}}"
 _WINDOW_TEXT = f"{_GROUP_6};{_GROUP_6};{_NUMBER}(?:,{_NUMBER}){{15}}"
-_WINDOWS_TEXT = re.compile(f"{_WINDOW_TEXT}(?:\\|{_WINDOW_TEXT}){{3}}")
+_WINDOWS_TEXT = re.compile(f"{_WINDOW_TEXT}(?:\\|(?:=|{_WINDOW_TEXT})){{2}}")
 
 
 @dataclass(frozen=True, slots=True)
