@@ -556,14 +556,18 @@ class AuditLog:
             prev = record_hash(leaf)
             rows.append((seq, str(kind), leaf, None, None, None))  # context etc.: the head
             if kind in CHECKPOINT_AFTER:
-                signature = self._signature(tree)
-                note = checkpoint_note(self._checkpoint_of(tree), self.origin, signature)
+                closed = self._checkpoint_of(tree)
+                signature = checkpoint_signature(closed, self.signer)
+                note = checkpoint_note(closed, self.origin, signature)
                 notes.append((seq, note, None))
                 anchor = (note, tuple(tree.hashes))
         # The running checkpoint: signed once, that of a round's close if it ends the commit.
+        # The tree's root is computed once for the signature, the note and the head.
+        latest_checkpoint = self._checkpoint_of(tree)
+        root = latest_checkpoint.root_hash
         if not notes or notes[-1][0] != tree.size:
-            signature = self._signature(tree)
-        latest = checkpoint_note(self._checkpoint_of(tree), self.origin, signature)
+            signature = checkpoint_signature(latest_checkpoint, self.signer)
+        latest = checkpoint_note(latest_checkpoint, self.origin, signature)
         keep_frontier = tree.size - self._frontier_size >= FRONTIER_EVERY or self._legacy_head
         if keep_frontier:
             if notes and notes[-1][0] == tree.size:
@@ -587,7 +591,7 @@ class AuditLog:
                 db.execute(
                     "UPDATE head SET size = ?, context_seq = coalesce(?, context_seq),"
                     " context = coalesce(?, context), root = ?, signature = ? WHERE id = 1",
-                    (*head, tree.root(), signature),
+                    (*head, root, signature),
                 )
                 return
             # A log from before the head: its last record kept all this.
@@ -599,7 +603,7 @@ class AuditLog:
             db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
             db.execute(
                 "INSERT INTO head VALUES (1, ?, coalesce(?, ?), coalesce(?, ?), ?, ?)",
-                (tree.size, head[1], stored[0], context, stored[1], tree.root(), signature),
+                (tree.size, head[1], stored[0], context, stored[1], root, signature),
             )
 
         try:
