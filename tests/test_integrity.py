@@ -394,7 +394,11 @@ def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_
         assert proc.returncode == 0, (when, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr
         rows = _export(state)
-        faults = [r["data"]["detail"] for r in rows if r["kind"] == "fault"]
+        details = [r["data"] for r in rows if r["kind"] == "fault"]
+        # The traced thread waits for strace at each system call: on a loaded machine the
+        # simulated motor may overrun its 200 ms limit meanwhile, a fault of its own (latched,
+        # recorded and cleared like any other), not the storage's.
+        faults = [d["detail"] for d in details if d["fault"] != "motor_overrun"]
         # One fault, or none where that fdatasync was not a commit's (the anchor file's
         # creation, the checkpoint of the WAL at the end) or came after the last one.
         assert len(faults) <= 1, (when, faults)
