@@ -500,10 +500,10 @@ def test_recall_from_the_terminal_shows_the_rounds_the_log_holds(table: Table) -
     screen, data, _ = table.screens.shown[-1]
     assert screen is Screen.RECALL
     assert data["back"] == 2
-    rounds = data["rounds"]
-    assert [r["round"] for r in rounds] == [1, 2, 3, 4]  # round 4: bets open, nothing yet
-    assert [r["outcome"] for r in rounds] == ["closed", "closed", "closed", "in play"]
-    assert all(r["result"]["starting_position"] for r in rounds[:3])
+    assert data["count"] == 4  # rounds 1 to 4; round 4: bets open, nothing yet
+    (recalled,) = data["rounds"]  # the round recalled alone: the screen stays small
+    assert (recalled["round"], recalled["outcome"]) == (3, "closed")
+    assert recalled["result"]["starting_position"]
     stepped = request(table, "recall", back=3)
     assert stepped == {"action": "recall", "ok": True, "records": []}
     assert table.step(Event.NO_MORE_BETS).refused is not None  # nothing changes meanwhile

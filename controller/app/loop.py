@@ -432,8 +432,12 @@ class ControlLoop:
         if screen is Screen.REFUSED:
             self._note_refusal(str(data.get("reason", "")))
         if screen is Screen.RECALL:
-            # AGCO 13.1.1: the rounds come from the log itself, as recall reads them
-            data = {**data, "rounds": self.ports.log.recall(RECALL_DEPTH)}
+            # AGCO 13.1.1: the round comes from the log itself, as recall reads it; only the
+            # one recalled is sent (a screen the display's history keeps), with the count
+            rounds = self.ports.log.recall(RECALL_DEPTH)
+            back = _int(data["back"])
+            chosen = [rounds[-back]] if 1 <= back <= len(rounds) else []
+            data = {**data, "count": len(rounds), "rounds": chosen}
         self.ports.display.show(screen, data, seq=self.last_seq)
         bank = data.get("bank")
         self.ports.panel.show_status(

@@ -594,8 +594,13 @@ function renderRecall(box, cur, forSupervisor) {
   const d = cur.data || {};
   const rounds = Array.isArray(d.rounds) ? d.rounds : [];
   const back = Number.isSafeInteger(d.back) ? d.back : null;
-  const n = rounds.length;
-  const game = back !== null && back >= 1 && back <= n ? rounds[n - back] : null;
+  // The controller sends the round recalled alone, with how many it can recall (``count``);
+  // a list of them all (``rounds`` without ``count``) is read as well.
+  const n = Number.isSafeInteger(d.count) ? d.count : rounds.length;
+  const inRange = back !== null && back >= 1 && back <= n;
+  const game = !inRange ? null : Number.isSafeInteger(d.count)
+    ? (rounds.length === 1 ? rounds[0] : null)
+    : rounds[n - back];
   const banner = el("header", "recall-banner");
   banner.append(el("div", "recall-title", "RECALL — PAST GAME " + (back ?? "?") + " OF " + n
     + " — NOT LIVE"));
