@@ -20,7 +20,7 @@ import json
 import json.encoder
 import json.scanner
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,32 +78,18 @@ def is_plain(value: object) -> bool:
 # The walk calls a function per container only: a scalar of an exact type (most of a record)
 # is decided inline, with the answers _is_plain_scalar gives (the path to the display costs
 # a function call per member otherwise, some 300 for a result's step). Loops, not all() over
-# a generator: a third faster again.
+# a generator: a third faster again. A dict's keys are checked first, then its values as any
+# other items (one walk of the members for dicts and lists alike; 0.3 us more on a result).
 
 
 def _is_plain_dict(value: dict[Any, Any]) -> bool:
-    for key, item in value.items():
+    for key in value:
         if type(key) is not str:
             return False
-        kind = type(item)
-        if kind is str or kind is bool or item is None:
-            continue
-        if kind is int:
-            if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
-                continue
-            return False
-        if kind is dict:
-            if not _is_plain_dict(item):
-                return False
-        elif kind is list or kind is tuple:
-            if not _is_plain_items(item):
-                return False
-        elif not _is_plain_scalar(item):
-            return False
-    return True
+    return _is_plain_items(value.values())
 
 
-def _is_plain_items(value: list[Any] | tuple[Any, ...]) -> bool:
+def _is_plain_items(value: Iterable[Any]) -> bool:
     for item in value:
         kind = type(item)
         if kind is str or kind is bool or item is None:
