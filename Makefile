@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 unit-checks: $(STAMP)
 	scripts/check-systemd-unit
 
-# In parallel (pytest-xdist): 1.5 workers per core, the slow tests first (tests/conftest.py).
+# In parallel (pytest-xdist): 2 workers per core, the slow tests first (tests/conftest.py).
 pytest: $(STAMP)
 	$(BIN)/pytest -n auto --dist load --maxschedchunk 1
 

@@ -15,8 +15,9 @@ Two kinds of test live here:
 
 The stress rounds run in two worker processes (one per core; the GIL would otherwise put every
 thread on one), each this file run as a script; ``RACE_SEED`` replays a seed and
-``RACE_ITERATIONS`` changes the count. A round of ``close`` cannot reuse its shaker: each builds
-one (gpiozero's devices) and starts its two threads, about 1.5 ms of CPU, so the 10,000 rounds of
+``RACE_ITERATIONS`` changes the count (5,000 per kind in ``make test``; a soak before a release
+runs more, e.g. ``RACE_ITERATIONS=100000``). A round of ``close`` cannot reuse its shaker: each
+builds one (gpiozero's devices) and starts its two threads, about 1.5 ms of CPU, so the rounds of
 that kind take the longest (see the durations pytest prints).
 """
 
@@ -51,7 +52,7 @@ from drivers.sim.hardware import SimContactPin
 from drivers.table_io import build_panel
 
 PINS = PinsConfig()
-ITERATIONS = int(os.environ.get("RACE_ITERATIONS", "10000"))  # per kind of race, in total
+ITERATIONS = int(os.environ.get("RACE_ITERATIONS", "5000"))  # per kind of race, in total
 WORKERS = 2
 JOIN_S = 30.0  # a round not finished in this long is a deadlock (a loaded machine is slow)
 SLOW = ShakerConfig(motor_max_ms=400, shake_ms=150, cycle_ms=50, amplitude=0.8, debounce_ms=5)
