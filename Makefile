@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml scripts/bootstrap-venv
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/paigow-controller simulate --rounds 12 --faults default --web-display --state-dir demo-state
+	$(BIN)/paigow-controller simulate --rounds 12 --faults default --web-display --state-dir demo-state \
+		--config hw/config.demo.toml
 
 test: $(STAMP) system-deps lint typecheck unit-checks pytest
 

@@ -6,27 +6,65 @@ import os
 import subprocess
 import sys
 import threading
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from controller.app.config_file import load_config
-from controller.core.config import Config, parse_config
+from controller.core.config import BetLimits, Config, Language, LimitsConfig, parse_config
 from controller.core.position import Game
 from controller.core.state import Mode
 from controller.core.wagers import Odds, Wager
 from controller.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "hw" / "config.example.toml"
+DEMO = EXAMPLE.parent / "config.demo.toml"
 
 
 def test_the_example_config_loads_and_equals_the_defaults() -> None:
     config = load_config(EXAMPLE)
     defaults = Config()
-    for section in ("table", "round", "shaker", "sensor", "rng", "storage", "display", "pins"):
+    for section in (
+        "table",
+        "round",
+        "shaker",
+        "sensor",
+        "rng",
+        "storage",
+        "display",
+        "pins",
+        "limits",
+    ):
         assert getattr(config, section) == getattr(defaults, section), section
     assert config.paytables == defaults.paytables
     assert len(config.source_sha256) == 64
+
+
+def test_the_examples_commented_limits_load_as_documented() -> None:
+    """hw/config.example.toml shows [limits] commented out (none by default): uncommented,
+    it is a valid config."""
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index("# [limits]")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("# "):
+            break
+        block.append(line[2:])
+    limits = parse_config(tomllib.loads("\n".join(block))).limits
+    assert limits is not None
+    assert set(limits.configured()) == {"table", "sum"}
+
+
+def test_the_demo_config_shows_limits_and_a_brand() -> None:
+    """``make demo`` plays with hw/config.demo.toml: the page shows limits and a name."""
+    config = load_config(DEMO)
+    assert config.limits is not None
+    assert set(config.limits.configured()) == {"table", "sum"}
+    assert config.display.brand
+    assert config.paytables == Config().paytables  # no payout invented for a demo
+    makefile = (EXAMPLE.parent.parent / "Makefile").read_text()
+    assert "--config hw/config.demo.toml" in makefile
 
 
 def test_an_empty_file_gives_the_defaults(tmp_path: Path) -> None:
@@ -92,6 +130,34 @@ def test_values_are_read() -> None:
             "paytables.M.pays.four",
         ),
         ({"paytables": {"M": {"wager": "match", "odds": {}}}}, "paytables.M.odds"),
+        # issue 16: the page's languages and brand, the table limits
+        ({"display": {"languages": []}}, "display.languages"),
+        ({"display": {"languages": ["en", "en"]}}, "display.languages"),
+        ({"display": {"languages": ["zh-Hans"]}}, "display.languages"),
+        ({"display": {"languages": ["en", "zh-Hant", "en"]}}, "display.languages"),
+        ({"display": {"languages": "en"}}, "display.languages"),
+        ({"display": {"brand": "x" * 41}}, "display.brand"),
+        ({"display": {"brand": "Casino\nRoyale"}}, "display.brand"),
+        ({"display": {"brand": "Casino\u202eelayoR"}}, "display.brand"),  # a bidi override
+        ({"display": {"brand": 7}}, "display.brand"),
+        ({"limits": []}, "limits"),
+        ({"limits": {"currency": "usd"}}, "limits.currency"),
+        ({"limits": {"currency": "US"}}, "limits.currency"),
+        ({"limits": {"currency": "ＵＳＤ"}}, "limits.currency"),
+        ({"limits": {"currency": 840}}, "limits.currency"),
+        ({"limits": {"tables": {"min": 1, "max": 2}}}, "limits.tables"),
+        ({"limits": {"table": 25}}, "limits.table"),
+        ({"limits": {"table": {"min": 25}}}, "limits.table.max"),
+        ({"limits": {"table": {"max": 25}}}, "limits.table.min"),
+        ({"limits": {"table": {"min": 25, "max": 50, "step": 5}}}, "limits.table.step"),
+        ({"limits": {"table": {"min": 0, "max": 50}}}, "limits.table.min"),
+        ({"limits": {"table": {"min": 1, "max": 10_000_001}}}, "limits.table.max"),
+        ({"limits": {"table": {"min": 2.5, "max": 50}}}, "limits.table.min"),
+        ({"limits": {"table": {"min": True, "max": 50}}}, "limits.table.min"),
+        ({"limits": {"table": {"min": "25", "max": 50}}}, "limits.table.min"),
+        ({"limits": {"sum": {"min": 100, "max": 50}}}, "limits.sum.max"),
+        ({"limits": {"match": {"min": 5, "max": 50}}}, "limits.match"),  # no match paytable
+        ({"limits": {"beat_it": {"min": 5, "max": 50}}}, "limits.beat_it"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(raw: dict[str, object], key: str) -> None:
@@ -99,6 +165,52 @@ def test_bad_values_are_refused_naming_the_key(raw: dict[str, object], key: str)
         parse_config(raw)
     assert raised.value.key == key
     assert key in str(raised.value)
+
+
+def test_the_page_languages_and_brand_are_read() -> None:
+    """Issue 16: one language or both, in the order given; the certificate holder's name
+    (621a.2(b)(1)), up to 40 printable characters, any script."""
+    default = Config().display
+    assert default.languages == (Language.EN, Language.ZH_HANT)
+    assert default.brand == ""
+    for languages in (["en"], ["zh-Hant"], ["zh-Hant", "en"], ["en", "zh-Hant"]):
+        display = parse_config({"display": {"languages": languages}}).display
+        assert [str(language) for language in display.languages] == languages
+    brand = "金沙 Casino & Resort — Table Games 40 ch"[:40]
+    assert parse_config({"display": {"brand": brand}}).display.brand == brand
+    assert parse_config({"display": {"brand": ""}}).display.brand == ""
+
+
+def test_table_limits_are_read() -> None:
+    assert Config().limits is None  # no [limits]: none shown
+    config = parse_config(
+        {
+            "limits": {
+                "currency": "MOP",
+                "table": {"min": 25, "max": 5000},
+                "sum": {"min": 5, "max": 5},
+                "match": {"min": 1, "max": 10_000_000},
+            },
+            "paytables": {
+                "A": {
+                    "wager": "sum",
+                    "condition": "3-8-9",
+                    "pays": {"3": "25 to 1", "8": "4 to 1", "9": "2 to 1"},
+                },
+                "M": {"wager": "match", "pays": {"two": "2 to 1", "three": "12 to 1"}},
+            },
+        }
+    )
+    assert config.limits == LimitsConfig(
+        currency="MOP",
+        table=BetLimits(25, 5000),
+        sum=BetLimits(5, 5),
+        match=BetLimits(1, 10_000_000),
+    )
+    assert list(config.limits.configured()) == ["table", "sum", "match"]
+    only_currency = parse_config({"limits": {}}).limits
+    assert only_currency == LimitsConfig()
+    assert only_currency.configured() == {}
 
 
 def test_a_casino_paytable_is_read() -> None:

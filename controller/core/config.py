@@ -14,7 +14,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from controller.core.dice import ReadPolicy
@@ -33,6 +33,9 @@ from controller.core.wagers import (
 from controller.errors import ConfigError
 
 MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
+MAX_BRAND_CHARS = 40  # the certificate holder's name on the table page (621a.2(b)(1))
+LIMIT_MAX = 10_000_000  # a table limit, in whole units of the currency
+LIMIT_WAGERS = ("table", "sum", "match", "beat_it")  # the main wager, then the side wagers
 ODDS_WIN_MAX = 100_000  # "N to M": 1 <= N <= ODDS_WIN_MAX, 1 <= M <= ODDS_STAKE_MAX
 ODDS_STAKE_MAX = 1000
 
@@ -128,12 +131,54 @@ class StorageConfig:
     state_dir: str = "/var/lib/paigow-controller"
 
 
+class Language(StrEnum):
+    """A language of the table page's player-facing text (issue 16: Pai Gow's players are
+    often Chinese-speaking)."""
+
+    EN = "en"
+    ZH_HANT = "zh-Hant"  # Traditional Chinese
+
+
 @dataclass(frozen=True, slots=True)
 class DisplayConfig:
     host: str = "127.0.0.1"
     http_port: int = field(default=8080, metadata=_range(1, 65535))
     feed_port: int = field(default=8081, metadata=_range(1, 65535))
     stats_panel: bool = True  # issue 15: the players' statistics panel beside the trend board
+    # Issue 16: the page's languages, in the order shown; one or both
+    languages: tuple[Language, ...] = (Language.EN, Language.ZH_HANT)
+    # 621a.2(b)(1): the layout carries the certificate holder's name; the page shows it too
+    brand: str = field(default="", metadata={"max_chars": MAX_BRAND_CHARS, "may_be_empty": True})
+
+    def __post_init__(self) -> None:
+        if not self.languages:
+            choices = ", ".join(str(m) for m in Language)
+            raise ConfigError("display.languages", f"must name at least one of {choices}")
+
+
+@dataclass(frozen=True, slots=True)
+class BetLimits:
+    """The smallest and the largest wager a table takes, in whole units of the currency."""
+
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """``[limits]``: the table limits shown while bets are open (issue 16). Only the wagers
+    given a ``[limits.NAME]`` table are shown; a config without ``[limits]`` shows none."""
+
+    currency: str = "USD"  # ISO 4217: three capital letters
+    table: BetLimits | None = None  # the Pai Gow wager itself
+    sum: BetLimits | None = None
+    match: BetLimits | None = None
+    beat_it: BetLimits | None = None
+
+    def configured(self) -> dict[str, BetLimits]:
+        """The wagers given limits, in the order of ``LIMIT_WAGERS``."""
+        found = {name: getattr(self, name) for name in LIMIT_WAGERS}
+        return {name: limits for name, limits in found.items() if limits is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +215,7 @@ class Config:
     storage: StorageConfig = StorageConfig()
     display: DisplayConfig = DisplayConfig()
     pins: PinsConfig = PinsConfig()
+    limits: LimitsConfig | None = None  # issue 16: absent, no limits are shown
     paytables: tuple[Paytable, ...] = field(
         default_factory=lambda: (sum_paytable_a(), sum_paytable_b())
     )
@@ -222,7 +268,7 @@ def config_from_bytes(data: bytes, *, source: str) -> Config:
 def parse_config(raw: Mapping[str, Any]) -> Config:
     sections: dict[str, Any] = {}
     for name, value in raw.items():
-        if name == "paytables":
+        if name in ("paytables", "limits"):
             continue
         cls = _SECTIONS.get(name)
         if cls is None:
@@ -233,6 +279,9 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
     config = Config(**sections)
     if "paytables" in raw:
         config = dataclasses.replace(config, paytables=_paytables(raw["paytables"]))
+    if "limits" in raw:
+        limits = _limits(raw["limits"], config.paytables)
+        config = dataclasses.replace(config, limits=limits)
     _check_pins_distinct(config.pins)
     if config.shaker.cycles < config.round.min_shake_cycles:
         raise ConfigError(
@@ -292,11 +341,16 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
             raise ConfigError(key, "must be a number")
         value = float(value)
     elif kind is str:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str):
+            raise ConfigError(key, "must be a string")
+        if not value and not meta.get("may_be_empty"):
             raise ConfigError(key, "must be a non-empty string")
-        if len(value) > MAX_TEXT_CHARS or not value.isprintable():
+        most = meta.get("max_chars", MAX_TEXT_CHARS)
+        # isprintable(): no control, format (bidi overrides, zero-width) or separator
+        # characters but the plain space
+        if len(value) > most or not value.isprintable():
             raise ConfigError(
-                key, f"must be at most {MAX_TEXT_CHARS} characters, none of them control characters"
+                key, f"must be at most {most} characters, none of them control characters"
             )
         if meta.get("pattern") == "name" and not _is_name(value):
             raise ConfigError(key, "must be 1-32 letters, digits, '-' or '_'")
@@ -370,3 +424,43 @@ def _odds(key: str, value: Any) -> Odds:
     except ValueError as exc:
         raise ConfigError(key, f"{quoted(value)} is out of range: {exc}") from None
     return Odds(win, stake)
+
+
+def _limits(raw: Any, paytables: tuple[Paytable, ...]) -> LimitsConfig:
+    """``[limits]``: ``currency``, and ``[limits.table]``, ``[limits.sum]``, ``[limits.match]``,
+    ``[limits.beat_it]`` each with whole-unit ``min`` and ``max``. A side wager's limits need
+    a paytable of that wager: the page never shows limits for a wager the table cannot pay."""
+    if not isinstance(raw, dict):
+        raise ConfigError("limits", "must be a table")
+    known = ("currency", *LIMIT_WAGERS)
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"limits.{key}", f"unknown key (keys: {', '.join(known)})")
+    currency = raw.get("currency", "USD")
+    if not (
+        isinstance(currency, str) and len(currency) == 3 and all("A" <= c <= "Z" for c in currency)
+    ):
+        raise ConfigError("limits.currency", 'must be three capital letters (ISO 4217), e.g. "USD"')
+    offered = {str(table.wager) for table in paytables}
+    wagers: dict[str, BetLimits] = {}
+    for name in LIMIT_WAGERS:
+        if name not in raw:
+            continue
+        key = f"limits.{name}"
+        spec = raw[name]
+        if not isinstance(spec, dict):
+            raise ConfigError(key, "must be a table with min and max")
+        for extra in spec:
+            if extra not in ("min", "max"):
+                raise ConfigError(f"{key}.{extra}", "unknown key (keys: min, max)")
+        bounds = {}
+        for end in ("min", "max"):
+            if end not in spec:
+                raise ConfigError(f"{key}.{end}", "missing: a wager's limits have min and max")
+            bounds[end] = _value(f"{key}.{end}", int, _range(1, LIMIT_MAX), spec[end])
+        if bounds["max"] < bounds["min"]:
+            raise ConfigError(f"{key}.max", f"{bounds['max']} is below {key}.min ({bounds['min']})")
+        if name != "table" and name not in offered:
+            raise ConfigError(key, f"the table offers no {name} wager (no paytable of it)")
+        wagers[name] = BetLimits(bounds["min"], bounds["max"])
+    return LimitsConfig(currency=currency, **wagers)
