@@ -34,6 +34,15 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class ClockStatus(Protocol):
+    """Whether the operating system says its clock is synchronised to a time source (the
+    table page shows "clock not synchronised" when it is not, issue 16): True, False, or
+    None when it cannot tell. Safe from any thread; quick (an answer kept for a few seconds,
+    never a subprocess)."""
+
+    def is_synchronised(self) -> bool | None: ...
+
+
 class EventSink(Protocol):
     """Where adapters put events; ``queue.Queue`` is one. Must be safe from any thread."""
 

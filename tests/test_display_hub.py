@@ -167,3 +167,39 @@ def test_a_screens_data_is_made_plain_alike_by_both_paths(value: object) -> None
     """jsonable's quick path (the json module's C encoder and decoder, for plain data) gives
     what the reference walk gives."""
     assert jsonable(value) == _jsonable(value)
+
+
+def test_a_live_pages_heartbeat_is_made_outside_the_hubs_lock_and_sent() -> None:
+    """Issue 16: a page's heartbeat carries the clock, read (the time, the OS's clock status)
+    with the hub's lock released; the control thread is never kept waiting on it."""
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=0)
+    ours, theirs = socket.socketpair()
+    client = hub.go_live_page(ours, 0)
+    assert client is not None
+    made: list[bool] = []
+
+    def beat() -> bytes:
+        free = hub._lock.acquire(blocking=False)
+        if free:
+            hub._lock.release()
+        made.append(free)
+        if len(made) == 2:
+            hub.close()  # stay_live returns after this heartbeat
+        return sse("heartbeat", {"now_ms": len(made)})
+
+    stayer = threading.Thread(
+        target=hub.stay_live, args=(client, lambda: 0.0), kwargs={"page_heartbeat": beat}
+    )
+    stayer.start()
+    stayer.join(timeout=20)
+    assert not stayer.is_alive()
+    assert made == [True, True]
+    theirs.settimeout(5)
+    received = b""
+    while received.count(b"\n\n") < 1:
+        received += theirs.recv(65536)
+    assert received.startswith(sse("heartbeat", {"now_ms": 1}))
+    assert sse("heartbeat", {"now_ms": 2}) not in received  # made, but the hub had closed
+    ours.close()
+    theirs.close()

@@ -8,17 +8,23 @@ tests wait on conditions with timeouts and never measure how long anything took.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.core.config import DisplayConfig
+from controller.app.appliance import Appliance, Options
+from controller.core.config import DisplayConfig, parse_config
 from controller.core.records import StoredRecord
 from controller.core.state import Screen
 from controller.display import server as display_server
@@ -358,11 +364,185 @@ def test_the_supervisors_page_is_served_and_the_snapshot_carries_the_page_settin
     assert b"renderSupervisor(cur)" in table_page  # called on the supervisor's page only
     assert b"sup-alarm" not in table_page  # the players' page has no code for the alarm
     stream = Stream(address)
-    assert stream.until_snapshot()["settings"] == {"stats_panel": True}
+    assert stream.until_snapshot()["settings"]["stats_panel"] is True
     stream.close()
 
     config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0, stats_panel=False)
     with DisplayServer(config, EmptyLog(), feed=False) as without:
         stream = Stream(without.http_address)
-        assert stream.until_snapshot()["settings"] == {"stats_panel": False}
+        assert stream.until_snapshot()["settings"]["stats_panel"] is False
         stream.close()
+
+
+# --- issue 16: the page's settings, its clock, its message catalogue ---------------------------
+
+
+class FakeClockStatus:
+    """A ``ClockStatus`` that answers what the test says, counting the questions."""
+
+    def __init__(self, answer: bool | None) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    def is_synchronised(self) -> bool | None:
+        self.asked += 1
+        return self.answer
+
+
+SETTINGS_KEYS = {"stats_panel", "languages", "brand", "limits", "paytables", "instance", "clock"}
+
+
+def assert_is_clock(clock: dict[str, Any], synchronised: bool | None) -> None:
+    """The clock as the page gets it: UTC milliseconds, the box's offset, the OS's answer."""
+    assert set(clock) == {"now_ms", "tz_offset_min", "synchronised"}
+    assert isinstance(clock["now_ms"], int)
+    # A sanity bound, not a timing: the box's clock read by the server and by the test.
+    assert abs(clock["now_ms"] - time.time_ns() // 1_000_000) < 600_000
+    seconds = clock["now_ms"] // 1000
+    assert clock["tz_offset_min"] == time.localtime(seconds).tm_gmtoff // 60
+    assert clock["synchronised"] is synchronised
+
+
+def test_the_snapshot_carries_languages_brand_limits_paytables_instance_and_clock() -> None:
+    config = parse_config(
+        {
+            "display": {"languages": ["zh-Hant", "en"], "brand": "金沙 Sands", "http_port": 1},
+            "limits": {
+                "currency": "MOP",
+                "table": {"min": 25, "max": 5000},
+                "beat_it": {"min": 5, "max": 200},
+            },
+            "paytables": {
+                "A": {
+                    "wager": "sum",
+                    "condition": "8-16-17",
+                    "pays": {"17": "25 to 1", "16": "6 to 1", "8": "3 to 1"},
+                },
+                "R": {"wager": "beat_it", "condition": "red", "pays": {"win": "3 to 2"}},
+            },
+        }
+    )
+    display = dataclasses.replace(config.display, http_port=0, feed_port=0)
+    clock = FakeClockStatus(False)
+    with DisplayServer(
+        display,
+        EmptyLog(),
+        feed=False,
+        limits=config.limits,
+        paytables=config.paytables,
+        clock_status=clock,
+    ) as server:
+        stream = Stream(server.http_address)
+        settings = stream.until_snapshot()["settings"]
+        stream.close()
+        again = Stream(server.http_address)
+        instance_again = again.until_snapshot()["settings"]["instance"]
+        again.close()
+    assert set(settings) == SETTINGS_KEYS
+    assert settings["languages"] == ["zh-Hant", "en"]
+    assert settings["brand"] == "金沙 Sands"
+    assert settings["limits"] == {
+        "currency": "MOP",
+        "table": {"min": 25, "max": 5000},
+        "beat_it": {"min": 5, "max": 200},
+    }  # only the wagers given limits
+    assert settings["paytables"] == [
+        {
+            "name": "A",
+            "wager": "sum",
+            "condition": "8-16-17",
+            "pays": {"16": "6 to 1", "17": "25 to 1", "8": "3 to 1"},
+        },
+        {"name": "R", "wager": "beat_it", "condition": "red", "pays": {"win": "3 to 2"}},
+    ]
+    assert re.fullmatch(r"[0-9a-f]{16}", settings["instance"])
+    assert instance_again == settings["instance"]  # one per server start, not per page
+    assert_is_clock(settings["clock"], False)
+    assert clock.asked >= 1
+
+
+def test_the_default_settings_show_both_languages_no_brand_and_no_limits(
+    display: DisplayServer,
+) -> None:
+    """Without [limits] no limits are shown; a new server start is a new instance (the page
+    reloads itself when it sees one)."""
+    stream = Stream(display.http_address)
+    settings = stream.until_snapshot()["settings"]
+    stream.close()
+    assert set(settings) == SETTINGS_KEYS
+    assert settings["languages"] == ["en", "zh-Hant"]
+    assert (settings["brand"], settings["limits"], settings["paytables"]) == ("", None, [])
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
+    with DisplayServer(config, EmptyLog(), feed=False) as restarted:
+        assert restarted.page_settings()["instance"] != settings["instance"]
+    only_currency = DisplayServer(
+        config, EmptyLog(), feed=False, limits=parse_config({"limits": {}}).limits
+    )
+    with only_currency:
+        assert only_currency.page_settings()["limits"] is None  # no wager given limits
+
+
+@pytest.mark.parametrize("synchronised", [True, False, None])
+def test_every_heartbeat_carries_the_clock(synchronised: bool | None) -> None:
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
+    clock = FakeClockStatus(synchronised)
+    with DisplayServer(
+        config, EmptyLog(), heartbeat_s=0.05, feed=False, clock_status=clock
+    ) as server:
+        stream = Stream(server.http_address)
+        assert_is_clock(stream.until_snapshot()["settings"]["clock"], synchronised)
+        beats = []
+        while len(beats) < 3:
+            name, data = stream.event()
+            if name == "heartbeat":
+                beats.append(data)
+        stream.close()
+    for beat in beats:
+        assert_is_clock(beat, synchronised)
+    assert clock.asked >= 4
+
+
+def test_the_message_catalogue_is_served_as_json(display: DisplayServer) -> None:
+    answer = read_all(request(display.http_address, get("/messages.json")))
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.0 200")
+    assert b"Content-Type: application/json; charset=utf-8" in head
+    assert b"X-Content-Type-Options: nosniff" in head
+    assert b"Content-Security-Policy: default-src 'self'" in head
+    catalogue = json.loads(body)
+    assert {"en", "zh-Hant"} <= set(catalogue)
+    refused = read_all(request(display.http_address, b"POST /messages.json HTTP/1.1\r\n\r\n"))
+    assert refused.startswith(b"HTTP/1.0 501")  # read-only: GET alone
+
+
+def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: Path) -> None:
+    """The composition root hands the config's [limits] and paytables to the page."""
+    config = parse_config(
+        {
+            "table": {"mode": "rng", "name": "t16"},
+            "display": {"http_port": 1, "feed_port": 1, "brand": "Casino"},
+            "limits": {"table": {"min": 10, "max": 1000}, "sum": {"min": 5, "max": 100}},
+        }
+    )
+    config = dataclasses.replace(
+        config, display=dataclasses.replace(config.display, http_port=0, feed_port=0)
+    )
+    factory = MockFactory(pin_class=MockPWMPin)
+    options = Options(pin_factory=factory, state_dir=tmp_path, service_terminal=False)
+    appliance = Appliance(config, options)
+    try:
+        appliance.start()
+        assert appliance.display is not None
+        (server,) = [d for d in appliance.display.displays if isinstance(d, DisplayServer)]
+        settings = server.page_settings()
+    finally:
+        appliance.close()
+        factory.close()
+    assert settings["brand"] == "Casino"
+    assert settings["limits"] == {
+        "currency": "USD",
+        "table": {"min": 10, "max": 1000},
+        "sum": {"min": 5, "max": 100},
+    }
+    assert [t["name"] for t in settings["paytables"]] == ["A", "B"]  # the built-in sum tables
+    assert settings["paytables"][0]["pays"]["17"] == "25 to 1"

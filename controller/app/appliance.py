@@ -181,7 +181,11 @@ class Appliance:
         if self.options.web_display:
             try:
                 server = DisplayServer(
-                    self.config.display, SqliteLogReader.of(audit), table=self.config.table.name
+                    self.config.display,
+                    SqliteLogReader.of(audit),
+                    table=self.config.table.name,
+                    limits=self.config.limits,
+                    paytables=self.config.paytables,
                 )
             except OSError as exc:
                 if self.options.web_display_required:

@@ -265,12 +265,20 @@ class DisplayHub:
             self._live_pages.append(client)
             return client
 
-    def stay_live(self, client: LiveClient, heartbeat_s: Callable[[], float]) -> None:
+    def stay_live(
+        self,
+        client: LiveClient,
+        heartbeat_s: Callable[[], float],
+        *,
+        page_heartbeat: Callable[[], bytes] | None = None,
+    ) -> None:
         """On the client's own thread: wait while the control thread sends to ``client``,
         sending a heartbeat whenever nothing was sent for ``heartbeat_s()`` (asked again after
-        each wait: the server's setting may change). Returns once it
-        is live no more (it fell behind, went away, or the hub closed); its socket is then its
-        own thread's again (blocking, timeout left to the caller)."""
+        each wait: the server's setting may change). A page's heartbeat is
+        ``page_heartbeat()`` (the clock, issue 16), made with the hub's lock released: it reads
+        the time and the clock's status, and nothing but a send is done under the lock.
+        Returns once it is live no more (it fell behind, went away, or the hub closed); its
+        socket is then its own thread's again (blocking, timeout left to the caller)."""
         with self._cond:
             try:
                 while client.is_live and not self._closed:
@@ -279,8 +287,16 @@ class DisplayHub:
                         client._cond.wait(due)
                     elif client in self._live_feeds:
                         client._send(_line(self._heartbeat()))
-                    else:
+                    elif page_heartbeat is None:
                         client._send(PAGE_HEARTBEAT)
+                    else:
+                        self._lock.release()
+                        try:
+                            beat = page_heartbeat()
+                        finally:
+                            self._lock.acquire()
+                        if not self._closed:
+                            client._send(beat)  # nothing, if it fell meanwhile
             finally:
                 client.is_live = False
                 for clients in (self._live_feeds, self._live_pages):

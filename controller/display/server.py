@@ -14,9 +14,17 @@ The page's stream (``GET /events``):
   commitment changed) events, and ``heartbeat`` every ``heartbeat_s``.
 - The page treats about three seconds without any event as a lost stream and shows
   "OFFLINE — NO RESULT" until a fresh snapshot arrives: an old result is never shown as current.
-- The snapshot also carries the page's settings (``settings``: ``stats_panel``, from
-  ``[display] stats_panel``) and the last ``stats`` and ``dice`` a screen carried, so a page
-  that connects between two screens that carry them still has them.
+- The snapshot also carries the page's settings (``settings``, below) and the last ``stats``
+  and ``dice`` a screen carried, so a page that connects between two screens that carry them
+  still has them.
+- ``settings``: ``stats_panel`` (``[display] stats_panel``); ``languages`` and ``brand``
+  (``[display]``); ``limits`` (``[limits]``: the currency and the wagers given limits, or null);
+  ``paytables`` (each as the ``config_loaded`` record has it, odds as "N to M"); ``instance``,
+  made once per server start (a page that sees it change reloads itself: the controller
+  restarted, perhaps with a new page); and ``clock``: ``now_ms`` (UTC), ``tz_offset_min`` (the
+  box's local offset) and ``synchronised`` (true, false, or null when the OS cannot tell). The
+  ``heartbeat`` event's data is the same ``clock`` (issue 16).
+- ``GET /messages.json`` is the page's message catalogue (English and Traditional Chinese).
 
 Two pages read the same stream: the table's (``/``), for the players, and the supervisor's
 (``/supervisor``), for the pit podium: the dice monitor's state (issue 15), the dice set, the
@@ -35,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -45,9 +54,12 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from controller.core.config import DisplayConfig
+from controller.core.config import DisplayConfig, LimitsConfig
+from controller.core.record_data import paytables_record
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
+from controller.core.wagers import Paytable
+from controller.display.clock import SystemClockStatus, page_clock
 from controller.display.events import (
     REPLAYED_KINDS,
     TREND_LENGTH,
@@ -57,9 +69,9 @@ from controller.display.events import (
     trend_entry,
 )
 from controller.display.feed import CappedServer, ClientLimits, FeedServer
-from controller.display.hub import PAGE_HEARTBEAT, DisplayHub, sse
+from controller.display.hub import DisplayHub, sse
 from controller.errors import AuditLogError
-from controller.ports import LoggedCheckpoint, LogReader
+from controller.ports import ClockStatus, LoggedCheckpoint, LogReader
 
 log = logging.getLogger("paigow.display")
 
@@ -71,6 +83,7 @@ ASSETS = {
     "/supervisor": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.html": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
+    "/messages.json": ("messages.json", "application/json; charset=utf-8"),
 }
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
 MAX_CLIENTS = 16  # pages and streams at once: the kiosk, a few others; more get 503
@@ -149,6 +162,8 @@ class DisplayServer:
 
     ``log`` reads the audit log for catch-up (``SqliteLogReader.of(audit_log)``). The servers
     start listening in the constructor; ``close`` stops them and may be called twice.
+    ``limits`` and ``paytables`` are the config's, shown on the page while bets are open;
+    ``clock_status`` says whether the clock is synchronised (the OS's, by default).
     """
 
     def __init__(
@@ -162,10 +177,16 @@ class DisplayServer:
         feed: bool = True,
         page_limits: ClientLimits | None = None,
         feed_limits: ClientLimits | None = None,
+        limits: LimitsConfig | None = None,
+        paytables: Sequence[Paytable] = (),
+        clock_status: ClockStatus | None = None,
     ) -> None:
         self.config = config
         self.log_reader = log_reader
         self.heartbeat_s = heartbeat_s
+        self.clock_status: ClockStatus = clock_status or SystemClockStatus()
+        self.instance = secrets.token_hex(8)  # this start of the server, for the page
+        self._settings = _fixed_settings(config, limits, paytables)
         self.hub = DisplayHub(history=history, table=table)
         self._assets = _load_assets()
         self._threads: list[threading.Thread] = []
@@ -216,9 +237,17 @@ class DisplayServer:
         return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
     def page_settings(self) -> dict[str, Any]:
-        """What the pages are told with each snapshot: whether the table's page shows the
-        players' statistics panel (issue 15, ``[display] stats_panel``)."""
-        return {"stats_panel": self.config.stats_panel}
+        """What the pages are told with each snapshot (the module docstring lists it): the
+        configured settings, this server's instance and the clock now."""
+        return {**self._settings, "instance": self.instance, "clock": self.page_clock()}
+
+    def page_clock(self) -> dict[str, int | bool | None]:
+        """The box's time for the page (issue 16): with every snapshot and every heartbeat."""
+        return page_clock(self.clock_status)
+
+    def page_heartbeat(self) -> bytes:
+        """The page's ``heartbeat`` event: the clock now."""
+        return sse("heartbeat", self.page_clock())
 
     # --- TableDisplay ----------------------------------------------------------------------
 
@@ -328,6 +357,29 @@ class DisplayServer:
         self._threads.append(thread)
 
 
+def _fixed_settings(
+    config: DisplayConfig, limits: LimitsConfig | None, paytables: Sequence[Paytable]
+) -> dict[str, Any]:
+    """The page's settings that the config fixes, JSON-safe (issue 16): the languages in the
+    order shown, the certificate holder's name (621a.2(b)(1)), the table limits of the wagers
+    given limits (null when none are), and the paytables with their odds as "N to M"."""
+    shown = None if limits is None else limits.configured()
+    return {
+        "stats_panel": config.stats_panel,
+        "languages": [str(language) for language in config.languages],
+        "brand": config.brand,
+        "limits": (
+            {
+                "currency": limits.currency,
+                **{name: {"min": b.min, "max": b.max} for name, b in shown.items()},
+            }
+            if limits is not None and shown
+            else None
+        ),
+        "paytables": paytables_record(paytables),
+    }
+
+
 @contextlib.contextmanager
 def _naming_the_address(what: str, host: str, port: int) -> Iterator[None]:
     """A server that cannot listen says where it tried (the port taken, the host unknown)."""
@@ -414,7 +466,9 @@ class _PageHandler(BaseHTTPRequestHandler):
             live = hub.go_live_page(sock, number)
             if live is not None:  # up to date: the control thread sends to it from now on
                 try:
-                    hub.stay_live(live, lambda: display.heartbeat_s)
+                    hub.stay_live(
+                        live, lambda: display.heartbeat_s, page_heartbeat=display.page_heartbeat
+                    )
                 finally:
                     sock.settimeout(self.server.limits.send_timeout_s)
                 if live.error is not None:
@@ -429,7 +483,7 @@ class _PageHandler(BaseHTTPRequestHandler):
                 number = self._snapshot()
                 continue
             if not messages:
-                self.wfile.write(PAGE_HEARTBEAT)
+                self.wfile.write(display.page_heartbeat())
                 self.wfile.flush()
                 continue
             self.wfile.write(b"".join(message.sse for message in messages))
