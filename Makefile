@@ -24,7 +24,7 @@ system-deps:
 lint: $(STAMP) system-deps
 	$(BIN)/ruff check controller drivers tests bench
 	$(BIN)/ruff format --check controller drivers tests bench
-	shellcheck scripts/* hw/*.sh bench/*.sh
+	shellcheck scripts/* hw/*.sh hw/kiosk/*.sh bench/*.sh
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict controller drivers

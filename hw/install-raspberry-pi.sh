@@ -5,7 +5,9 @@
 # What it does: a system user `paigow` in the gpio and dialout groups; a virtualenv under
 # /opt/paigow-controller/venv with the product installed; the systemd unit; the udev rule giving
 # the dice sensor a stable name; the example config in /etc/paigow-controller/ (never
-# overwriting one that is there); then it checks the config and enables the service.
+# overwriting one that is there); then it checks the config and enables the service. Then the
+# table display's kiosk (hw/kiosk/setup-kiosk.sh: Chromium in cage on tty1, fonts-noto-cjk for
+# the page's Traditional Chinese); PAIGOW_KIOSK=no leaves it out (a box without a screen).
 set -euo pipefail
 
 prefix=/opt/paigow-controller
@@ -21,6 +23,10 @@ echo "== system packages"
 apt-get update -qq
 # python3-lgpio: gpiozero's default pin factory on a Pi (the venv sees it via system site packages)
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-lgpio
+if [ "${PAIGOW_KIOSK:-yes}" != no ]; then
+    # the kiosk: the browser, its compositor, and CJK glyphs for the page's Traditional Chinese
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium cage fonts-noto-cjk
+fi
 
 echo "== user"
 getent group gpio >/dev/null || groupadd --system gpio
@@ -57,4 +63,9 @@ install -m 0644 "$src/systemd/paigow-controller.service" /etc/systemd/system/pai
 systemctl daemon-reload
 systemctl enable --now paigow-controller.service
 systemctl --no-pager status paigow-controller.service || true
+
+if [ "${PAIGOW_KIOSK:-yes}" != no ]; then
+    echo "== kiosk"
+    "$src/hw/kiosk/setup-kiosk.sh"
+fi
 echo "installed. Journal: journalctl -u paigow-controller -f"
