@@ -9,27 +9,62 @@ from pathlib import Path
 from typing import Any
 
 from controller.audit.log import AuditLog
-from controller.core.config import DisplayConfig
+from controller.core.config import DisplayConfig, Language, LimitsConfig
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import NoRollReason, Roll
 from controller.core.position import Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_number, result_of_roll
 from controller.core.state import Screen
-from controller.core.wagers import sum_paytable_a, sum_paytable_b
+from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 
 PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 
 
+class FixedClockStatus:
+    """A ``ClockStatus`` that says what the test wants (the page shows its clock, and says
+    when it is not synchronised)."""
+
+    def __init__(self, synchronised: bool | None = True) -> None:
+        self.synchronised = synchronised
+
+    def is_synchronised(self) -> bool | None:
+        return self.synchronised
+
+
 def start_display(
-    log: AuditLog, *, http_port: int = 0, stats_panel: bool = True, **options: object
+    log: AuditLog,
+    *,
+    http_port: int = 0,
+    stats_panel: bool = True,
+    languages: Sequence[str] = ("en",),
+    brand: str = "",
+    limits: LimitsConfig | None = None,
+    paytables: Sequence[Paytable] = (),
+    synchronised: bool | None = True,
+    **options: object,
 ) -> DisplayServer:
+    """The display server as the appliance starts it; by default in English alone (the
+    texts the tests read), with no brand or limits and a synchronised clock."""
     config = DisplayConfig(
-        host="127.0.0.1", http_port=http_port, feed_port=0, stats_panel=stats_panel
+        host="127.0.0.1",
+        http_port=http_port,
+        feed_port=0,
+        stats_panel=stats_panel,
+        languages=tuple(Language(language) for language in languages),
+        brand=brand,
     )
-    server = DisplayServer(config, SqliteLogReader.of(log), table="table-1", **options)  # type: ignore[arg-type]
+    server = DisplayServer(
+        config,
+        SqliteLogReader.of(log),
+        table="table-1",
+        limits=limits,
+        paytables=paytables,
+        clock_status=FixedClockStatus(synchronised),
+        **options,  # type: ignore[arg-type]
+    )
     log.on_commit = server.committed  # as the appliance wires them
     return server
 

@@ -192,13 +192,20 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
     )
     wait_current(page, "result", 1, timeout_ms=5000)
     assert page.text_content("#dealing-style") == "Cup Say From the Right"
-    lines = page.locator("#dealing-plan .delivery").all_text_contents()
-    assert lines[:3] == [
-        "seat 3: 1 top + 2 top",
-        "seat 4: 1 bottom + 2 bottom",
-        "seat 5: 3 top + 4 top",
+    # each turn with its stacks, under the part of the stacks it takes
+    assert texts(page, "#dealing-plan .part-head") == ["top", "bottom"]
+    turns = dealing_turns(page)
+    assert turns[:3] == [
+        ["seat 3", "1", "1 + 2", "top"],
+        ["seat 4", "2", "1 + 2", "bottom"],
+        ["seat 5", "3", "3 + 4", "top"],
     ]
-    assert len(lines) == 8
+    assert len(turns) == 8
+    # and each turn drawn at its position on the table
+    drawn = page.eval_on_selector_all(
+        "#table .turn", "els => els.map(e => [e.closest('.spot').dataset.position, e.dataset.turn])"
+    )
+    assert sorted(drawn) == sorted([t[0], t[1]] for t in turns)
     assert page.text_content("#starting-label") == "SEAT 3"
     plan_box = page.locator("#dealing").bounding_box()
     for shown in ("#dice", "#total-box", "#starting", "#wagers"):
@@ -218,10 +225,20 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
     page.wait_for_function(
         "() => document.getElementById('dealing-style').textContent === 'Standard (621a.8(d))'"
     )
-    assert page.locator("#dealing-plan .delivery").all_text_contents()[0] == "dealer: 1"
+    assert dealing_turns(page)[0] == ["dealer", "1", "1", ""]
+    assert texts(page, "#dealing-plan .part-head") == []  # whole stacks
     table.show(Screen.NO_ROLL, round=1, attempt=2, reason="not_flat", words="a die is not flat")
     wait_current(page, "no_roll", 1, timeout_ms=5000)
     assert page.is_hidden("#dealing")
+
+
+def dealing_turns(page: Any) -> list[list[str]]:
+    """The dealing plan as shown: position, turn, stacks, part (none for whole stacks)."""
+    return page.eval_on_selector_all(  # type: ignore[no-any-return]
+        "#dealing-plan li[data-position]",
+        "els => els.map(e => [e.dataset.position, e.querySelector('.order').textContent,"
+        " e.querySelector('.stacks').textContent, e.dataset.part || ''])",
+    )
 
 
 def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -259,9 +276,12 @@ def test_a_stream_that_goes_silent_turns_the_page_offline(page: Any, table: Tabl
     # It then reconnects; the server answers with a fresh snapshot, which alone makes it live.
 
 
-def test_a_restart_catches_up_and_never_shows_an_older_result(
+def test_a_restarted_controller_gets_a_fresh_page_that_never_shows_an_older_result(
     page: Any, table: Table, tmp_path: Path
 ) -> None:
+    """A restarted controller is a new instance (issue 16): the page that sees it reloads
+    itself, and the fresh page shows the recovered screen first, nothing older, with the
+    trend board as the log holds it."""
     table.play_round(3, (4, 5))  # round 1
     wait_current(page, "ready", 2, timeout_ms=5000)
     assert table.display is not None
@@ -272,13 +292,14 @@ def test_a_restart_catches_up_and_never_shows_an_older_result(
     table.display = None
     table.play_round(6, (6, 2))
     table.result(5, (5, 5))
-    offline_at = len(rendered(page))
-    table.display = start_display(table.log, http_port=port)
-    # The restarted controller shows its recovered screen: round 3's committed result.
-    table.show(Screen.RESULT, round=3, attempt=1, result=recorded_result(table))
+    page.evaluate("window.beforeTheRestart = true")
+    with page.expect_navigation(timeout=10_000):  # the page reloads itself
+        table.display = start_display(table.log, http_port=port)
+        # The restarted controller shows its recovered screen: round 3's committed result.
+        table.show(Screen.RESULT, round=3, attempt=1, result=recorded_result(table))
     wait_current(page, "result", 3, timeout_ms=10_000)
-    after = rendered(page)[offline_at:]
-    assert [(e["screen"], e["round"]) for e in after] == [("result", 3)]
+    assert page.evaluate("window.beforeTheRestart") is None
+    assert [(e["screen"], e["round"]) for e in rendered(page)] == [("result", 3)]
     assert page.text_content("#round") == "3"
     assert page.text_content("#total") == "15"
     rounds = [c.split("\n")[0] for c in page.locator("#trend li .top").all_inner_texts()]
@@ -429,10 +450,11 @@ def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
     assert page.text_content("#stats-rolls") == "60 rolls"
     assert texts(page, "#stats-hot .total-chip", "data-total") == ["18", "4", "11"]
     assert texts(page, "#stats-cold .total-chip", "data-total") == ["16", "17", "3"]
-    hot = texts(page, "#stats-hot .total-chip")
-    assert hot[0] == "18seen 1exp. 0.3"
-    assert hot[1] == "4seen 2exp. 0.8"
-    assert texts(page, "#stats-cold .total-chip")[0] == "16seen 0exp. 1.7"
+    # each total with how often it was seen and expected, under the row names
+    assert texts(page, "#stats-hot .total-keys > *") == ["HOT", "seen", "exp."]
+    assert texts(page, "#stats-hot .total-chip .seen-n")[:2] == ["1", "2"]
+    assert texts(page, "#stats-hot .total-chip .expected-n")[:2] == ["0.3", "0.8"]
+    assert texts(page, "#stats-cold .total-chip")[0] == "1601.7"
     assert texts(page, "#stats-red .face .count") == [str(c) for c in SHIFT_RED]
     assert texts(page, "#stats-blue .face .count") == [str(c) for c in SHIFT_BLUE]
     assert texts(page, "#stats-red .face .pct") == [

@@ -3,56 +3,125 @@
 // The same script runs the supervisor's page (supervisor.html, with supervisor.js before it):
 // the stream, the offline rule and game recall are shared; each page renders the rest its way.
 // Everything from the stream is shown with textContent, never parsed as markup.
+// Every word a player reads comes from the message catalogue (/messages.json, loaded once at
+// start), in the languages the controller's settings name: one, or English and Traditional
+// Chinese together (a line each, or "EN / 中文" for a short label). This file holds none.
 "use strict";
 
 const STALE_MS = 3000;
 const SVG = "http://www.w3.org/2000/svg";
 const PAGE = document.body.dataset.page === "supervisor" ? "supervisor" : "table";
-const HEADLINES = {
-  ready: "PLACE YOUR BETS", bets_closed: "NO MORE BETS", shaking: "SHAKING…",
-  settling: "DICE SETTLING…", reading: "READING THE DICE…", drawing: "RNG DRAWING…",
-  result: "RESULT", no_roll: "NO ROLL", fault: "FAULT — PLAY STOPPED",
-  locked: "TABLE LOCKED — NO ROLL LIMIT", recall: "GAME RECALL",
-};
-const FAULT_WORDS = {
-  tamper: "the shaker was moved or opened", motor_overrun: "the shaker motor ran too long",
-  sensor_timeout: "the dice sensor did not answer", sensor_lost: "the dice sensor is disconnected",
-  sensor_hardware: "the dice sensor reports a hardware failure",
-  rng_failure: "the random number generator failed its test", storage: "the audit log cannot be written",
-  internal: "internal error",
-};
-// 621a.8(d), 621a.9(1)-(4): the delivery styles in the words of the rule text.
-const STYLE_WORDS = {
-  standard: "Standard (621a.8(d))", "house-way-left": "House Way From the Left",
-  "cup-say-right": "Cup Say From the Right", "cup-say-left": "Cup Say From the Left",
-  "jung-quat": "Jung Quat",
-};
-// controller/core/dice.py NoRollReason.plain_words (a recalled record has the reason only).
-const NO_ROLL_WORDS = {
-  not_flat: "a die is not flat", die_out: "a die is out of the shaker",
-  missing_die: "a die is missing", extra_die: "an extra object is in the shaker",
-  wrong_colours: "the dice are not one red and two blue",
-  low_confidence: "the dice could not be read with confidence", unreadable: "a die could not be read",
-  reads_disagree: "the dice moved while being read", dice_did_not_move: "the dice did not move",
-  too_few_cycles: "the shaker did not shake three times", lid_opened: "the lid was opened during the shake",
-};
+const LANGUAGES = ["en", "zh-Hant"];
 const PIPS = { 1: [[50, 50]], 2: [[27, 27], [73, 73]], 3: [[27, 27], [50, 50], [73, 73]],
   4: [[27, 27], [73, 27], [27, 73], [73, 73]],
   5: [[27, 27], [73, 27], [50, 50], [27, 73], [73, 73]],
   6: [[27, 25], [73, 25], [27, 50], [73, 50], [27, 75], [73, 75]] };
 // The three dice's totals 3..18: the ways out of 216 each comes up with fair dice.
 const TOTAL_WAYS = [1, 3, 6, 10, 15, 21, 25, 27, 27, 25, 21, 15, 10, 6, 3, 1];
+const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
 
 const view = { live: false, current: null, trend: [], commitment: null, table: "", game: null,
-  stats: null, dice: null, settings: { stats_panel: false } };
+  stats: null, dice: null, settings: readSettings({}), settingsKnown: false, instance: null,
+  clock: null };
+let catalogue = null;
 let source = null;
 let lastEventAt = 0;
 let lastId = "";
 let noticeTimer = null;
+let offlineWhy = "offline.connecting";
+const NOTICE = document.getElementById("notice");
 // For tests and surveillance: every state rendered as current, in order.
 window.displayLog = [];
 
 const $ = (id) => document.getElementById(id);
+
+// --- the message catalogue ------------------------------------------------------------------
+
+function langs() {
+  if (PAGE === "supervisor") return ["en"];  // the pit podium's own page is in English
+  return view.settingsKnown ? view.settings.languages : LANGUAGES;
+}
+
+// One message in one language; ``vars`` values may be functions of the language (a position's
+// name inside a sentence is in the sentence's language). An unknown key gives "".
+function msg1(lang, key, vars) {
+  const table = catalogue && catalogue[lang];
+  const template = table && Object.hasOwn(table, key) ? table[key] : null;
+  if (typeof template !== "string") return "";
+  return template.replace(/\{(\w+)\}/g, (_, name) => {
+    const v = vars ? vars[name] : undefined;
+    if (typeof v === "function") return v(lang);
+    return v === undefined || v === null ? "" : String(v);
+  });
+}
+
+// The message in each language shown, the same text once.
+function msgs(key, vars, languages) {
+  const out = [];
+  for (const lang of languages || langs()) {
+    const text = msg1(lang, key, vars);
+    if (text && !out.some((m) => m.text === text)) out.push({ lang, text });
+  }
+  return out;
+}
+
+function known(key) {
+  return !!(catalogue && catalogue.en && Object.hasOwn(catalogue.en, key));
+}
+
+// A short label: "EN / 中文" on one line.
+function tr(key, vars) {
+  return msgs(key, vars).map((m) => m.text).join(" / ");
+}
+
+// As ``tr``, or ``fallback`` (data from the stream, shown as it came) for an unknown key.
+function trOr(key, vars, fallback) {
+  return known(key) ? tr(key, vars) : String(fallback);
+}
+
+// A function of the language, for ``vars``.
+const inLang = (key, vars, fallback) => (lang) => (known(key) ? msg1(lang, key, vars) : String(fallback ?? ""));
+
+// A sentence: one line per language, each marked with its language.
+function lines(e, key, vars) {
+  e.replaceChildren(...msgs(key, vars).map(line));
+  return e;
+}
+
+function line(m) {
+  const span = el("span", "ln", m.text);
+  span.lang = m.lang;
+  return span;
+}
+
+function bilingual() {
+  return langs().length > 1;
+}
+
+// --- the stream ------------------------------------------------------------------------------
+
+function readSettings(s) {
+  const languages = Array.isArray(s.languages)
+    ? s.languages.filter((l, i) => LANGUAGES.includes(l) && s.languages.indexOf(l) === i) : [];
+  return {
+    stats_panel: s.stats_panel === true,
+    languages: languages.length ? languages : ["en"],  // in the order configured
+    brand: typeof s.brand === "string" ? s.brand : "",
+    limits: s.limits && typeof s.limits === "object" ? s.limits : null,
+    paytables: Array.isArray(s.paytables)
+      ? s.paytables.filter((p) => p && typeof p === "object" && p.pays && typeof p.pays === "object") : [],
+  };
+}
+
+// The box's clock: its offset from this browser's at receipt, so the browser's own does not matter.
+function readClock(c) {
+  if (!c || typeof c !== "object" || !Number.isFinite(c.now_ms)) return;
+  view.clock = {
+    offset: c.now_ms - Date.now(),
+    tz: Number.isFinite(c.tz_offset_min) ? c.tz_offset_min : null,
+    synchronised: c.synchronised === true,
+  };
+}
 
 function connect() {
   if (source) source.close();
@@ -64,17 +133,26 @@ function connect() {
     if (e.lastEventId) lastId = e.lastEventId;
     handler(e.data ? JSON.parse(e.data) : {});
   });
-  on("heartbeat", () => {});
+  on("heartbeat", (beat) => { readClock(beat && beat.clock ? beat.clock : beat); renderClock(); });
   on("replay", (ev) => { if (ev.screen === "result") addTrend(ev); });
   on("snapshot", (snap) => {
+    const s = snap.settings && typeof snap.settings === "object" ? snap.settings : null;
+    if (s && typeof s.instance === "string") {
+      // A restarted controller: a fresh page, with whatever it serves now.
+      if (view.instance !== null && s.instance !== view.instance) { location.reload(); return; }
+      view.instance = s.instance;
+    }
     view.live = true;
     view.current = snap.current;
-    if (snap.settings && typeof snap.settings === "object") {
-      view.settings = { stats_panel: snap.settings.stats_panel === true };
+    if (s) {
+      view.settings = readSettings(s);
+      view.settingsKnown = true;
+      readClock(s.clock);
     }
     if (snap.stats !== undefined) view.stats = snap.stats;
     if (snap.dice !== undefined) view.dice = snap.dice;
     board(snap);
+    clearNotice();  // a new screen: nothing covers it
     render();
   });
   on("screen", (ev) => {
@@ -82,11 +160,12 @@ function connect() {
     view.current = ev;
     keep(ev.data || {});
     board(ev);
+    clearNotice();
     render();
   });
   on("board", (b) => { if (view.live) { board(b); render(); } });
   on("notice", (ev) => { if (view.live) notice(ev); });
-  source.onerror = () => offline("The stream from the table controller was lost. Reconnecting…");
+  source.onerror = () => offline("offline.lost");
 }
 
 // What some screens carry and later screens do not repeat (as the hub keeps it): the dice's
@@ -115,17 +194,19 @@ function offline(why) {
   const was = view.live;
   view.live = false;
   view.current = null;  // never shown again: the next snapshot decides what is current
-  $("offline-detail").textContent = why;
+  offlineWhy = why;
+  clearNotice();
   render();
   if (was) window.displayLog.push({ screen: "offline", round: null, at: Date.now() });
 }
 
-setInterval(() => {
-  if (performance.now() - lastEventAt > STALE_MS) {
-    offline("No word from the table controller. Reconnecting…");
+function tick() {
+  if (source && performance.now() - lastEventAt > STALE_MS) {
+    offline("offline.silent");
     connect();
   }
-}, 250);
+  renderClock();
+}
 
 function text(id, value) { $(id).textContent = value; }
 function show(id, on) { $(id).hidden = !on; }
@@ -138,14 +219,24 @@ function el(tag, className, content) {
   return e;
 }
 
+function svgEl(tag, attributes, content) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attributes || {})) e.setAttribute(k, v);
+  if (content !== undefined && content !== null) e.textContent = String(content);
+  return e;
+}
+
 function render() {
   const cur = view.current;
+  document.body.classList.toggle("bilingual", bilingual());
   if (!view.live || !cur) {
     show("offline", true);
     show("live", false);
     show("recall", false);
-    text("offline-title", view.live ? "STARTING — NO RESULT" : "OFFLINE — NO RESULT");
-    if (view.live) text("offline-detail", "Waiting for the table controller.");
+    if (catalogue) {
+      lines($("offline-title"), view.live ? "offline.starting" : "offline.title");
+      lines($("offline-detail"), view.live ? "offline.waiting" : offlineWhy);
+    }
     return;
   }
   show("offline", false);
@@ -164,44 +255,107 @@ function render() {
   window.displayLog.push(entry);
 }
 
+// --- the players' page --------------------------------------------------------------------
+
 function renderTablePage(cur) {
   const d = cur.data || {};
-  const screen = cur.screen;
-  text("table-name", (view.table || "").toUpperCase());
-  text("round", cur.round ?? "–");
-  // 9 NYCRR 5319.58: in service mode every screen says so; its results are test results.
-  text("status-line", d.service ? "SERVICE — TEST ROUNDS, NOT LIVE" : "LIVE");
-  $("status-line").classList.toggle("service", !!d.service);
-  const head = $("headline");
-  head.className = "headline " + screen.replace("_", "-");
-  let headline = HEADLINES[screen] || screen.toUpperCase();
-  let sub = "";
-  if (screen === "no_roll") {
-    headline = d.words ? "NO ROLL — " + d.words : "NO ROLL";
-    sub = "Reshake." + (d.attempt ? " Next attempt: " + d.attempt : "");
-  } else if (screen === "locked") {
-    sub = "A supervisor must clear the table.";
-  } else if (screen === "fault") {
-    sub = "Call a supervisor. The fault stays until it is cleared.";
-    if (d.fallback === "rng") sub += " The table can go on with its RNG (supervisor).";
-  } else if (d.voided) {  // N.J.A.C. 13:69E-1.28P: the supervisor voided the result
-    sub = "Result voided (" + String(d.voided).replace(/_/g, " ") + "): the round is played again.";
-  } else if (screen === "ready") {
-    sub = "Round " + (cur.round ?? "") + (d.mode === "rng" ? " — computerized RNG" : "");
-  }
-  head.textContent = d.service ? "SERVICE — " + headline : headline;
-  text("subline", sub);
-  const result = screen === "result" ? d.result : null;
-  renderBank(screen === "ready" ? d : null);
+  const screen = String(cur.screen);
+  const live = $("live");
+  live.dataset.screen = screen;
+  // A fault or a locked table: what is wrong takes the drawing's place too.
+  live.classList.toggle("wide-main", screen === "fault" || screen === "locked");
+  renderHeader(cur, d);
+  const result = screen === "result" && d.result && typeof d.result === "object" ? d.result : null;
+  renderHeadline(cur, d, result);
+  renderBank(screen === "ready" ? d : result ? { bank: result.bank ?? "dealer" } : null);
   renderStyle(screen === "bets_closed" ? d.delivery_style : null);
   renderDiceWarning(["ready", "bets_closed", "no_roll"].includes(screen) ? d.dice : null);
   renderResult(result);
-  renderDealing(screen === "result" ? d.dealing_plan : null);
+  const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
+  renderDealing(plan);
   renderFaults(screen === "fault" ? d.faults : null);
-  renderTable(result);
+  // While the table waits: its limits (and with bets open the paytables) fill the space.
+  renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing"].includes(screen));
+  renderPaytables(screen === "ready");
+  renderTable(result, plan, screen === "ready" ? d : null);
   renderTrend();
   renderStats();
   renderCommitment();
+}
+
+function renderHeader(cur, d) {
+  const brand = view.settings.brand;
+  show("brand", !!brand);
+  text("brand", brand);
+  text("table-name", (view.table || "").toUpperCase());
+  text("round-label", tr("header.round"));
+  text("round", cur.round ?? "–");
+  // 9 NYCRR 5319.58: in service mode every screen says so; its results are test results.
+  show("status-line", !!d.service);
+  if (d.service) lines($("status-line"), "status.service");
+  $("status-line").classList.toggle("service", !!d.service);
+  renderClock();
+}
+
+function renderClock() {
+  if (PAGE !== "table" || !catalogue) return;
+  const c = view.clock;
+  const on = !!(c && c.tz !== null);
+  show("clock-box", on);
+  if (!on) return;
+  const local = new Date(Date.now() + c.offset + c.tz * 60000);
+  const hhmm = String(local.getUTCHours()).padStart(2, "0") + ":"
+    + String(local.getUTCMinutes()).padStart(2, "0");
+  if ($("clock").textContent !== hhmm) text("clock", hhmm);
+  show("clock-warning", !c.synchronised);
+  if (!c.synchronised && !$("clock-warning").childElementCount) lines($("clock-warning"), "clock.unsynchronised");
+  if (c.synchronised) $("clock-warning").replaceChildren();
+}
+
+function headlineKey(screen) {
+  return known("headline." + screen) ? "headline." + screen : null;
+}
+
+function renderHeadline(cur, d, result) {
+  const screen = String(cur.screen);
+  const head = $("headline");
+  head.className = "headline " + screen.replace("_", "-");
+  const sub = $("subline");
+  sub.replaceChildren();
+  // The outcome is the headline of a result: the dice (or the RNG number), the total and the
+  // first hand; the word RESULT is not (in service mode SERVICE — RESULT says what it is).
+  let key = headlineKey(screen);
+  let vars = {};
+  if (screen === "no_roll" && (known("no_roll." + d.reason) || d.words)) {
+    key = "headline.no_roll_why";
+    vars = { words: (lang) => noRollWords(lang, d) };
+  }
+  if (result && !d.service) key = null;
+  if (key && d.service) {
+    vars = { headline: ((k, v) => (lang) => msg1(lang, k, v))(key, vars) };
+    key = "headline.service";
+  }
+  if (key) lines(head, key, vars);
+  else head.replaceChildren(...(result ? [] : [el("span", "ln", screen.toUpperCase())]));
+  head.hidden = !head.childElementCount;
+  if (screen === "no_roll") {
+    lines(sub, d.attempt ? "sub.reshake_attempt" : "sub.reshake", { n: d.attempt });
+  } else if (screen === "locked") {
+    lines(sub, "sub.locked");
+  } else if (screen === "fault") {
+    lines(sub, "sub.fault");
+    if (d.fallback === "rng") sub.append(...msgs("sub.fault_rng").map(line));
+  } else if (d.voided) {  // N.J.A.C. 13:69E-1.28P: the supervisor voided the result
+    lines(sub, "sub.voided", { reason: inLang("void." + d.voided, {}, words(d.voided)) });
+  } else if (screen === "ready" && d.mode === "rng") {
+    lines(sub, "sub.mode_rng");
+  }
+  sub.hidden = !sub.childElementCount;
+}
+
+function noRollWords(lang, d) {
+  if (known("no_roll." + d.reason)) return msg1(lang, "no_roll." + d.reason);
+  return String(d.words || words(d.reason || ""));
 }
 
 function renderResult(r) {
@@ -211,14 +365,19 @@ function renderResult(r) {
   const dice = $("dice");
   dice.replaceChildren();
   if (!r) return;
-  if (r.dice) {
-    dice.append(die(r.dice.red, "red"), die(r.dice.blue[0], "blue"), die(r.dice.blue[1], "blue"));
+  const hasDice = !!(r.dice && typeof r.dice === "object");
+  if (hasDice) {
+    const blue = Array.isArray(r.dice.blue) ? r.dice.blue : [];
+    dice.append(die(r.dice.red, "red"), ...blue.map((f) => die(f, "blue")));
   }
-  show("dice", !!r.dice);
-  show("rng-number", !r.dice);
-  text("rng-value", r.dice ? "" : r.count);
-  text("total", r.dice ? r.total : "");
-  show("total-box", !!r.dice);
+  show("dice", hasDice);
+  show("rng-number", !hasDice);
+  text("rng-label", tr("label.rng_number"));
+  text("rng-value", hasDice ? "" : r.count);
+  text("total-label", tr("label.total"));
+  text("total", hasDice ? r.total : "");
+  show("total-box", hasDice);
+  text("starting-title", tr("label.first_hand"));
   text("starting-label", positionName(r.starting_position));
   renderWagers($("wagers"), r);
 }
@@ -227,7 +386,7 @@ function renderResult(r) {
 function renderDiceWarning(dice) {
   const warning = dice && dice.warning != null ? String(dice.warning) : "";
   show("dice-warning", !!warning);
-  text("dice-warning", warning ? "DICE — " + warning : "");
+  text("dice-warning", warning ? tr("dice.label") + " — " + warning : "");
 }
 
 // Who banks the round about to be played, and the rule that refuses it (621a.11(b), (c)).
@@ -235,96 +394,122 @@ function renderBank(d) {
   const bank = d && d.bank != null ? String(d.bank) : "";
   const refused = d && d.bank_refused != null ? String(d.bank_refused) : "";
   show("bank-line", !!bank);
-  const coBank = d && d.co_bank ? " — co-banking with the dealer" : "";  // 645a.12(e)
-  text("bank-line", bank ? "Bank: " + bank + coBank : "");
+  const who = positionOf(bank, "who");
+  text("bank-line", bank ? tr(d.co_bank ? "bank.line_co" : "bank.line", { who }) : "");  // 645a.12(e)
   show("bank-refused", !!refused);
-  text("bank-refused", refused ? "BANK REFUSED — " + refused : "");
+  text("bank-refused", refused ? tr("bank.refused") + " — " + refused : "");
 }
 
 function styleName(style) {
-  return STYLE_WORDS[style] || String(style);
+  return trOr("style." + style, {}, style);
 }
 
 function renderStyle(style) {
   show("delivery-style", style != null);
+  text("delivery-label", tr("delivery.label"));
   text("delivery-style-name", style != null ? styleName(style) : "");
 }
 
-function stacksOf(tiles) {
-  if (!Array.isArray(tiles)) return "";
-  return tiles.map((t) => {
-    const stack = String(t && t.stack);
-    return t && t.part !== "whole" ? stack + " " + String(t.part) : stack;
-  }).join(" + ");
-}
-
-// Which stacks go to which position, in dealing order (621a.8(d), 621a.9); tiles only.
+// Which stacks go to which position, in dealing order (621a.8(d), 621a.9); tiles only. Each
+// turn's number is drawn at its position on the table; here each turn has its stacks, under
+// the part of the stack it takes (the top or the bottom tiles, or the whole stack), so that
+// no word is repeated on every line.
 function renderDealing(plan) {
   const list = $("dealing-plan");
   list.replaceChildren();
-  const entries = plan && Array.isArray(plan.plan) ? plan.plan : null;
-  show("dealing", !!entries);
-  $("right").classList.toggle("with-plan", !!entries);
-  text("dealing-style", entries ? styleName(plan.style) : "");
-  if (!entries) return;
-  entries.forEach((e, k) => {
-    const li = document.createElement("li");
-    if (k === 0) li.className = "first";
-    const n = document.createElement("span"); n.className = "order"; n.textContent = String(k + 1);
-    const t = document.createElement("span"); t.className = "delivery";
-    t.textContent = String(e && e.position) + ": " + stacksOf(e && e.tiles);
-    li.append(n, t);
+  show("dealing", !!plan);
+  $("right").classList.toggle("with-plan", !!plan);
+  text("dealing-label", tr("dealing.label"));
+  text("dealing-style", plan ? styleName(plan.style) : "");
+  if (!plan) return;
+  const partOf = (e) => {
+    const tiles = e && Array.isArray(e.tiles) ? e.tiles : [];
+    return tiles.length && tiles[0] && tiles[0].part !== "whole" ? String(tiles[0].part) : "";
+  };
+  const parts = [...new Set(plan.plan.map(partOf))].filter(Boolean);
+  list.dataset.columns = String(parts.length || 4);
+  for (const part of parts) {
+    list.append(el("li", "part-head", trOr("part." + part, {}, part)));
+  }
+  plan.plan.forEach((e, k) => {
+    const li = el("li", k === 0 ? "first" : "");
+    li.dataset.position = String(e && e.position);
+    const part = partOf(e);
+    if (part) {
+      li.dataset.part = part;
+      li.style.gridColumn = String(parts.indexOf(part) + 1);
+    }
+    const tiles = e && Array.isArray(e.tiles) ? e.tiles : [];
+    li.append(el("span", "order", k + 1),
+      el("span", "stacks", tiles.map((t) => String(t && t.stack)).join(" + ")));
     list.append(li);
   });
 }
 
 function die(face, colour) {
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("viewBox", "0 0 100 100");
-  svg.setAttribute("class", "die die-" + colour);
-  svg.setAttribute("aria-label", colour + " die " + face);
-  svg.setAttribute("data-face", String(face));
-  const body = document.createElementNS(SVG, "rect");
-  for (const [k, v] of Object.entries({ x: 3, y: 3, width: 94, height: 94, rx: 16,
-    fill: colour === "red" ? "#d01c1c" : "#1f4fd1", stroke: "#fff", "stroke-width": 3 })) {
-    body.setAttribute(k, v);
-  }
-  svg.append(body);
+  const svg = svgEl("svg", { viewBox: "0 0 100 100", class: "die die-" + colour,
+    role: "img", "aria-label": tr("die.aria", { colour: inLang("die." + colour, {}, colour), face }),
+    "data-face": String(face) });
+  svg.append(svgEl("rect", { x: 3, y: 3, width: 94, height: 94, rx: 16,
+    fill: colour === "red" ? "#c8102e" : "#1f4fd1", stroke: "#fff", "stroke-width": 3 }));
   for (const [cx, cy] of PIPS[face] || []) {
-    const pip = document.createElementNS(SVG, "circle");
-    pip.setAttribute("cx", cx); pip.setAttribute("cy", cy); pip.setAttribute("r", 9.5);
-    pip.setAttribute("fill", "#fff");
-    svg.append(pip);
+    svg.append(svgEl("circle", { cx, cy, r: 9.5, fill: "#fff" }));
   }
   return svg;
 }
 
+function oddsText(pays) {
+  const m = /^(\d+) to (\d+)$/.exec(String(pays));
+  if (!m) return String(pays);
+  return tr(bilingual() ? "odds.short" : "odds", { win: m[1], stake: m[2] });
+}
+
+// The side wagers of the result (621a.5(e)(2)-(4)): what won, each with what its paytable
+// pays; a wager with no win says so.
 function renderWagers(box, r) {
   box.replaceChildren();
   if (!r.wagers) return;
   const w = r.wagers;
-  const tile = (name, what, win) => {
-    const e = el("div", "wager" + (win ? " win" : ""));
-    e.append(el("span", "name", name), el("span", "what", what));
-    box.append(e);
-  };
   const pays = (condition) => {
     for (const [name, p] of Object.entries(r.payouts || {})) {
-      if (p && p.condition === condition && p.wins) return " " + p.pays + " (" + name + ")";
+      if (p && p.condition === condition && p.wins) {
+        return tr("value.pays", { odds: oddsText(p.pays), name });
+      }
     }
     return "";
   };
+  const group = (wager, wins) => {
+    const g = el("div", "wager-group");
+    g.dataset.wager = wager;
+    g.append(el("span", "wager-name", tr("wager." + wager)));
+    const row = el("div", "wager-cells");
+    for (const [name, what] of wins) {
+      const cell = el("div", "wager win");
+      if (name) cell.append(el("span", "name", name));
+      cell.append(el("span", "what", what));
+      row.append(cell);
+    }
+    if (!wins.length) row.append(el("div", "wager", tr("value.no_win")));
+    g.append(row);
+    box.append(g);
+  };
+  const won = (list) => list.filter(([on]) => on).map(([, name, what]) => [name, what]);
+  const win = (condition) => [tr("value.win"), pays(condition)].filter(Boolean).join(" ");
   const sum = w.sum || {};
-  tile("SUM 8·16·17", sum["8-16-17"] ? "WIN" + pays("8-16-17") : "—", sum["8-16-17"]);
-  tile("SUM 3·8·9", sum["3-8-9"] ? "WIN" + pays("3-8-9") : "—", sum["3-8-9"]);
   const triple = Object.values(w.match || {}).some((n) => n === 3);
-  tile("SUM PAIR", sum.pair ? (triple ? "TRIPLE" : "PAIR") + pays("pair") : "—", sum.pair);
-  tile("SUM SERIES", sum.series ? "WIN" + pays("series") : "—", sum.series);
+  group("sum", won([
+    [sum["8-16-17"], tr("cond.8-16-17"), win("8-16-17")],
+    [sum["3-8-9"], tr("cond.3-8-9"), win("3-8-9")],
+    [sum.pair, tr("cond.pair"), triple ? [tr("value.triple"), pays("pair")].filter(Boolean).join(" ") : win("pair")],
+    [sum.series, tr("cond.series"), win("series")],
+  ]));
   const matched = Object.entries(w.match || {}).filter(([, n]) => n >= 2);
-  tile("MATCH", matched.length ? matched.map(([v, n]) => (n === 3 ? "three " : "two ") + v + "s").join(", ") : "—", matched.length > 0);
+  group("match", matched.map(([v, n]) => ["", tr(n === 3 ? "match.three" : "match.two", { v })]));
   const beat = w.beat_it || {};
-  tile("BEAT IT · RED", beat.red ? "WIN" + pays("red") : "—", beat.red);
-  tile("BEAT IT · ANY", beat.any ? "WIN" + pays("any") : "—", beat.any);
+  group("beat_it", won([
+    [beat.red, tr("cond.red"), win("red")],
+    [beat.any, tr("cond.any"), win("any")],
+  ]));
 }
 
 function renderFaults(faults) {
@@ -332,18 +517,44 @@ function renderFaults(faults) {
   list.replaceChildren();
   show("faults", !!(faults && faults.length));
   for (const f of faults || []) {
-    list.append(el("li", "", faultWords(f)));
+    const li = el("li", "");
+    if (known("fault." + f)) lines(li, "fault." + f);
+    else li.textContent = words(f);
+    list.append(li);
   }
 }
 
 function faultWords(f) {
-  return FAULT_WORDS[f] || String(f).replaceAll("_", " ");
+  return trOr("fault." + f, {}, words(f));
+}
+
+// --- positions ------------------------------------------------------------------------------
+
+// "dealer", "seat 3", "dead hand": the key of its name in the form wanted (pos: a label,
+// who: within a sentence, short: the trend board), or null for a label not known.
+function positionKey(label, form) {
+  if (label === "dealer") return [form + ".dealer", {}];
+  if (label === "dead hand") return [form + ".dead_hand", {}];
+  const m = /^seat (\d+)$/.exec(String(label || ""));
+  return m ? [form + ".seat", { n: m[1] }] : null;
+}
+
+function positionText(label, form) {
+  const k = positionKey(label, form);
+  return k ? tr(k[0], k[1]) : String(label || "").toUpperCase();
+}
+
+function positionOf(label, form) {
+  const k = positionKey(label, form);
+  return (lang) => (k ? msg1(lang, k[0], k[1]) : String(label || ""));
 }
 
 function positionName(label) {
-  if (label === "dealer") return "DEALER";
-  if (label === "dead hand") return "DEAD HAND";
-  return String(label || "").toUpperCase();
+  return positionText(label, "pos");
+}
+
+function shortPosition(label) {
+  return positionText(label, "short");
 }
 
 function positionsOf(game) {
@@ -351,78 +562,173 @@ function positionsOf(game) {
   return game === "poker" ? ["dealer", ...seats] : ["dealer", ...seats, "dead hand"];
 }
 
-// The table seen from above, the dealer at the top; positions counted counterclockwise.
-function renderTable(result) {
+// --- limits and paytables (while bets are open) ---------------------------------------------
+
+const isAmount = (n) => Number.isSafeInteger(n) && n >= 0;
+const amount = (n) => n.toLocaleString("en-US");
+
+function renderLimits(on) {
+  const box = $("limits");
+  box.replaceChildren();
+  const limits = view.settings.limits;
+  const rows = limits ? WAGER_KEYS.filter((k) => limits[k] && typeof limits[k] === "object"
+    && isAmount(limits[k].min) && isAmount(limits[k].max)) : [];
+  show("limits", on && rows.length > 0);
+  if (!on || !rows.length) return;
+  const title = el("div", "limits-title", tr("limits.title"));
+  if (typeof limits.currency === "string" && limits.currency) {
+    title.append(" ", el("span", "currency", limits.currency));
+  }
+  const grid = el("div", "limits-grid");
+  for (const k of rows) {
+    const row = [el("span", "limits-name", tr("wager." + k)),
+      el("span", "num", amount(limits[k].min)), el("span", "dash", tr("limits.to")),
+      el("span", "num", amount(limits[k].max))];
+    row.forEach((c) => { c.dataset.wager = k; });
+    grid.append(...row);
+  }
+  box.append(title, grid);
+}
+
+function paysKey(key) {
+  if (/^\d+$/.test(key)) return ["pays.total", { n: key }];
+  return known("pays." + key) ? ["pays." + key, {}] : null;
+}
+
+function renderPaytables(on) {
+  const box = $("paytables");
+  box.replaceChildren();
+  const tables = view.settings.paytables;
+  show("paytables", on && tables.length > 0);
+  if (!on || !tables.length) return;
+  box.append(el("div", "paytables-title", tr("paytable.title")));
+  for (const p of tables) {
+    const card = el("div", "paytable");
+    card.dataset.name = String(p.name ?? "");
+    const wager = known("wager." + p.wager) ? tr("wager." + p.wager) : String(p.wager ?? "");
+    const condition = p.condition == null ? "" : trOr("cond." + p.condition, {}, p.condition);
+    card.append(el("div", "paytable-name", [wager, condition, p.name == null ? "" : "· " + p.name]
+      .filter(Boolean).join(" ")));
+    const list = el("div", "paytable-pays");
+    const byKey = (a, b) => (/^\d+$/.test(a) && /^\d+$/.test(b) ? Number(a) - Number(b) : 0);
+    for (const [key, odds] of Object.entries(p.pays).sort(([a], [b]) => byKey(a, b))) {
+      const k = paysKey(key);
+      const item = el("span", "pays");
+      item.append(el("b", "", k ? tr(k[0], k[1]) : key), el("span", "", oddsText(odds)));
+      list.append(item);
+    }
+    card.append(list);
+    box.append(card);
+  }
+}
+
+// --- the table drawing ----------------------------------------------------------------------
+
+// The half-moon table seen from above, as the players see it: the dealer on the straight side
+// (top), the Dead Hand on the dealer's left (621a.2(b)(3)): the right of the picture; the seats
+// on the curved side, counted counterclockwise from the dealer (621a.8(c)): seat 1 at the
+// dealer's right (the picture's upper left) round to seat 6. The first hand is filled, the bank
+// ringed; with a dealing plan each position carries its turn (621a.8(d), 621a.9).
+function renderTable(result, plan, ready) {
   const svg = $("table");
   svg.replaceChildren();
   if (result && result.game) view.game = result.game;
   const game = view.game || "tiles";
-  const cx = 400, cy = 300, rx = 300, ry = 215;
-  const felt = document.createElementNS(SVG, "ellipse");
-  for (const [k, v] of Object.entries({ cx, cy, rx: rx - 70, ry: ry - 70, class: "felt" })) {
-    felt.setAttribute(k, v);
-  }
-  svg.append(felt);
-  const note = document.createElementNS(SVG, "text");
-  note.setAttribute("x", cx); note.setAttribute("y", cy + 8); note.setAttribute("class", "table-note");
-  note.textContent = "counted ↺ from " + (result && result.bank !== "dealer" ? "the bank" : "the dealer");
-  svg.append(note);
-  const positions = positionsOf(game);
-  positions.forEach((label, k) => {
-    const a = Math.PI / 2 + (2 * Math.PI * k) / positions.length;
-    const x = cx + rx * Math.cos(a), y = cy - ry * Math.sin(a);
-    const g = document.createElementNS(SVG, "g");
-    const first = result && result.starting_position === label;
-    g.setAttribute("class", "spot" + (first ? " first" : ""));
-    g.setAttribute("data-position", label);
-    const c = document.createElementNS(SVG, "circle");
-    c.setAttribute("cx", x); c.setAttribute("cy", y); c.setAttribute("r", 62);
-    g.append(c);
-    const words = label === "dealer" ? ["DEALER"] : label === "dead hand" ? ["DEAD", "HAND"] : [label.slice(5)];
-    words.forEach((w, i) => {
-      const t = document.createElementNS(SVG, "text");
-      t.setAttribute("x", x);
-      t.setAttribute("y", y + 10 + (i - (words.length - 1) / 2) * 28);
-      if (w.length > 2) t.setAttribute("class", "small");
-      t.textContent = w;
-      g.append(t);
+  const bank = result ? String(result.bank ?? "dealer") : ready && ready.bank ? String(ready.bank) : "dealer";
+  const first = result ? String(result.starting_position) : "";
+  const turns = {};
+  (plan ? plan.plan : []).forEach((e, k) => { turns[String(e && e.position)] = k + 1; });
+  const two = bilingual();
+  const lineH = 76;
+  // The straight side's boxes hold the dealer's and the Dead Hand's names, a line each
+  // language; the Dead Hand's box reaches past the felt, on the dealer's left.
+  const dealerLines = msgs("pos.dealer").map((m) => m.text);
+  const deadLines = msgs("pos.dead_hand").map((m) => m.text);
+  const boxLines = Math.max(dealerLines.length, game === "poker" ? 1 : deadLines.length);
+  const top = 20 + boxLines * lineH + 28;  // the straight side
+  const rx = 480, ry = 390;
+  const height = top + ry + 16;
+  svg.setAttribute("viewBox", "0 0 1100 " + height);
+  svg.setAttribute("aria-label", tr("table.aria") + " · "
+    + tr(bank !== "dealer" ? "table.counted_bank" : "table.counted_dealer"));
+  svg.append(svgEl("path", { class: "felt",
+    d: `M ${500 - rx} ${top} A ${rx} ${ry} 0 0 0 ${500 + rx} ${top} Z` }));
+  // ↺: the direction of the count, inside the seats
+  const arc = (a) => [500 + rx * 0.3 * Math.cos(a), top + ry * 0.3 * Math.sin(a)];
+  const [ax, ay] = arc(Math.PI * 0.9), [bx, by] = arc(Math.PI * 0.1);
+  svg.append(svgEl("path", { class: "arrow", "marker-end": "url(#head)",
+    d: `M ${ax} ${ay} A ${rx * 0.3} ${ry * 0.3} 0 0 0 ${bx} ${by}` }));
+  const defs = svgEl("defs");
+  const head = svgEl("marker", { id: "head", viewBox: "0 0 10 10", refX: 5, refY: 5,
+    markerWidth: 4, markerHeight: 4, orient: "auto-start-reverse" });
+  head.append(svgEl("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }));
+  defs.append(head);
+  svg.append(defs);
+  const place = (label, shape, x, y, textLines, turnAt) => {
+    const g = svgEl("g", { class: "spot" + (label === first ? " first" : "")
+      + (label === bank ? " bank" : ""), "data-position": label });
+    g.append(shape);
+    textLines.forEach((t, i) => {
+      g.append(svgEl("text", { x, y: y + 23 + (i - (textLines.length - 1) / 2) * lineH,
+        class: /^\d+$/.test(t) ? "seat" : "name" }, t));
     });
-    if (result && result.bank === label && label !== "dealer") {
-      const b = document.createElementNS(SVG, "text");
-      b.setAttribute("x", x); b.setAttribute("y", y + 44); b.setAttribute("class", "bank");
-      b.textContent = "BANK";
-      g.append(b);
+    if (turns[label]) {
+      const [tx, ty] = turnAt;
+      const badge = svgEl("g", { class: "turn", "data-turn": String(turns[label]) });
+      badge.append(svgEl("circle", { cx: tx, cy: ty, r: 44 }),
+        svgEl("text", { x: tx, y: ty + 23 }, turns[label]));
+      g.append(badge);
     }
     svg.append(g);
-  });
+  };
+  const boxH = boxLines * lineH + 16;
+  const rect = (x, w) => svgEl("rect", { x, y: top - boxH - 10, width: w, height: boxH, rx: 18 });
+  const boxMid = top - 10 - boxH / 2;
+  place("dealer", rect(355, 290), 500, boxMid, dealerLines, [500, top + 62]);
+  if (game !== "poker") {
+    place("dead hand", rect(665, 425), 877, boxMid, deadLines, [1046, top + 62]);
+  }
+  for (let n = 1; n <= 6; n += 1) {
+    const a = Math.PI * (1 - (n - 0.5) / 6);  // 165° .. 15°: left, round the bottom, right
+    const x = 500 + rx * 0.8 * Math.cos(a), y = top + ry * 0.8 * Math.sin(a);
+    const t = [500 + rx * 0.5 * Math.cos(a), top + ry * 0.5 * Math.sin(a)];
+    place("seat " + n, svgEl("circle", { cx: x, cy: y, r: 64 }), x, y, [String(n)], t);
+  }
+  svg.classList.toggle("two", two);
 }
 
-function shortPosition(label) {
-  if (label === "dealer") return "DEALER";
-  if (label === "dead hand") return "DEAD H.";
-  return label ? "SEAT " + String(label).slice(5) : "";
-}
+// --- the trend board ------------------------------------------------------------------------
 
 function renderTrend() {
+  text("trend-title", tr("trend.title"));
+  text("trend-hint", tr("trend.hint"));
   const list = $("trend");
   list.replaceChildren();
   for (const t of [...view.trend].reverse()) {
     const li = el("li", "cell" + (t.void ? " void" : ""));
     const top = el("div", "top");
-    top.append(el("span", "", "R" + (t.round ?? "?")));
+    top.append(el("span", "rnd", tr("trend.round", { n: t.round ?? "?" })));
+    top.append(el("span", "num", t.total ?? t.count));
+    const mid = el("div", "mid");
     if (t.dice) {
       const mini = el("span", "mini");
-      for (const [v, cls] of [[t.dice.red, "r"], [t.dice.blue[0], "b"], [t.dice.blue[1], "b"]]) {
+      const blue = Array.isArray(t.dice.blue) ? t.dice.blue : [];
+      for (const [v, cls] of [[t.dice.red, "r"], ...blue.map((b) => [b, "b"])]) {
         mini.append(el("span", cls, v));
       }
-      top.append(mini);
+      mid.append(mini);
     } else {
-      top.append(el("span", "", "RNG"));
+      mid.append(el("span", "rng", tr("trend.rng")));
     }
-    const num = el("div", "num", t.total ?? t.count);
-    const pos = el("div", "pos", t.void ? "VOID" : shortPosition(t.starting_position));
-    if (t.void) pos.classList.add("voidmark");
-    li.append(top, num, pos);
+    const pos = el("div", "pos");
+    if (t.void) {
+      pos.classList.add("voidmark");
+      pos.textContent = tr("trend.void");
+    } else {
+      const k = positionKey(t.starting_position, "short");
+      pos.replaceChildren(...(k ? msgs(k[0], k[1]).map(line) : [el("span", "ln", String(t.starting_position ?? ""))]));
+    }
+    li.append(top, mid, pos);
     list.append(li);
   }
 }
@@ -471,8 +777,13 @@ function renderStats() {
   show("stats", on);
   $("live").classList.toggle("with-stats", on);
   if (!on) return;
+  $("stats").setAttribute("aria-label", tr("stats.aria"));
+  text("stats-title", tr("stats.title"));
+  text("stats-red-label", tr("stats.red"));
+  text("stats-blue-label", tr("stats.blue"));
+  text("stats-legend", tr("stats.legend"));
   const rolls = sumOf(counts.red);
-  text("stats-rolls", rolls === 1 ? "1 roll" : rolls + " rolls");
+  text("stats-rolls", rolls === 1 ? tr("stats.roll") : tr("stats.rolls", { n: rolls }));
   const { hot, cold } = hotAndCold(counts.total);
   renderTotals($("stats-hot"), hot, "hot");
   renderTotals($("stats-cold"), cold, "cold");
@@ -481,16 +792,20 @@ function renderStats() {
   renderFirstHands();
 }
 
+// Each total a column: the total, how often it was seen, how often it was expected; the
+// row names stand at the left of the row.
 function renderTotals(box, items, kind) {
   box.replaceChildren();
-  if (!items.length) { box.append(el("span", "stats-none", "—")); return; }
+  const keys = el("span", "total-keys");
+  keys.append(el("b", "stats-label " + kind, tr("stats." + kind)), el("span", "", tr("stats.seen")),
+    el("span", "", tr("stats.expected")));
+  box.append(keys);
+  if (!items.length) { box.append(el("span", "stats-none", tr("stats.none"))); return; }
   for (const i of items) {
     const chip = el("span", "total-chip " + kind);
     chip.dataset.total = String(i.total);
-    chip.append(el("b", "", i.total));
-    const what = el("span", "seen");
-    what.append(el("span", "", "seen " + i.count), el("span", "", "exp. " + i.expected.toFixed(1)));
-    chip.append(what);
+    chip.append(el("b", "", i.total), el("span", "seen-n", i.count),
+      el("span", "expected-n", i.expected.toFixed(1)));
     box.append(chip);
   }
 }
@@ -520,12 +835,15 @@ function renderFirstHands() {
   const box = $("stats-first");
   box.replaceChildren();
   const results = view.trend.filter((t) => !t.void && t.starting_position);
-  text("stats-first-title", "FIRST HAND · LAST " + results.length);
+  text("stats-first-title", tr("stats.first", { n: results.length }));
   for (const label of positionsOf(view.game || "tiles")) {
     const count = results.filter((t) => t.starting_position === label).length;
     const item = el("span", "first-item");
     item.dataset.position = label;
-    item.append(el("span", "who", shortPosition(label)), el("b", "", count));
+    const k = positionKey(label, "mini");
+    const who = el("span", "who");
+    who.replaceChildren(...(k ? msgs(k[0], k[1]).map(line) : []));
+    item.append(who, el("b", "", count));
     box.append(item);
   }
 }
@@ -534,16 +852,37 @@ function renderCommitment() {
   const c = view.commitment;
   show("commitment", !!c);
   if (!c) return;
+  text("commit-session-label", tr("commit.session"));
+  text("commit-value-label", tr("commit.value"));
   text("commit-session", c.session || "");
   text("commit-value", (c.commitment || "").match(/.{1,8}/g)?.join(" ") || "");
 }
 
+// --- notices --------------------------------------------------------------------------------
+// A refused key, for 5 s: over the trend board (never over the dice, the total, the first hand
+// or the wagers), or at the head of a recall's records; the next screen clears it at once.
+
 function notice(ev) {
-  const e = $("notice");
-  e.textContent = "REFUSED — " + ((ev.data && ev.data.reason) || "nothing changed");
-  e.hidden = false;
+  const reason = (ev.data && ev.data.reason) || "";
+  NOTICE.textContent = tr("notice.refused") + " — " + (reason ? String(reason) : tr("notice.nothing"));
+  NOTICE.hidden = false;
   clearTimeout(noticeTimer);
-  noticeTimer = setTimeout(() => { e.hidden = true; }, 5000);
+  noticeTimer = setTimeout(() => { NOTICE.hidden = true; placeNotice(); }, 5000);
+  placeNotice();
+}
+
+function clearNotice() {
+  clearTimeout(noticeTimer);
+  NOTICE.hidden = true;
+}
+
+function placeNotice() {
+  if (PAGE !== "table") return;
+  if (!$("recall").hidden && view.current && view.current.screen === "recall") {
+    renderRecall($("recall"), view.current, false);  // the records give it room
+  } else if (NOTICE.parentElement !== $("live")) {
+    $("live").append(NOTICE);
+  }
 }
 
 // --- game recall (AGCO 13.1.1) --------------------------------------------------------------
@@ -551,18 +890,6 @@ function notice(ev) {
 // dealer and the supervisor did in it, in the order recorded. Shown on its own background
 // under a banner that says it is not live. Returns ``back`` as rendered.
 
-const OUTCOME_WORDS = { closed: "CLOSED", result: "RESULT — NOT CLOSED", void: "VOID",
-  "in play": "IN PLAY" };
-const KIND_WORDS = {
-  round_opened: "Round opened", no_more_bets: "No more bets", bank_selected: "Bank selected",
-  delivery_style: "Delivery style", shuffle: "Tiles shuffled", shake: "Shake", no_roll: "No roll",
-  result: "Result", result_voided: "Result voided", void: "Round void", close: "Round closed",
-  reshake_limit: "No-roll limit", fault: "Fault", fault_cleared: "Fault cleared",
-  supervisor_action: "Supervisor", dice_replaced: "Dice replaced", mode_changed: "Mode changed",
-  shift_change: "Shift change", service_mode: "Service mode", service_test: "Service test",
-  sensor: "Dice sensor", interrupted: "Interrupted", rng_draw: "RNG draw", recovery: "Recovery",
-  power_on: "Power on", shutdown: "Shutdown", dice_alarm: "DICE ALARM",
-};
 // Never on the players' page: the monitor's alarm and its evidence (issue 15).
 const SUPERVISOR_ONLY_KINDS = new Set(["dice_alarm"]);
 const SUPERVISOR_ONLY_FIELDS = new Set(["alarm", "alarm_cleared", "counts", "log_e", "threshold"]);
@@ -585,12 +912,13 @@ function dateOf(time) {
 function diceText(dice) {
   if (!dice || typeof dice !== "object") return "";
   const blue = Array.isArray(dice.blue) ? dice.blue.join(" ") : "";
-  return "red " + dice.red + ", blue " + blue;
+  return tr("dice.text", { red: dice.red, blue });
 }
 
 function renderRecall(box, cur, forSupervisor) {
   box.replaceChildren();
   box.classList.remove("dense");
+  box.setAttribute("aria-label", tr("recall.aria"));
   const d = cur.data || {};
   const rounds = Array.isArray(d.rounds) ? d.rounds : [];
   const back = Number.isSafeInteger(d.back) ? d.back : null;
@@ -602,25 +930,26 @@ function renderRecall(box, cur, forSupervisor) {
     ? (rounds.length === 1 ? rounds[0] : null)
     : rounds[n - back];
   const banner = el("header", "recall-banner");
-  banner.append(el("div", "recall-title", "RECALL — PAST GAME " + (back ?? "?") + " OF " + n
-    + " — NOT LIVE"));
+  lines(banner.appendChild(el("div", "recall-title")), "recall.title", { back: back ?? "?", n });
   const gameRound = game && Number.isSafeInteger(game.round) ? game.round : null;
   const first = game && Array.isArray(game.records) && game.records.length ? game.records[0].time : "";
   banner.append(el("div", "recall-sub", [
-    gameRound !== null ? "Round " + gameRound : "Round not in the log",
+    gameRound !== null ? "" : tr("recall.round_missing"),  // the round's number heads its column
     (view.table || "").toUpperCase(),
-    "the live table waits at round " + (cur.round ?? "–"),
-    "times UTC" + (dateOf(first) ? " " + dateOf(first) : ""),
+    tr("recall.waits", { n: cur.round ?? "–" }),
+    tr("recall.times_utc") + (dateOf(first) ? " " + dateOf(first) : ""),
   ].filter(Boolean).join(" · ")));
   box.append(banner);
   if (!game) {
-    box.append(el("div", "recall-missing", "There is no such round in the recall."));
+    box.append(lines(el("div", "recall-missing"), "recall.missing"));
+    if (!forSupervisor && !NOTICE.hidden) box.append(NOTICE);
     return back;
   }
   const records = Array.isArray(game.records) ? game.records : [];
   const body = el("div", "recall-body");
   body.append(recallGame(game, records), recallRecords(records, forSupervisor));
   box.append(body);
+  if (PAGE === "table" && !NOTICE.hidden) body.querySelector(".recall-records").prepend(NOTICE);
   fitRecall(box);
   return back;
 }
@@ -631,19 +960,20 @@ function recallGame(game, records) {
   const number = el("b", "", game.round);
   number.id = "recall-round";
   const label = el("span", "recall-round");
-  label.append("ROUND ", number);
+  label.append(tr("recall.round_label"), number);
   const outcome = el("span", "recall-outcome " + String(game.outcome).replace(" ", "-"),
-    OUTCOME_WORDS[game.outcome] || String(game.outcome).toUpperCase());
+    trOr("outcome." + game.outcome, {}, String(game.outcome).toUpperCase()));
   outcome.id = "recall-outcome";
   head.append(label, outcome);
   col.append(head);
   const r = game.result && typeof game.result === "object" ? game.result : null;
   if (!r) {
-    col.append(el("div", "recall-noresult", "NO RESULT IN THIS ROUND"));
+    col.append(el("div", "recall-noresult", tr("recall.no_result")));
     return col;
   }
   const at = records.filter((x) => x.kind === "result").pop();
-  col.append(el("div", "recall-meta", ["Result", r.attempt != null ? "attempt " + r.attempt : "",
+  col.append(el("div", "recall-meta", [tr("recall.result"),
+    r.attempt != null ? tr("recall.attempt", { n: r.attempt }) : "",
     at ? clock(at.time) : "", r.game ? String(r.game) : ""].filter(Boolean).join(" · ")));
   const outcomeBox = el("div", "recall-outcome-box");
   if (r.dice && typeof r.dice === "object") {
@@ -652,12 +982,12 @@ function recallGame(game, records) {
     const blue = Array.isArray(r.dice.blue) ? r.dice.blue : [];
     dice.append(die(r.dice.red, "red"), ...blue.map((f) => die(f, "blue")));
     const total = el("div", "recall-total");
-    total.append(el("span", "label", "TOTAL"), el("b", "", r.total));
+    total.append(el("span", "label", tr("label.total")), el("b", "", r.total));
     total.lastChild.id = "recall-total";
     outcomeBox.append(dice, total);
   } else {
     const number = el("div", "recall-total");
-    number.append(el("span", "label", "RNG NUMBER"), el("b", "", r.count));
+    number.append(el("span", "label", tr("label.rng_number")), el("b", "", r.count));
     number.lastChild.id = "recall-total";
     outcomeBox.append(number);
   }
@@ -665,24 +995,13 @@ function recallGame(game, records) {
   const starting = el("div", "recall-starting");
   const who = el("b", "", positionName(r.starting_position));
   who.id = "recall-starting";
-  starting.append("FIRST HAND: ", who);
+  starting.append(el("span", "label", tr("label.first_hand")), who);
   col.append(starting);
-  col.append(el("div", "recall-meta", "Bank: " + (r.bank ?? "dealer")));
+  col.append(el("div", "recall-meta", tr("recall.bank", { who: positionOf(r.bank ?? "dealer", "who") })));
   if (r.wagers) {
     const wagers = el("div", "wagers recall-wagers");
     renderWagers(wagers, r);
     col.append(wagers);
-  }
-  const payouts = Object.entries(r.payouts || {});
-  if (payouts.length) {
-    const list = el("ul", "recall-payouts");
-    for (const [name, p] of payouts) {
-      const q = p && typeof p === "object" ? p : {};
-      const what = [q.wager, q.condition].filter((x) => x != null).map(String).join(" ");
-      list.append(el("li", q.wins ? "wins" : "", "Paytable " + name + " · " + what + " — "
-        + (q.wins ? "WINS, pays " + q.pays : "no win")));
-    }
-    col.append(list);
   }
   return col;
 }
@@ -690,21 +1009,21 @@ function recallGame(game, records) {
 function recallRecords(records, forSupervisor) {
   const col = el("section", "recall-records");
   const readings = records.filter((x) => x.kind === "reading");
-  col.append(el("h2", "recall-h", "READINGS (" + readings.length + ")"));
+  col.append(el("h2", "recall-h", tr("recall.readings", { n: readings.length })));
   const list = el("div", "recall-readings");
   list.id = "recall-readings";
   for (const x of readings) list.append(recallReading(x));
-  if (!readings.length) list.append(el("div", "recall-none", "No reading in this round."));
+  if (!readings.length) list.append(el("div", "recall-none", tr("recall.no_reading")));
   col.append(list);
   const actions = records.filter((x) => x.kind !== "reading"
     && (forSupervisor || !SUPERVISOR_ONLY_KINDS.has(x.kind)));
-  col.append(el("h2", "recall-h", "WHAT HAPPENED, IN ORDER (" + actions.length + ")"));
+  col.append(el("h2", "recall-h", tr("recall.actions", { n: actions.length })));
   const timeline = el("ol", "recall-actions");
   timeline.id = "recall-actions";
   for (const x of actions) {
     const li = el("li", "kind-" + String(x.kind));
     li.dataset.kind = String(x.kind);
-    li.append(el("span", "at", clock(x.time)), el("span", "kind", KIND_WORDS[x.kind] || words(x.kind)),
+    li.append(el("span", "at", clock(x.time)), el("span", "kind", trOr("kind." + x.kind, {}, words(x.kind))),
       el("span", "what", recordDetail(String(x.kind), x.data || {}, forSupervisor)));
     timeline.append(li);
   }
@@ -716,10 +1035,12 @@ function recallReading(x) {
   const data = x.data || {};
   const box = el("div", "reading" + (data.verdict === "valid" ? "" : " not-valid"));
   const head = el("div", "reading-head");
-  head.append(el("span", "at", clock(x.time)), el("span", "", "#" + x.seq),
-    el("span", "", "attempt " + (data.attempt ?? "–")),
-    el("span", "verdict", String(data.verdict ?? "–").toUpperCase().replaceAll("_", " ")));
-  const digest = el("span", "digest mono", "image " + String(data.image_digest ?? "–"));
+  const verdict = data.verdict == null ? "–" : trOr("verdict." + data.verdict, {},
+    String(data.verdict).toUpperCase().replaceAll("_", " "));
+  head.append(el("span", "at", clock(x.time)), el("span", "", tr("reading.seq", { n: x.seq })),
+    el("span", "", tr("recall.attempt", { n: data.attempt ?? "–" })),
+    el("span", "verdict", verdict));
+  const digest = el("span", "digest mono", tr("reading.image") + " " + String(data.image_digest ?? "–"));
   head.append(digest);
   box.append(head);
   const dice = el("div", "reading-dice");
@@ -728,10 +1049,10 @@ function recallReading(x) {
     const colour = q.colour === "red" || q.colour === "blue" ? q.colour : "other";
     const cell = el("span", "reading-die");
     cell.append(el("span", "chip " + colour, q.face ?? "?"));
-    cell.append(el("span", "", String(q.colour ?? "?")));
-    cell.append(el("span", q.flat ? "" : "bad", q.flat ? "flat" : "NOT FLAT"));
-    cell.append(el("span", q.inside ? "" : "bad", q.inside ? "inside" : "OUT"));
-    cell.append(el("span", "", "conf " + (q.confidence ?? "?") + "%"));
+    cell.append(el("span", "", trOr("die." + q.colour, {}, q.colour ?? "?")));
+    cell.append(el("span", q.flat ? "" : "bad", tr(q.flat ? "die.flat" : "die.not_flat")));
+    cell.append(el("span", q.inside ? "" : "bad", tr(q.inside ? "die.inside" : "die.out")));
+    cell.append(el("span", "", tr("die.confidence") + " " + (q.confidence ?? "?") + "%"));
     if (Array.isArray(q.position)) cell.append(el("span", "", "(" + q.position.join(", ") + ")"));
     dice.append(cell);
   }
@@ -741,37 +1062,41 @@ function recallReading(x) {
 
 // The key data of one record, in words; anything not known is shown as its fields.
 function recordDetail(kind, d, forSupervisor) {
-  const att = d.attempt != null ? "attempt " + d.attempt : "";
+  const att = d.attempt != null ? tr("recall.attempt", { n: d.attempt }) : "";
   const join = (...parts) => parts.filter((p) => p !== "" && p != null).join(" · ");
+  const who = (label) => positionOf(label, "who");
+  const faults = (list) => (Array.isArray(list) ? list : []).map(faultWords).join(", ");
   switch (kind) {
     case "round_opened": return "";
-    case "no_more_bets": return join("bank " + (d.bank ?? "dealer"), d.mode ? "mode " + d.mode : "",
-      d.co_bank ? "co-banking" : "");
-    case "bank_selected": return join("bank " + d.bank, d.co_bank ? "co-banking" : "",
-      d.refused ? "refused: " + d.refused : "");
+    case "no_more_bets": return join(tr("detail.bank", { who: who(d.bank ?? "dealer") }),
+      d.mode ? tr("detail.mode", { mode: d.mode }) : "", d.co_bank ? tr("detail.co_bank") : "");
+    case "bank_selected": return join(tr("detail.bank", { who: who(d.bank) }),
+      d.co_bank ? tr("detail.co_bank") : "", d.refused ? tr("detail.refused", { why: d.refused }) : "");
     case "delivery_style": return join(styleName(d.style), d.section);
-    case "shake": return join(att, d.cycles != null ? d.cycles + " cycles" : "",
-      d.delay_ms != null ? "delay " + d.delay_ms + " ms" : "");
-    case "no_roll": return join(att, NO_ROLL_WORDS[d.reason] || words(d.reason));
-    case "result": return join(att, d.dice ? diceText(d.dice) : "RNG " + d.count,
-      d.total != null ? "total " + d.total : "", "first hand " + positionName(d.starting_position));
-    case "result_voided": return join(att, words(d.reason), d.detail);
-    case "void": return join(d.state ? "in " + words(d.state) : "",
-      d.supervisor ? "by the supervisor" : "", d.detail);
+    case "shake": return join(att, d.cycles != null ? tr("detail.cycles", { n: d.cycles }) : "",
+      d.delay_ms != null ? tr("detail.delay", { n: d.delay_ms }) : "");
+    case "no_roll": return join(att, trOr("no_roll." + d.reason, {}, words(d.reason)));
+    case "result": return join(att, d.dice ? diceText(d.dice) : tr("detail.rng", { n: d.count }),
+      d.total != null ? tr("detail.total", { n: d.total }) : "",
+      tr("detail.first_hand", { who: positionOf(d.starting_position, "pos") }));
+    case "result_voided": return join(att, trOr("void." + d.reason, {}, words(d.reason)), d.detail);
+    case "void": return join(d.state ? tr("detail.in_state", { state: words(d.state) }) : "",
+      d.supervisor ? tr("detail.by_supervisor") : "", d.detail);
     case "fault": return join(faultWords(d.fault), d.detail);
-    case "fault_cleared": return join((Array.isArray(d.faults) ? d.faults : []).map(faultWords).join(", "),
-      d.supervisor ? "by the supervisor" : "");
+    case "fault_cleared": return join(faults(d.faults), d.supervisor ? tr("detail.by_supervisor") : "");
     case "supervisor_action": return join(words(d.action), d.detail,
       forSupervisor && d.alarm ? "alarm " + alarmWords(d.alarm) : "");
-    case "dice_replaced": return join("set " + d.dice_set, d.previous != null ? "was " + d.previous : "",
+    case "dice_replaced": return join(tr("detail.set", { id: d.dice_set }),
+      d.previous != null ? tr("detail.was", { id: d.previous }) : "",
       forSupervisor && d.alarm_cleared ? "alarm cleared (" + d.alarm_cleared + ")" : "");
-    case "mode_changed": return join(words(d.previous) + " → " + words(d.mode),
-      Array.isArray(d.cleared) && d.cleared.length ? "cleared " + d.cleared.map(faultWords).join(", ") : "");
+    case "mode_changed": return join(tr("detail.mode_change", { previous: words(d.previous), mode: words(d.mode) }),
+      Array.isArray(d.cleared) && d.cleared.length ? tr("detail.cleared", { faults: faults(d.cleared) }) : "");
     case "dice_alarm": return forSupervisor ? alarmWords(d) : "";
     default: return fieldsOf(d, forSupervisor);
   }
 }
 
+// The supervisor's page only (never shown to players): the monitor's alarm in its own terms.
 function alarmWords(a) {
   if (!a || typeof a !== "object") return "";
   return [a.test, a.face != null ? "face " + a.face : "", "ln E " + a.log_e + " ≥ " + a.threshold]
@@ -794,11 +1119,11 @@ function fitRecall(box) {
   const overflows = () => col.scrollHeight > col.clientHeight + 1;
   if (!overflows()) return;
   box.classList.add("dense");
-  trimOldest(box.querySelector(".recall-readings"), ".reading", "earlier reading", overflows);
-  trimOldest(box.querySelector(".recall-actions"), "li:not(.recall-none)", "earlier record", overflows);
+  trimOldest(box.querySelector(".recall-readings"), ".reading", "recall.left_out_reading", overflows);
+  trimOldest(box.querySelector(".recall-actions"), "li:not(.recall-none)", "recall.left_out_record", overflows);
 }
 
-function trimOldest(list, selector, what, overflows) {
+function trimOldest(list, selector, key, overflows) {
   let dropped = 0;
   let note = null;
   while (list && overflows() && list.querySelectorAll(selector).length > 1) {
@@ -808,10 +1133,31 @@ function trimOldest(list, selector, what, overflows) {
       note = el(list.tagName === "OL" ? "li" : "div", "recall-none recall-left-out");
       list.prepend(note);
     }
-    note.textContent = dropped + " " + what + (dropped > 1 ? "s" : "")
-      + " not shown here (paigow-controller recall has them all)";
+    note.textContent = tr(dropped > 1 ? key + "s" : key, { n: dropped });
   }
 }
 
-render();
-connect();
+// --- start ----------------------------------------------------------------------------------
+
+async function loadCatalogue() {
+  // Once at start; until it has loaded the page shows the offline screen it was served with.
+  for (;;) {
+    try {
+      const response = await fetch("/messages.json", { cache: "no-store" });
+      if (response.ok) {
+        const body = await response.json();
+        if (body && typeof body === "object" && body.en && typeof body.en === "object") return body;
+      }
+    } catch (e) {
+      // the controller is not there (yet): the page stays offline and asks again
+    }
+    await new Promise((resolve) => { setTimeout(resolve, 1000); });
+  }
+}
+
+loadCatalogue().then((body) => {
+  catalogue = body;
+  render();
+  connect();
+  setInterval(tick, 250);
+});

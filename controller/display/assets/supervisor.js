@@ -24,7 +24,8 @@ function renderSupervisor(cur) {
 
 function supNow(cur, d) {
   const screen = cur.screen;
-  text("sup-screen", (d.service ? "SERVICE — " : "") + (HEADLINES[screen] || String(screen).toUpperCase()));
+  text("sup-screen", (d.service ? "SERVICE — " : "")
+    + trOr("headline." + screen, {}, String(screen).toUpperCase()));  // display.js: the catalogue
   const list = $("sup-details");
   list.replaceChildren();
   const line = (words) => { if (words) list.append(el("li", "", words)); };
