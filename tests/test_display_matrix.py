@@ -1,0 +1,256 @@
+"""The table page at every screen size in every state (issue 16), in Debian's chromium.
+
+For each viewport (the 800x480 touch display to a 3840x2160 screen, and portrait 1080x1920)
+and each state (bets open with limits, paytables and the clock; a result of the dice with its
+dealing plan; a no roll; a fault; a recall; an RNG result; OFFLINE once the server stops), in
+English and Traditional Chinese together (the tightest setting), the page is checked for:
+
+- every visible element inside the viewport;
+- no two texts overlapping: each text node's boxes (Range rects, or an SVG text's box) with
+  the font's internal leading taken off (0.2 em above, 0.12 em below: the glyphs of Noto Sans
+  and Noto Sans CJK lie within), so that two lines set tighter than the font's own line gap
+  are not an overlap, and text cut off by an element that clips is reported as well;
+- axe-core (axe-playwright-python): the full rule set; no violation of impact serious or
+  critical (color-contrast among them) is allowed;
+- the lowest contrast ratio of any text against what is under it (computed from the computed
+  colours: the nearest background or SVG shape at the text's centre), at least 4.5;
+- at 1920x1080 the smallest font size of the players' text (an SVG text's size times its
+  scale), at least 34 px. The recall's column of records (image digests, the timeline: the
+  inspector's evidence) is reported apart and not held to it.
+
+One browser for the module, one page per viewport, all fed by one display server; the
+screenshots go to test-output/display-matrix/<state>-<w>x<h>-<lang>.png (git-ignored).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from axe_playwright_python.base import AXE_SCRIPT
+from display_table import PAYTABLES, Table, start_display
+from playwright.sync_api import sync_playwright
+from test_display_browser import ARGS, CHROMIUM, DICE, stats_payload, wait_current
+
+from controller.audit.recall import recall
+from controller.core.config import BetLimits, LimitsConfig
+from controller.core.dealing import DeliveryStyle, dealing_plan
+from controller.core.dice import NoRollReason, Roll
+from controller.core.position import Game
+from controller.core.records import RecordKind
+from controller.core.result import result_of_number, result_of_roll
+from controller.core.state import Screen
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display-matrix"
+VIEWPORTS = [(800, 480), (1280, 720), (1920, 1080), (3840, 2160), (1080, 1920)]
+LIMITS = LimitsConfig(
+    currency="USD",
+    table=BetLimits(25, 5000),
+    sum=BetLimits(5, 500),
+    beat_it=BetLimits(5, 200),
+)
+BRAND = "GOLDEN DRAGON"
+MIN_PLAYER_FONT_PX = 34.0  # at 1920x1080: 17 mm on a 43-inch screen, read from 3 m
+MIN_CONTRAST = 4.5  # WCAG AA, for all text
+SERIOUS = {"serious", "critical"}
+
+# What the page shows, measured in the page itself: the problems found, and each text's
+# effective font size and contrast against what is under it.
+_SOURCE = (Path(__file__).resolve().parent / "display_measure.js").read_text(encoding="utf-8")
+MEASURE = _SOURCE[_SOURCE.index("() =>") :]  # the function, after its comment
+
+
+class Screens:
+    """One page per viewport, all on the same display server."""
+
+    def __init__(self, browser: Any, table: Table, language: str) -> None:
+        self.table = table
+        self.language = language
+        self.pages: list[tuple[int, int, Any]] = []
+        self.errors: list[str] = []
+        self.problems: list[str] = []
+        self.figures: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+        assert table.display is not None
+        for width, height in VIEWPORTS:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            page = context.new_page()
+            page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+            page.goto(table.display.url)
+            self.pages.append((width, height, page))
+
+    def wait(self, condition: str, arg: object) -> None:
+        for _, _, page in self.pages:
+            page.wait_for_function(condition, arg=arg, timeout=10_000)
+
+    def check(self, state: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        for width, height, page in self.pages:
+            label = f"{state}-{width}x{height}-{self.language}"
+            page.screenshot(path=str(SHOTS / f"{label}.png"))
+            measured = page.evaluate(MEASURE)
+            self.problems += [f"{label}: {p}" for p in measured["problems"]]
+            self.figures[(state, width, height)] = measured["texts"]
+            if page.evaluate("typeof window.axe") == "undefined":
+                page.evaluate(AXE_SCRIPT)
+            violations = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            for v in violations["violations"]:
+                if v["impact"] in SERIOUS:
+                    nodes = [n["target"] for n in v["nodes"]][:3]
+                    self.problems.append(f"{label}: axe {v['id']} ({v['impact']}): {nodes}")
+
+    def close(self) -> None:
+        for _, _, page in self.pages:
+            page.context.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def played_table(state_dir: Path, languages: Sequence[str]) -> Table:
+    """A table eleven rounds into a shift (their readings in the log, for a recall), with a
+    brand, limits, the two paytables and a clock that is not synchronised."""
+    table = Table(state_dir)
+    table.display = start_display(
+        table.log,
+        languages=languages,
+        brand=BRAND,
+        limits=LIMITS,
+        paytables=PAYTABLES,
+        synchronised=False,
+    )
+    table.open_round()
+    plays: list[tuple[tuple[int, tuple[int, int]], dict[str, Any]]] = [
+        ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
+        ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
+        ((1, (1, 1)), {}),
+        ((2, (5, 6)), {"voided": (4, (4, 4))}),
+        ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
+        ((4, (1, 2)), {}),
+        ((5, (3, 1)), {"bank_seat": 5}),
+        ((2, (2, 3)), {}),
+        ((1, (6, 3)), {"no_rolls": [NoRollReason.DIE_OUT]}),
+        ((5, (4, 6)), {}),
+        ((3, (3, 2)), {}),
+    ]
+    for (red, blue), options in plays:
+        table.recorded_round(red, blue, **options)
+    return table
+
+
+def latest(state: str, round_number: int) -> str:
+    return f"l => {{ const e = window.displayLog[window.displayLog.length - 1]; return e && e.screen === {state!r} && e.round === {round_number}; }}"  # noqa: E501
+
+
+def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
+    """Each state in turn, as the controller shows it, checked on every page."""
+    n = table.round
+    table.show(
+        Screen.READY, round=n, mode="shaker", bank="dealer", stats=stats_payload(), dice=DICE
+    )
+    screens.wait(latest("ready", n), None)
+    screens.wait("() => !document.getElementById('clock-box').hidden", None)
+    screens.check("ready")
+
+    table.record(RecordKind.BANK_SELECTED, round=n, bank="seat 2", refused=None)
+    table.record(RecordKind.NO_MORE_BETS, round=n, bank="seat 2", mode="shaker")
+    table.show(Screen.BETS_CLOSED, round=n, attempt=1, delivery_style="cup-say-right")
+    result = result_of_roll(Game.TILES, Roll(3, (4, 5)), bank_seat=2, paytables=PAYTABLES)
+    plan = dealing_plan(Game.TILES, DeliveryStyle.CUP_SAY_RIGHT, result.position)
+    table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
+    table.show(
+        Screen.RESULT,
+        round=n,
+        attempt=1,
+        result=result.as_record(),
+        dealing_plan=plan.as_record(),
+    )
+    screens.wait(latest("result", n), None)
+    screens.check("result")
+
+    table.close_round()
+    n = table.round
+    table.show(Screen.NO_ROLL, round=n, attempt=2, reason="not_flat", words="a die is not flat")
+    screens.wait(latest("no_roll", n), None)
+    screens.check("no-roll")
+
+    table.record(RecordKind.FAULT, round=n, attempt=2, fault="sensor_lost", detail="", state="x")
+    table.show(Screen.FAULT, round=n, faults=["sensor_lost", "tamper"], fallback="rng")
+    screens.wait(latest("fault", n), None)
+    screens.check("fault")
+
+    rounds = recall(state_dir, last=11)
+    table.show(Screen.RECALL, round=n, back=3, rounds=rounds)
+    screens.wait(latest("recall", n), None)
+    screens.check("recall")
+
+    # The supervisor switches to the RNG: its commitment before bets close, then its number.
+    table.record(RecordKind.RNG_COMMIT, session="s-0001", commitment="ab" * 32)
+    table.show(Screen.READY, round=n, mode="rng", bank="dealer")
+    table.record(RecordKind.RNG_DRAW, round=n, attempt=1, number=6)
+    number = result_of_number(Game.TILES, 6, bank_seat=None)
+    table.record(RecordKind.RESULT, round=n, attempt=1, **number.as_record())
+    table.show(Screen.RESULT, round=n, attempt=1, result=number.as_record())
+    screens.wait(latest("result", n), None)
+    screens.wait("() => !document.getElementById('commitment').hidden", None)
+    screens.check("rng-result")
+
+    assert table.display is not None
+    table.display.close()
+    screens.wait("() => !document.getElementById('offline').hidden", None)
+    screens.check("offline")
+
+
+def smallest(texts: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(texts, key=lambda t: t["size"])
+
+
+def test_every_state_fits_every_screen_in_english_and_chinese(browser: Any, tmp_path: Path) -> None:
+    table = played_table(tmp_path, ["en", "zh-Hant"])
+    screens = Screens(browser, table, "en+zh-Hant")
+    started = time.monotonic()
+    try:
+        wait_current(screens.pages[0][2], "ready", table.round, timeout_ms=10_000)
+        play_every_state(screens, table, tmp_path)
+    finally:
+        screens.close()
+        table.close()
+    print(f"\nmatrix: {len(screens.figures)} screens checked in {time.monotonic() - started:.1f} s")
+    at_1080 = [
+        t
+        for (state, w, h), texts in screens.figures.items()
+        if (w, h) == (1920, 1080) and state != "offline"
+        for t in texts
+    ]
+    players = [t for t in at_1080 if not t["records"]]
+    records = [t for t in at_1080 if t["records"]]
+    low = smallest(players)
+    print(
+        f"smallest player-facing text at 1920x1080: {low['size']:.1f} px"
+        f" ({low['text']!r} in {low['where']})"
+    )
+    if records:
+        print(
+            "smallest text of the recall's records at 1920x1080:"
+            f" {smallest(records)['size']:.1f} px"
+        )
+    every = [t for texts in screens.figures.values() for t in texts]
+    worst = min(every, key=lambda t: t["ratio"])
+    print(
+        f"lowest contrast ratio of any text, every screen: {worst['ratio']:.2f}:1"
+        f" ({worst['text']!r} in {worst['where']})"
+    )
+    assert screens.errors == []
+    assert screens.problems == [], "\n".join(screens.problems)
+    small = [t for t in players if t["size"] < MIN_PLAYER_FONT_PX - 0.05]
+    assert small == [], small[:10]
+    assert worst["ratio"] >= MIN_CONTRAST
