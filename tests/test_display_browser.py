@@ -4,7 +4,9 @@ Screenshots go to test-output/display/ (git-ignored)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,14 @@ from display_table import PAYTABLES, Table, start_display
 from playwright.sync_api import sync_playwright
 
 from controller.audit.recall import recall
+from controller.core.config import BetLimits, LimitsConfig
 from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import NoRollReason, Roll
 from controller.core.position import DEALER, Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
 from controller.core.state import Screen
+from controller.display.hub import sse
 
 pytestmark = pytest.mark.browser
 
@@ -34,6 +38,7 @@ ARGS = [
     "--disable-sync",
 ]
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display"
+LIMITS = LimitsConfig(currency="USD", table=BetLimits(25, 5000), sum=BetLimits(5, 500))
 
 
 @pytest.fixture(scope="module")
@@ -904,3 +909,135 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
         context.close()
         loop.shutdown()
         table.close()
+
+
+# --- issue 16: notices, the box's clock, a controller that sends no page settings ------------
+
+
+def test_a_notice_never_covers_the_result_and_the_next_screen_clears_it(
+    page: Any, table: Table, tmp_path: Path
+) -> None:
+    """A refused key's notice sits over the trend board, clear of the dice, the total, the first
+    hand, the wagers and the drawing; the next screen takes it away at once. In a recall it
+    heads the column of records, clear of the recalled outcome."""
+    table.result(3, (4, 5))
+    wait_current(page, "result", 1, timeout_ms=5000)
+    reason = "the shake button is not active: the result stands"
+    table.show(Screen.REFUSED, reason=reason)
+    page.wait_for_selector("#notice:not([hidden])", timeout=5000)
+    assert page.text_content("#notice") == "REFUSED — " + reason
+    notice_box = page.locator("#notice").bounding_box()
+    for shown in ("#dice", "#total-box", "#starting", "#wagers", "#table", "#bank-line"):
+        assert not overlaps(notice_box, page.locator(shown).bounding_box()), shown
+    assert overlaps(notice_box, page.locator("#trend-box").bounding_box())
+    shot(page, "notice-over-the-trend-board")
+    table.close_round()  # bets open for round 2
+    wait_current(page, "ready", 2, timeout_ms=5000)
+    assert page.is_hidden("#notice")  # at once, not after its 5 s
+
+    table.show(Screen.RECALL, round=2, back=2, rounds=recall(tmp_path, last=11))
+    wait_recall(page, 2)
+    table.show(Screen.REFUSED, reason="recall: only the supervisor's keys")
+    page.wait_for_selector(".recall-records > #notice:not([hidden])", timeout=5000)
+    notice_box = page.locator("#notice").bounding_box()
+    for shown in (".recall-banner", "#recall-dice", "#recall-total", "#recall-starting"):
+        assert not overlaps(notice_box, page.locator(shown).bounding_box()), shown
+    assert page.text_content("#recall-round") == "1"
+    shot(page, "notice-in-a-recall")
+    table.show(Screen.READY, round=2)
+    wait_current(page, "ready", 2, timeout_ms=5000)
+    assert page.is_hidden("#notice")
+
+
+def test_the_clock_is_the_boxs_and_says_when_it_is_not_synchronised(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The page shows the box's local time (HH:MM) whatever the browser's own clock says, and
+    says so beside it when the box's clock is not synchronised."""
+    table = Table(tmp_path)
+    table.display = start_display(table.log, synchronised=False)
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        page = context.new_page()
+        page.clock.set_fixed_time(datetime(2001, 2, 3, 4, 5, tzinfo=UTC))  # a browser far off
+        page.goto(table.display.url)
+        table.open_round()
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        page.wait_for_selector("#clock-box:not([hidden])", timeout=5000)
+        now = time.time()
+        box_time = {time.strftime("%H:%M", time.localtime(now + d)) for d in (-60, 0, 60)}
+        assert page.text_content("#clock") in box_time
+        assert page.is_visible("#clock-warning")
+        assert page.text_content("#clock-warning") == "clock not synchronised"
+        shot(page, "clock-not-synchronised")
+        table.display.clock_status.synchronised = True  # type: ignore[attr-defined]
+        page.wait_for_selector("#clock-warning", state="hidden", timeout=5000)  # next heartbeat
+        assert page.text_content("#clock") in box_time | {
+            time.strftime("%H:%M", time.localtime(time.time()))
+        }
+    finally:
+        context.close()
+        table.close()
+
+
+def test_a_controller_that_sends_no_page_settings_gets_a_page_in_english_without_them(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Each setting of issue 16 may be missing (a controller from before it): the page shows
+    nothing for it, in English, and raises no error."""
+    table = Table(tmp_path)
+    table.display = display = start_display(
+        table.log, languages=("zh-Hant",), brand="金沙", limits=LIMITS, paytables=PAYTABLES
+    )
+    display.page_settings = lambda: {"stats_panel": False}  # type: ignore[method-assign]
+    display.page_heartbeat = lambda: sse("heartbeat", {})  # type: ignore[method-assign]
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(display.url)
+        table.open_round()
+        table.show(Screen.READY, round=1, bank="dealer")
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        page.wait_for_timeout(1500)  # a heartbeat or more, which carries no clock either
+        assert page.text_content("#headline") == "PLACE YOUR BETS"
+        for absent in ("#brand", "#clock-box", "#limits", "#paytables", "#stats"):
+            assert page.is_hidden(absent), absent
+        table.result(3, (4, 5))
+        wait_current(page, "result", 1, timeout_ms=5000)
+        assert page.text_content("#starting-label") == "SEAT 3"
+    finally:
+        context.close()
+        table.close()
+    assert errors == []
+
+
+def test_the_page_speaks_the_languages_the_settings_name_in_their_order(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Chinese alone, or Chinese then English: every text from the one catalogue."""
+    for languages, headline, first_hand in [
+        (("zh-Hant",), ["請下注"], "閒家 3"),
+        (("zh-Hant", "en"), ["請下注", "PLACE YOUR BETS"], "閒家 3 / SEAT 3"),
+    ]:
+        table = Table(tmp_path / "-".join(languages))
+        table.display = start_display(table.log, languages=languages, limits=LIMITS)
+        context = browser.new_context(viewport={"width": 1920, "height": 1080})
+        try:
+            page = context.new_page()
+            page.goto(table.display.url)
+            table.open_round()
+            wait_current(page, "ready", 1, timeout_ms=5000)
+            assert texts(page, "#headline .ln") == headline
+            assert texts(page, "#headline .ln", "lang") == list(languages)
+            assert texts(page, "#limits .limits-name")[0] == (
+                "牌九" if languages == ("zh-Hant",) else "牌九 / PAI GOW"
+            )
+            table.result(3, (4, 5))
+            wait_current(page, "result", 1, timeout_ms=5000)
+            assert page.text_content("#starting-label") == first_hand
+            shot(page, "result-" + "+".join(languages))
+        finally:
+            context.close()
+            table.close()

@@ -24,6 +24,8 @@ screenshots go to test-output/display-matrix/<state>-<w>x<h>-<lang>.png (git-ign
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,9 +44,9 @@ from controller.core.dice import NoRollReason, Roll
 from controller.core.position import Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_number, result_of_roll
-from controller.core.state import Screen
+from controller.core.state import Fault, Mode, Screen, VoidReason
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ASSETS = Path(__file__).resolve().parents[1] / "controller" / "display" / "assets"
 
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display-matrix"
 VIEWPORTS = [(800, 480), (1280, 720), (1920, 1080), (3840, 2160), (1080, 1920)]
@@ -68,7 +70,13 @@ MEASURE = _SOURCE[_SOURCE.index("() =>") :]  # the function, after its comment
 class Screens:
     """One page per viewport, all on the same display server."""
 
-    def __init__(self, browser: Any, table: Table, language: str) -> None:
+    def __init__(
+        self,
+        browser: Any,
+        table: Table,
+        language: str,
+        viewports: Sequence[tuple[int, int]] = VIEWPORTS,
+    ) -> None:
         self.table = table
         self.language = language
         self.pages: list[tuple[int, int, Any]] = []
@@ -76,7 +84,7 @@ class Screens:
         self.problems: list[str] = []
         self.figures: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
         assert table.display is not None
-        for width, height in VIEWPORTS:
+        for width, height in viewports:
             context = browser.new_context(viewport={"width": width, "height": height})
             page = context.new_page()
             page.on("pageerror", lambda exc: self.errors.append(str(exc)))
@@ -214,6 +222,8 @@ def smallest(texts: list[dict[str, Any]]) -> dict[str, Any]:
     return min(texts, key=lambda t: t["size"])
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_every_state_fits_every_screen_in_english_and_chinese(browser: Any, tmp_path: Path) -> None:
     table = played_table(tmp_path, ["en", "zh-Hant"])
     screens = Screens(browser, table, "en+zh-Hant")
@@ -254,3 +264,89 @@ def test_every_state_fits_every_screen_in_english_and_chinese(browser: Any, tmp_
     small = [t for t in players if t["size"] < MIN_PLAYER_FONT_PX - 0.05]
     assert small == [], small[:10]
     assert worst["ratio"] >= MIN_CONTRAST
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("language", ["en", "zh-Hant"])
+def test_one_language_alone_fits_and_reads_at_1080p_and_on_the_small_display(
+    browser: Any, tmp_path: Path, language: str
+) -> None:
+    """English alone and Chinese alone: bets open and a result, at 1920x1080 and 800x480."""
+    table = played_table(tmp_path, [language])
+    screens = Screens(browser, table, language, viewports=[(1920, 1080), (800, 480)])
+    try:
+        n = table.round
+        table.show(Screen.READY, round=n, mode="shaker", bank="dealer", stats=stats_payload())
+        screens.wait(latest("ready", n), None)
+        screens.check("ready")
+        result = result_of_roll(Game.TILES, Roll(6, (6, 6)), bank_seat=None, paytables=PAYTABLES)
+        plan = dealing_plan(Game.TILES, DeliveryStyle.STANDARD, result.position)
+        table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
+        table.show(
+            Screen.RESULT,
+            round=n,
+            attempt=1,
+            result=result.as_record(),
+            dealing_plan=plan.as_record(),
+        )
+        screens.wait(latest("result", n), None)
+        screens.check("result")
+    finally:
+        screens.close()
+        table.close()
+    assert screens.errors == []
+    assert screens.problems == [], "\n".join(screens.problems)
+    at_1080 = [t for (_, w, _), texts in screens.figures.items() if w == 1920 for t in texts]
+    low = smallest(at_1080)
+    print(f"\n{language}: smallest text at 1920x1080 {low['size']:.1f} px ({low['text']!r})")
+    assert low["size"] >= MIN_PLAYER_FONT_PX - 0.05
+    assert min(t["ratio"] for texts in screens.figures.values() for t in texts) >= MIN_CONTRAST
+
+
+# --- the message catalogue ------------------------------------------------------------------
+
+
+def test_the_catalogue_has_every_message_the_page_names_in_both_languages() -> None:
+    """messages.json: the same keys in English and Traditional Chinese, none empty, each with
+    the same placeholders; every key the scripts name is there, and the words for everything
+    the controller can send (faults, no rolls, delivery styles, record kinds, screens, void
+    reasons, modes)."""
+    catalogue = json.loads((ASSETS / "messages.json").read_text(encoding="utf-8"))
+    assert set(catalogue) == {"en", "zh-Hant"}
+    en, zh = catalogue["en"], catalogue["zh-Hant"]
+    assert set(en) == set(zh)
+    placeholder = re.compile(r"\{(\w+)\}")
+    for key, text in en.items():
+        assert text.strip(), key
+        assert zh[key].strip(), key
+        assert set(placeholder.findall(text)) == set(placeholder.findall(zh[key])), key
+        assert not re.search(r"[\u4e00-\u9fff]", text), key  # no Chinese in the English
+    prefixes = "|".join(sorted({key.split(".")[0] for key in en}))
+    scripts = "".join(
+        (ASSETS / name).read_text(encoding="utf-8") for name in ("display.js", "supervisor.js")
+    )
+    named = set(re.findall(rf'"((?:{prefixes})\.[A-Za-z0-9_. -]+)"', scripts))
+    assert named, "the scripts name no message"
+    assert sorted(named - set(en)) == []
+    expected = {f"fault.{f}" for f in Fault}
+    expected |= {f"no_roll.{r}" for r in NoRollReason} | {f"verdict.{r}" for r in NoRollReason}
+    expected |= {f"style.{s}" for s in DeliveryStyle} | {f"kind.{k}" for k in RecordKind}
+    expected |= {f"headline.{s}" for s in Screen if s is not Screen.REFUSED}
+    expected |= {f"void.{r}" for r in VoidReason} | {f"mode.{m}" for m in Mode}
+    assert sorted(expected - set(en)) == []
+    # and no message is left that nothing shows: each is named, or of a family the scripts
+    # name by its prefix ("fault." + code), or a position's name in one of its forms, or the
+    # plural of a named one
+    forms = {f for f in ("pos", "who", "short", "mini") if f'"{f}"' in scripts}
+
+    def used(key: str) -> bool:
+        family = key.split(".", maxsplit=1)[0]
+        return (
+            key in named
+            or f'"{key}"' in scripts
+            or f'"{family}."' in scripts
+            or family in forms
+            or key[:-1] in named
+        )
+
+    assert sorted(k for k in en if not used(k)) == []

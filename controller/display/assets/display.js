@@ -21,7 +21,7 @@ const TOTAL_WAYS = [1, 3, 6, 10, 15, 21, 25, 27, 27, 25, 21, 15, 10, 6, 3, 1];
 const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
 
 const view = { live: false, current: null, trend: [], commitment: null, table: "", game: null,
-  stats: null, dice: null, settings: readSettings({}), settingsKnown: false, instance: null,
+  bank: "dealer", stats: null, dice: null, settings: readSettings({}), settingsKnown: false, instance: null,
   clock: null };
 let catalogue = null;
 let source = null;
@@ -275,7 +275,8 @@ function renderTablePage(cur) {
   renderDealing(plan);
   renderFaults(screen === "fault" ? d.faults : null);
   // While the table waits: its limits (and with bets open the paytables) fill the space.
-  renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing"].includes(screen));
+  renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing", "no_roll"]
+    .includes(screen));
   renderPaytables(screen === "ready");
   renderTable(result, plan, screen === "ready" ? d : null);
   renderTrend();
@@ -634,7 +635,10 @@ function renderTable(result, plan, ready) {
   svg.replaceChildren();
   if (result && result.game) view.game = result.game;
   const game = view.game || "tiles";
-  const bank = result ? String(result.bank ?? "dealer") : ready && ready.bank ? String(ready.bank) : "dealer";
+  // the bank of the round: as bets open says it, until the result says it again
+  if (ready && ready.bank != null) view.bank = String(ready.bank);
+  if (result) view.bank = String(result.bank ?? "dealer");
+  const bank = view.bank;
   const first = result ? String(result.starting_position) : "";
   const turns = {};
   (plan ? plan.plan : []).forEach((e, k) => { turns[String(e && e.position)] = k + 1; });
@@ -1069,7 +1073,7 @@ function recordDetail(kind, d, forSupervisor) {
   switch (kind) {
     case "round_opened": return "";
     case "no_more_bets": return join(tr("detail.bank", { who: who(d.bank ?? "dealer") }),
-      d.mode ? tr("detail.mode", { mode: d.mode }) : "", d.co_bank ? tr("detail.co_bank") : "");
+      d.mode ? tr("detail.mode", { mode: modeOf(d.mode) }) : "", d.co_bank ? tr("detail.co_bank") : "");
     case "bank_selected": return join(tr("detail.bank", { who: who(d.bank) }),
       d.co_bank ? tr("detail.co_bank") : "", d.refused ? tr("detail.refused", { why: d.refused }) : "");
     case "delivery_style": return join(styleName(d.style), d.section);
@@ -1089,12 +1093,14 @@ function recordDetail(kind, d, forSupervisor) {
     case "dice_replaced": return join(tr("detail.set", { id: d.dice_set }),
       d.previous != null ? tr("detail.was", { id: d.previous }) : "",
       forSupervisor && d.alarm_cleared ? "alarm cleared (" + d.alarm_cleared + ")" : "");
-    case "mode_changed": return join(tr("detail.mode_change", { previous: words(d.previous), mode: words(d.mode) }),
+    case "mode_changed": return join(tr("detail.mode_change", { previous: modeOf(d.previous), mode: modeOf(d.mode) }),
       Array.isArray(d.cleared) && d.cleared.length ? tr("detail.cleared", { faults: faults(d.cleared) }) : "");
     case "dice_alarm": return forSupervisor ? alarmWords(d) : "";
     default: return fieldsOf(d, forSupervisor);
   }
 }
+
+const modeOf = (mode) => inLang("mode." + mode, {}, words(mode));
 
 // The supervisor's page only (never shown to players): the monitor's alarm in its own terms.
 function alarmWords(a) {
