@@ -282,6 +282,17 @@ function renderTablePage(cur) {
   renderTrend();
   renderStats();
   renderCommitment();
+  // What the table waits with gives way, in this order, to what it must say (a bank refused,
+  // the dice's 24 hours, service mode) where a column has no room for both.
+  fit($("main"), ["limits"]);
+  fit($("right"), ["paytables"]);
+}
+
+function fit(column, optional) {
+  for (const id of optional) {
+    if (column.scrollHeight <= column.clientHeight + 1) return;
+    $(id).hidden = true;
+  }
 }
 
 function renderHeader(cur, d) {
