@@ -21,8 +21,8 @@ const TOTAL_WAYS = [1, 3, 6, 10, 15, 21, 25, 27, 27, 25, 21, 15, 10, 6, 3, 1];
 const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
 
 const view = { live: false, current: null, trend: [], commitment: null, table: "", game: null,
-  bank: "dealer", stats: null, dice: null, settings: readSettings({}), settingsKnown: false, instance: null,
-  clock: null };
+  bank: "dealer", stats: null, dice: null, settings: readSettings({}), settingsKnown: false,
+  instance: null, clock: null };
 let catalogue = null;
 let source = null;
 let lastEventAt = 0;
@@ -80,7 +80,8 @@ function trOr(key, vars, fallback) {
 }
 
 // A function of the language, for ``vars``.
-const inLang = (key, vars, fallback) => (lang) => (known(key) ? msg1(lang, key, vars) : String(fallback ?? ""));
+const inLang = (key, vars, fallback) => (lang) => (known(key) ? msg1(lang, key, vars)
+  : String(fallback ?? ""));
 
 // A sentence: one line per language, each marked with its language.
 function lines(e, key, vars) {
@@ -109,7 +110,8 @@ function readSettings(s) {
     brand: typeof s.brand === "string" ? s.brand : "",
     limits: s.limits && typeof s.limits === "object" ? s.limits : null,
     paytables: Array.isArray(s.paytables)
-      ? s.paytables.filter((p) => p && typeof p === "object" && p.pays && typeof p.pays === "object") : [],
+      ? s.paytables.filter((p) => p && typeof p === "object" && p.pays && typeof p.pays === "object")
+      : [],
   };
 }
 
@@ -320,7 +322,9 @@ function renderClock() {
     + String(local.getUTCMinutes()).padStart(2, "0");
   if ($("clock").textContent !== hhmm) text("clock", hhmm);
   show("clock-warning", !c.synchronised);
-  if (!c.synchronised && !$("clock-warning").childElementCount) lines($("clock-warning"), "clock.unsynchronised");
+  if (!c.synchronised && !$("clock-warning").childElementCount) {
+    lines($("clock-warning"), "clock.unsynchronised");
+  }
   if (c.synchronised) $("clock-warning").replaceChildren();
 }
 
@@ -512,7 +516,8 @@ function renderWagers(box, r) {
   group("sum", won([
     [sum["8-16-17"], tr("cond.8-16-17"), win("8-16-17")],
     [sum["3-8-9"], tr("cond.3-8-9"), win("3-8-9")],
-    [sum.pair, tr("cond.pair"), triple ? [tr("value.triple"), pays("pair")].filter(Boolean).join(" ") : win("pair")],
+    [sum.pair, tr("cond.pair"),
+      triple ? [tr("value.triple"), pays("pair")].filter(Boolean).join(" ") : win("pair")],
     [sum.series, tr("cond.series"), win("series")],
   ]));
   const matched = Object.entries(w.match || {}).filter(([, n]) => n >= 2);
@@ -741,7 +746,8 @@ function renderTrend() {
       pos.textContent = tr("trend.void");
     } else {
       const k = positionKey(t.starting_position, "short");
-      pos.replaceChildren(...(k ? msgs(k[0], k[1]).map(line) : [el("span", "ln", String(t.starting_position ?? ""))]));
+      pos.replaceChildren(...(k ? msgs(k[0], k[1]).map(line)
+        : [el("span", "ln", String(t.starting_position ?? ""))]));
     }
     li.append(top, mid, pos);
     list.append(li);
@@ -879,7 +885,8 @@ function renderCommitment() {
 
 function notice(ev) {
   const reason = (ev.data && ev.data.reason) || "";
-  NOTICE.textContent = tr("notice.refused") + " — " + (reason ? String(reason) : tr("notice.nothing"));
+  NOTICE.textContent = tr("notice.refused") + " — "
+    + (reason ? String(reason) : tr("notice.nothing"));
   NOTICE.hidden = false;
   clearTimeout(noticeTimer);
   noticeTimer = setTimeout(() => { NOTICE.hidden = true; placeNotice(); }, 5000);
@@ -1012,7 +1019,8 @@ function recallGame(game, records) {
   who.id = "recall-starting";
   starting.append(el("span", "label", tr("label.first_hand")), who);
   col.append(starting);
-  col.append(el("div", "recall-meta", tr("recall.bank", { who: positionOf(r.bank ?? "dealer", "who") })));
+  col.append(el("div", "recall-meta",
+    tr("recall.bank", { who: positionOf(r.bank ?? "dealer", "who") })));
   if (r.wagers) {
     const wagers = el("div", "wagers recall-wagers");
     renderWagers(wagers, r);
@@ -1038,7 +1046,8 @@ function recallRecords(records, forSupervisor) {
   for (const x of actions) {
     const li = el("li", "kind-" + String(x.kind));
     li.dataset.kind = String(x.kind);
-    li.append(el("span", "at", clock(x.time)), el("span", "kind", trOr("kind." + x.kind, {}, words(x.kind))),
+    li.append(el("span", "at", clock(x.time)),
+      el("span", "kind", trOr("kind." + x.kind, {}, words(x.kind))),
       el("span", "what", recordDetail(String(x.kind), x.data || {}, forSupervisor)));
     timeline.append(li);
   }
@@ -1055,7 +1064,8 @@ function recallReading(x) {
   head.append(el("span", "at", clock(x.time)), el("span", "", tr("reading.seq", { n: x.seq })),
     el("span", "", tr("recall.attempt", { n: data.attempt ?? "–" })),
     el("span", "verdict", verdict));
-  const digest = el("span", "digest mono", tr("reading.image") + " " + String(data.image_digest ?? "–"));
+  const digest = el("span", "digest mono",
+    tr("reading.image") + " " + String(data.image_digest ?? "–"));
   head.append(digest);
   box.append(head);
   const dice = el("div", "reading-dice");
@@ -1104,8 +1114,10 @@ function recordDetail(kind, d, forSupervisor) {
     case "dice_replaced": return join(tr("detail.set", { id: d.dice_set }),
       d.previous != null ? tr("detail.was", { id: d.previous }) : "",
       forSupervisor && d.alarm_cleared ? "alarm cleared (" + d.alarm_cleared + ")" : "");
-    case "mode_changed": return join(tr("detail.mode_change", { previous: modeOf(d.previous), mode: modeOf(d.mode) }),
-      Array.isArray(d.cleared) && d.cleared.length ? tr("detail.cleared", { faults: faults(d.cleared) }) : "");
+    case "mode_changed": return join(
+      tr("detail.mode_change", { previous: modeOf(d.previous), mode: modeOf(d.mode) }),
+      Array.isArray(d.cleared) && d.cleared.length
+        ? tr("detail.cleared", { faults: faults(d.cleared) }) : "");
     case "dice_alarm": return forSupervisor ? alarmWords(d) : "";
     default: return fieldsOf(d, forSupervisor);
   }
@@ -1137,7 +1149,8 @@ function fitRecall(box) {
   if (!overflows()) return;
   box.classList.add("dense");
   trimOldest(box.querySelector(".recall-readings"), ".reading", "recall.left_out_reading", overflows);
-  trimOldest(box.querySelector(".recall-actions"), "li:not(.recall-none)", "recall.left_out_record", overflows);
+  trimOldest(box.querySelector(".recall-actions"), "li:not(.recall-none)", "recall.left_out_record",
+    overflows);
 }
 
 function trimOldest(list, selector, key, overflows) {
