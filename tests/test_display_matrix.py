@@ -172,16 +172,7 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
     table.record(RecordKind.BANK_SELECTED, round=n, bank="seat 2", refused=None)
     table.record(RecordKind.NO_MORE_BETS, round=n, bank="seat 2", mode="shaker")
     table.show(Screen.BETS_CLOSED, round=n, attempt=1, delivery_style="cup-say-right")
-    result = result_of_roll(Game.TILES, Roll(3, (4, 5)), bank_seat=2, paytables=PAYTABLES)
-    plan = dealing_plan(Game.TILES, DeliveryStyle.CUP_SAY_RIGHT, result.position)
-    table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
-    table.show(
-        Screen.RESULT,
-        round=n,
-        attempt=1,
-        result=result.as_record(),
-        dealing_plan=plan.as_record(),
-    )
+    show_result(table, Roll(3, (4, 5)), 2, DeliveryStyle.CUP_SAY_RIGHT)
     screens.wait(latest("result", n), None)
     screens.check("result")
 
@@ -220,6 +211,17 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
 
 def smallest(texts: list[dict[str, Any]]) -> dict[str, Any]:
     return min(texts, key=lambda t: t["size"])
+
+
+def show_result(table: Table, roll: Roll, bank_seat: int | None, style: DeliveryStyle) -> None:
+    """A dice result of the current round recorded, then shown with its dealing plan."""
+    n = table.round
+    result = result_of_roll(Game.TILES, roll, bank_seat=bank_seat, paytables=PAYTABLES)
+    plan = dealing_plan(Game.TILES, style, result.position)
+    table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
+    table.show(
+        Screen.RESULT, round=n, attempt=1, result=result.as_record(), dealing_plan=plan.as_record()
+    )
 
 
 @pytest.mark.browser
@@ -279,16 +281,7 @@ def test_one_language_alone_fits_and_reads_at_1080p_and_on_the_small_display(
         table.show(Screen.READY, round=n, mode="shaker", bank="dealer", stats=stats_payload())
         screens.wait(latest("ready", n), None)
         screens.check("ready")
-        result = result_of_roll(Game.TILES, Roll(6, (6, 6)), bank_seat=None, paytables=PAYTABLES)
-        plan = dealing_plan(Game.TILES, DeliveryStyle.STANDARD, result.position)
-        table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
-        table.show(
-            Screen.RESULT,
-            round=n,
-            attempt=1,
-            result=result.as_record(),
-            dealing_plan=plan.as_record(),
-        )
+        show_result(table, Roll(6, (6, 6)), None, DeliveryStyle.STANDARD)
         screens.wait(latest("result", n), None)
         screens.check("result")
     finally:

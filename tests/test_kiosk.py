@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_display_browser import ARGS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "hw" / "kiosk" / "setup-kiosk.sh"
@@ -145,17 +146,6 @@ def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
 
 # --- the OFFLINE page in Debian's chromium ------------------------------------------------------
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = ROOT / "test-output" / "kiosk"  # git-ignored
 TABLE_PAGE = b"<!DOCTYPE html><html><body><h1 id='table'>the table page</h1></body></html>"
 
