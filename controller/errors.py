@@ -40,7 +40,13 @@ class GameRuleError(ControllerError, ValueError):
 
 
 class BankRuleError(GameRuleError):
-    """A bank selection refused by 621a.11(b),(c) / 645a.12(b),(c)."""
+    """A bank selection refused by 621a.11(b),(c) / 645a.12(b),(c). ``rule`` names the rule
+    for a display that words it in its own language ("after_shuffle", "twice_in_a_row")."""
+
+    def __init__(self, message: str, *, rule: str = "", seat: int | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.seat = seat
 
 
 class IllegalTransition(ControllerError, RuntimeError):

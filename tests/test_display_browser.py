@@ -21,7 +21,7 @@ from controller.core.dice import NoRollReason, Roll
 from controller.core.position import DEALER, Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
-from controller.core.state import Screen
+from controller.core.state import ActionKind, Event, Occurrence, RoundMachine, RoundSettings, Screen
 from controller.display.hub import sse
 
 pytestmark = pytest.mark.browser
@@ -1041,3 +1041,35 @@ def test_the_page_speaks_the_languages_the_settings_name_in_their_order(
         finally:
             context.close()
             table.close()
+
+
+def test_the_core_s_bank_refusal_and_dice_warning_are_worded_in_the_page_s_languages(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The bank refused (621a.11(b)) and the dice's last hour (621a.5(c)) as the core sends
+    them, on a Chinese-only page: the page's own words from the catalogue, with the seat and
+    the minutes the core gave, not the core's English sentence."""
+    machine = RoundMachine(RoundSettings())
+    machine.handle(Occurrence(Event.LID_CLOSED, at=0))
+    actions = machine.handle(Occurrence(Event.BANK_SEAT_KEY, at=1))
+    (ready,) = [a for a in actions if a.kind is ActionKind.SHOW and a.screen is Screen.READY]
+    assert ready.data["bank_refused_rule"] == {"rule": "after_shuffle", "seat": 1}
+    dice = {"set": "7", "warning": "replace the dice within 12 min: ...", "minutes_left": 12}
+    table = Table(tmp_path / "zh")
+    table.display = start_display(table.log, languages=("zh-Hant",))
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        page = context.new_page()
+        page.goto(table.display.url)
+        table.record(RecordKind.ROUND_OPENED, round=1)
+        table.show(Screen.READY, **{**ready.data, "dice": dice})
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        refused = page.text_content("#bank-refused") or ""
+        assert refused == "不可坐莊 — 洗牌後第一局，閒家 1 不可坐莊 (621a.11(b))"
+        warning = page.text_content("#dice-warning") or ""
+        assert warning == "骰子 — 請於 12 分鐘內更換骰子：已在檯上 24 小時 (621a.5(c))"
+        assert not any(word in refused + warning for word in ("seat", "shuffle", "dice"))
+        shot(page, "bank-refused-dice-warning-zh-Hant")
+    finally:
+        context.close()
+        table.close()

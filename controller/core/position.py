@@ -94,13 +94,17 @@ class BankHistory:
         # 621a.11(b), 645a.12(b): no player banks the first round after a shuffle.
         if self.rounds_since_shuffle == 0:
             raise BankRuleError(
-                f"seat {bank_seat} may not bank the first round after a shuffle (621a.11(b))"
+                f"seat {bank_seat} may not bank the first round after a shuffle (621a.11(b))",
+                rule="after_shuffle",
+                seat=bank_seat,
             )
         # 621a.11(c), 645a.12(c): no player banks two consecutive rounds.
         if self.last_bank_seat == bank_seat:
             raise BankRuleError(
                 f"seat {bank_seat} banked the previous round and may not bank two in a row"
-                " (621a.11(c))"
+                " (621a.11(c))",
+                rule="twice_in_a_row",
+                seat=bank_seat,
             )
 
     def after_round(self, bank_seat: int | None) -> BankHistory:

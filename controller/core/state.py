@@ -32,7 +32,7 @@ from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult, bank_label, result_of_number, result_of_roll
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
-from controller.errors import ConfigError, GameRuleError, IllegalTransition
+from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
 _T = TypeVar("_T")
 
@@ -576,6 +576,8 @@ class _Rules:
             ctx.bank_history.check(ctx.bank_seat)
         except GameRuleError as exc:
             shown["bank_refused"] = str(exc)
+            if isinstance(exc, BankRuleError) and exc.rule:  # for the page's own words
+                shown["bank_refused_rule"] = {"rule": exc.rule, "seat": exc.seat}
         return shown
 
     def _dice(self, ctx: RoundContext) -> dict[str, object]:
@@ -583,7 +585,11 @@ class _Rules:
         be replaced (proposed 621a.5(c)); nothing in RNG mode, which uses no dice."""
         if self._mode(ctx) is Mode.RNG:
             return {}
-        return {"dice": {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}}
+        dice: dict[str, object] = {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}
+        left = _dice_minutes_left(ctx, self.wall)
+        if left is not None:  # the warning's figure, for the page's own words
+            dice["minutes_left"] = left
+        return {"dice": dice}
 
     def _stats(self, ctx: RoundContext) -> dict[str, object]:
         """Issue 15: the dice's counts over the shift (the players' statistics panel) and the
@@ -1387,13 +1393,21 @@ def _dice_age(ctx: RoundContext, wall: int | None) -> int | None:
     return max(0, wall - ctx.dice_since)
 
 
-def _dice_warning(ctx: RoundContext, wall: int | None) -> str | None:
+def _dice_minutes_left(ctx: RoundContext, wall: int | None) -> int | None:
+    """From 23 hours on the table, the minutes the dice have left (0: their 24 hours are up);
+    None before (proposed 621a.5(c))."""
     age = _dice_age(ctx, wall)
     if age is None or age < DICE_WARNING_MS:
         return None
-    if age >= DICE_LIFE_MS:
+    return max(0, -(-(DICE_LIFE_MS - age) // 60_000))
+
+
+def _dice_warning(ctx: RoundContext, wall: int | None) -> str | None:
+    minutes = _dice_minutes_left(ctx, wall)
+    if minutes is None:
+        return None
+    if minutes == 0:
         return "the dice have been on the table 24 hours: the supervisor replaces them (621a.5(c))"
-    minutes = -(-(DICE_LIFE_MS - age) // 60_000)
     return f"replace the dice within {minutes} min: 24 hours on the table (621a.5(c))"
 
 

@@ -399,11 +399,22 @@ function renderResult(r) {
 }
 
 // The dice's 24 hours on the table (621a.5(c)): the warning from 23 hours, the refusal at 24.
+// The controller's sentence stands where the page has no words of its own for it.
 function renderDiceWarning(dice) {
   const warning = dice && dice.warning != null ? String(dice.warning) : "";
+  const left = dice && Number.isInteger(dice.minutes_left) ? dice.minutes_left : null;
+  let words = warning;
+  if (warning && left === 0) words = tr("dice_warning.replace_now");
+  else if (warning && left !== null) words = tr("dice_warning.replace_within", { minutes: left });
   show("dice-warning", !!warning);
-  text("dice-warning", warning ? tr("dice.label") + " — " + warning : "");
+  text("dice-warning", warning ? tr("dice.label") + " — " + words : "");
 }
+
+// The bank rules the controller names (621a.11(b), (c)), in the page's own words.
+const BANK_RULES = {
+  after_shuffle: "bank_rule.after_shuffle",
+  twice_in_a_row: "bank_rule.twice_in_a_row",
+};
 
 // Who banks the round about to be played, and the rule that refuses it (621a.11(b), (c)).
 function renderBank(d) {
@@ -412,8 +423,12 @@ function renderBank(d) {
   show("bank-line", !!bank);
   const who = positionOf(bank, "who");
   text("bank-line", bank ? tr(d.co_bank ? "bank.line_co" : "bank.line", { who }) : "");  // 645a.12(e)
+  const rule = d && d.bank_refused_rule;
+  const key = rule && Object.hasOwn(BANK_RULES, rule.rule) && Number.isInteger(rule.seat)
+    ? BANK_RULES[rule.rule] : null;
+  const words = key ? tr(key, { who: positionOf("seat " + rule.seat, "who") }) : refused;
   show("bank-refused", !!refused);
-  text("bank-refused", refused ? tr("bank.refused") + " — " + refused : "");
+  text("bank-refused", refused ? tr("bank.refused") + " — " + words : "");
 }
 
 function styleName(style) {
