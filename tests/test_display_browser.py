@@ -646,6 +646,22 @@ def wait_recall(page: Any, back: int) -> None:
     )
 
 
+# Eleven rounds for recall (AGCO 13.1.1): banks, styles, no rolls and a void among them.
+RECALL_PLAYS: list[tuple[tuple[int, tuple[int, int]], dict[str, Any]]] = [
+    ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
+    ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
+    ((1, (1, 1)), {}),
+    ((2, (5, 6)), {"voided": (4, (4, 4))}),
+    ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
+    ((4, (1, 2)), {}),
+    ((5, (3, 1)), {"bank_seat": 5}),
+    ((2, (2, 3)), {}),
+    ((1, (6, 3)), {"no_rolls": [NoRollReason.DIE_OUT, NoRollReason.LOW_CONFIDENCE]}),
+    ((5, (4, 6)), {}),
+    ((3, (3, 2)), {}),
+]
+
+
 def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
     browser: Any, page: Any, table: Table, tmp_path: Path
 ) -> None:
@@ -653,19 +669,7 @@ def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
     with its number, its dice and its first hand under a banner that says it is not live; a
     fault ends the recall and the page shows the table again."""
     assert table.display is not None
-    plays = [
-        ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
-        ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
-        ((1, (1, 1)), {}),
-        ((2, (5, 6)), {"voided": (4, (4, 4))}),
-        ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
-        ((4, (1, 2)), {}),
-        ((5, (3, 1)), {"bank_seat": 5}),
-        ((2, (2, 3)), {}),
-        ((1, (6, 3)), {"no_rolls": [NoRollReason.DIE_OUT, NoRollReason.LOW_CONFIDENCE]}),
-        ((5, (4, 6)), {}),
-        ((3, (3, 2)), {}),
-    ]
+    plays = RECALL_PLAYS
     results = [table.recorded_round(*dice, **options) for dice, options in plays]  # type: ignore[arg-type]
     # Round 12: a result, then a fault; the supervisor recalls from the fault (the table waits).
     results.append(table.recorded_round(4, (5, 2), close=False))

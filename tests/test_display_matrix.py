@@ -35,7 +35,7 @@ import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 from display_table import PAYTABLES, Table, start_display
 from playwright.sync_api import sync_playwright
-from test_display_browser import ARGS, CHROMIUM, DICE, stats_payload, wait_current
+from test_display_browser import ARGS, CHROMIUM, DICE, RECALL_PLAYS, stats_payload, wait_current
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -137,21 +137,8 @@ def played_table(state_dir: Path, languages: Sequence[str]) -> Table:
         synchronised=False,
     )
     table.open_round()
-    plays: list[tuple[tuple[int, tuple[int, int]], dict[str, Any]]] = [
-        ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
-        ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
-        ((1, (1, 1)), {}),
-        ((2, (5, 6)), {"voided": (4, (4, 4))}),
-        ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
-        ((4, (1, 2)), {}),
-        ((5, (3, 1)), {"bank_seat": 5}),
-        ((2, (2, 3)), {}),
-        ((1, (6, 3)), {"no_rolls": [NoRollReason.DIE_OUT]}),
-        ((5, (4, 6)), {}),
-        ((3, (3, 2)), {}),
-    ]
-    for (red, blue), options in plays:
-        table.recorded_round(red, blue, **options)
+    for (red, blue), options in RECALL_PLAYS:
+        table.recorded_round(red, blue, **options)  # type: ignore[arg-type]
     return table
 
 
