@@ -33,8 +33,11 @@ unit-checks: $(STAMP)
 	scripts/check-systemd-unit
 
 # In parallel (pytest-xdist): 2 workers per core, the slow tests first (tests/conftest.py).
+# Bytecode is cached even where the environment says PYTHONDONTWRITEBYTECODE: else every
+# worker rewrites every test module's asserts again and each of the suite's hundreds of
+# `python -m controller` runs compiles the package again (0.19 s of CPU a run, 0.12 cached).
 pytest: $(STAMP)
-	$(BIN)/pytest -n auto --dist load --maxschedchunk 1
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n auto --dist load --maxschedchunk 1
 
 # Every bench/bench_*.py, each printing its figures with the goal and PASS or MISS beside them
 # (a MISS is a figure, not a failure); a script that fails is named at the end, after the rest.
