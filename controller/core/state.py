@@ -585,8 +585,8 @@ class _Rules:
         be replaced (proposed 621a.5(c)); nothing in RNG mode, which uses no dice."""
         if self._mode(ctx) is Mode.RNG:
             return {}
-        dice: dict[str, object] = {"set": ctx.dice_set, "warning": _dice_warning(ctx, self.wall)}
         left = _dice_minutes_left(ctx, self.wall)
+        dice: dict[str, object] = {"set": ctx.dice_set, "warning": _dice_warning(left)}
         if left is not None:  # the warning's figure, for the page's own words
             dice["minutes_left"] = left
         return {"dice": dice}
@@ -666,7 +666,7 @@ class _Rules:
         age = _dice_age(ctx, self.wall)
         if age is None or age < DICE_LIFE_MS or ctx.service_round is not None:
             return None  # (a technician may test with any dice)
-        return _refuse(ctx, _dice_warning(ctx, self.wall) or "")
+        return _refuse(ctx, _dice_warning(_dice_minutes_left(ctx, self.wall)) or "")
 
     def _shown_again(self, ctx: RoundContext) -> list[Action]:
         """The screen of a resting state shown again after a change it displays (bets open,
@@ -1402,8 +1402,8 @@ def _dice_minutes_left(ctx: RoundContext, wall: int | None) -> int | None:
     return max(0, -(-(DICE_LIFE_MS - age) // 60_000))
 
 
-def _dice_warning(ctx: RoundContext, wall: int | None) -> str | None:
-    minutes = _dice_minutes_left(ctx, wall)
+def _dice_warning(minutes: int | None) -> str | None:
+    """The warning for the minutes the dice have left (``_dice_minutes_left``)."""
     if minutes is None:
         return None
     if minutes == 0:
