@@ -19,6 +19,8 @@ name each), takes the ports the system gives it, changes the environment only th
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -33,3 +35,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium through Playwright (never a downloaded browser), one per module of the
+    browser tests, launched with the display tests' flags (tests/test_display_browser.py)."""
+    from playwright.sync_api import sync_playwright
+    from test_display_browser import ARGS, CHROMIUM
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield launched
+        launched.close()

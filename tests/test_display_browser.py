@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from display_table import PAYTABLES, Table, start_display
-from playwright.sync_api import sync_playwright
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -39,14 +38,6 @@ ARGS = [
 ]
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display"
 LIMITS = LimitsConfig(currency="USD", table=BetLimits(25, 5000), sum=BetLimits(5, 500))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -27,15 +27,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 from display_table import PAYTABLES, Table, start_display
-from playwright.sync_api import sync_playwright
-from test_display_browser import ARGS, CHROMIUM, DICE, RECALL_PLAYS, stats_payload, wait_current
+from test_display_browser import DICE, RECALL_PLAYS, stats_payload, wait_current
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -114,14 +113,6 @@ class Screens:
     def close(self) -> None:
         for _, _, page in self.pages:
             page.context.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def played_table(state_dir: Path, languages: Sequence[str]) -> Table:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_display_browser import ARGS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "hw" / "kiosk" / "setup-kiosk.sh"
@@ -169,15 +168,10 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def chromium_page() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 800, "height": 480})
-        page = context.new_page()
-        yield page
-        browser.close()
+def chromium_page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 800, "height": 480})
+    yield context.new_page()
+    context.close()
 
 
 @pytest.mark.browser
