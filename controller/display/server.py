@@ -47,7 +47,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from importlib import resources
@@ -163,7 +163,8 @@ class DisplayServer:
     ``log`` reads the audit log for catch-up (``SqliteLogReader.of(audit_log)``). The servers
     start listening in the constructor; ``close`` stops them and may be called twice.
     ``limits`` and ``paytables`` are the config's, shown on the page while bets are open;
-    ``clock_status`` says whether the clock is synchronised (the OS's, by default).
+    ``clock_status`` says whether the clock is synchronised (the OS's, by default); ``wall_ns``
+    is the box's clock the page is told.
     """
 
     def __init__(
@@ -180,11 +181,13 @@ class DisplayServer:
         limits: LimitsConfig | None = None,
         paytables: Sequence[Paytable] = (),
         clock_status: ClockStatus | None = None,
+        wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self.config = config
         self.log_reader = log_reader
         self.heartbeat_s = heartbeat_s
         self.clock_status: ClockStatus = clock_status or SystemClockStatus()
+        self._wall_ns = wall_ns  # the box's clock, UTC nanoseconds (tests inject one)
         self.instance = secrets.token_hex(8)  # this start of the server, for the page
         self._settings = _fixed_settings(config, limits, paytables)
         self.hub = DisplayHub(history=history, table=table)
@@ -243,7 +246,7 @@ class DisplayServer:
 
     def page_clock(self) -> dict[str, int | bool | None]:
         """The box's time for the page (issue 16): with every snapshot and every heartbeat."""
-        return page_clock(self.clock_status)
+        return page_clock(self.clock_status, now_ns=self._wall_ns)
 
     def page_heartbeat(self) -> bytes:
         """The page's ``heartbeat`` event: the clock now."""
