@@ -240,11 +240,10 @@ def test_sigterm_stops_the_motor_records_the_round_and_exits_0(
     daemon = Daemon(state, "--rounds", "100000", "--seed", "4", "--faults", "none")
     daemons.append(daemon)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until a shake is under way
-        rows = records(state) if (state / "audit.db").exists() else []
-        if rows and rows[-1]["kind"] in ("no_more_bets", "shake"):  # bets closed, mid-round
+    while time.monotonic() < deadline:  # wait until a shake is under way (bets closed)
+        if newest(state)[0] in ("no_more_bets", "shake"):
             break
-        time.sleep(0.05)
+        time.sleep(0.002)
     daemon.proc.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
     rows = records(state)
