@@ -19,12 +19,15 @@ English and Traditional Chinese together (the tightest setting), the page is che
   inspector's evidence) is reported apart and not held to it.
 
 One browser for the module, one page per viewport, all fed by one display server; the
-screenshots go to test-output/display-matrix/<state>-<w>x<h>-<lang>.png (git-ignored).
+screenshots go to test-output/display-matrix/<state>-<w>x<h>-<lang>.png (git-ignored): every
+state at 1920x1080 and any page where a check found a problem; every viewport with
+``DISPLAY_SHOTS=all`` (a screenshot costs some 60 ms of the browser's CPU; there are 70).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -48,6 +51,7 @@ from controller.core.state import Fault, Mode, Screen, VoidReason
 ASSETS = Path(__file__).resolve().parents[1] / "controller" / "display" / "assets"
 
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display-matrix"
+ALL_SHOTS = os.environ.get("DISPLAY_SHOTS") == "all"
 VIEWPORTS = [(800, 480), (1280, 720), (1920, 1080), (3840, 2160), (1080, 1920)]
 LIMITS = LimitsConfig(
     currency="USD",
@@ -98,7 +102,7 @@ class Screens:
         SHOTS.mkdir(parents=True, exist_ok=True)
         for width, height, page in self.pages:
             label = f"{state}-{width}x{height}-{self.language}"
-            page.screenshot(path=str(SHOTS / f"{label}.png"))
+            problems = len(self.problems)
             measured = page.evaluate(MEASURE)
             self.problems += [f"{label}: {p}" for p in measured["problems"]]
             self.figures[(state, width, height)] = measured["texts"]
@@ -109,6 +113,8 @@ class Screens:
                 if v["impact"] in SERIOUS:
                     nodes = [n["target"] for n in v["nodes"]][:3]
                     self.problems.append(f"{label}: axe {v['id']} ({v['impact']}): {nodes}")
+            if ALL_SHOTS or (width, height) == (1920, 1080) or len(self.problems) > problems:
+                page.screenshot(path=str(SHOTS / f"{label}.png"))
 
     def close(self) -> None:
         for _, _, page in self.pages:
