@@ -78,6 +78,8 @@ class SimFault(StrEnum):
     BAD_CHECKSUM = "bad_checksum"
     TRUNCATED_FRAME = "truncated_frame"
     NO_REPLY = "no_reply"
+    # held back, and sent right after the sensor's next reply (the answer to the driver's
+    # retry), or ``late_by_s`` after it was held if no other reply goes out first
     LATE_REPLY = "late_reply"
     DUPLICATED_FRAME = "duplicated_frame"
     DISCONNECT = "disconnect"  # on the next request: unplug, and plug back in after a while
@@ -196,6 +198,7 @@ class SimulatedSensor:
         self._late: list[tuple[float, bytes]] = []
         self._replug_at: float | None = None
         self._stopping = threading.Event()
+        self._plugged = threading.Event()  # wakes the sensor's thread while it has no line
         self._thread: threading.Thread | None = None
         self._sent = threading.Condition(self._lock)
         self.device_path = ""
@@ -221,6 +224,7 @@ class SimulatedSensor:
     def close(self) -> None:
         """Stop the thread, close the line, remove the symlink. Safe to call twice."""
         self._stopping.set()
+        self._plugged.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         self._unplug_now()
@@ -332,6 +336,7 @@ class SimulatedSensor:
                 listener.listen(1)
                 self._port = listener.getsockname()[1]
                 self._listener = listener
+                self._plugged.set()
             return
         master, slave = os.openpty()
         tty.setraw(master)
@@ -346,6 +351,7 @@ class SimulatedSensor:
             temporary.unlink()
         temporary.symlink_to(self.device_path)
         temporary.replace(self._symlink)
+        self._plugged.set()  # a driver may open it now: answer from its first frame on
 
     def _unplug_now(self) -> None:
         with self._lock:
@@ -396,8 +402,9 @@ class SimulatedSensor:
             wait = max(0.0, min(wait, self._replug_at - now))
         if self._late:
             wait = max(0.0, min(wait, min(due for due, _ in self._late) - now))
-        if not watch:
-            self._stopping.wait(wait)
+        if not watch:  # unplugged: wait for the cable (or the time to plug it back in)
+            self._plugged.wait(wait)
+            self._plugged.clear()
             return
         ready, _, _ = select.select(watch, [], [], wait)
         if link is None and listener is not None and ready:
@@ -516,4 +523,13 @@ class SimulatedSensor:
             return
         self._write(link, data)
         if self._take(SimFault.DUPLICATED_FRAME):
+            self._write(link, data)
+        self._send_held(link)
+
+    def _send_held(self, link: _Link) -> None:
+        """The late replies held so far go out after this reply, whatever their time: a late
+        reply comes after the retry's answer however long the driver took to retry."""
+        with self._lock:
+            held, self._late = [data for _, data in self._late], []
+        for data in held:
             self._write(link, data)
