@@ -36,10 +36,7 @@ unit-checks: $(STAMP)
 # Bytecode is cached even where the environment says PYTHONDONTWRITEBYTECODE: else every
 # worker rewrites every test module's asserts again and each of the suite's hundreds of
 # `python -m controller` runs compiles the package again (0.19 s of CPU a run, 0.12 cached).
-# The package is compiled once first (0.2 s): in a fresh clone the workers and the first of the
-# suite's subprocesses would otherwise each compile it at once (144 s against 134 s, measured).
 pytest: $(STAMP)
-	$(BIN)/python -m compileall -q -j 0 controller drivers tests bench
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -n auto --dist load --maxschedchunk 1
 
 # Every bench/bench_*.py, each printing its figures with the goal and PASS or MISS beside them
