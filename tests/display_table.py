@@ -25,12 +25,14 @@ PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 
 class FixedClockStatus:
     """A ``ClockStatus`` that says what the test wants (the page shows its clock, and says
-    when it is not synchronised)."""
+    when it is not synchronised), counting the questions."""
 
     def __init__(self, synchronised: bool | None = True) -> None:
         self.synchronised = synchronised
+        self.asked = 0
 
     def is_synchronised(self) -> bool | None:
+        self.asked += 1
         return self.synchronised
 
 

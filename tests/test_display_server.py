@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from display_table import FixedClockStatus
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.app.appliance import Appliance, Options
@@ -377,18 +378,6 @@ def test_the_supervisors_page_is_served_and_the_snapshot_carries_the_page_settin
 # --- issue 16: the page's settings, its clock, its message catalogue ---------------------------
 
 
-class FakeClockStatus:
-    """A ``ClockStatus`` that answers what the test says, counting the questions."""
-
-    def __init__(self, answer: bool | None) -> None:
-        self.answer = answer
-        self.asked = 0
-
-    def is_synchronised(self) -> bool | None:
-        self.asked += 1
-        return self.answer
-
-
 SETTINGS_KEYS = {"stats_panel", "languages", "brand", "limits", "paytables", "instance", "clock"}
 
 
@@ -425,7 +414,7 @@ def test_the_snapshot_carries_languages_brand_limits_paytables_instance_and_cloc
         }
     )
     display = dataclasses.replace(config.display, http_port=0, feed_port=0)
-    clock = FakeClockStatus(False)
+    clock = FixedClockStatus(False)
     with DisplayServer(
         display,
         EmptyLog(),
@@ -488,7 +477,7 @@ def test_the_default_settings_show_both_languages_no_brand_and_no_limits(
 @pytest.mark.parametrize("synchronised", [True, False, None])
 def test_every_heartbeat_carries_the_clock(synchronised: bool | None) -> None:
     config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
-    clock = FakeClockStatus(synchronised)
+    clock = FixedClockStatus(synchronised)
     with DisplayServer(
         config, EmptyLog(), heartbeat_s=0.05, feed=False, clock_status=clock, wall_ns=lambda: BOX_NS
     ) as server:
