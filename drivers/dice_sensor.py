@@ -120,6 +120,7 @@ class SensorStats:
     timeouts: int = 0
     disconnects: int = 0
     reconnects: int = 0
+    write_timeouts: int = 0  # a frame the port did not take in time; its request is retried
 
 
 class SerialDiceSensor:
@@ -205,9 +206,13 @@ class SerialDiceSensor:
         try:
             self._connect()
             identity = self._handshake()
-        except BaseException:
+        except BaseException as exc:
             self._drop_port()
             self._fail_all(SensorDisconnected("the handshake failed"))
+            if isinstance(exc, (serial.SerialException, OSError)) and not isinstance(
+                exc, SensorError
+            ):
+                raise SensorDisconnected(f"the handshake on {self.url} failed: {exc}") from exc
             raise
         self._thread = threading.Thread(target=self._run, name="dice-sensor-reader", daemon=True)
         self._thread.start()
@@ -479,7 +484,17 @@ class SerialDiceSensor:
         port = self._port
         if port is None:
             raise SensorDisconnected("the dice sensor port is closed")
-        port.write(encode(request.kind(request.seq)))
+        try:
+            port.write(encode(request.kind(request.seq)))
+        except serial.SerialTimeoutException as exc:
+            # pyserial measures its write timeout around the whole call, so a busy scheduler
+            # can time out a frame that was in fact sent. Either way the request keeps its
+            # deadline: its reply is used if it comes, else it is retried (DS1 section 3) and,
+            # after the retries, ends in SENSOR_TIMEOUT like any unanswered request.
+            self.stats.write_timeouts += 1
+            log.warning(
+                "dice sensor: %s of %s timed out: %s", request.kind.__name__, request.detail, exc
+            )
 
     def _on_frame_locked(self, frame: object, events: list[Occurrence]) -> None:
         request = self._pending

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import serial
 
 from controller.core.dice import (
     DiceReading,
@@ -181,6 +182,39 @@ def test_line_faults_are_retried_and_never_give_a_wrong_result(
         assert sensor.stats.replies_ignored == 0
     if fault in (SimFault.GARBLED_BYTES, SimFault.BAD_CHECKSUM, SimFault.TRUNCATED_FRAME):
         assert sensor.rejections
+
+
+@pytest.mark.parametrize("sent", [True, False], ids=["frame_sent", "frame_lost"])
+@pytest.mark.parametrize("when", ["handshake", "read"])
+def test_a_write_timeout_is_retried_like_a_missing_reply(
+    sim: SimulatedSensor, events: Events, monkeypatch: pytest.MonkeyPatch, sent: bool, when: str
+) -> None:
+    """pyserial times a write around the whole call: on a busy machine a frame that went out
+    can still raise ``SerialTimeoutException``. Sent or not, the request keeps its deadline
+    (DS1 section 3): its reply is used if it comes, otherwise it is retried. The error never
+    leaves the driver."""
+    real_write = serial.Serial.write
+    armed = {"left": 1 if when == "handshake" else 0}
+
+    def write(port: serial.Serial, data: bytes) -> int | None:
+        if armed["left"]:
+            armed["left"] -= 1
+            if sent:
+                real_write(port, data)
+            raise serial.SerialTimeoutException("Write timeout")
+        return real_write(port, data)
+
+    monkeypatch.setattr(serial.Serial, "write", write)
+    with _driver(sim, events) as sensor:
+        assert sensor.identity is not None
+        if when == "read":
+            armed["left"] = 1
+        _assert_true_roll(_read(sensor, events), sim)
+        assert events.empty()
+        assert armed["left"] == 0
+        assert sensor.stats.write_timeouts == 1
+        assert sensor.stats.retries == (0 if sent else 1)
+        assert sim.requests["Hello" if when == "handshake" else "ReadNow"] == 1  # one reached it
 
 
 @pytest.mark.parametrize(
