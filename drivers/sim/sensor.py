@@ -198,7 +198,12 @@ class SimulatedSensor:
         self._late: list[tuple[float, bytes]] = []
         self._replug_at: float | None = None
         self._stopping = threading.Event()
-        self._plugged = threading.Event()  # wakes the sensor's thread while it has no line
+        # Written to wake the sensor's thread at once when the line changes (plugged, pulled):
+        # a select on a descriptor another thread closed would otherwise wait out its timeout,
+        # or see the new pty that took the old descriptor's number.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._thread: threading.Thread | None = None
         self._sent = threading.Condition(self._lock)
         self.device_path = ""
@@ -224,13 +229,18 @@ class SimulatedSensor:
     def close(self) -> None:
         """Stop the thread, close the line, remove the symlink. Safe to call twice."""
         self._stopping.set()
-        self._plugged.set()
+        self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         self._unplug_now()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        if self._thread is None or not self._thread.is_alive():
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
         if self._own_dir:
             with contextlib.suppress(OSError):
                 self._dir.rmdir()
@@ -336,7 +346,7 @@ class SimulatedSensor:
                 listener.listen(1)
                 self._port = listener.getsockname()[1]
                 self._listener = listener
-                self._plugged.set()
+                self._wake()
             return
         master, slave = os.openpty()
         tty.setraw(master)
@@ -351,7 +361,7 @@ class SimulatedSensor:
             temporary.unlink()
         temporary.symlink_to(self.device_path)
         temporary.replace(self._symlink)
-        self._plugged.set()  # a driver may open it now: answer from its first frame on
+        self._wake()  # a driver may open it now: answer from its first frame on
 
     def _unplug_now(self) -> None:
         with self._lock:
@@ -369,6 +379,11 @@ class SimulatedSensor:
         if slave is not None:
             with contextlib.suppress(OSError):
                 os.close(slave)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full (a wake is pending anyway) or closed
+            os.write(self._wake_w, b"\0")
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -392,7 +407,7 @@ class SimulatedSensor:
             if not self.is_plugged:
                 self._plug()
         link, listener = self._link, self._listener
-        watch: list[int] = []
+        watch: list[int] = [self._wake_r]
         if link is not None:
             watch.append(link.fd)
         elif listener is not None:
@@ -402,11 +417,14 @@ class SimulatedSensor:
             wait = max(0.0, min(wait, self._replug_at - now))
         if self._late:
             wait = max(0.0, min(wait, min(due for due, _ in self._late) - now))
-        if not watch:  # unplugged: wait for the cable (or the time to plug it back in)
-            self._plugged.wait(wait)
-            self._plugged.clear()
-            return
+        # Unplugged, only the wake pipe is watched: the cable (or the time to plug it back in).
         ready, _, _ = select.select(watch, [], [], wait)
+        if self._wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_r, 4096)
+            ready.remove(self._wake_r)
+        if link is not self._link or listener is not self._listener:
+            return  # the line changed while this turn waited: look again
         if link is None and listener is not None and ready:
             conn, _ = listener.accept()
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -415,7 +433,10 @@ class SimulatedSensor:
                 self._parser.reset()
             return
         if link is not None and ready:
-            data = link.read()
+            with self._lock:  # an unplug swaps the link under this lock before it closes it
+                if self._link is not link:
+                    return
+                data = link.read()  # ready: does not block
             if not data:
                 raise ConnectionResetError("the controller closed the line")
             for frame in self._parser.feed(data):
