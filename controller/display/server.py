@@ -276,6 +276,15 @@ class DisplayServer:
             self._feed.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
+        # The clients' threads end by themselves now (the hub woke every stream; a send or a
+        # request waits at most its timeout): wait for them, bounded, so none outlives the
+        # server still writing to a socket or to the log.
+        for server in (self._http, self._feed):
+            if server is not None:
+                limits = server.limits
+                bound = max(limits.request_timeout_s, limits.send_timeout_s) + 1.0
+                if not server.wait_for_clients(0, timeout=bound):
+                    log.warning("%s: %d clients still served at close", server.name, server.clients)
         close_reader = getattr(self.log_reader, "close", None)  # its kept-open connections
         if close_reader is not None:
             close_reader()
