@@ -97,6 +97,11 @@ class MotorOverrun(ShakerError):
     """The shaker motor ran past its maximum run time and was cut by the driver."""
 
 
+class OutputsLatched(ShakerError):
+    """A shake refused because the fault latch holds the outputs safe. Not a fault of its own:
+    whatever tripped the latch reports its fault with its own event."""
+
+
 # --- random number generator ----------------------------------------------------------------
 
 

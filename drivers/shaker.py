@@ -40,7 +40,7 @@ from gpiozero import DigitalInputDevice, PWMOutputDevice
 
 from controller.core.config import ShakerConfig
 from controller.core.state import Event, Fault, Occurrence
-from controller.errors import ShakerError
+from controller.errors import OutputsLatched, ShakerError
 from controller.ports import EventSink
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch, SignalSafeFlag
@@ -219,7 +219,7 @@ class GpioShaker:
             if self._closed:
                 raise ShakerError("the shaker is closed")
             if self._latch is not None and self._latch.is_tripped:
-                raise ShakerError(f"outputs are latched safe: {self._latch.reason}")
+                raise OutputsLatched(f"outputs are latched safe: {self._latch.reason}")
             if self.is_shaking:
                 log.warning("start_shake while shaking: ignored")
                 return

@@ -29,6 +29,8 @@ from controller.core.state import (
     RoundSettings,
     Screen,
 )
+from controller.errors import OutputsLatched
+from controller.ports import Shaker
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.safety import FaultLatch
 
@@ -56,13 +58,20 @@ class ScreenLog:
 
 
 class Table:
-    def __init__(self, state_dir: Path, *, max_page_count: int | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        max_page_count: int | None = None,
+        mode: Mode = Mode.RNG,
+        shaker: Shaker | None = None,
+    ) -> None:
         state_dir.mkdir(exist_ok=True)
         self.log = AuditLog.open(state_dir, max_page_count=max_page_count)
         self.screens = ScreenLog()
         self.latch = FaultLatch()
         self.latch.register("lamps", self.screens.drive_safe)
-        settings = RoundSettings(mode=Mode.RNG)
+        settings = RoundSettings(mode=mode)
         rng = RngSessionManager(
             state_dir=state_dir,
             log=self.log,
@@ -76,7 +85,7 @@ class Table:
             log=self.log,
             display=self.screens,
             panel=self.screens,
-            shaker=NoShaker(),
+            shaker=NoShaker() if shaker is None else shaker,
             latch=self.latch,
             rng=RngPort(rng),
         )
@@ -163,6 +172,35 @@ def test_the_latch_is_rearmed_when_the_fault_is_cleared(tmp_path: Path) -> None:
     assert table.loop.machine.state.value == "idle"
     kinds = [record.kind for record in table.log.records()]
     assert kinds[-2:] == [RecordKind.FAULT, RecordKind.FAULT_CLEARED]
+    table.log.close()
+
+
+class LatchedShaker(NoShaker):
+    """The shaker as the driver answers when its latch tripped after the step was decided
+    (a motor overrun whose event is still on its way to the control thread)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def start_shake(self) -> None:
+        self.asked += 1
+        raise OutputsLatched("outputs are latched safe: motor_overrun: motor still turning")
+
+
+def test_a_shake_refused_by_the_latch_is_not_a_fault_of_its_own(tmp_path: Path) -> None:
+    """The fault that tripped the latch is recorded by its own event, once; the refusal adds
+    no internal fault (a surveillance officer would read it as a second failure)."""
+    shaker = LatchedShaker()
+    table = Table(tmp_path, mode=Mode.SHAKER, shaker=shaker)
+    table.send(Event.LID_CLOSED)
+    table.send(Event.NO_MORE_BETS)
+    table.send(Event.SHAKE_PRESSED, delay_ms=0)
+    assert shaker.asked == 1
+    assert table.loop.machine.state.value == "shaking"
+    table.send(Event.MOTOR_OVERRUN, detail="motor still turning")
+    assert table.loop.machine.state.value == "fault"
+    faults = [r.data["fault"] for r in table.log.records() if r.kind == RecordKind.FAULT]
+    assert faults == ["motor_overrun"]
     table.log.close()
 
 

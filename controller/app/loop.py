@@ -50,6 +50,7 @@ from controller.errors import (
     ControllerError,
     GameRuleError,
     IllegalTransition,
+    OutputsLatched,
     RngError,
 )
 from controller.ports import (
@@ -360,6 +361,11 @@ class ControlLoop:
             except AuditLogError as exc:  # a record the RNG makes itself
                 log.error("%s failed: %s", action.kind, exc)
                 self._follow(Fault(exc.fault), str(exc))
+                break
+            except OutputsLatched as exc:
+                # The latch tripped after this step was decided: the fault that tripped it comes
+                # by its own event (a motor overrun, say), not as an internal fault of this one.
+                log.warning("%s refused: %s", action.kind, exc)
                 break
             except ControllerError as exc:
                 log.error("%s failed: %s", action.kind, exc)
