@@ -26,6 +26,7 @@ import queue
 import random
 import re
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ SENSOR_FAULTS: Mapping[str, SimFault] = {
 SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
 FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
 _DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
+SUPERVISOR_TRIES = 3  # a supervisor's action the controller refused, tried again at most so often
 VOID_EVERY = 10  # the first result of every tenth round is voided (not with plain rounds)
 MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
 SERVICE_AT = 25  # a test round in service mode before round 25 (not with plain rounds)
@@ -207,6 +209,7 @@ class Crew:
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
         self._voids = 0
         self._voided: set[int] = set()
+        self._failures: Counter[tuple[str, int]] = Counter()
         self._inspected_day: int | None = None
         self.mode: Mode | None = None  # as the last READY showed it
         self._serviced = False
@@ -351,12 +354,13 @@ class Crew:
         mode: Mode | None = None,
         detail: str = "",
         result: tuple[int, int] | None = None,
-    ) -> None:
+    ) -> bool:
         """The supervisor turns the key, types the action at the service terminal (what
         ``paigow-controller supervise`` sends, on the controller's socket) and turns the key
-        back. A refusal or an error is logged; the crew acts on the next screen."""
+        back; whether the controller took it. A refusal or an error is logged; the crew acts on
+        the next screen (or on this one again), and tries once more where it still applies."""
         if self.control_socket is None:
-            return
+            return False
         request = Request(
             TERMINAL_ACTIONS[event], note=detail, reason=reason, mode=mode, result=result
         )
@@ -366,10 +370,13 @@ class Crew:
             reply = send_request(self.control_socket, request)
         except (ServiceTerminalError, OSError) as exc:
             log.warning("the simulated supervisor: %s: %s", request.summary(), exc)
+            return False
         else:
             if reply.get("ok") is not True:
                 why = reply.get("refused") or f"{reply.get('error')}: {reply.get('detail')}"
                 log.warning("the simulated supervisor: %s: %s", request.summary(), why)
+                return False
+            return True
         finally:
             self.stopping.wait(self.press_s)
             self.panel.turn_supervisor_key(False)
@@ -386,14 +393,24 @@ class Crew:
             and "result" in data
         ):
             return False
-        self._voided.add(number)  # its first result, whatever attempt decided it
         reasons = list(VoidReason)
         reason = reasons[self._voids % len(reasons)]
-        self._voids += 1
         attempt = data.get("attempt")
         shown = (number, attempt) if isinstance(attempt, int) else None
-        self._as_supervisor(Event.VOID_RESULT, reason=reason, detail="simulated", result=shown)
+        # Named by its round and attempt, a void that did go through is refused if sent again.
+        done = self._as_supervisor(
+            Event.VOID_RESULT, reason=reason, detail="simulated", result=shown
+        )
+        if done or self._gave_up(("void", number)):
+            self._voided.add(number)  # its first result, whatever attempt decided it
+            self._voids += done
         return True
+
+    def _gave_up(self, task: tuple[str, int]) -> bool:
+        """A supervisor's action refused (a key that had not settled on a loaded machine, say)
+        is tried again on the same screen, up to SUPERVISOR_TRIES times in all."""
+        self._failures[task] += 1
+        return self._failures[task] >= SUPERVISOR_TRIES
 
     def _replace_dice(self, data: Mapping[str, object]) -> bool:
         """Proposed 621a.5(c): the supervisor records the dice set in the shaker when none is
@@ -435,8 +452,9 @@ class Crew:
         day = self.clock() // DAY_MS
         if self._inspected_day == day:
             return False
-        self._inspected_day = day
-        self._as_supervisor(Event.SHAKER_INSPECTED, detail="cup, lid and tilt switch intact")
+        done = self._as_supervisor(Event.SHAKER_INSPECTED, detail="cup, lid and tilt switch intact")
+        if done or self._gave_up(("inspection", day)):
+            self._inspected_day = day
         return True
 
     def _wants(self, data: Mapping[str, object]) -> tuple[str | None, str]:
