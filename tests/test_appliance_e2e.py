@@ -452,7 +452,12 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
     assert (rows[entered]["data"]["entered"], rows[left]["data"]["entered"]) == (True, False)
     assert rows[left]["data"]["test_rounds"] == 1
     inside = rows[entered + 1 : left]
-    assert {r["kind"] for r in inside} == {"service_test"}
+    # A fault the hardware reports meanwhile is a fault like any other, recorded and cleared:
+    # on a loaded machine the simulated motor or sensor can miss its compressed deadline.
+    faults = [r["data"]["fault"] for r in inside if r["kind"] == "fault"]
+    assert set(faults) <= {"motor_overrun", "sensor_timeout"}, faults
+    assert not faults or inside[-1]["kind"] != "fault"  # cleared before the exit
+    assert {r["kind"] for r in inside} - {"fault", "fault_cleared"} == {"service_test"}
     assert "result" in [r["data"]["record"] for r in inside]
     assert any(r["kind"] == "result" and r["data"]["round"] == 25 for r in rows[left:])
     decided = [(r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"]

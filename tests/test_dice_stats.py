@@ -59,10 +59,12 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 def simulations(tmp_path: Path) -> tuple[Path, Path]:
     """The issue's two runs, side by side (each waits on the simulated hardware far more than
     it computes): 400 rounds with the red die showing 6 a quarter of the time, and the same
-    400 rounds with fair dice."""
+    400 rounds with fair dice. Plain rounds: the dealer banks, no style or void is keyed in, so
+    the crew's key presses do not double a round's time (the dice are what is tested here;
+    34.8 s alone with them, 23.0 s without, and 79 s against about 30 s in the full suite)."""
     print(f"seed {SEED}")
     loaded, fair = tmp_path / "loaded", tmp_path / "fair"
-    common = ["simulate", "--fast", "--rounds", "400", "--seed", str(SEED)]
+    common = ["simulate", "--fast", "--plain-rounds", "--rounds", "400", "--seed", str(SEED)]
     procs = [
         subprocess.Popen(
             [*CLI, *common, *bias, "--state-dir", str(state)],
@@ -85,7 +87,7 @@ def test_loaded_dice_raise_the_alarm_and_fair_dice_do_not(tmp_path: Path, scratc
     loaded, fair = simulations(scratch)
     stats = stats_of(loaded)
     assert stats["alarm"] is True
-    assert stats["rolls"] >= 400  # every result read, the voided ones too
+    assert stats["rolls"] >= 400  # every result read
     (alarm,) = stats["alarms"]
     assert (alarm["test"], alarm["face"]) == ("red", 6)
     assert float(alarm["log_e"]) >= float(alarm["threshold"])
