@@ -174,6 +174,9 @@ def test_clients_that_go_away_cost_a_log_line_not_a_traceback(
     address = display.http_address
     for path in ("/", "/display.js", "/events", "/nowhere"):
         reset(request(address, get(path)))
+    # Each is served until its thread meets the reset: with three clients at most, the stream
+    # below is refused (503) if it comes before the server has seen them go.
+    assert display.page_server.wait_for_clients(0, timeout=WAIT_S)
     half = Stream(address)
     half.until_snapshot()
     reset(half.sock)  # mid-stream: the next heartbeat finds it gone
