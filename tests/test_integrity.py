@@ -25,6 +25,7 @@ import pytest
 from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
+from controller.audit.recall import export_lines
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
 from controller.core.config import Config
@@ -369,13 +370,9 @@ def _simulate_under_strace(
 
 
 def _export(state: Path) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [sys.executable, "-m", "controller", "export", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    """What ``paigow-controller export`` prints, one object per record (read in this process:
+    the sweep below reads a log per injection)."""
+    return list(export_lines(state))
 
 
 @pytest.mark.slow
@@ -404,12 +401,7 @@ def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_
         # creation, the checkpoint of the WAL at the end) or came after the last one.
         assert len(faults) <= 1, (when, faults)
         hit_result |= bool(faults) and "result" in faults[0].partition("not recorded: ")[2]
-        verify = subprocess.run(
-            [sys.executable, "-m", "controller", "verify-log", "--state-dir", str(state)],
-            capture_output=True,
-            text=True,
-        )
-        assert verify.returncode == 0, (when, verify.stdout, verify.stderr)
+        verify_state_dir(state, _verifier(state))  # what verify-log checks; raises if broken
         decided = [
             (r["data"]["round"], r["data"]["attempt"]) for r in rows if r["kind"] == "result"
         ]
