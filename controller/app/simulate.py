@@ -135,7 +135,7 @@ def simulation_config(config: Config, *, fast: bool) -> Config:
         # three cycles, the motor its watchdog, the keys their debounce); every real I/O path
         # (the pty, the pins, SQLite, fsync) stays real.
         shaker = dataclasses.replace(
-            config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=200, debounce_ms=2
+            config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=200, debounce_ms=1
         )
         round_ = dataclasses.replace(
             config.round,
@@ -571,7 +571,9 @@ def run_simulation(
         faults=faults,
         seed=seed,
         pause_s=0.0 if fast else 0.6,
-        press_s=config.shaker.debounce_ms * (2 if fast else 3) / 1000,
+        # A key is held (and then left released) past its debounce: by 2 ms in simulated
+        # time, a margin for a debounce timer that fires late on a busy machine; else 3 times.
+        press_s=(config.shaker.debounce_ms + 2 if fast else config.shaker.debounce_ms * 3) / 1000,
         on_done=done,
         is_manual=config.table.mode is Mode.MANUAL,
         modes=config.table.modes,
