@@ -61,7 +61,7 @@ def simulations(tmp_path: Path) -> tuple[Path, Path]:
     it computes): 400 rounds with the red die showing 6 a quarter of the time, and the same
     400 rounds with fair dice. Plain rounds: the dealer banks, no style or void is keyed in, so
     the crew's key presses do not double a round's time (the dice are what is tested here;
-    34.8 s alone with them, 23.0 s without, and 79 s against about 30 s in the full suite)."""
+    34.8 s alone with them, 23.0 s without; in the full suite 79 s with them, 44-54 s without)."""
     print(f"seed {SEED}")
     loaded, fair = tmp_path / "loaded", tmp_path / "fair"
     common = ["simulate", "--fast", "--plain-rounds", "--rounds", "400", "--seed", str(SEED)]
