@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from drivers.sim.sensor import SimulatedSensor
+
 pytestmark = pytest.mark.slow
 
 FAULTS = (
@@ -466,3 +468,62 @@ def test_a_day_and_more_of_table_operations_is_recorded_and_verifies(
     report = verify(state)
     assert report["results_recomputed"] == len(decided)
     assert report["rng_sessions_never_revealed"] == []
+
+
+def test_a_sensor_on_the_bench_is_read_through_simulate_with_simulated_pins(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: ``simulate --sensor-url`` plays on simulated pins with the DS1 sensor at that
+    URL (here another simulated sensor on a TCP socket, as a sensor on a serial-to-network
+    adapter would be): the log names that sensor and the result is the dice in its tray."""
+    with SimulatedSensor(seed=9, transport="socket", serial_number="BENCH-7") as bench:
+        red, blue1, blue2 = (die.face for die in bench.dice)
+        state = tmp_path / "state"
+        command = cli(
+            "simulate", "--fast", "--rounds", "1", "--faults", "few_cycles=0.5",
+            "--sensor-url", bench.url, "--state-dir", str(state),
+        )  # fmt: skip
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"dice sensor: {bench.url}" in proc.stdout
+        assert bench.requests["Hello"] >= 1
+        assert bench.requests["ReadNow"] >= 2  # two agreeing readings at least
+    rows = records(state)
+    sensors = [r["data"]["detail"] for r in rows if r["kind"] == "sensor"]
+    assert sensors
+    assert all("BENCH-7" in detail for detail in sensors), sensors
+    (result,) = [r["data"] for r in rows if r["kind"] == "result"]
+    assert result["dice"] == {"red": red, "blue": [blue1, blue2]}
+    assert verify(state)["records"] == len(rows)
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--faults", "garbled=0.1"], "garbled cannot be injected into the sensor at"),
+        (["--dice-bias", "red:6:0.25"], "are real"),
+        (["--sensor-url", "a b"], "not a device path or URL"),
+        (["--sensor-url", "/dev/x" * 100], "not a device path or URL"),
+    ],
+)
+def test_simulate_with_a_bench_sensor_refuses_what_it_cannot_do(
+    tmp_path: Path, options: list[str], says: str
+) -> None:
+    url = ["--sensor-url", "socket://127.0.0.1:9"] if "--sensor-url" not in options else []
+    proc = subprocess.run(
+        cli("simulate", "--fast", "--rounds", "1", *url, *options, "--state-dir", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert says in proc.stderr
+    assert "Traceback" not in proc.stderr

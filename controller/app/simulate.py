@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from gpiozero.pins.mock import MockFactory
 
@@ -172,13 +172,39 @@ class SimulatedWallClock:
                 self._now += self._step
 
 
+class CrewSensor(Protocol):
+    """What the crew does to the dice sensor: rolls the dice in its tray, injects a fault."""
+
+    def roll(self) -> object: ...
+
+    def inject(self, fault: SimFault, count: int = 1) -> None: ...
+
+
+class BenchSensor:
+    """A DS1 sensor the controller reaches at ``url`` (issue 17: a technician tries a real one
+    on the bench, with the pins simulated). Its dice are the ones in its tray: the crew cannot
+    roll them (the technician shakes and sets them down) nor make it fail."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def roll(self) -> None:
+        return None
+
+    def inject(self, fault: SimFault, count: int = 1) -> None:
+        raise UsageError(f"a fault cannot be injected into the sensor at {self.url}")
+
+    def close(self) -> None:
+        return None
+
+
 @dataclass
 class Crew:
     """The simulated dealer, player and supervisor: they react to what the display shows."""
 
     panel: SimPanel
     shaker: SimShaker
-    sensor: SimulatedSensor
+    sensor: CrewSensor
     rounds: int
     faults: Mapping[str, float]
     seed: int
@@ -542,14 +568,31 @@ def run_simulation(
     plain_rounds: bool = False,
     table_minutes_per_round: float | None = None,
     dice_bias: Mapping[DieColour, Sequence[float]] | None = None,
+    sensor_url: str | None = None,
 ) -> int:
     """``dice_bias``: the simulated dice loaded (``parse_dice_bias``). ``plain_rounds``: the
     dealer banks every round with the standard delivery (no bank or
     style key is pressed) and the supervisor does nothing, the round the writes and latency
-    benchmarks count. ``table_minutes_per_round``: see :class:`SimulatedWallClock`."""
-    config = simulation_config(config, fast=fast)
+    benchmarks count. ``table_minutes_per_round``: see :class:`SimulatedWallClock`.
+    ``sensor_url``: a DS1 sensor there instead of the simulated one, with the config's sensor
+    timings (a real line is slower than the simulated pty); no sensor fault is injected."""
+    if sensor_url is not None:
+        refused = sorted(name for name in faults if name in SENSOR_FAULTS)
+        if refused:
+            raise UsageError(
+                f"--faults: {', '.join(refused)} cannot be injected into the sensor at"
+                f" {sensor_url} (only the simulated shaker's: {', '.join(SHAKER_FAULTS)})"
+            )
+        if dice_bias:
+            raise UsageError(f"--dice-bias: the dice in the sensor at {sensor_url} are real")
+    timed = simulation_config(config, fast=fast)
+    config = timed if sensor_url is None else dataclasses.replace(timed, sensor=config.sensor)
     factory = MockFactory(pin_class=SimPin)
-    sensor = SimulatedSensor(seed=seed, dice_bias=dice_bias).start()
+    sensor: SimulatedSensor | BenchSensor = (
+        SimulatedSensor(seed=seed, dice_bias=dice_bias).start()
+        if sensor_url is None
+        else BenchSensor(sensor_url)
+    )
 
     def dice_land() -> None:
         sensor.roll()  # the dice come to rest in new places with new faces
@@ -599,6 +642,8 @@ def run_simulation(
         f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"
         f" state in {state_dir}\n"
     )
+    if sensor_url is not None:
+        out.write(f"dice sensor: {sensor_url} (its dice are read as they lie in its tray)\n")
     if web_display:
         display = config.display
         out.write(f"table display: http://{display.host}:{display.http_port}/\n")

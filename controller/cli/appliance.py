@@ -77,9 +77,8 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="as fast as the rules allow")
     p.add_argument(
         "--faults",
-        default="default",
-        help=f"name=probability per shake, comma-separated; 'none' or 'default'."
-        f" Names: {', '.join(FAULT_NAMES)}",
+        help=f"name=probability per shake, comma-separated; 'none' or 'default' (the default;"
+        f" 'none' with --sensor-url). Names: {', '.join(FAULT_NAMES)}",
     )
     p.add_argument("--state-dir", help="where the audit log goes (default: a new temporary one)")
     p.add_argument("--config", help="a config file (default: the built-in defaults)")
@@ -107,7 +106,21 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         help="load the simulated dice, e.g. red:6:0.25 (colour red or blue; the face's opposite"
         " gives up the chance first); once per colour",
     )
+    p.add_argument(
+        "--sensor-url",
+        metavar="URL",
+        help="a DS1 dice sensor at URL (a serial device such as /dev/paigow-dice, or"
+        " socket://host:port) instead of the simulated one: try a sensor on the bench with the"
+        " shaker and keys simulated; its dice are read as they lie, no sensor fault is injected",
+    )
     p.add_argument("--debug", action="store_true", help="log at debug level")
+
+
+def _sensor_url(text: str) -> str:
+    """A device path or a pyserial URL: printable ASCII, no spaces, bounded."""
+    if not (0 < len(text) <= 255 and text.isascii() and text.isprintable() and " " not in text):
+        raise UsageError(f"--sensor-url {quoted(text)}: not a device path or URL")
+    return text
 
 
 def simulate_command(args: argparse.Namespace) -> int:
@@ -116,7 +129,8 @@ def simulate_command(args: argparse.Namespace) -> int:
 
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
-    faults = parse_faults(args.faults)
+    sensor_url = None if args.sensor_url is None else _sensor_url(args.sensor_url)
+    faults = parse_faults(args.faults or ("none" if sensor_url is not None else "default"))
     dice_bias = parse_dice_bias(args.dice_bias)
     minutes = args.table_minutes_per_round
     per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
@@ -142,6 +156,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             plain_rounds=args.plain_rounds,
             table_minutes_per_round=per_round,
             dice_bias=dice_bias,
+            sensor_url=sensor_url,
         )
     except ControllerError:
         raise  # ours say what failed: one line on stderr, exit 1
