@@ -1,4 +1,5 @@
-"""Reading the log back: game recall (AGCO 13.1.1) and the export auditors take away.
+"""Reading the log back: game recall (AGCO 13.1.1) of the last rounds, of the rounds between
+two times, or of one round; and the export auditors take away.
 
 Both read the log with a read-only connection (no lock; read-only media work) in one snapshot,
 while the daemon may be appending.
@@ -6,7 +7,9 @@ while the daemon may be appending.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Iterator, Set
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,8 @@ from controller.audit.log import (
     read_records,
 )
 from controller.core.merkle import leaf_hash
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
+from controller.errors import LogIntegrityError
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 
@@ -34,31 +38,114 @@ def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any
             (str(RecordKind.ROUND_OPENED), last),
         ).fetchall()
         first = int(starts[-1][0]) if starts else 1
-        rounds: dict[int, dict[str, Any]] = {}
-        for row in read_records(db, start=first):
-            entry = row.entry()
-            data = entry["data"]
-            number = data.get("round")
-            if not isinstance(number, int) or row.kind == RecordKind.SERVICE_TEST:
-                continue
-            if data.get("service") is True:
-                continue
-            game = rounds.setdefault(
-                number, {"round": number, "outcome": "in play", "result": None, "records": []}
-            )
-            game["records"].append(
-                {"seq": row.seq, "kind": row.kind, "time": entry["time"], "data": data}
-            )
-            if row.kind == RecordKind.RESULT:
-                game["result"] = data
-                game["outcome"] = "result"
-            elif row.kind == RecordKind.VOID:
-                game["outcome"] = "void"
-            elif row.kind == RecordKind.CLOSE:
-                game["outcome"] = "closed"
-        return [rounds[n] for n in sorted(rounds)][-last:]
+        return _rounds(db, start=first)[-last:]
     finally:
         db.close()
+
+
+def recall_between(
+    state_dir: Path, *, since: datetime | None, until: datetime | None, last: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The rounds that opened at or after ``since`` and before ``until`` (aware times; None:
+    no bound), as ``recall`` gives them: the last ``last`` of them, and how many there are.
+    A round's time is its ``round_opened`` record's, as the log wrote it (UTC)."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
+        opened = _openings(db)
+        chosen = [
+            (seq, number)
+            for seq, number, moment in opened
+            if (since is None or moment >= since) and (until is None or moment < until)
+        ]
+        if not chosen:
+            db.execute("COMMIT")
+            return [], 0
+        kept = chosen[-last:]
+        numbers = {number for _, number in kept}
+        later = [seq for seq, _, _ in opened if seq > kept[-1][0]]
+        stop = later[0] - 1 if later else None
+        games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers)
+        db.execute("COMMIT")
+        return games, len(chosen)
+    finally:
+        db.close()
+
+
+def recall_round(state_dir: Path, number: int) -> dict[str, Any] | None:
+    """Round ``number`` as ``recall`` gives it, or None when the log holds no such round."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")
+        opened = _openings(db)
+        starts = [seq for seq, n, _ in opened if n == number]
+        if not starts:
+            db.execute("COMMIT")
+            return None
+        later = [seq for seq, _, _ in opened if seq > starts[-1]]
+        stop = later[0] - 1 if later else None
+        games = _rounds(db, start=starts[0], stop=stop, numbers={number})
+        db.execute("COMMIT")
+        return games[0] if games else None
+    finally:
+        db.close()
+
+
+def _openings(db: sqlite3.Connection) -> list[tuple[int, int, datetime]]:
+    """Each live round's opening: its record's sequence number, the round, the time (UTC)."""
+    found = []
+    for seq, leaf in db.execute(
+        "SELECT seq, leaf FROM records WHERE kind = ? ORDER BY seq",
+        (str(RecordKind.ROUND_OPENED),),
+    ):
+        row = StoredRecord(int(seq), str(RecordKind.ROUND_OPENED), bytes(leaf))
+        entry = row.entry()
+        data = entry["data"]
+        number = data.get("round")
+        if not isinstance(number, int) or data.get("service") is True:
+            continue
+        try:
+            moment = datetime.fromisoformat(entry["time"])
+        except (TypeError, ValueError):
+            raise LogIntegrityError(row.seq, "a round's opening time is not a date-time") from None
+        if moment.tzinfo is None:
+            raise LogIntegrityError(row.seq, "a round's opening time names no zone")
+        found.append((row.seq, number, moment))
+    return found
+
+
+def _rounds(
+    db: sqlite3.Connection,
+    *,
+    start: int,
+    stop: int | None = None,
+    numbers: Set[int] | None = None,
+) -> list[dict[str, Any]]:
+    """The rounds whose records lie in ``start..stop`` (those in ``numbers`` only, if given),
+    oldest first."""
+    rounds: dict[int, dict[str, Any]] = {}
+    for row in read_records(db, start=start, stop=stop):
+        entry = row.entry()
+        data = entry["data"]
+        number = data.get("round")
+        if not isinstance(number, int) or row.kind == RecordKind.SERVICE_TEST:
+            continue
+        if data.get("service") is True or (numbers is not None and number not in numbers):
+            continue
+        game = rounds.setdefault(
+            number, {"round": number, "outcome": "in play", "result": None, "records": []}
+        )
+        game["records"].append(
+            {"seq": row.seq, "kind": row.kind, "time": entry["time"], "data": data}
+        )
+        if row.kind == RecordKind.RESULT:
+            game["result"] = data
+            game["outcome"] = "result"
+        elif row.kind == RecordKind.VOID:
+            game["outcome"] = "void"
+        elif row.kind == RecordKind.CLOSE:
+            game["outcome"] = "closed"
+    return [rounds[n] for n in sorted(rounds)]
 
 
 def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
