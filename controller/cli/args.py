@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, NoReturn
@@ -99,9 +100,16 @@ JSON_OR_TEXT = (
 )
 
 
+HELP_WIDTH = 79  # an 80-column terminal
+
+
 def describe(p: argparse.ArgumentParser, description: str, examples: str) -> None:
-    """A subcommand's ``--help``: a paragraph saying what it does, then examples, as written."""
-    p.description = description
+    """A subcommand's ``--help``: the paragraphs saying what it does (blank lines between
+    them), filled to HELP_WIDTH, then the examples exactly as written."""
+    paragraphs = description.split("\n\n")
+    p.description = "\n\n".join(
+        textwrap.fill(" ".join(text.split()), HELP_WIDTH) for text in paragraphs
+    )
     p.epilog = examples
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 

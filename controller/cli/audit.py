@@ -255,6 +255,16 @@ def _recall_one(args: argparse.Namespace, number: int) -> int:
 
 
 def export_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The whole audit log as JSON lines, one per record, for auditors to take away: each"
+        " record's fields, its leaf as stored (the canonical text that is hashed), its SHA-256"
+        " (the next record's prev), its RFC 6962 leaf hash, and the signed checkpoint made at"
+        " it, if any. Reads one snapshot, while the controller appends.",
+        "examples:\n"
+        "  paigow-controller export --state-dir /var/lib/paigow-controller > audit.jsonl\n"
+        "  paigow-controller export --state-dir copy-of-state | gzip > audit.jsonl.gz",
+    )
     _state_dir_argument(p)
 
 
@@ -269,6 +279,14 @@ def export(args: argparse.Namespace) -> int:
 
 
 def checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The log's latest signed checkpoint (a C2SP signed note: the log's size and Merkle"
+        " root, signed with its Ed25519 key), to keep off the box. Given back to verify-log"
+        " --checkpoint later, it proves the log still extends what it held then: nothing"
+        " recorded before it was changed or removed. Exit 1 when the log has none yet.",
+        "example:\n  paigow-controller checkpoint --state-dir /var/lib/paigow-controller > cp.txt",
+    )
     _state_dir_argument(p)
 
 
@@ -286,6 +304,15 @@ def checkpoint_command(args: argparse.Namespace) -> int:
 
 
 def init_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Makes a new state directory: the log's Ed25519 signing key (mode 0600) and the log's"
+        " first record, which names the log's origin and its verifier key; prints the verifier"
+        " key. Refuses a directory that already holds a log or a key: a key is never replaced.",
+        "examples:\n"
+        "  paigow-controller init --config /etc/paigow-controller/config.toml\n"
+        "  paigow-controller init --state-dir demo-state > demo-state.pub",
+    )
     _state_dir_argument(p)
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
 
@@ -312,6 +339,13 @@ def init_command(args: argparse.Namespace) -> int:
 
 
 def key_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The log's verifier key (name+keyid+base64, the note-verifier form), read from the"
+        " state directory's signing key. Keep it off the box: verify-log --key checks a copy of"
+        " the log against it, so a log re-signed with another key fails.",
+        "example:\n  paigow-controller export-key --state-dir /var/lib/paigow-controller > log.pub",
+    )
     _state_dir_argument(p)
 
 
