@@ -8,6 +8,7 @@ while the daemon may be appending.
 from __future__ import annotations
 
 import sqlite3
+from collections import deque
 from collections.abc import Iterator, Set
 from datetime import datetime
 from pathlib import Path
@@ -48,26 +49,28 @@ def recall_between(
 ) -> tuple[list[dict[str, Any]], int]:
     """The rounds that opened at or after ``since`` and before ``until`` (aware times; None:
     no bound), as ``recall`` gives them: the last ``last`` of them, and how many there are.
-    A round's time is its ``round_opened`` record's, as the log wrote it (UTC)."""
+    A round's time is its ``round_opened`` record's, as the log wrote it (UTC). Memory is
+    bounded by ``last``, however long the log."""
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
-        opened = _openings(db)
-        chosen = [
-            (seq, number)
-            for seq, number, moment in opened
-            if (since is None or moment >= since) and (until is None or moment < until)
-        ]
-        if not chosen:
-            db.execute("COMMIT")
-            return [], 0
-        kept = chosen[-last:]
-        numbers = {number for _, number in kept}
-        later = [seq for seq, _, _ in opened if seq > kept[-1][0]]
-        stop = later[0] - 1 if later else None
-        games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers)
+        kept: deque[tuple[int, int]] = deque(maxlen=last)
+        found = 0
+        after: int | None = None  # the first opening after the last one kept
+        for seq, number, moment in _openings(db):
+            if (since is None or moment >= since) and (until is None or moment < until):
+                kept.append((seq, number))
+                found += 1
+                after = None
+            elif kept and after is None:
+                after = seq
+        games = []
+        if kept:
+            numbers = {number for _, number in kept}
+            stop = None if after is None else after - 1
+            games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers)
         db.execute("COMMIT")
-        return games, len(chosen)
+        return games, found
     finally:
         db.close()
 
@@ -77,27 +80,32 @@ def recall_round(state_dir: Path, number: int) -> dict[str, Any] | None:
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
-        opened = _openings(db)
-        starts = [seq for seq, n, _ in opened if n == number]
-        if not starts:
-            db.execute("COMMIT")
-            return None
-        later = [seq for seq, _, _ in opened if seq > starts[-1]]
-        stop = later[0] - 1 if later else None
-        games = _rounds(db, start=starts[0], stop=stop, numbers={number})
+        first: int | None = None
+        after: int | None = None  # the first opening after the round's last one
+        for seq, opened, _ in _openings(db):
+            if opened == number:
+                first = seq if first is None else first
+                after = None
+            elif first is not None and after is None:
+                after = seq
+        games = []
+        if first is not None:
+            stop = None if after is None else after - 1
+            games = _rounds(db, start=first, stop=stop, numbers={number})
         db.execute("COMMIT")
         return games[0] if games else None
     finally:
         db.close()
 
 
-def _openings(db: sqlite3.Connection) -> list[tuple[int, int, datetime]]:
-    """Each live round's opening: its record's sequence number, the round, the time (UTC)."""
-    found = []
-    for seq, leaf in db.execute(
+def _openings(db: sqlite3.Connection) -> Iterator[tuple[int, int, datetime]]:
+    """Each live round's opening, in the log's order: its record's sequence number, the
+    round, the time (UTC)."""
+    rows = db.execute(
         "SELECT seq, leaf FROM records WHERE kind = ? ORDER BY seq",
         (str(RecordKind.ROUND_OPENED),),
-    ):
+    )
+    for seq, leaf in rows:
         row = StoredRecord(int(seq), str(RecordKind.ROUND_OPENED), bytes(leaf))
         entry = row.entry()
         data = entry["data"]
@@ -110,8 +118,7 @@ def _openings(db: sqlite3.Connection) -> list[tuple[int, int, datetime]]:
             raise LogIntegrityError(row.seq, "a round's opening time is not a date-time") from None
         if moment.tzinfo is None:
             raise LogIntegrityError(row.seq, "a round's opening time names no zone")
-        found.append((row.seq, number, moment))
-    return found
+        yield row.seq, number, moment
 
 
 def _rounds(
