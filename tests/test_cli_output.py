@@ -39,6 +39,7 @@ from controller.cli.render import (
     recall_table,
     round_report,
     selftest_report,
+    verify_report,
     zone_label,
 )
 from controller.core.records import RecordKind
@@ -661,6 +662,35 @@ def test_selftest_report_names_each_check() -> None:
     assert text.splitlines()[0] == "selftest FAILED: keys"
     assert re.search(r"^keys\s+FAILED\s+AuditLogError: no signing key$", text, re.MULTILINE)
     assert re.search(r"^config\s+ok\s+c.toml sha256 0123$", text, re.MULTILINE)
+
+
+def test_a_failed_verification_names_the_record() -> None:
+    text = verify_report({"ok": False, "record": 12, "error": "record 12: prev does not match"})
+    assert text == "audit log NOT verified: record 12: record 12: prev does not match\n"
+
+
+def test_what_comes_from_the_log_cannot_move_the_cursor_or_break_a_line() -> None:
+    """A record's text (a note, a sensor's detail) reaches the terminal one line, its escape
+    sequences shown, not obeyed."""
+    game = {
+        "round": 4,
+        "outcome": "closed",
+        "result": None,
+        "records": [
+            {
+                "seq": 9,
+                "kind": "supervisor_action",
+                "time": "2026-11-30T19:00:00.000Z",
+                "data": {"round": 4, "detail": "a\x1b[2Jb\nc"},
+            }
+        ],
+    }
+    text = round_report(game, zone=NEW_YORK)
+    assert "\x1b" not in text
+    assert "detail a\\x1b[2Jb c" in text
+    report = selftest_report({"checks": {"pins": {"ok": False, "detail": "unavailable:\n  17"}}})
+    assert report.splitlines()[-1] == "pins   FAILED  unavailable:   17"
+    assert report.count("\n") == 4  # the heading, a blank line, the header, the one check
 
 
 def test_columns_align_left_and_right() -> None:

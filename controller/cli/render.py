@@ -19,10 +19,19 @@ from controller.core.records import RecordKind
 # --- columns ---------------------------------------------------------------------------------
 
 
+def clean(text: str) -> str:
+    """``text`` safe to put on a terminal, in one line: a line break or tab becomes a space,
+    any other control character (an escape sequence from a log's data) is shown escaped."""
+    return "".join(c if c.isprintable() else " " if c in "\n\r\t" else repr(c)[1:-1] for c in text)
+
+
 def columns(headers: Sequence[str], rows: Iterable[Sequence[object]], *, right: str = "") -> str:
     """Rows under their headers in aligned columns, two spaces apart. ``right`` holds one
     character per column: ``r`` right-aligns it (numbers), anything else left-aligns it."""
-    cells = [[str(h) for h in headers], *[["-" if c is None else str(c) for c in r] for r in rows]]
+    cells = [
+        [clean(str(h)) for h in headers],
+        *[["-" if c is None else clean(str(c)) for c in r] for r in rows],
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:
@@ -38,7 +47,7 @@ def _fields(pairs: Iterable[tuple[str, object]]) -> list[str]:
     """``name  value`` lines, the values aligned, indented by two."""
     pairs = list(pairs)
     width = max((len(name) for name, _ in pairs), default=0)
-    return [f"  {name.ljust(width)}  {_value(value)}" for name, value in pairs]
+    return [f"  {name.ljust(width)}  {clean(_value(value))}" for name, value in pairs]
 
 
 def _value(value: object) -> str:
@@ -175,7 +184,7 @@ def round_report(game: Mapping[str, Any], *, zone: tzinfo | None) -> str:
         if isinstance(opened, datetime)
         else "no time recorded"
     )
-    lines = [f"round {game['round']} ({game['outcome']}), {when}"]
+    lines = [clean(f"round {game['round']} ({game['outcome']}), {when}")]
     result = game.get("result")
     figures: list[tuple[str, object]] = [("result", "none yet")]
     if result is not None:
@@ -248,7 +257,9 @@ def record_text(kind: str, data: Mapping[str, Any]) -> str:
 def verify_report(doc: Mapping[str, Any]) -> str:
     """``verify-log``'s report; a failure names the first bad record."""
     if not doc.get("ok"):
-        return f"audit log NOT verified: record {doc.get('record')}: {doc.get('error')}\n"
+        return (
+            clean(f"audit log NOT verified: record {doc.get('record')}: {doc.get('error')}") + "\n"
+        )
     lines = ["audit log verified"]
     lines += _fields(
         [
@@ -272,6 +283,7 @@ def selftest_report(doc: Mapping[str, Any]) -> str:
     checks: Mapping[str, Mapping[str, Any]] = doc.get("checks", {})
     failed = [name for name, check in checks.items() if not check.get("ok")]
     heading = f"selftest FAILED: {', '.join(failed)}" if failed else "selftest: every check passed"
+    heading = clean(heading)
     rows = [
         [name, "ok" if check.get("ok") else "FAILED", _value(check.get("detail"))]
         for name, check in checks.items()
@@ -301,7 +313,7 @@ def paytables_report(doc: Mapping[str, Any]) -> str:
 
 def config_report(doc: Mapping[str, Any]) -> str:
     """``check-config``: the config is valid, and what it sets."""
-    lines = [f"config {doc.get('config')} is valid"]
+    lines = [clean(f"config {doc.get('config')} is valid")]
     lines += _fields(
         [
             ("sha256", doc.get("sha256")),
