@@ -687,10 +687,23 @@ def test_what_comes_from_the_log_cannot_move_the_cursor_or_break_a_line() -> Non
     }
     text = round_report(game, zone=NEW_YORK)
     assert "\x1b" not in text
+    assert text.startswith("round 4 (closed), opened 2026-11-30 14:00:00 EST (UTC-05:00)\n")
     assert "detail a\\x1b[2Jb c" in text
     report = selftest_report({"checks": {"pins": {"ok": False, "detail": "unavailable:\n  17"}}})
     assert report.splitlines()[-1] == "pins   FAILED  unavailable:   17"
     assert report.count("\n") == 4  # the heading, a blank line, the header, the one check
+
+
+def test_a_time_that_is_not_one_is_shown_as_written() -> None:
+    game = {
+        "round": 4,
+        "outcome": "in play",
+        "result": None,
+        "records": [{"seq": 9, "kind": "round_opened", "time": "yesterday", "data": {}}],
+    }
+    assert "round 4 (in play), opened yesterday (not a time)" in round_report(game, zone=UTC)
+    _, rows = table_rows(recall_table([game], heading="recall", zone=UTC))
+    assert rows[0].split()[:2] == ["4", "yesterday"]
 
 
 def test_columns_align_left_and_right() -> None:

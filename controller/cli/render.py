@@ -65,9 +65,14 @@ def _value(value: object) -> str:
 # --- times -----------------------------------------------------------------------------------
 
 
-def local_time(utc_text: str, zone: tzinfo | None) -> datetime:
-    """A record's UTC time (``2026-11-30T19:03:12.345Z``) in ``zone``."""
-    return datetime.fromisoformat(utc_text).astimezone(zone)
+def local_time(utc_text: str, zone: tzinfo | None) -> datetime | str:
+    """A record's UTC time (``2026-11-30T19:03:12.345Z``) in ``zone``; a time that is not
+    one (a damaged copy of a log: verify-log names it) as it was written."""
+    try:
+        moment = datetime.fromisoformat(utc_text)
+    except ValueError:
+        return utc_text
+    return moment.astimezone(zone) if moment.tzinfo is not None else utc_text
 
 
 def zone_label(moment: datetime) -> str:
@@ -183,6 +188,8 @@ def round_report(game: Mapping[str, Any], *, zone: tzinfo | None) -> str:
         f"opened {_clock(opened)} {zone_label(opened)}"
         if isinstance(opened, datetime)
         else "no time recorded"
+        if opened is None
+        else f"opened {opened} (not a time)"
     )
     lines = [clean(f"round {game['round']} ({game['outcome']}), {when}")]
     result = game.get("result")
@@ -198,11 +205,12 @@ def round_report(game: Mapping[str, Any], *, zone: tzinfo | None) -> str:
         ]
     lines += _fields([*figures, *round_counts(game).items()])
     times = [local_time(str(record["time"]), zone) for record in game["records"]]
-    one_day = len({moment.date() for moment in times}) <= 1
+    days = {moment.date() if isinstance(moment, datetime) else moment for moment in times}
+    shown = "%H:%M:%S.%f" if len(days) <= 1 else "%Y-%m-%d %H:%M:%S.%f"
     records = [
         [
             record["seq"],
-            moment.strftime("%H:%M:%S.%f" if one_day else "%Y-%m-%d %H:%M:%S.%f")[:-3],
+            moment.strftime(shown)[:-3] if isinstance(moment, datetime) else moment,
             record["kind"],
             record_text(str(record["kind"]), record["data"]),
         ]
