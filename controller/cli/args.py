@@ -108,7 +108,10 @@ def describe(p: argparse.ArgumentParser, description: str, examples: str) -> Non
     them), filled to HELP_WIDTH, then the examples exactly as written."""
     paragraphs = description.split("\n\n")
     p.description = "\n\n".join(
-        textwrap.fill(" ".join(text.split()), HELP_WIDTH) for text in paragraphs
+        textwrap.fill(
+            " ".join(text.split()), HELP_WIDTH, break_long_words=False, break_on_hyphens=False
+        )
+        for text in paragraphs
     )
     p.epilog = examples
     p.formatter_class = argparse.RawDescriptionHelpFormatter
