@@ -261,6 +261,7 @@ def test_every_option_refuses_garbage_in_one_line(
         ["rng-stream", "--bytes", ARABIC_INDIC_THREE],
         ["rng-stream", "--bytes", "99999999999999999999999"],
         ["recall", "--last", ARABIC_INDIC_THREE],
+        ["recall", "--round", ARABIC_INDIC_THREE],
         ["simulate", "--rounds", ARABIC_INDIC_THREE, "--config", "/nonexistent/c.toml"],
         ["simulate", "--seed", "\uff17", "--config", "/nonexistent/c.toml"],
         ["simulate", "--faults", "tilted=\u0660.\u0665", "--config", "/nonexistent/c.toml"],
@@ -313,6 +314,8 @@ def capped_cli(*argv: str) -> subprocess.CompletedProcess[str]:
         ["simulate", "--rounds", "1" + "0" * 30, "--config", "/nonexistent/c.toml"],
         ["rng-stream", "--bytes", SUPERSCRIPT_TWO],
         ["export", "--state-dir", "x" * 100_000],
+        ["recall", "--since", "2026-11-30 14:00" + "0" * 100_000],
+        ["recall", "--until", "2026-11-30 14:00:\u0663\u0663"],
     ],
 )
 def test_bad_arguments_through_a_real_process(argv: list[str]) -> None:

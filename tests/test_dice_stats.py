@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from controller.audit.dice_stats import dice_stats, table_text
+from controller.audit.dice_stats import dice_stats
 from controller.audit.log import AuditLog
+from controller.cli.render import dice_stats_report
 from controller.core.dice import Roll
 from controller.core.dice_monitor import DiceWindows, Window
 from controller.core.records import RecordKind
@@ -111,7 +112,7 @@ def test_loaded_dice_raise_the_alarm_and_fair_dice_do_not(tmp_path: Path, scratc
 
 def the_terminal_table_says_what_the_json_says(loaded: Path) -> None:
     stats = dice_stats(loaded, Window.SET)
-    text = table_text(stats)
+    text = dice_stats_report(stats)
     red = next(line for line in text.splitlines() if line.startswith("red "))
     assert red.split()[1:7] == [str(stats["dice"]["red"]["counts"][str(f)]) for f in range(1, 7)]
     assert "DICE ALARM stands: red (face 6)" in text

@@ -1,4 +1,5 @@
-"""Reading the log back: game recall (AGCO 13.1.1) and the export auditors take away.
+"""Reading the log back: game recall (AGCO 13.1.1) of the last rounds, of the rounds between
+two times, or of one round; and the export auditors take away.
 
 Both read the log with a read-only connection (no lock; read-only media work) in one snapshot,
 while the daemon may be appending.
@@ -6,7 +7,10 @@ while the daemon may be appending.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections import deque
+from collections.abc import Iterator, Set
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,8 @@ from controller.audit.log import (
     read_records,
 )
 from controller.core.merkle import leaf_hash
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
+from controller.errors import LogIntegrityError
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 
@@ -34,31 +39,120 @@ def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any
             (str(RecordKind.ROUND_OPENED), last),
         ).fetchall()
         first = int(starts[-1][0]) if starts else 1
-        rounds: dict[int, dict[str, Any]] = {}
-        for row in read_records(db, start=first):
-            entry = row.entry()
-            data = entry["data"]
-            number = data.get("round")
-            if not isinstance(number, int) or row.kind == RecordKind.SERVICE_TEST:
-                continue
-            if data.get("service") is True:
-                continue
-            game = rounds.setdefault(
-                number, {"round": number, "outcome": "in play", "result": None, "records": []}
-            )
-            game["records"].append(
-                {"seq": row.seq, "kind": row.kind, "time": entry["time"], "data": data}
-            )
-            if row.kind == RecordKind.RESULT:
-                game["result"] = data
-                game["outcome"] = "result"
-            elif row.kind == RecordKind.VOID:
-                game["outcome"] = "void"
-            elif row.kind == RecordKind.CLOSE:
-                game["outcome"] = "closed"
-        return [rounds[n] for n in sorted(rounds)][-last:]
+        return _rounds(db, start=first)[-last:]
     finally:
         db.close()
+
+
+def recall_between(
+    state_dir: Path, *, since: datetime | None, until: datetime | None, last: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The rounds that opened at or after ``since`` and before ``until`` (aware times; None:
+    no bound), as ``recall`` gives them: the last ``last`` of them, and how many there are.
+    A round's time is its ``round_opened`` record's, as the log wrote it (UTC). Memory is
+    bounded by ``last``, however long the log."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
+        kept: deque[tuple[int, int]] = deque(maxlen=last)
+        found = 0
+        after: int | None = None  # the first opening after the last one kept
+        for seq, number, moment in _openings(db):
+            if (since is None or moment >= since) and (until is None or moment < until):
+                kept.append((seq, number))
+                found += 1
+                after = None
+            elif kept and after is None:
+                after = seq
+        games = []
+        if kept:
+            numbers = {number for _, number in kept}
+            stop = None if after is None else after - 1
+            games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers)
+        db.execute("COMMIT")
+        return games, found
+    finally:
+        db.close()
+
+
+def recall_round(state_dir: Path, number: int) -> dict[str, Any] | None:
+    """Round ``number`` as ``recall`` gives it, or None when the log holds no such round."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")
+        first: int | None = None
+        after: int | None = None  # the first opening after the round's last one
+        for seq, opened, _ in _openings(db):
+            if opened == number:
+                first = seq if first is None else first
+                after = None
+            elif first is not None and after is None:
+                after = seq
+        games = []
+        if first is not None:
+            stop = None if after is None else after - 1
+            games = _rounds(db, start=first, stop=stop, numbers={number})
+        db.execute("COMMIT")
+        return games[0] if games else None
+    finally:
+        db.close()
+
+
+def _openings(db: sqlite3.Connection) -> Iterator[tuple[int, int, datetime]]:
+    """Each live round's opening, in the log's order: its record's sequence number, the
+    round, the time (UTC)."""
+    rows = db.execute(
+        "SELECT seq, leaf FROM records WHERE kind = ? ORDER BY seq",
+        (str(RecordKind.ROUND_OPENED),),
+    )
+    for seq, leaf in rows:
+        row = StoredRecord(int(seq), str(RecordKind.ROUND_OPENED), bytes(leaf))
+        entry = row.entry()
+        data = entry["data"]
+        number = data.get("round")
+        if not isinstance(number, int) or data.get("service") is True:
+            continue
+        try:
+            moment = datetime.fromisoformat(entry["time"])
+        except (TypeError, ValueError):
+            raise LogIntegrityError(row.seq, "a round's opening time is not a date-time") from None
+        if moment.tzinfo is None:
+            raise LogIntegrityError(row.seq, "a round's opening time names no zone")
+        yield row.seq, number, moment
+
+
+def _rounds(
+    db: sqlite3.Connection,
+    *,
+    start: int,
+    stop: int | None = None,
+    numbers: Set[int] | None = None,
+) -> list[dict[str, Any]]:
+    """The rounds whose records lie in ``start..stop`` (those in ``numbers`` only, if given),
+    oldest first."""
+    rounds: dict[int, dict[str, Any]] = {}
+    for row in read_records(db, start=start, stop=stop):
+        entry = row.entry()
+        data = entry["data"]
+        number = data.get("round")
+        if not isinstance(number, int) or row.kind == RecordKind.SERVICE_TEST:
+            continue
+        if data.get("service") is True or (numbers is not None and number not in numbers):
+            continue
+        game = rounds.setdefault(
+            number, {"round": number, "outcome": "in play", "result": None, "records": []}
+        )
+        game["records"].append(
+            {"seq": row.seq, "kind": row.kind, "time": entry["time"], "data": data}
+        )
+        if row.kind == RecordKind.RESULT:
+            game["result"] = data
+            game["outcome"] = "result"
+        elif row.kind == RecordKind.VOID:
+            game["outcome"] = "void"
+        elif row.kind == RecordKind.CLOSE:
+            game["outcome"] = "closed"
+    return [rounds[n] for n in sorted(rounds)]
 
 
 def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:

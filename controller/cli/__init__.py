@@ -1,4 +1,6 @@
-"""``paigow-controller``: the command line. JSON on stdout, stable: auditors rely on it.
+"""``paigow-controller``: the command line. JSON on stdout, stable: auditors rely on it; the
+reading commands print a readable report instead when stdout is a terminal (``--json`` keeps
+the JSON there too). ``paigow-controller --version`` prints the package's version.
 
 Exit codes: 0 success; 1 a check failed; 2 a bad argument (one line on stderr, nothing on
 stdout, never a traceback); 78 a bad configuration (the message names the key); 70 anything
@@ -15,6 +17,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from controller.cli.args import PROG, Parser, complain
 from controller.core.digits import NumberError
@@ -104,7 +108,13 @@ COMMANDS: list[Command] = [
         "rng-replay", "replay revealed RNG sessions", _RNG, "rng_replay_arguments", "rng_replay"
     ),
     Command("verify-log", "verify the audit log", _AUDIT, "verify_arguments", "verify"),
-    Command("recall", "the last rounds", _AUDIT, "recall_arguments", "recall_command"),
+    Command(
+        "recall",
+        "game recall: the last rounds, those between two times, or one round",
+        _AUDIT,
+        "recall_arguments",
+        "recall_command",
+    ),
     Command(
         "dice-stats",
         "the dice's counts and the dice monitor, from the log",
@@ -132,11 +142,70 @@ COMMANDS: list[Command] = [
 _BY_NAME = {command.name: command for command in COMMANDS}
 
 
+DISTRIBUTION = "paigow-controller"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+PYPROJECT_MAX_BYTES = 64 * 1024
+
+
+def package_version() -> str:
+    """The installed distribution's version; in a source tree that is not installed, the
+    version its pyproject.toml declares; else "unknown"."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        pass
+    import tomllib
+
+    from controller.files import read_capped
+
+    try:
+        project = tomllib.loads(read_capped(PYPROJECT, PYPROJECT_MAX_BYTES).decode("utf-8"))
+        version = project["project"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):  # TOMLDecodeError is a ValueError
+        return "unknown"
+    return version if isinstance(version, str) else "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        sys.stdout.write(f"{PROG} {package_version()}\n")
+        parser.exit(0)
+
+
+DESCRIPTION = """\
+The controller under a Pai Gow table: the dice shaker, the optical dice sensor, the auditable
+RNG, the starting position and the dice side wagers, with a signed audit log. Each command's
+--help says what it does, with examples. Reading commands (recall, verify-log, dice-stats,
+selftest, paytables, check-config) print a report on a terminal and JSON with --json or in a
+pipe. Exit codes: 0 success, 1 a check failed, 2 a bad argument, 78 a bad configuration."""
+EXAMPLES = """\
+examples:
+  paigow-controller recall --help
+  paigow-controller recall --since "2026-11-30 14:00"
+  paigow-controller verify-log --state-dir /var/lib/paigow-controller --key log.pub
+  paigow-controller --version"""
+
+
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """The parser. Only the ``chosen`` subcommand's module is imported to declare its
     arguments (all of them when None, for documentation and tests)."""
-    parser = Parser(prog=PROG, description="Pai Gow table controller")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser = Parser(
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=Parser, metavar="COMMAND"
+    )
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help)
         if chosen is None or command.name == chosen:

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
+from controller.cli import render
+from controller.cli.args import JSON_OR_TEXT, describe, json_argument, wants_json
 from controller.core.config import Config
 from controller.core.digits import NumberError, parse_bounded_int, quoted
 from controller.core.state import Mode
@@ -44,6 +46,17 @@ def _directory(text: str, option: str) -> Path:
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Runs the table: what systemd starts (systemd/paigow-controller.service). Takes the"
+        " state directory's lock, opens the audit log, checks the log's key and anchor, runs the"
+        " self-tests, then plays rounds until SIGTERM, logging to stderr with syslog priority"
+        " prefixes for journald. A bad config exits 78 naming the key; a failed start exits 1"
+        " in one line.",
+        "examples:\n"
+        "  paigow-controller run\n"
+        "  paigow-controller run --config /etc/paigow-controller/config.toml --debug",
+    )
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
     p.add_argument("--debug", action="store_true", help="log at debug level")
 
@@ -72,6 +85,17 @@ def run_command(args: argparse.Namespace) -> int:
 def simulate_arguments(p: argparse.ArgumentParser) -> None:
     from controller.app.simulate import FAULT_NAMES
 
+    describe(
+        p,
+        "Runs the table on simulated hardware (gpiozero's mock pins, the simulated dice sensor"
+        " on a pseudo-terminal, a simulated dealer and supervisor) into a real audit log, then"
+        " prints how many rounds, no rolls and faults it played. --fast plays as fast as the"
+        " rules allow; --faults injects sensor and shaker faults per shake.",
+        "examples:\n"
+        "  paigow-controller simulate --rounds 50 --fast --state-dir demo-state\n"
+        "  paigow-controller simulate --rounds 200 --fast --faults none --plain-rounds\n"
+        "  paigow-controller simulate --fast --faults tilted=0.2,lid=0.05 --seed 7",
+    )
     p.add_argument("--rounds", default="20", help="rounds to play (default 20)")
     p.add_argument("--seed", default="1", help="seed of the simulated dice and crew (default 1)")
     p.add_argument("--fast", action="store_true", help="as fast as the rules allow")
@@ -168,14 +192,25 @@ def simulate_command(args: argparse.Namespace) -> int:
 
 
 def selftest_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "A technician's check of the table, each check in turn: the config, the log's signing"
+        " key (never created here), the RNG's known-answer test, the dice sensor's handshake"
+        " (unless the table only plays RNG) and the pins. Exit 1 names every failure on stderr"
+        f" in one line. {JSON_OR_TEXT}",
+        "examples:\n"
+        "  paigow-controller selftest\n"
+        "  paigow-controller selftest --sensor-url /dev/ttyUSB0 --json",
+    )
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
     p.add_argument("--sensor-url", help="override the config's [sensor] url")
     p.add_argument("--state-dir", help="override the config's [storage] state_dir")
+    json_argument(p)
 
 
 def selftest_command(args: argparse.Namespace) -> int:
-    """Each check in turn; a JSON report on stdout; exit 1 naming every failure on stderr, in
-    one line."""
+    """Each check in turn; the report on stdout (JSON, or words on a terminal); exit 1 naming
+    every failure on stderr, in one line."""
     from controller.app.logs import configure_logging
     from controller.app.selftest import selftest
 
@@ -186,7 +221,11 @@ def selftest_command(args: argparse.Namespace) -> int:
     ok, report = selftest(
         config, config_name=args.config, state_dir=state_dir, sensor_url=args.sensor_url
     )
-    sys.stdout.write(json.dumps({"ok": ok, "checks": report}) + "\n")
+    document = {"ok": ok, "checks": report}
+    if wants_json(args):
+        sys.stdout.write(json.dumps(document) + "\n")
+    else:
+        sys.stdout.write(render.selftest_report(document))
     if not ok:  # one line on stderr naming every failure (exit 1); stdout has the details
         failed = [name for name, r in report.items() if not r["ok"]]
         details = "; ".join(f"{name} failed: {report[name]['detail']}" for name in failed)

@@ -6,7 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import textwrap
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, NoReturn
 
 from controller.core.digits import NumberError, is_ascii_digits, parse_bounded_int, quoted
@@ -86,3 +90,89 @@ def whole_number(text: str, what: str, low: int, high: int) -> int:
 
 def print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, sort_keys=False) + "\n")
+
+
+# --- help, and JSON or text -------------------------------------------------------------------
+
+JSON_OR_TEXT = (
+    "On a terminal it prints a readable report; with --json, or when stdout is not a terminal"
+    " (a pipe, a file), it prints JSON, whose shape programs rely on."
+)
+
+
+HELP_WIDTH = 79  # an 80-column terminal
+
+
+def describe(p: argparse.ArgumentParser, description: str, examples: str) -> None:
+    """A subcommand's ``--help``: the paragraphs saying what it does (blank lines between
+    them), filled to HELP_WIDTH, then the examples exactly as written."""
+    paragraphs = description.split("\n\n")
+    p.description = "\n\n".join(
+        textwrap.fill(
+            " ".join(text.split()), HELP_WIDTH, break_long_words=False, break_on_hyphens=False
+        )
+        for text in paragraphs
+    )
+    p.epilog = examples
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def json_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", action="store_true", help="JSON even on a terminal (always JSON in a pipe)"
+    )
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    """JSON for a program, text for a person: ``--json``, or stdout is not a terminal."""
+    return bool(args.json) or not sys.stdout.isatty()
+
+
+# --- local date-times ---------------------------------------------------------------------------
+
+LOCAL_TIME_FORMS = "YYYY-MM-DD, YYYY-MM-DD HH:MM or YYYY-MM-DD HH:MM:SS"
+LOCAL_TIME_MAX_CHARS = 19  # the longest form
+EARLIEST_YEAR, LATEST_YEAR = 2000, 2999  # a log's times are never outside; no overflow near them
+_LOCAL_TIME = re.compile(  # ASCII digits only: \d would take '٣'
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?)?"
+)
+
+
+@dataclass(frozen=True)
+class LocalSpan:
+    """A local date-time as a person wrote it, as the span of UTC time it names: a date is its
+    whole day, ``14:00`` the whole minute, ``14:00:30`` the whole second. ``end`` is exclusive."""
+
+    text: str
+    start: datetime
+    end: datetime
+
+
+def local_span(text: str, option: str, *, zone: tzinfo | None) -> LocalSpan:
+    """``text`` (one of LOCAL_TIME_FORMS, ASCII digits, a year EARLIEST_YEAR..LATEST_YEAR) read
+    in ``zone`` (None: the machine's zone, with its daylight saving). A bad one: UsageError."""
+    found = None if len(text) > LOCAL_TIME_MAX_CHARS else _LOCAL_TIME.fullmatch(text)
+    if found is None:
+        raise UsageError(f"{option} {quoted(text)} is not a local date-time ({LOCAL_TIME_FORMS})")
+    year, month, day = (int(found[i]) for i in (1, 2, 3))
+    hour, minute, second = (None if found[i] is None else int(found[i]) for i in (4, 5, 6))
+    if not EARLIEST_YEAR <= year <= LATEST_YEAR:
+        years = f"{EARLIEST_YEAR}..{LATEST_YEAR}"
+        raise UsageError(f"{option} {quoted(text)}: the year is not {years}")
+    try:
+        naive = datetime(year, month, day, hour or 0, minute or 0, second or 0)
+    except ValueError as exc:
+        raise UsageError(f"{option} {quoted(text)}: {exc}") from None
+    unit = (
+        timedelta(days=1)
+        if hour is None
+        else timedelta(minutes=1)
+        if second is None
+        else timedelta(seconds=1)
+    )
+
+    def utc(moment: datetime) -> datetime:
+        local = moment.astimezone() if zone is None else moment.replace(tzinfo=zone)
+        return local.astimezone(UTC)
+
+    return LocalSpan(text, utc(naive), utc(naive + unit))

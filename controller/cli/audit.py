@@ -1,7 +1,10 @@
-"""The audit log's commands: ``verify-log``, ``recall``, ``export`` and ``export-key``.
+"""The audit log's commands: ``verify-log``, ``recall``, ``dice-stats``, ``export``,
+``export-key``, ``checkpoint`` and ``init``.
 
-JSON on stdout (one document, or JSON lines for ``export``); a failed verification names the
-first bad record on stderr and exits 1; a bad argument is one line on stderr and exit 2.
+The reading commands (``verify-log``, ``recall``, ``dice-stats``) print a report on a terminal
+and JSON with ``--json`` or when stdout is not a terminal (``controller/cli/render.py`` words
+the report); ``export`` writes JSON lines. A failed verification names the first bad record on
+stderr and exits 1; a bad argument is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.app.instance_lock import InstanceLock
@@ -23,12 +28,28 @@ from controller.audit.log import (
     origin_for,
     read_latest_checkpoint,
 )
-from controller.audit.recall import DEFAULT_RECALL, export_lines, recall
+from controller.audit.recall import (
+    DEFAULT_RECALL,
+    export_lines,
+    recall,
+    recall_between,
+    recall_round,
+)
 from controller.audit.verify import verify_state_dir
+from controller.cli import render
+from controller.cli.args import (
+    JSON_OR_TEXT,
+    LOCAL_TIME_FORMS,
+    describe,
+    json_argument,
+    local_span,
+    wants_json,
+    whole_number,
+)
 from controller.core.config import StorageConfig
-from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
 from controller.core.note import NoteError, Verifier
-from controller.errors import AuditLogError, LogIntegrityError, UsageError
+from controller.errors import AuditLogError, ControllerError, LogIntegrityError, UsageError
 from controller.files import read_capped
 
 MAX_NOTE_BYTES = 16 * 1024  # a signed checkpoint is a few hundred bytes
@@ -78,7 +99,22 @@ def log_verifier(state_dir: Path, key_file: str | None) -> Verifier:
 MAX_JOBS = 64
 
 
+_VERIFY_DESCRIPTION = f"""\
+Verifies the audit log from its first record to its last: the hash chain, the Merkle roots
+against every signed checkpoint, the signatures and the key the log was created for, every
+revealed RNG session replayed, every starting position and side wager recomputed from the dice
+and the recorded paytables, and each round's shape. A failure names the first bad record on
+stderr and exits 1. Works on a copy of the state directory, while the controller appends.
+{JSON_OR_TEXT}"""
+_VERIFY_EXAMPLES = """\
+examples:
+  paigow-controller verify-log --state-dir /var/lib/paigow-controller
+  paigow-controller verify-log --state-dir copy-of-state --key log.pub --checkpoint cp.txt
+  paigow-controller verify-log --state-dir copy-of-state --key log.pub --json > verified.json"""
+
+
 def verify_arguments(p: argparse.ArgumentParser) -> None:
+    describe(p, _VERIFY_DESCRIPTION, _VERIFY_EXAMPLES)
     _state_dir_argument(p)
     p.add_argument("--key", help="file holding the log's verifier key (name+keyid+base64)")
     p.add_argument(
@@ -90,6 +126,7 @@ def verify_arguments(p: argparse.ArgumentParser) -> None:
         "--jobs",
         help="processes for a long log (default: one per available core; 1: this one only)",
     )
+    json_argument(p)
 
 
 def verify(args: argparse.Namespace) -> int:
@@ -107,27 +144,110 @@ def verify(args: argparse.Namespace) -> int:
     try:
         report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
     except LogIntegrityError as exc:
-        _print({"ok": False, "record": exc.record, "error": str(exc)})
+        _report(args, {"ok": False, "record": exc.record, "error": str(exc)}, render.verify_report)
         sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
         return 1
-    _print({**report.as_dict(), "key": str(verifier)})
+    _report(args, {**report.as_dict(), "key": str(verifier)}, render.verify_report)
     return 0
+
+
+def _report(
+    args: argparse.Namespace, doc: dict[str, Any], text: Callable[[dict[str, Any]], str]
+) -> None:
+    """The JSON document for a program, or its report in words for a person at a terminal."""
+    if wants_json(args):
+        _print(doc)
+    else:
+        sys.stdout.write(text(doc))
 
 
 # --- recall ---------------------------------------------------------------------------------
 
+MAX_RECALL = 10_000
+_RECALL_DESCRIPTION = f"""\
+Game recall (AGCO 13.1.1): the last rounds played at the table, read from the audit log (a copy
+of the state directory will do), oldest first. Each round shows its number, the time it opened
+in the machine's local time zone (named in the heading), the dice (red, blue, blue), the total,
+the starting position, the bank, the attempt that gave the result, and the voids, no rolls and
+faults in that round. --round N shows one round in detail with its records in order. --since
+and --until choose the rounds that opened between two local date-times, both ends included to
+the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {JSON_OR_TEXT}"""
+_RECALL_EXAMPLES = """\
+examples:
+  paigow-controller recall --state-dir /var/lib/paigow-controller
+  paigow-controller recall --last 20
+  paigow-controller recall --round 1234
+  paigow-controller recall --since "2026-11-30 14:00" --until "2026-11-30 16:30"
+  paigow-controller recall --since 2026-11-30 --json > rounds.json"""
+
 
 def recall_arguments(p: argparse.ArgumentParser) -> None:
+    describe(p, _RECALL_DESCRIPTION, _RECALL_EXAMPLES)
     _state_dir_argument(p)
-    p.add_argument("--last", default=str(DEFAULT_RECALL), help="how many rounds (default 10)")
+    p.add_argument(
+        "--last",
+        help=f"how many rounds, 1..{MAX_RECALL} (default {DEFAULT_RECALL}; with --since or"
+        f" --until, every round between them up to {MAX_RECALL}: the last ones)",
+    )
+    p.add_argument("--round", metavar="N", help="one round in detail: its records in order")
+    p.add_argument("--since", metavar="DATE-TIME", help="rounds opened at or after it (local)")
+    p.add_argument("--until", metavar="DATE-TIME", help="rounds opened up to it (local)")
+    json_argument(p)
 
 
 def recall_command(args: argparse.Namespace) -> int:
-    try:
-        last = parse_bounded_int(args.last, low=1, high=10_000, what="--last")
-    except NumberError as exc:
-        raise UsageError(str(exc)) from None
-    _print({"rounds": recall(_state_dir(args), last=last)})
+    """Every argument is checked before the log is opened: a bad one is exit 2."""
+    windowed = args.since is not None or args.until is not None
+    if args.round is not None:
+        if windowed or args.last is not None:
+            raise UsageError("--round shows one round: it takes no --last, --since or --until")
+        return _recall_one(args, whole_number(args.round, "--round", 1, MAX_SEQ))
+    default = MAX_RECALL if windowed else DEFAULT_RECALL
+    last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
+    if not windowed:
+        rounds = recall(_state_dir(args), last=last)
+        every = "" if len(rounds) == last else ", every round the log holds"
+        heading = f"game recall: the last {len(rounds)} rounds{every}"
+        return _show_rounds(args, rounds, heading)
+    since = None if args.since is None else local_span(args.since, "--since", zone=None)
+    until = None if args.until is None else local_span(args.until, "--until", zone=None)
+    if since is not None and until is not None and since.start >= until.end:
+        raise UsageError(f"--since {args.since} is after --until {args.until}")
+    rounds, found = recall_between(
+        _state_dir(args),
+        since=None if since is None else since.start,
+        until=None if until is None else until.end,
+        last=last,
+    )
+    window = " ".join(
+        part
+        for part in (
+            "" if since is None else f"since {since.text}",
+            "" if until is None else f"until {until.text}",
+        )
+        if part
+    )
+    cut = "" if found == len(rounds) else f"; the last {len(rounds)} shown (--last)"
+    heading = f"game recall: {found} rounds opened {window} (local time){cut}"
+    return _show_rounds(args, rounds, heading)
+
+
+def _show_rounds(args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str) -> int:
+    if wants_json(args):
+        _print({"rounds": rounds})
+    else:
+        sys.stdout.write(render.recall_table(rounds, heading=heading, zone=None))
+    return 0
+
+
+def _recall_one(args: argparse.Namespace, number: int) -> int:
+    game = recall_round(_state_dir(args), number)
+    if game is None:
+        raise ControllerError(f"recall: round {number} is not in the log")
+    if wants_json(args):
+        _print({"rounds": [game]})
+    else:
+        sys.stdout.write(render.round_report(game, zone=None))
     return 0
 
 
@@ -135,6 +255,16 @@ def recall_command(args: argparse.Namespace) -> int:
 
 
 def export_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The whole audit log as JSON lines, one per record, for auditors to take away: each"
+        " record's fields, its leaf as stored (the canonical text that is hashed), its SHA-256"
+        " (the next record's prev), its RFC 6962 leaf hash, and the signed checkpoint made at"
+        " it, if any. Reads one snapshot, while the controller appends.",
+        "examples:\n"
+        "  paigow-controller export --state-dir /var/lib/paigow-controller > audit.jsonl\n"
+        "  paigow-controller export --state-dir copy-of-state | gzip > audit.jsonl.gz",
+    )
     _state_dir_argument(p)
 
 
@@ -149,6 +279,14 @@ def export(args: argparse.Namespace) -> int:
 
 
 def checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The log's latest signed checkpoint (a C2SP signed note: the log's size and Merkle"
+        " root, signed with its Ed25519 key), to keep off the box. Given back to verify-log"
+        " --checkpoint later, it proves the log still extends what it held then: nothing"
+        " recorded before it was changed or removed. Exit 1 when the log has none yet.",
+        "example:\n  paigow-controller checkpoint --state-dir /var/lib/paigow-controller > cp.txt",
+    )
     _state_dir_argument(p)
 
 
@@ -166,6 +304,15 @@ def checkpoint_command(args: argparse.Namespace) -> int:
 
 
 def init_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Makes a new state directory: the log's Ed25519 signing key (mode 0600) and the log's"
+        " first record, which names the log's origin and its verifier key; prints the verifier"
+        " key. Refuses a directory that already holds a log or a key: a key is never replaced.",
+        "examples:\n"
+        "  paigow-controller init --config /etc/paigow-controller/config.toml\n"
+        "  paigow-controller init --state-dir demo-state > demo-state.pub",
+    )
     _state_dir_argument(p)
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
 
@@ -192,6 +339,13 @@ def init_command(args: argparse.Namespace) -> int:
 
 
 def key_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The log's verifier key (name+keyid+base64, the note-verifier form), read from the"
+        " state directory's signing key. Keep it off the box: verify-log --key checks a copy of"
+        " the log against it, so a log re-signed with another key fails.",
+        "example:\n  paigow-controller export-key --state-dir /var/lib/paigow-controller > log.pub",
+    )
     _state_dir_argument(p)
 
 
@@ -212,13 +366,13 @@ examples:
 def dice_stats_arguments(p: argparse.ArgumentParser) -> None:
     from controller.core.dice_monitor import Window
 
-    p.description = (
+    describe(
+        p,
         "The dice's face counts, their chi-square p-values and the dice monitor's figures,"
         " counted again from the log's records (a copy of the state directory will do). JSON"
-        " with --json or when stdout is not a terminal; a table on a terminal."
+        " with --json or when stdout is not a terminal; a table on a terminal.",
+        _DICE_STATS_EXAMPLES,
     )
-    p.epilog = _DICE_STATS_EXAMPLES
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
     _state_dir_argument(p)
     p.add_argument(
         "--window",
@@ -227,16 +381,12 @@ def dice_stats_arguments(p: argparse.ArgumentParser) -> None:
         help="set: since the dice were put in (default); shift: since the shift change;"
         " all: since the log began",
     )
-    p.add_argument("--json", action="store_true", help="JSON even on a terminal")
+    json_argument(p)
 
 
 def dice_stats_command(args: argparse.Namespace) -> int:
-    from controller.audit.dice_stats import dice_stats, table_text
+    from controller.audit.dice_stats import dice_stats
     from controller.core.dice_monitor import Window
 
-    stats = dice_stats(_state_dir(args), Window(args.window))
-    if args.json or not sys.stdout.isatty():
-        _print(stats)
-    else:
-        sys.stdout.write(table_text(stats))
+    _report(args, dice_stats(_state_dir(args), Window(args.window)), render.dice_stats_report)
     return 0

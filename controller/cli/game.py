@@ -1,14 +1,24 @@
 """The game's own commands: ``position``, ``deal-plan``, ``wagers``, ``paytables`` and
 ``check-config``. They decide nothing themselves: the core (controller/core/) does, from the
-rule texts."""
+rule texts. The reading commands ``paytables`` and ``check-config`` print a report on a
+terminal and JSON with ``--json`` or in a pipe; the others print JSON."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
-from controller.cli.args import print_json, whole_number
+from controller.cli import render
+from controller.cli.args import (
+    JSON_OR_TEXT,
+    describe,
+    json_argument,
+    print_json,
+    wants_json,
+    whole_number,
+)
 from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import FACES, Roll
@@ -34,6 +44,16 @@ def _seat(text: str) -> int:
 
 
 def position_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The position that receives the first stack (Pai Gow tiles) or the first hand (Pai Gow"
+        " poker) for a dice total, counted counterclockwise with the bank as number one: the"
+        " dealer, or the seat of the player who banks or co-banks (621a.8(c), 621a.11(j),"
+        " 645a.12). Prints JSON: the game, the total, the bank and the position's label.",
+        "examples:\n"
+        "  paigow-controller position --game tiles --total 9\n"
+        "  paigow-controller position --game poker --total 5 --bank-seat 3",
+    )
     p.add_argument("--game", required=True, choices=[g.value for g in Game])
     p.add_argument("--total", required=True, help="the dice total, 3..18")
     p.add_argument("--bank-seat", help="the seat of the player who banks or co-banks, 1..6")
@@ -64,9 +84,7 @@ example:
 
 
 def deal_plan_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = DEAL_PLAN_DESCRIPTION
-    p.epilog = DEAL_PLAN_EXAMPLE
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    describe(p, DEAL_PLAN_DESCRIPTION, DEAL_PLAN_EXAMPLE)
     p.add_argument(
         "--style",
         required=True,
@@ -98,6 +116,16 @@ def _dice(text: str) -> Roll:
 
 
 def wagers_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The dice side wagers' outcomes for one roll of the three dice (red first): whether"
+        " the sum, match and beat-it wagers win, and what each configured paytable pays"
+        " (621a.5(e)(2)-(4), 645c.2). Only the casino's paytables pay; none is invented."
+        " Prints JSON.",
+        "examples:\n"
+        "  paigow-controller wagers --dice 6,2,1\n"
+        "  paigow-controller wagers --dice 4,4,2 --config /etc/paigow-controller/config.toml",
+    )
     p.add_argument("--dice", required=True, help="R,B,B: the red die first, then the two blue")
     p.add_argument("--config", help="config file with the casino's paytables")
 
@@ -125,17 +153,30 @@ def wagers(args: argparse.Namespace) -> int:
 
 
 def paytables_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Each side wager paytable's exact hit frequency and house edge, counted over the 216"
+        " equally likely rolls of the three dice (fractions, and percentages to four places)."
+        " Without --config, the built-in sum paytables A and B of 645c.2(g). A bad config"
+        f" exits 78 naming the key. {JSON_OR_TEXT}",
+        "examples:\n"
+        "  paigow-controller paytables\n"
+        "  paigow-controller paytables --config /etc/paigow-controller/config.toml --json",
+    )
     p.add_argument("--config", help="config file with the casino's paytables")
+    json_argument(p)
 
 
 def paytables(args: argparse.Namespace) -> int:
     config = _config_or_default(args.config)
-    print_json(
-        {
-            "outcomes": 216,
-            "paytables": [paytable_figures(t).as_report() for t in config.paytables],
-        }
-    )
+    report = {
+        "outcomes": 216,
+        "paytables": [paytable_figures(t).as_report() for t in config.paytables],
+    }
+    if wants_json(args):
+        print_json(report)
+    else:
+        sys.stdout.write(render.paytables_report(report))
     return 0
 
 
@@ -143,19 +184,32 @@ def paytables(args: argparse.Namespace) -> int:
 
 
 def check_config_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Reads a config file as the controller would at start-up and says whether it is valid:"
+        " a bad one (an unknown key, a value out of range, a file too large) exits 78 with one"
+        " line naming the key. A valid one shows its SHA-256 (the config_loaded record carries"
+        f" the same), the table, game, mode and paytables. {JSON_OR_TEXT}",
+        "examples:\n"
+        "  paigow-controller check-config\n"
+        "  paigow-controller check-config --config new-config.toml --json",
+    )
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    json_argument(p)
 
 
 def check_config(args: argparse.Namespace) -> int:
     config = load_config(Path(args.config))
-    print_json(
-        {
-            "config": args.config,
-            "sha256": config.source_sha256,
-            "table": config.table.name,
-            "game": str(config.table.game),
-            "mode": str(config.table.mode),
-            "paytables": [t.name for t in config.paytables],
-        }
-    )
+    report = {
+        "config": args.config,
+        "sha256": config.source_sha256,
+        "table": config.table.name,
+        "game": str(config.table.game),
+        "mode": str(config.table.mode),
+        "paytables": [t.name for t in config.paytables],
+    }
+    if wants_json(args):
+        print_json(report)
+    else:
+        sys.stdout.write(render.config_report(report))
     return 0

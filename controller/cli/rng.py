@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from controller.cli.args import describe
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
 from controller.core.drbg import MAX_REQUEST_BYTES, MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg
 from controller.core.drbg import known_answer_test as _known_answer_test
@@ -26,6 +27,15 @@ MAX_LINE_BYTES = 1 << 20  # one exported record; a record is a few kB
 
 
 def rng_stream_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Raw output of the controller's DRBG (HMAC_DRBG with SHA-256, after its known-answer"
+        " test), freshly seeded from the operating system, as binary on stdout: for external"
+        " statistical test suites such as dieharder or NIST SP 800-22. Never used for a game.",
+        "examples:\n"
+        "  paigow-controller rng-stream --bytes 1048576 > rng.bin\n"
+        "  paigow-controller rng-stream --bytes 0 | dieharder -a -g 200",
+    )
     p.add_argument(
         "--bytes",
         required=True,
@@ -69,6 +79,17 @@ def rng_stream(args: argparse.Namespace) -> int:
 
 
 def rng_replay_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "Replays every revealed RNG session of an exported log (paigow-controller export):"
+        " the revealed seed must match its commitment, and every number drawn must be what the"
+        " DRBG gives from it. Prints JSON: the sessions verified, or one session with every"
+        " draw (--session). A session that does not replay exits 1 naming it.",
+        "examples:\n"
+        "  paigow-controller export --state-dir D > audit.jsonl\n"
+        "  paigow-controller rng-replay --log audit.jsonl\n"
+        "  paigow-controller rng-replay --log audit.jsonl --session SESSION-ID",
+    )
     p.add_argument(
         "--log",
         required=True,
