@@ -94,7 +94,9 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         "examples:\n"
         "  paigow-controller simulate --rounds 50 --fast --state-dir demo-state\n"
         "  paigow-controller simulate --rounds 200 --fast --faults none --plain-rounds\n"
-        "  paigow-controller simulate --fast --faults tilted=0.2,lid=0.05 --seed 7",
+        "  paigow-controller simulate --fast --faults tilted=0.2,lid=0.05 --seed 7\n"
+        "  paigow-controller simulate --rounds 1 --sensor-url /dev/paigow-dice   # a sensor on the"
+        " bench",
     )
     p.add_argument("--rounds", default="20", help="rounds to play (default 20)")
     p.add_argument("--seed", default="1", help="seed of the simulated dice and crew (default 1)")
