@@ -147,6 +147,15 @@ def test_an_added_a_missing_and_a_linked_file_are_named(release: Release) -> Non
     }
 
 
+def test_a_file_whose_name_is_not_utf8_is_named_and_can_be_recorded(release: Release) -> None:
+    odd = os.fsencode(release.root / "drivers") + b"/\xff\n.py"
+    with open(odd, "wb") as file:
+        file.write(b"x = 1\n")
+    check = release.verifier().check()
+    assert [str(d) for d in check.differences] == ["added: drivers/\\xff\n.py"]
+    canonical.encode(check.as_record())  # recordable as it is
+
+
 def test_another_version_running_is_a_mismatch(release: Release) -> None:
     verifier = dataclasses.replace(release.verifier(), version="9.9.9")
     check = verifier.check()

@@ -140,7 +140,9 @@ class SoftwareCheck:
             "manifest": self.manifest,
             "key": self.key,
             "files": self.files,
-            "differ": [str(d) for d in self.differences[:MAX_DIFFERENCES_RECORDED]],
+            "differ": [
+                str(d)[:MAX_PATH_CHARS] for d in self.differences[:MAX_DIFFERENCES_RECORDED]
+            ],
             "differ_count": len(self.differences),
             "detail": self.detail,
             "required": self.required,

@@ -126,7 +126,11 @@ def hash_packages(root: Path) -> dict[str, str]:
                 raise SoftwareIdentityError(f"{directory}: packages are not nested this deep")
             subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
             for name in sorted(names):
-                path = f"{relative.as_posix()}/{name}"
+                # a name that is not UTF-8 is kept as escaped ASCII: it names the file, and
+                # it can be recorded (and it never matches the manifest, which is ASCII)
+                path = os.fsencode(f"{relative.as_posix()}/{name}").decode(
+                    "ascii", "backslashreplace"
+                )
                 if not is_covered(path):
                     continue
                 if len(found) >= MAX_FILES:
@@ -137,7 +141,8 @@ def hash_packages(root: Path) -> dict[str, str]:
             # a directory that is a symbolic link is listed among subdirectories, never entered
             for name in list(subdirectories):
                 if (Path(directory) / name).is_symlink():
-                    found[f"{relative.as_posix()}/{name}"] = NOT_A_FILE
+                    linked = os.fsencode(f"{relative.as_posix()}/{name}")
+                    found[linked.decode("ascii", "backslashreplace")] = NOT_A_FILE
                     subdirectories.remove(name)
     return found
 
