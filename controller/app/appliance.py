@@ -46,7 +46,7 @@ from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import LogIdentityError, LogIntegrityError
-from controller.ports import ClockStatus, TableDisplay, wall_ms
+from controller.ports import ClockStatus, ProgramVerification, TableDisplay, wall_ms
 from controller.rng.session import RngPort, RngSessionManager
 from controller.software.check import SoftwareVerifier
 from drivers.dice_sensor import SerialDiceSensor
@@ -74,7 +74,7 @@ class Options:
     # Program verification: None checks the installed software as [software] says; no manifest
     # installed is a fault only with ``software_required`` (``run`` takes [software] required;
     # simulate and the tests record it as unverified)
-    software: SoftwareVerifier | None = None
+    software: ProgramVerification | None = None
     software_required: bool = False
     clock_status: ClockStatus | None = None  # None: the OS's (adjtimex, systemd-timesyncd)
 
@@ -167,7 +167,7 @@ class Appliance:
             machine.context.round_number,
         )
 
-    def _software(self) -> SoftwareVerifier:
+    def _software(self) -> ProgramVerification:
         if self.options.software is not None:
             return self.options.software
         return SoftwareVerifier.installed(

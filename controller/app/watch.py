@@ -11,8 +11,7 @@ from controller.core.records import RecordKind
 from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import ClockSync, Event, Occurrence
 from controller.errors import AuditLogError
-from controller.ports import ClockStatus
-from controller.software.check import SoftwareVerifier
+from controller.ports import ClockStatus, ProgramVerification
 
 log = logging.getLogger("paigow.appliance")
 
@@ -42,7 +41,7 @@ class SoftwareWatch:
     """Program verification at start (``first``) and then periodically (``check``), each
     result compared by the core with the one before it (``software_changed``)."""
 
-    def __init__(self, verifier: SoftwareVerifier, *, before: SoftwareIdentity | None) -> None:
+    def __init__(self, verifier: ProgramVerification, *, before: SoftwareIdentity | None) -> None:
         self.verifier = verifier
         self.before = before
 
