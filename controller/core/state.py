@@ -1361,7 +1361,13 @@ class _Rules:
         without a committed result is void and the player shakes again (the next attempt); a
         pending RNG draw is taken up again (the shell uses the recorded number if there is one);
         a fault stays active with every output safe. ``occ.fault`` is a fault the shell found
-        while opening the log (a log rolled back behind its anchor): it latches last."""
+        while opening the log (a log rolled back behind its anchor): it latches last.
+
+        ``occ.software`` is the program verification at start: recorded (``software_check``,
+        and ``software_changed`` when the software differs from the last check's), and a
+        failure latches ``software_identity``. ``occ.clock`` says whether the OS's clock is
+        synchronised: ``power_on`` carries it, so that a reader knows whether to trust the
+        records' times."""
         if ctx.is_running:
             previous = "interrupted"
         else:
