@@ -16,6 +16,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 
 from controller.app.appliance import Appliance, Options
 from controller.app.loop import Duty
+from controller.app.watch import ClockWatch, last_software_identity
 from controller.audit.log import AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
@@ -506,3 +507,37 @@ def test_power_on_records_an_unknown_clock(
     start(state, factory, release.verifier(), FakeClock(None)).close()
     power_on = next(d for k, d in records(state) if k == RecordKind.POWER_ON)
     assert power_on["clock"] == str(ClockSync.UNKNOWN)
+
+
+def test_the_clock_watch_reports_each_change_once() -> None:
+    status = FakeClock(False)
+    watch = ClockWatch(status)
+    assert watch.now() is ClockSync.UNSYNCHRONISED
+    assert watch.check(1) is None
+    status.synchronised = True
+    changed = watch.check(2)
+    assert changed is not None
+    assert (changed.event, changed.clock, changed.at) == (
+        Event.CLOCK_CHANGED,
+        ClockSync.SYNCHRONISED,
+        2,
+    )
+    assert watch.check(3) is None
+    status.synchronised = None  # the kernel and the time service no longer say
+    unknown = watch.check(4)
+    assert unknown is not None
+    assert unknown.clock is ClockSync.UNKNOWN
+
+
+def test_the_last_software_check_is_found_within_a_bounded_look_back(
+    release: Release, tmp_path: Path, factory: MockFactory
+) -> None:
+    state = tmp_path / "state"
+    start(state, factory, release.verifier(), FakeClock(True)).close()
+    log = AuditLog.open(state, origin="paigow-controller/t9")
+    try:
+        found = last_software_identity(log)
+        assert found == release.verifier().check().identity
+        assert log.last_record(RecordKind.SOFTWARE_CHECK, within=1) is None  # not the last
+    finally:
+        log.close()
