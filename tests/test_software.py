@@ -157,6 +157,19 @@ def test_a_file_whose_name_is_not_utf8_is_named_and_can_be_recorded(release: Rel
     canonical.encode(check.as_record())  # recordable as it is
 
 
+def test_a_pipe_is_never_opened_and_a_tree_past_the_bounds_is_a_mismatch(
+    release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.mkfifo(release.root / "drivers" / "pipe.py")  # reading it would wait for a writer
+    check = release.verifier().check()
+    assert [str(d) for d in check.differences] == ["added: drivers/pipe.py"]
+    monkeypatch.setattr("controller.software.check.MAX_ENTRIES", 10)
+    check = release.verifier().check()
+    assert check.result is SoftwareResult.MISMATCH
+    assert "more than 10 names" in check.detail
+    assert check.manifest is not None  # the manifest it was checked against
+
+
 def test_another_version_running_is_a_mismatch(release: Release) -> None:
     verifier = dataclasses.replace(release.verifier(), version="9.9.9")
     check = verifier.check()

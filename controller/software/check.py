@@ -19,6 +19,7 @@ Hashing is bounded: at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` ea
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import importlib.metadata
@@ -49,6 +50,7 @@ from controller.files import TooLarge, fsync_dir, read_capped
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 12
+MAX_ENTRIES = 8 * MAX_FILES  # names walked in all, bytecode caches and other files included
 MAX_KEY_FILE_BYTES = 1024
 _CHUNK = 256 * 1024
 NOT_A_FILE = "not a regular file"  # the digest of what is not a regular file: never a match
@@ -78,8 +80,11 @@ def running_version() -> str:
 
 
 def _file_digest(path: Path, budget: int) -> tuple[str, int]:
-    """SHA-256 hex of a regular file (``NOT_A_FILE`` for anything else), and its size."""
+    """SHA-256 hex of a regular file (``NOT_A_FILE`` for anything else, never opened: a
+    device or a pipe is not read), and its size."""
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return NOT_A_FILE, 0
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symbolic link
@@ -116,6 +121,7 @@ def hash_packages(root: Path) -> dict[str, str]:
     '/'-separated path from ``root``. :class:`SoftwareIdentityError` past the bounds."""
     found: dict[str, str] = {}
     budget = MAX_TOTAL_BYTES
+    entries = 0  # every name walked, covered or not (a directory of a million caches)
     for package in PACKAGES:
         top = root / package
         if not top.is_dir():
@@ -124,6 +130,11 @@ def hash_packages(root: Path) -> dict[str, str]:
             relative = Path(directory).relative_to(root)
             if len(relative.parts) > MAX_DEPTH:
                 raise SoftwareIdentityError(f"{directory}: packages are not nested this deep")
+            entries += len(names) + len(subdirectories)
+            if entries > MAX_ENTRIES:
+                raise SoftwareIdentityError(
+                    f"{root}: more than {MAX_ENTRIES} names in the packages"
+                )
             subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
             for name in sorted(names):
                 # a name that is not UTF-8 is kept as escaped ASCII: it names the file, and
@@ -204,9 +215,13 @@ class SoftwareVerifier:
             return failed(SoftwareResult.BAD_MANIFEST, f"{self.manifest}: {exc}")
         try:
             manifest = open_manifest(blob, self._release_key())
-            found = hash_packages(self.root)
         except SoftwareIdentityError as exc:
             return failed(SoftwareResult.BAD_MANIFEST, str(exc))
+        try:
+            found = hash_packages(self.root)
+        except SoftwareIdentityError as exc:  # past the bounds, or unreadable: not the release
+            refused = failed(SoftwareResult.MISMATCH, str(exc))
+            return dataclasses.replace(refused, manifest=manifest.digest, key=manifest.key_id)
         return checked(manifest, found, version=self.version, required=self.required)
 
 
