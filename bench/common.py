@@ -339,7 +339,6 @@ def table_daemon_command(*args: str) -> list[str]:
     return [sys.executable, str(Path(__file__).parent / "table_daemon.py"), *args]
 
 
-@contextlib.contextmanager
 def signed_manifest(work: Path) -> tuple[Path, str]:
     """A manifest of this checkout's packages signed with a throw-away release key, in
     ``work``: the daemon verifies its own files at start as on a table (a checkout has no
@@ -350,6 +349,7 @@ def signed_manifest(work: Path) -> tuple[Path, str]:
     return manifest, str(signer.verifier)
 
 
+@contextlib.contextmanager
 def run_daemon(
     state_dir: Path,
     *,
