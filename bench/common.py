@@ -29,6 +29,13 @@ from pathlib import Path
 
 from controller.app import simulate
 from controller.core.config import Config
+from controller.software.check import (
+    build_manifest,
+    create_release_key,
+    installed_root,
+    running_version,
+    write_manifest,
+)
 from drivers.sim.sensor import SimulatedSensor
 
 WATCHDOG_USEC = 10_000_000  # the unit's WatchdogSec=10
@@ -332,6 +339,16 @@ def table_daemon_command(*args: str) -> list[str]:
     return [sys.executable, str(Path(__file__).parent / "table_daemon.py"), *args]
 
 
+def signed_manifest(work: Path) -> tuple[Path, str]:
+    """A manifest of this checkout's packages signed with a throw-away release key, in
+    ``work``: the daemon verifies its own files at start as on a table (a checkout has no
+    manifest, and ``run`` would start in the software_identity fault)."""
+    signer = create_release_key(work / "release.key")
+    manifest = work / "MANIFEST.json"
+    write_manifest(manifest, build_manifest(installed_root(), signer, running_version()))
+    return manifest, str(signer.verifier)
+
+
 @contextlib.contextmanager
 def run_daemon(
     state_dir: Path,
@@ -348,10 +365,12 @@ def run_daemon(
         sensor = stack.enter_context(SimulatedSensor(seed=sensor_seed))
         http_port, feed_port = free_port(), free_port()
         config = work / "config.toml"
+        manifest, release_key = signed_manifest(work)
         config.write_text(
             f'[storage]\nstate_dir = "{state_dir}"\n'
             f'[sensor]\nurl = "{sensor.url}"\n'
-            f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n" + config_text
+            f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n"
+            f'[software]\nmanifest = "{manifest}"\npublic_key = "{release_key}"\n' + config_text
         )
         notify = NotifySocket(work)
         stack.callback(notify.close)

@@ -148,3 +148,8 @@ class LogIntegrityError(AuditLogError):
         where = f"record {record}" if record is not None else "log"
         super().__init__(f"{where}: {message}")
         self.record = record
+
+
+class SoftwareIdentityError(ControllerError, ValueError):
+    """A software manifest that cannot be read, is malformed, is not signed by the release key,
+    or a package tree that cannot be hashed within its bounds (program verification)."""

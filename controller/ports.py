@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from controller.core.dice import Roll
 from controller.core.records import RecordKind, StoredRecord
+from controller.core.software import SoftwareCheck
 from controller.core.state import Occurrence, Screen
 
 Clock = Callable[[], int]
@@ -41,6 +42,14 @@ class ClockStatus(Protocol):
     never a subprocess)."""
 
     def is_synchronised(self) -> bool | None: ...
+
+
+class ProgramVerification(Protocol):
+    """The installed software checked against its release's signed manifest
+    (``controller/software/check.py``): never raises, whatever it found is the result. Called
+    on the control thread, at start and between rounds; bounded (milliseconds)."""
+
+    def check(self) -> SoftwareCheck: ...
 
 
 class EventSink(Protocol):

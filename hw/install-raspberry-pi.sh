@@ -53,6 +53,30 @@ if [ ! -e "$etc/config.toml" ]; then
 fi
 "$prefix/venv/bin/paigow-controller" check-config --config "$etc/config.toml"
 
+echo "== software manifest (program verification: README, \"Software identity\")"
+# PAIGOW_MANIFEST: the release's MANIFEST.json, signed off the box (paigow-controller manifest);
+# PAIGOW_RELEASE_PUB: its verifier key, installed beside it as release.pub (or set [software]
+# public_key in the config). PAIGOW_RELEASE_KEY instead signs here: the signing key then passes
+# through this box (a test table only). Neither: the table shows the software_identity fault
+# unless [software] required = false.
+pkg=$("$prefix/venv/bin/python" -c 'import controller, os; print(os.path.dirname(controller.__file__))')
+rm -f "$pkg/MANIFEST.json" "$pkg/release.pub"  # pip leaves a previous release's in place
+if [ -n "${PAIGOW_MANIFEST:-}" ]; then
+    install -m 0644 "$PAIGOW_MANIFEST" "$pkg/MANIFEST.json"
+    [ -z "${PAIGOW_RELEASE_PUB:-}" ] || install -m 0644 "$PAIGOW_RELEASE_PUB" "$pkg/release.pub"
+elif [ -n "${PAIGOW_RELEASE_KEY:-}" ]; then
+    "$prefix/venv/bin/paigow-controller" manifest --release-key "$PAIGOW_RELEASE_KEY" --out "$pkg/MANIFEST.json"
+    "$prefix/venv/bin/python" -c 'import pathlib, sys
+from controller.software.check import read_release_key
+print(read_release_key(pathlib.Path(sys.argv[1])).verifier)' "$PAIGOW_RELEASE_KEY" > "$pkg/release.pub"
+    chmod 0644 "$pkg/release.pub"
+else
+    echo "install: no software manifest (PAIGOW_MANIFEST= or PAIGOW_RELEASE_KEY=)" >&2
+fi
+if [ -e "$pkg/MANIFEST.json" ]; then
+    "$prefix/venv/bin/paigow-controller" verify-software --config "$etc/config.toml"
+fi
+
 echo "== udev rule"
 install -m 0644 "$src/hw/99-paigow-dice.rules" /etc/udev/rules.d/99-paigow-dice.rules
 udevadm control --reload

@@ -185,6 +185,9 @@ FAIL_LATER: dict[str, list[str]] = {
     "export-key": ["--state-dir", "{dir}"],
     "checkpoint": ["--state-dir", "{dir}"],
     "init": ["--config", "{missing}"],
+    "verify-software": ["--config", "{missing}"],
+    "manifest": ["--release-key", "{missing}", "--out", "{missing}"],
+    "release-key": ["--out", "{empty}", "--name", "not a name"],  # {empty} is never replaced
 }
 
 

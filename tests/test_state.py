@@ -11,11 +11,19 @@ import pytest
 from controller.core.dice import DiceReading, DieColour, DieReading, NoRollReason, Roll
 from controller.core.position import Game
 from controller.core.records import RecordKind
+from controller.core.software import (
+    Change,
+    Difference,
+    SoftwareCheck,
+    SoftwareIdentity,
+    SoftwareResult,
+)
 from controller.core.state import (
     MOTOR_GRACE_MS,
     TRANSITIONS,
     Action,
     ActionKind,
+    ClockSync,
     Event,
     Fault,
     Mode,
@@ -193,6 +201,11 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
     if event is Event.VOID_RESULT:
         data["reason"] = VoidReason.MISREAD
         data["voids"] = (1, 1)  # the result the walk reaches: round 1, attempt 1
+    if event is Event.CLOCK_CHANGED:
+        data["clock"] = ClockSync.SYNCHRONISED
+    if event is Event.SOFTWARE_CHECKED:
+        yield Occurrence(event, at=at, software=MISMATCH)
+        data["software"] = VERIFIED
     if event is Event.SHAKE_PRESSED:
         yield Occurrence(event, at=at, delay_ms=400)
     if event is Event.DICE_REPLACED:
@@ -203,6 +216,14 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
     for supervisor in (False, True):
         yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
         yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
+
+
+VERIFIED = SoftwareCheck(SoftwareResult.OK, "1.0", manifest="ab" * 32, key="01020304", files=80)
+MISMATCH = replace(
+    VERIFIED,
+    result=SoftwareResult.MISMATCH,
+    differences=(Difference("controller/core/state.py", Change.CHANGED),),
+)
 
 
 REACHABLE = [
@@ -665,6 +686,135 @@ def test_the_first_power_on_opens_the_first_round() -> None:
     assert t.screens() == [Screen.READY]
     assert t.machine.context.is_running
     assert t.machine.context.is_round_open
+
+
+# --- program verification and the clock ----------------------------------------------------
+
+
+def test_power_on_records_the_software_check_and_the_clock() -> None:
+    t = Table()
+    t.send(Event.POWER_ON, software=VERIFIED, clock=ClockSync.UNSYNCHRONISED)
+    assert t.records() == [
+        RecordKind.POWER_ON,
+        RecordKind.SOFTWARE_CHECK,
+        RecordKind.ROUND_OPENED,
+        RecordKind.RECOVERY,
+    ]
+    assert t.actions[0].data == {
+        "previous": "first start",
+        "software": {"version": "1.0", "manifest": "ab" * 32},
+        "clock": "unsynchronised",
+    }
+    check = next(a for a in t.actions if a.record is RecordKind.SOFTWARE_CHECK)
+    assert check.data["reason"] == "power_on"
+    assert check.data["result"] == "ok"
+    assert check.data["key"] == "01020304"
+    assert t.state is State.IDLE
+
+
+def test_a_mismatch_at_power_on_is_a_fault_only_the_supervisor_clears_once_verified() -> None:
+    t = Table()
+    t.send(Event.LID_CLOSED)
+    t.send(Event.POWER_ON, software=MISMATCH)
+    assert t.state is State.FAULT
+    assert t.machine.context.active_faults == {Fault.SOFTWARE_IDENTITY}
+    check = next(a for a in t.actions if a.record is RecordKind.SOFTWARE_CHECK)
+    assert check.data["differ"] == ["changed: controller/core/state.py"]
+    fault = next(a for a in t.actions if a.record is RecordKind.FAULT)
+    assert "changed: controller/core/state.py" in str(fault.data["detail"])
+    assert ActionKind.SAFE_STATE in t.kinds()
+    assert t.screens() == [Screen.FAULT]
+    t.send(Event.CLEAR_FAULT)  # the dealer's key
+    assert t.state is State.FAULT
+    t.send(Event.CLEAR_FAULT, supervisor=True)  # the files still differ
+    assert t.state is State.FAULT
+    assert "signed manifest" in str(t.shown(Screen.REFUSED).data["reason"])
+    t.send(Event.SOFTWARE_CHECKED, software=VERIFIED)  # the release reinstalled
+    assert t.state is State.FAULT  # still, until the supervisor clears it
+    assert t.records() == [RecordKind.SOFTWARE_CHECK]
+    t.send(Event.CLEAR_FAULT, supervisor=True)
+    assert t.state is State.IDLE
+    assert t.records() == [RecordKind.FAULT_CLEARED]
+
+
+def test_a_software_fault_stays_across_a_power_cycle_until_cleared() -> None:
+    t = Table()
+    t.send(Event.POWER_ON, software=MISMATCH)
+    after = power_on(t.machine, software=VERIFIED)
+    assert after.state is State.FAULT
+    assert Fault.SOFTWARE_IDENTITY in after.machine.context.active_faults
+    assert RecordKind.FAULT not in after.records()  # latched already: not a second fault
+    after.send(Event.CLEAR_FAULT, supervisor=True)
+    assert after.state is State.IDLE
+
+
+@pytest.mark.parametrize(
+    ("required", "faults"), [(False, set()), (True, {Fault.SOFTWARE_IDENTITY})]
+)
+def test_no_manifest_is_unverified_or_a_fault_as_configured(
+    required: bool, faults: set[Fault]
+) -> None:
+    unverified = SoftwareCheck(
+        SoftwareResult.NO_MANIFEST, "1.0", detail="no manifest at /x", required=required
+    )
+    t = Table()
+    t.send(Event.POWER_ON, software=unverified)
+    assert t.machine.context.active_faults == faults
+    check = next(a for a in t.actions if a.record is RecordKind.SOFTWARE_CHECK)
+    assert check.data["result"] == "no_manifest"
+    assert check.data["required"] is required
+
+
+def test_a_changed_version_or_manifest_is_recorded_as_a_software_change() -> None:
+    before = SoftwareIdentity("0.9", "cd" * 32)
+    t = Table()
+    t.send(Event.POWER_ON, software=VERIFIED, software_before=before)
+    changed = next(a for a in t.actions if a.record is RecordKind.SOFTWARE_CHANGED)
+    assert changed.data == {
+        "round": 1,
+        "previous": {"version": "0.9", "manifest": "cd" * 32},
+        "now": {"version": "1.0", "manifest": "ab" * 32},
+    }
+    same = Table()
+    same.send(Event.POWER_ON, software=VERIFIED, software_before=VERIFIED.identity)
+    assert RecordKind.SOFTWARE_CHANGED not in same.records()
+    # found by a periodic check too (files replaced while the controller runs)
+    t.send(Event.SOFTWARE_CHECKED, software=MISMATCH, software_before=before)
+    assert t.records()[:2] == [RecordKind.SOFTWARE_CHECK, RecordKind.SOFTWARE_CHANGED]
+
+
+def test_a_periodic_mismatch_latches_once() -> None:
+    t = running()
+    t.send(Event.SOFTWARE_CHECKED, software=MISMATCH)
+    assert t.state is State.FAULT
+    assert t.records() == [RecordKind.SOFTWARE_CHECK, RecordKind.FAULT]
+    t.send(Event.SOFTWARE_CHECKED, software=MISMATCH)
+    assert t.records() == [RecordKind.SOFTWARE_CHECK]  # recorded, not latched again
+
+
+def test_a_periodic_mismatch_in_a_shake_voids_it_and_latches() -> None:
+    t = running().to_settling()
+    attempt = t.machine.context.attempt
+    t.send(Event.SOFTWARE_CHECKED, software=MISMATCH)
+    assert t.state is State.FAULT
+    assert t.machine.context.attempt == attempt + 1
+    assert ActionKind.STOP_MOTOR in t.kinds()
+
+
+def test_both_a_rolled_back_log_and_a_mismatch_latch_with_one_fault_screen() -> None:
+    t = Table()
+    t.send(Event.POWER_ON, software=MISMATCH, fault=Fault.LOG_ROLLBACK, detail="rolled back")
+    assert t.machine.context.active_faults == {Fault.SOFTWARE_IDENTITY, Fault.LOG_ROLLBACK}
+    assert t.records().count(RecordKind.FAULT) == 2
+    assert t.screens() == [Screen.FAULT]
+
+
+def test_a_change_of_the_clock_is_recorded() -> None:
+    t = running()
+    t.send(Event.CLOCK_CHANGED, clock=ClockSync.SYNCHRONISED)
+    assert t.records() == [RecordKind.CLOCK_STATUS]
+    assert t.actions[0].data == {"round": 1, "clock": "synchronised"}
+    assert t.state is State.IDLE
 
 
 def power_on(machine: RoundMachine, **data: object) -> Table:

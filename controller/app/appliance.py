@@ -31,21 +31,24 @@ from typing import Any
 
 from controller.app.adapters import NoShaker, SensorKeeper
 from controller.app.instance_lock import InstanceLock
-from controller.app.loop import ControlLoop, EventQueue, Ports
+from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
+from controller.app.watch import CLOCK_EVERY_MS, ClockWatch, SoftwareWatch, last_software_identity
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config, RoundConfig
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
+from controller.display.clock import SystemClockStatus
 from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import LogIdentityError, LogIntegrityError
-from controller.ports import TableDisplay, wall_ms
+from controller.ports import ClockStatus, ProgramVerification, TableDisplay, wall_ms
 from controller.rng.session import RngPort, RngSessionManager
+from controller.software.check import SoftwareVerifier
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
@@ -68,6 +71,12 @@ class Options:
     wall_clock: Callable[[], int] = wall_ms  # UTC milliseconds (the simulation's may run fast)
     service_terminal: bool = True  # the supervisor's commands on a Unix socket
     control_socket: Path | None = None  # None: $RUNTIME_DIRECTORY's control.sock, else state_dir's
+    # Program verification: None checks the installed software as [software] says; no manifest
+    # installed is a fault only with ``software_required`` (``run`` takes [software] required;
+    # simulate and the tests record it as unverified)
+    software: ProgramVerification | None = None
+    software_required: bool = False
+    clock_status: ClockStatus | None = None  # None: the OS's (adjtimex, systemd-timesyncd)
 
 
 class Appliance:
@@ -117,6 +126,12 @@ class Appliance:
             rng=rng_port,
         )
         machine = RoundMachine(settings, context)
+        software = SoftwareWatch(self._software(), before=last_software_identity(audit))
+        clock = ClockWatch(self.options.clock_status or SystemClockStatus())
+        duties = [
+            Duty("software", config.software.check_every_s * 1000, software.check),
+            Duty("clock", CLOCK_EVERY_MS, clock.check),
+        ]
         self.loop = ControlLoop(
             machine,
             ports,
@@ -126,15 +141,21 @@ class Appliance:
             collect_garbage_when_idle=True,
             shake_delay=lambda: draw_shake_delay(self.config.round),
             wall_clock=self.options.wall_clock,
+            duties=duties,
         )
         if problem is not None:
             log.error("audit log: %s", problem)
         # power_on, the configuration in force, then what the core decided for the context the
         # log held: all through the loop, so that a log that cannot be written is a fault.
+        # The software is checked against its signed manifest first (program verification).
+        checked, before = software.first()
         self.loop.power_on(
             config=config_loaded_data(config),
             fault=None if problem is None else Fault.LOG_ROLLBACK,
             detail=problem or "",
+            software=checked,
+            software_before=before,
+            clock=clock.now(),
         )
         self._self_tests()
         self._serve_terminal()
@@ -144,6 +165,15 @@ class Appliance:
             config.table.name,
             config.table.mode,
             machine.context.round_number,
+        )
+
+    def _software(self) -> ProgramVerification:
+        if self.options.software is not None:
+            return self.options.software
+        return SoftwareVerifier.installed(
+            manifest=self.config.software.manifest,
+            public_key=self.config.software.public_key,
+            required=self.options.software_required,
         )
 
     def _open_log(self) -> AuditLog:

@@ -32,10 +32,12 @@ from dataclasses import dataclass, replace
 from controller.core.dice import Roll
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
+from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import (
     RECALL_DEPTH,
     Action,
     ActionKind,
+    ClockSync,
     Event,
     Fault,
     Occurrence,
@@ -142,6 +144,26 @@ class EventQueue:
         return self._queue.empty()
 
 
+# A periodic check is made only while no shake, reading or draw is in progress (it may take
+# some milliseconds, and the path from the sensor's frame to the result has one); when it is
+# due meanwhile it is tried again this much later.
+_BUSY = frozenset({State.WAITING, State.SHAKING, State.SETTLING, State.READING, State.DRAWING})
+DUTY_RETRY_MS = 5_000
+
+
+@dataclass
+class Duty:
+    """A check the control thread makes every ``every_ms`` of the loop's clock, first
+    ``every_ms`` after the loop was made: ``check(at)`` returns the event it learned of
+    (dispatched at once, like any other), or None. A deadline like the core's: the loop sleeps
+    until the nearest one, no thread ticks."""
+
+    name: str
+    every_ms: int
+    check: Callable[[int], Occurrence | None]
+    due: int | None = None  # the loop's clock; set when the loop takes the duty
+
+
 @dataclass
 class Ports:
     log: AuditLog
@@ -166,6 +188,7 @@ class ControlLoop:
         collect_garbage_when_idle: bool = False,
         shake_delay: Callable[[], int] | None = None,
         wall_clock: Callable[[], int] = wall_ms,
+        duties: Sequence[Duty] = (),
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
@@ -193,6 +216,9 @@ class ControlLoop:
         self._submitted: dict[int, Outcome] = {}  # by id(occurrence), until taken (``submit``)
         self._submitted_lock = threading.Lock()  # a leaf: nothing is called while it is held
         self._outcome: Outcome | None = None  # the submitted event being dispatched
+        self.duties = list(duties)
+        for duty in self.duties:
+            duty.due = self.clock() + duty.every_ms
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -227,6 +253,7 @@ class ControlLoop:
                 self.dispatch(
                     Occurrence(Event.FAULT, at=self.clock(), fault=Fault.INTERNAL, detail=detail)
                 )
+            self.run_duties()
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
 
@@ -248,10 +275,32 @@ class ControlLoop:
 
     def _sleep_s(self) -> float | None:
         waits = [] if self.alive_every_s is None else [self.alive_every_s]
-        deadline = self.machine.context.deadline
-        if deadline is not None:
-            waits.append(max(0.0, (deadline - self.clock()) / 1000))
+        deadlines = [d.due for d in self.duties if d.due is not None]
+        if self.machine.context.deadline is not None:
+            deadlines.append(self.machine.context.deadline)
+        if deadlines:
+            waits.append(max(0.0, (min(deadlines) - self.clock()) / 1000))
         return min(waits) if waits else None
+
+    def run_duties(self) -> None:
+        """The periodic checks that are due, each once, while the table rests (``_BUSY``:
+        put off by ``DUTY_RETRY_MS``). A check that raises is logged and tried at its next
+        time: it never stops the loop."""
+        for duty in self.duties:
+            now = self.clock()
+            if duty.due is None or now < duty.due:
+                continue
+            if self.machine.context.state in _BUSY:
+                duty.due = now + DUTY_RETRY_MS
+                continue
+            duty.due = now + duty.every_ms
+            try:
+                occ = duty.check(now)
+            except Exception:
+                log.exception("the periodic check %s failed", duty.name)
+                continue
+            if occ is not None:
+                self.dispatch(occ)
 
     def power_on(
         self,
@@ -259,12 +308,24 @@ class ControlLoop:
         config: Mapping[str, object],
         fault: Fault | None = None,
         detail: str = "",
+        software: SoftwareCheck | None = None,
+        software_before: SoftwareIdentity | None = None,
+        clock: ClockSync | None = None,
     ) -> None:
         """The first step: the core takes up the context the log held (``machine.context``).
         Until its records are durable it is taken again before every other event (a log that
-        failed at power on must still record power_on and the configuration in force)."""
+        failed at power on must still record power_on and the configuration in force).
+        ``software``: the program verification at start, ``software_before`` the identity the
+        previous power_on recorded; ``clock``: whether the OS's clock is synchronised."""
         self._power_on = Occurrence(
-            Event.POWER_ON, at=self.clock(), config=config, fault=fault, detail=detail
+            Event.POWER_ON,
+            at=self.clock(),
+            config=config,
+            fault=fault,
+            detail=detail,
+            software=software,
+            software_before=software_before,
+            clock=clock,
         )
         self.dispatch(self._power_on)
 

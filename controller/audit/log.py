@@ -846,6 +846,21 @@ class AuditLog:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
         return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found]
 
+    def last_record(self, kind: str, *, within: int) -> StoredRecord | None:
+        """The newest record of ``kind`` among the last ``within`` records, or None: a look
+        back bounded whatever the log's length (the records have no index by kind)."""
+        if self._connection is None and self.locked is not None:
+            return None
+        try:
+            row = self._db.execute(
+                "SELECT seq, kind, leaf FROM records WHERE seq > ? AND kind = ?"
+                " ORDER BY seq DESC LIMIT 1",
+                (self.size - within, kind),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"cannot read {self.path}") from exc
+        return None if row is None else StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))
+
     def contains(self, kind: str, fragment: bytes) -> bool:
         """Whether a record of ``kind`` holds these bytes in its canonical text (a rare look-up
         of an old RNG session by its id)."""

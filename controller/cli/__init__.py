@@ -132,6 +132,27 @@ COMMANDS: list[Command] = [
         "checkpoint_command",
     ),
     Command(
+        "verify-software",
+        "check the installed software against its signed manifest (exit 1: it differs)",
+        "controller.cli.software",
+        "verify_software_arguments",
+        "verify_software",
+    ),
+    Command(
+        "manifest",
+        "write the release's signed manifest of the installed packages",
+        "controller.cli.software",
+        "manifest_arguments",
+        "manifest",
+    ),
+    Command(
+        "release-key",
+        "make a release signing key (0600) and print its verifier key",
+        "controller.cli.software",
+        "release_key_arguments",
+        "release_key",
+    ),
+    Command(
         "init",
         "a new state directory: the log's signing key and its first record",
         _AUDIT,

@@ -62,12 +62,13 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from controller.app.appliance import Appliance
+    from controller.app.appliance import Appliance, Options
     from controller.app.logs import configure_logging
 
     config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
     configure_logging(logging.DEBUG if args.debug else logging.INFO)
-    appliance = Appliance(config)
+    # program verification: no manifest installed is a fault unless [software] required = false
+    appliance = Appliance(config, Options(software_required=config.software.required))
     try:
         appliance.start()
         appliance.run()

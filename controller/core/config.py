@@ -19,6 +19,7 @@ from typing import Any
 
 from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
+from controller.core.note import NoteError, Verifier
 from controller.core.position import Game
 from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
 from controller.core.wagers import (
@@ -131,6 +132,29 @@ class StorageConfig:
     state_dir: str = "/var/lib/paigow-controller"
 
 
+@dataclass(frozen=True, slots=True)
+class SoftwareConfig:
+    """``[software]``: program verification (``controller/software/check.py``). The software
+    is checked against its signed manifest at start and every ``check_every_s``."""
+
+    # the manifest's path ("": controller/MANIFEST.json in the installed package)
+    manifest: str = field(default="", metadata={"may_be_empty": True})
+    # the release key's verifier (name+keyid+base64; "": release.pub beside the manifest)
+    public_key: str = field(default="", metadata={"may_be_empty": True, "max_chars": 200})
+    # run: no manifest installed is a fault (false: recorded as unverified, play goes on)
+    required: bool = True
+    check_every_s: int = field(default=3600, metadata=_range(60, 86_400))
+
+    def __post_init__(self) -> None:
+        if self.manifest and not self.manifest.startswith("/"):
+            raise ConfigError("software.manifest", "must be an absolute path")
+        if self.public_key:
+            try:
+                Verifier.parse(self.public_key)
+            except NoteError as exc:
+                raise ConfigError("software.public_key", f"not a verifier key: {exc}") from None
+
+
 class Language(StrEnum):
     """A language of the table page's player-facing text (issue 16: Pai Gow's players are
     often Chinese-speaking)."""
@@ -213,6 +237,7 @@ class Config:
     sensor: SensorConfig = SensorConfig()
     rng: RngConfig = RngConfig()
     storage: StorageConfig = StorageConfig()
+    software: SoftwareConfig = SoftwareConfig()
     display: DisplayConfig = DisplayConfig()
     pins: PinsConfig = PinsConfig()
     limits: LimitsConfig | None = None  # issue 16: absent, no limits are shown
@@ -247,6 +272,7 @@ _SECTIONS: Mapping[str, type[Any]] = {
     "sensor": SensorConfig,
     "rng": RngConfig,
     "storage": StorageConfig,
+    "software": SoftwareConfig,
     "display": DisplayConfig,
     "pins": PinsConfig,
 }

@@ -50,6 +50,11 @@ class RecordKind(StrEnum):
     SHUTDOWN = "shutdown"
     RECOVERY = "recovery"
     INTERRUPTED = "interrupted"
+    SOFTWARE_CHECK = "software_check"  # program verification: the result, the files that differ
+    SOFTWARE_CHANGED = (
+        "software_changed"  # the version or the manifest differs from the last start's
+    )
+    CLOCK_STATUS = "clock_status"  # the OS's clock became synchronised, or stopped being
 
 
 def record_hash(leaf: bytes) -> str:

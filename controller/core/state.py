@@ -31,6 +31,7 @@ from controller.core.dice_monitor import DiceAlarm, DiceWindows, alarm, evaluate
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult, bank_label, result_of_number, result_of_roll
+from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
@@ -117,6 +118,8 @@ class Event(StrEnum):
     LAMP_TEST = "lamp_test"  # service mode: light every lamp
     DICE_KEPT = "dice_kept"  # supervisor: the dice inspected after a dice alarm, and kept
     RECALL = "recall"  # supervisor: the display recalls a past round (AGCO 13.1.1), or leaves
+    SOFTWARE_CHECKED = "software_checked"  # the periodic program verification's result
+    CLOCK_CHANGED = "clock_changed"  # the OS's clock became synchronised, or stopped being
 
 
 class Fault(StrEnum):
@@ -131,6 +134,10 @@ class Fault(StrEnum):
     LOG_ROLLBACK = "log_rollback"  # the log does not extend the checkpoint kept outside it
     LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
     DICE_ALARM = "dice_alarm"  # the dice monitor's alarm, where the table locks on it
+    # program verification (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22 as the issue cites
+    # them): the installed software does not match its signed manifest, or that manifest is
+    # missing, unsigned or signed by another key; the supervisor clears it
+    SOFTWARE_IDENTITY = "software_identity"
 
     @property
     def needs_supervisor(self) -> bool:
@@ -154,6 +161,20 @@ class Fault(StrEnum):
 DICE_FAULTS = frozenset(
     {Fault.SENSOR_TIMEOUT, Fault.SENSOR_LOST, Fault.SENSOR_HARDWARE, Fault.MOTOR_OVERRUN}
 )
+
+
+class ClockSync(StrEnum):
+    """Whether the operating system says the wall clock is kept by a time source (adjtimex)."""
+
+    SYNCHRONISED = "synchronised"
+    UNSYNCHRONISED = "unsynchronised"
+    UNKNOWN = "unknown"  # neither the kernel nor the time service would say
+
+    @classmethod
+    def of(cls, synchronised: bool | None) -> ClockSync:
+        if synchronised is None:
+            return cls.UNKNOWN
+        return cls.SYNCHRONISED if synchronised else cls.UNSYNCHRONISED
 
 
 class ActionKind(StrEnum):
@@ -223,6 +244,9 @@ class Occurrence:
     voids: tuple[int, int] | None = None  # VOID_RESULT: the (round, attempt) meant, as shown
     mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
     back: int | None = None  # RECALL: the round to recall (1: the newest), None: leave recall
+    software: SoftwareCheck | None = None  # POWER_ON, SOFTWARE_CHECKED: the check's result
+    software_before: SoftwareIdentity | None = None  # the last check's (None: none known)
+    clock: ClockSync | None = None  # POWER_ON, CLOCK_CHANGED: the OS's clock status
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +312,9 @@ class RoundContext:
     dice_counts: DiceWindows = DiceWindows()  # issue 15: the dice monitor's face counts
     dice_alarm: DiceAlarm | None = None  # the monitor's alarm, until the supervisor acts
     recall: int | None = None  # AGCO 13.1.1: the round the display recalls (not kept: a view)
+    # the last program verification passed (not kept: each start checks again); a
+    # software_identity fault is cleared only while it is true
+    is_software_verified: bool = True
 
 
 S, E = State, Event
@@ -376,6 +403,10 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     **_each(_ALL, E.TAMPER, S.FAULT),
     **_each(_ALL, E.SECURED),
     **_each(_ALL, E.FAULT, S.FAULT),
+    # program verification: recorded from any state; a failed check latches its fault
+    **_each_same_or(tuple(s for s in _ALL if s is not S.FAULT), E.SOFTWARE_CHECKED, S.FAULT),
+    **_each((S.FAULT,), E.SOFTWARE_CHECKED),
+    **_each(_ALL, E.CLOCK_CHANGED),
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
     # the end of the round
@@ -967,6 +998,43 @@ class _Rules:
     def fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._latch(ctx, _need(occ.fault, occ), occ.detail)
 
+    def software_checked(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """Program verification, periodically (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22
+        as the issue cites them): every check is recorded; a failed one latches the
+        ``software_identity`` fault, which the supervisor clears once a check has passed."""
+        check = _need(occ.software, occ)
+        ctx = replace(ctx, is_software_verified=not check.is_fault)
+        records = self._software_records(ctx, occ, reason="periodic")
+        if not check.is_fault or Fault.SOFTWARE_IDENTITY in ctx.active_faults:
+            return ctx, records
+        ctx, latched = self._latch(ctx, Fault.SOFTWARE_IDENTITY, check.summary())
+        return ctx, [*records, *latched]
+
+    def _software_records(self, ctx: RoundContext, occ: Occurrence, *, reason: str) -> list[Action]:
+        """The check's record, and ``software_changed`` when the version that runs or the
+        manifest's digest differs from the last check's (``occ.software_before``): the log
+        keeps the software's changes, as the issue asks."""
+        check = _need(occ.software, occ)
+        record = _record(
+            RecordKind.SOFTWARE_CHECK, round=ctx.round_number, reason=reason, **check.as_record()
+        )
+        before, now = occ.software_before, check.identity
+        if before is None or before == now:
+            return [record]
+        changed = _record(
+            RecordKind.SOFTWARE_CHANGED,
+            round=ctx.round_number,
+            previous=before.as_record(),
+            now=now.as_record(),
+        )
+        return [record, changed]
+
+    def clock_changed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The OS's clock became synchronised to its time source, or stopped being: recorded
+        once per change (the shell asks now and then, and sends only a change)."""
+        clock = _need(occ.clock, occ)
+        return ctx, [_record(RecordKind.CLOCK_STATUS, round=ctx.round_number, clock=str(clock))]
+
     def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.state is S.LOCKED:
             if not occ.supervisor:
@@ -984,10 +1052,17 @@ class _Rules:
             and not f.needs_dice_action
             and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
             and (f is not Fault.TAMPER or ctx.is_secured)
+            and (f is not Fault.SOFTWARE_IDENTITY or ctx.is_software_verified)
         }
         if not clearable:
             if any(f.needs_restart for f in ctx.active_faults):
                 return _refuse(ctx, "restore the log's own signing key, then restart")
+            if Fault.SOFTWARE_IDENTITY in ctx.active_faults and not ctx.is_software_verified:
+                return _refuse(
+                    ctx,
+                    "the software does not match its signed manifest: reinstall the release"
+                    " and restart (paigow-controller verify-software says what differs)",
+                )
             if any(f.needs_dice_action for f in ctx.active_faults):
                 return _refuse(
                     ctx,
@@ -1286,14 +1361,32 @@ class _Rules:
         without a committed result is void and the player shakes again (the next attempt); a
         pending RNG draw is taken up again (the shell uses the recorded number if there is one);
         a fault stays active with every output safe. ``occ.fault`` is a fault the shell found
-        while opening the log (a log rolled back behind its anchor): it latches last."""
+        while opening the log (a log rolled back behind its anchor): it latches last.
+
+        ``occ.software`` is the program verification at start: recorded (``software_check``,
+        and ``software_changed`` when the software differs from the last check's), and a
+        failure latches ``software_identity``. ``occ.clock`` says whether the OS's clock is
+        synchronised: ``power_on`` carries it, so that a reader knows whether to trust the
+        records' times."""
         if ctx.is_running:
             previous = "interrupted"
         else:
             previous = "shutdown" if ctx.is_round_open else "first start"
-        actions = [_record(RecordKind.POWER_ON, previous=previous)]
+        started: dict[str, object] = {"previous": previous}
+        if occ.software is not None:  # what runs, compared at the next start
+            started["software"] = occ.software.identity.as_record()
+        if occ.clock is not None:  # whether the times of the records come from a kept clock
+            started["clock"] = str(occ.clock)
+        actions = [_record(RecordKind.POWER_ON, **started)]
         if occ.config is not None:
             actions.append(_record(RecordKind.CONFIG_LOADED, **occ.config))
+        software_fault = None
+        if occ.software is not None:
+            # program verification at start (and a change since the last check recorded)
+            ctx = replace(ctx, is_software_verified=not occ.software.is_fault)
+            actions.extend(self._software_records(ctx, occ, reason="power_on"))
+            if occ.software.is_fault and Fault.SOFTWARE_IDENTITY not in ctx.active_faults:
+                software_fault = occ.software.summary()
         ctx = replace(
             ctx,
             is_running=True,
@@ -1337,9 +1430,14 @@ class _Rules:
                 dice_counts=ctx.dice_counts.as_record(),
             )
         )
+        found = [] if software_fault is None else [(Fault.SOFTWARE_IDENTITY, software_fault)]
         if occ.fault is not None:
-            ctx, latched = self._latch(ctx, occ.fault, occ.detail)
-            return ctx, [*actions, *latched]
+            found.append((occ.fault, occ.detail))
+        if found:
+            for fault, detail in found:
+                ctx, latched = self._latch(ctx, fault, detail)
+                actions.extend(a for a in latched if a.kind is not ActionKind.SHOW)
+            return ctx, [*actions, self._fault_screen(ctx, ctx.active_faults)]
         if ctx.state is S.FAULT:
             faults = sorted(str(f) for f in ctx.active_faults)
             return ctx, [
@@ -1481,6 +1579,8 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.LAMP_TEST: _Rules.lamp_test,
     E.DICE_KEPT: _Rules.dice_kept,
     E.RECALL: _Rules.recall,
+    E.SOFTWARE_CHECKED: _Rules.software_checked,
+    E.CLOCK_CHANGED: _Rules.clock_changed,
 }
 
 
