@@ -286,6 +286,23 @@ def verify_report(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def software_report(doc: Mapping[str, Any]) -> str:
+    """``verify-software``'s report: the verdict, then what was checked and what differs."""
+    heading = "software verified" if doc.get("ok") else "software NOT verified"
+    lines = [clean(f"{heading}: {doc.get('summary')}")]
+    lines += _fields(
+        [
+            ("version", doc.get("version")),
+            ("manifest (SHA-256)", doc.get("manifest")),
+            ("release key", doc.get("key")),
+            ("files hashed", doc.get("files")),
+            ("files that differ", doc.get("differ_count")),
+        ]
+    )
+    lines += [clean(f"  differs: {name}") for name in doc.get("differ") or ()]
+    return "\n".join(lines) + "\n"
+
+
 def selftest_report(doc: Mapping[str, Any]) -> str:
     """``selftest``'s checks, one line each."""
     checks: Mapping[str, Mapping[str, Any]] = doc.get("checks", {})

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
-from controller.cli.args import path_argument, print_json
+from controller.cli.args import describe, json_argument, path_argument, print_json, wants_json
 from controller.core.note import NoteError, Verifier
 from controller.errors import UsageError
 
@@ -16,12 +16,19 @@ EX_MISMATCH = 1
 
 
 def verify_software_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
-        "Check the installed software against its signed manifest, as the controller does at"
-        " start and every [software] check_every_s. Prints the result as JSON; exit 0 when every"
-        " file matches, 1 when one differs or the manifest is missing or not signed by the"
-        " release key, 78 for a bad config."
+    describe(
+        p,
+        "Check the installed software against its signed manifest (a SHA-256 of every file of"
+        " the packages), as the controller does at start and every [software] check_every_s"
+        " (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22). Exit 0 when every file matches, 1"
+        " when one differs or the manifest is missing or not signed by the release key, 78 for"
+        " a bad config. A report on a terminal; JSON with --json or in a pipe.",
+        "examples:\n"
+        "  paigow-controller verify-software\n"
+        "  paigow-controller verify-software --root /mnt/card/opt/paigow-controller/current/src"
+        ' --public-key "$(cat release.pub)" --json',
     )
+    json_argument(p)
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
     p.add_argument("--manifest", type=path_argument, help="override [software] manifest")
     p.add_argument(
@@ -54,14 +61,22 @@ def verify_software(args: argparse.Namespace) -> int:
         manifest=manifest, public_key=public_key, required=True, root=root
     )
     check = verifier.check()
-    print_json({"ok": not check.is_fault, "summary": check.summary(), **check.as_record()})
+    doc = {"ok": not check.is_fault, "summary": check.summary(), **check.as_record()}
+    if wants_json(args):
+        print_json(doc)
+    else:
+        from controller.cli.render import software_report
+
+        sys.stdout.write(software_report(doc))
     return EX_MISMATCH if check.is_fault else 0
 
 
 def release_key_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
+    describe(
+        p,
         "Make a release signing key (Ed25519) in a new file of mode 0600 and print its verifier"
-        " key, for [software] public_key or release.pub. Keep the signing key off the tables."
+        " key, for [software] public_key or release.pub. Keep the signing key off the tables.",
+        "example:\n  paigow-controller release-key --out ~/keys/paigow-release.key > release.pub",
     )
     p.add_argument("--out", required=True, type=path_argument, help="the new key file")
     p.add_argument("--name", default=None, help="the key name (default paigow-controller-release)")
@@ -81,9 +96,13 @@ def release_key(args: argparse.Namespace) -> int:
 
 
 def manifest_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
+    describe(
+        p,
         "Hash every file of the controller and drivers packages (not their bytecode caches)"
-        " and write the manifest, with the version, signed by the release key."
+        " and write the manifest, with the version, signed by the release key.",
+        "example:\n"
+        "  paigow-controller manifest --release-key ~/keys/paigow-release.key"
+        " --root . --out controller/MANIFEST.json",
     )
     p.add_argument(
         "--release-key", required=True, type=path_argument, help="the signing key file (0600)"
