@@ -997,8 +997,17 @@ def read_checkpoints(db: sqlite3.Connection) -> dict[int, str]:
 def open_for_reading(state_dir: Path | str) -> sqlite3.Connection:
     """A read-only connection to the log in ``state_dir`` (verify, recall, export): no lock,
     no write, and it works on read-only media."""
-    path = Path(state_dir) / DB_NAME
-    if not path.is_file():
+    return open_log_file(Path(state_dir) / DB_NAME)
+
+
+def open_log_file(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the log in the file ``path``: a state directory's
+    ``audit.db``, or a backup of it (``paigow-controller backup``)."""
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long, a loop of links
+        raise AuditLogError(f"audit log: {path}: {exc.strerror or exc}") from None
+    if not is_file:
         raise AuditLogError(f"audit log: no log at {path}")
     connection = connect_read_only(path)
     try:

@@ -17,7 +17,7 @@ from controller.audit.log import (
     read_records,
 )
 from controller.core.merkle import leaf_hash
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 
@@ -72,21 +72,26 @@ def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
         latest = read_latest_checkpoint(db)
         size = int(db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()[0])
         for row in read_records(db, stop=size):
-            entry = row.entry()
-            line = {
-                "seq": row.seq,
-                "kind": row.kind,
-                "time": entry["time"],
-                "data": entry["data"],
-                "prev": entry["prev"],
-                "hash": row.hash,
-                "leaf_hash": leaf_hash(row.leaf).hex(),
-                "leaf": row.leaf.decode("utf-8"),
-            }
             note = checkpoints.get(row.seq) or (latest if row.seq == size else None)
-            if note is not None:
-                line["checkpoint"] = note
-            yield line
+            yield export_line(row, note)
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def export_line(row: StoredRecord, checkpoint: str | None) -> dict[str, Any]:
+    """The export's line of one record (``verify-log --export`` expects exactly this)."""
+    entry = row.entry()
+    line = {
+        "seq": row.seq,
+        "kind": row.kind,
+        "time": entry["time"],
+        "data": entry["data"],
+        "prev": entry["prev"],
+        "hash": row.hash,
+        "leaf_hash": leaf_hash(row.leaf).hex(),
+        "leaf": row.leaf.decode("utf-8"),
+    }
+    if checkpoint is not None:
+        line["checkpoint"] = checkpoint
+    return line

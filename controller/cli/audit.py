@@ -24,7 +24,8 @@ from controller.audit.log import (
     read_latest_checkpoint,
 )
 from controller.audit.recall import DEFAULT_RECALL, export_lines, recall
-from controller.audit.verify import verify_state_dir
+from controller.audit.verify import verify_database, verify_export, verify_state_dir
+from controller.cli.args import path_argument
 from controller.core.config import StorageConfig
 from controller.core.digits import NumberError, parse_bounded_int, quoted
 from controller.core.note import NoteError, Verifier
@@ -80,6 +81,17 @@ MAX_JOBS = 64
 
 def verify_arguments(p: argparse.ArgumentParser) -> None:
     _state_dir_argument(p)
+    copy = p.add_mutually_exclusive_group()
+    copy.add_argument(
+        "--db",
+        type=path_argument,
+        help="verify this log file instead (a backup); the key: --key, or --state-dir's",
+    )
+    copy.add_argument(
+        "--export",
+        type=path_argument,
+        help="verify this export instead (JSON lines of export); the key: --key, or --state-dir's",
+    )
     p.add_argument("--key", help="file holding the log's verifier key (name+keyid+base64)")
     p.add_argument(
         "--checkpoint",
@@ -99,19 +111,47 @@ def verify(args: argparse.Namespace) -> int:
             jobs = parse_bounded_int(args.jobs, low=1, high=MAX_JOBS, what="--jobs")
         except NumberError as exc:
             raise UsageError(str(exc)) from None
+    copy = _copy_to_verify(args)
     state_dir = _state_dir(args)
     verifier = log_verifier(state_dir, args.key)
     checkpoint = None
     if args.checkpoint is not None:
         checkpoint = _argument_file("--checkpoint", args.checkpoint, MAX_NOTE_BYTES)
     try:
-        report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
+        if copy is None:
+            report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
+        elif args.export is not None:
+            report = verify_export(copy, verifier, checkpoint=checkpoint)
+        else:
+            report = verify_database(copy, verifier, checkpoint=checkpoint, workers=jobs)
     except LogIntegrityError as exc:
         _print({"ok": False, "record": exc.record, "error": str(exc)})
         sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
         return 1
     _print({**report.as_dict(), "key": str(verifier)})
     return 0
+
+
+def _copy_to_verify(args: argparse.Namespace) -> Path | None:
+    """The backup (``--db``) or export (``--export``) file to verify, if one is named. Its
+    verifier key is never taken from the copy itself: ``--key``, or the state directory's."""
+    option, name = ("--db", args.db) if args.db is not None else ("--export", args.export)
+    if name is None:
+        return None
+    path = Path(name)
+    try:
+        is_file = path.is_file()
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(name)}: {exc.strerror or exc}") from None
+    if not is_file:
+        what = "not a regular file" if path.exists() else "no such file"
+        raise UsageError(f"{option} {quoted(name)}: {what}")
+    if args.key is None and args.state_dir is None:
+        raise UsageError(
+            f"{option} needs the log's verifier key: --key FILE (what export-key prints)"
+            " or --state-dir D"
+        )
+    return path
 
 
 # --- recall ---------------------------------------------------------------------------------
