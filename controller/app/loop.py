@@ -193,6 +193,9 @@ class ControlLoop:
         self._submitted: dict[int, Outcome] = {}  # by id(occurrence), until taken (``submit``)
         self._submitted_lock = threading.Lock()  # a leaf: nothing is called while it is held
         self._outcome: Outcome | None = None  # the submitted event being dispatched
+        # Bounded work for between rounds (the log's retention, controller/audit/archive.py):
+        # called when bets are open and no event waits, so never before a result is shown.
+        self.between_rounds: Callable[[], None] | None = None
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -227,6 +230,13 @@ class ControlLoop:
                 self.dispatch(
                     Occurrence(Event.FAULT, at=self.clock(), fault=Fault.INTERNAL, detail=detail)
                 )
+            if (
+                self.between_rounds is not None
+                and self.machine.state is State.IDLE
+                and not self.is_storage_failed
+                and self.events.empty()
+            ):
+                self.between_rounds()
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
 

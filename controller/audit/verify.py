@@ -29,6 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from controller.audit.archive import (
+    ArchiveError,
+    archive_paths,
+    archived_checkpoints,
+    archived_records,
+    read_chain,
+)
 from controller.audit.checks import (
     RNG_KINDS,
     ROUND_KINDS,
@@ -376,9 +383,69 @@ def verify_state_dir(
     elsewhere, that the log extends it); raises :class:`LogIntegrityError`. A long log is
     checked by ``workers`` processes (default: one per available core), a short one, or one
     in which they find anything wrong, record by record in this one."""
+    if archive_paths(state_dir):
+        return _verify_with_archive(Path(state_dir), verifier, checkpoint=checkpoint)
     return verify_database(
         Path(state_dir) / DB_NAME, verifier, checkpoint=checkpoint, workers=workers
     )
+
+
+def _verify_with_archive(
+    state_dir: Path, verifier: Verifier, *, checkpoint: str | None
+) -> VerifyReport:
+    """The archive (controller/audit/archive.py) and the live log as one log, record by
+    record: the archive chain's notes, then each archive's records and checkpoints, then the
+    live log's records after the archive's last (those it still holds up to it, after a drop
+    cut short, must be the archive's own, byte for byte)."""
+    anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
+    try:
+        chain = read_chain(state_dir, verifier)
+    except ArchiveError as exc:
+        raise LogIntegrityError(None, str(exc)) from None
+    archived = chain[-1].last
+    db = open_log_file(state_dir / DB_NAME)
+    try:
+        db.execute("BEGIN")
+        first, stored = db.execute(
+            "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
+        ).fetchone()
+        size = max(int(stored), archived)
+        latest = read_latest_checkpoint(db)
+        if anchor is not None and anchor.origin != log_origin(db):
+            raise LogIntegrityError(
+                None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
+            )
+        log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+        copies: dict[int, bytes] = {}
+        for archive in chain:
+            log.checkpoints.update(archived_checkpoints(archive))
+            last = archive is chain[-1]
+            for row in archived_records(archive):
+                log.feed(row)
+                if last and row.seq >= first:  # still in the live log too
+                    copies[row.seq] = row.leaf
+            if log.checkpoints.get(archive.last) is None:
+                raise LogIntegrityError(archive.last, "the archive ends without its checkpoint")
+        log.checkpoints.update(
+            {n: note for n, note in read_checkpoints(db).items() if n >= archived}
+        )
+        for row in read_records(db, stop=size):
+            if row.seq <= archived:
+                if copies.get(row.seq) != row.leaf:
+                    raise LogIntegrityError(
+                        row.seq, f"is not the archive's copy of it ({chain[-1].path})"
+                    )
+                continue
+            log.feed(row)
+        report = log.finish()
+        report.notes.append(
+            f"records 1..{archived} verified from {len(chain)} archive file(s) in"
+            f" {state_dir / 'archive'}"
+        )
+        db.execute("COMMIT")
+        return report
+    finally:
+        db.close()
 
 
 def verify_database(
