@@ -18,6 +18,7 @@ import pytest
 
 from controller.audit import archive as archive_module
 from controller.audit.archive import Policy, Retention, archive_paths, read_archive
+from controller.audit.backup import backup_log
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.recall import export_lines
 from controller.audit.verify import verify_export, verify_state_dir
@@ -104,6 +105,9 @@ def test_retention_moves_the_oldest_rounds_loses_none_and_the_next_start_works(
     assert first["kind"] in ("close", "void")  # whole rounds only
     assert _everywhere(state) == original
     assert _verify(state) == before
+    # A backup of the live log says where the rest is.
+    copied = backup_log(state, state.parent / "backup.db").as_dict(state)
+    assert f"records 1..{min(live) - 1} are in the archive" in str(copied["archive"])
     # The next start: the log opens, extends its anchor and plays on.
     with AuditLog.open(state) as audit:
         assert audit.check_anchor() is None

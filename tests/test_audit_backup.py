@@ -129,6 +129,7 @@ def test_the_backup_command_prints_what_it_copied_and_holds_no_private_key(
     assert report["checkpoint_size"] == records
     assert report["checkpoint"].startswith(f"{report['origin']}\n{records}\n")
     assert str(played / KEY_FILE) in report["signing_key"]
+    assert report["archive"] is None  # nothing was moved to the archive
     assert names <= {"format", "origin", "key_id"}
     signer = Signer.parse((played / KEY_FILE).read_text())
     copied = out.read_bytes()

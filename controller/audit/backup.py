@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.audit.archive import ARCHIVE_DIR
 from controller.audit.log import (
     DB_NAME,
     FORMAT,
@@ -52,6 +53,7 @@ PUBLIC_META = frozenset({"format", "origin", "key_id", "frontier"})
 class BackupReport:
     path: Path
     records: int
+    first: int  # the copy's first record (after retention, past 1)
     size_bytes: int
     origin: str
     key_id: str
@@ -71,12 +73,23 @@ class BackupReport:
             "checkpoint_size": signed,
             "checkpoint": self.checkpoint,
             "seconds": round(self.seconds, 3),
+            "archive": _archive_note(Path(state_dir), self.first),
             "signing_key": (
                 f"not in the backup: it is {Path(state_dir) / KEY_FILE} (or the systemd"
                 f" credential {KEY_FILE}); verify the backup with the verifier key"
                 " (export-key)"
             ),
         }
+
+
+def _archive_note(state_dir: Path, first: int) -> str | None:
+    """Where the records before the copy's first are (retention, controller/audit/archive.py)."""
+    if first <= 1:
+        return None
+    return (
+        f"records 1..{first - 1} are in the archive files of {state_dir / ARCHIVE_DIR}, not in"
+        " this copy: copy them with it (they are written once and closed)"
+    )
 
 
 def _checkpoint_size(note: str) -> int | None:
@@ -108,7 +121,9 @@ def backup_log(
         try:
             db.execute("BEGIN")  # one snapshot: the copy is the log as of one commit
             origin, key_id = _identity(db, source)
-            (records,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+            first, records = db.execute(
+                "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
+            ).fetchone()
             latest = read_latest_checkpoint(db)
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {source}") from exc
@@ -128,6 +143,7 @@ def backup_log(
     return BackupReport(
         target,
         int(records),
+        int(first),
         target.stat().st_size,
         origin,
         key_id,
