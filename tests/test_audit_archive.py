@@ -27,6 +27,7 @@ from controller.core import canonical
 from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.merkle import CompactRange
 from controller.core.note import Signer, sign_note
+from controller.display.log_reader import SqliteLogReader
 from controller.errors import AuditLogError, LogIntegrityError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,3 +295,18 @@ def test_the_log_drops_nothing_an_archive_does_not_begin_with(state: Path) -> No
     with AuditLog.open(state) as audit:  # reopened: a refused drop poisons nothing on disk
         assert audit.check_anchor() is None
     assert _rows(state / DB_NAME) == rows
+
+
+def test_a_feed_client_resuming_from_an_archived_record_gets_the_live_log_s_first(
+    state: Path,
+) -> None:
+    """Not a gap that the feed waits on for ever: the records from the live log's first."""
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    first = min(_rows(state / DB_NAME))
+    reader = SqliteLogReader.in_state_dir(state)
+    try:
+        assert [r.seq for r in reader.records_after(0, limit=3)] == [first, first + 1, first + 2]
+        assert [r.seq for r in reader.records_after(first, limit=2)] == [first + 1, first + 2]
+    finally:
+        reader.close()
