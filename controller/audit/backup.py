@@ -138,8 +138,9 @@ def backup_log(
     finally:
         with contextlib.suppress(sqlite3.Error):
             db.close()
-        with contextlib.suppress(OSError):
-            temporary.unlink()
+        for leftover in (temporary, temporary.with_name(temporary.name + "-journal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
     return BackupReport(
         target,
         int(records),
