@@ -237,11 +237,15 @@ def test_bad_retention_settings_exit_78_naming_the_key(
 
 
 @pytest.mark.slow
-def test_the_running_table_archives_between_rounds(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "table", ["", '[table]\nmode = "rng"\n[rng]\nsession_max_rounds = 20\n'], ids=["dice", "rng"]
+)
+def test_the_running_table_archives_between_rounds(table: str, tmp_path: Path) -> None:
     """simulate with retain_rounds = 100 plays 160 rounds: the archive is made and dropped on
-    the way, the whole verifies, and a second run starts on it and verifies again."""
+    the way, the whole verifies, and a second run starts on it (in RNG mode it takes up its
+    session from the live log) and verifies again."""
     config = tmp_path / "config.toml"
-    config.write_text(f"[storage]\nretain_rounds = {MIN_RETAIN_ROUNDS}\n")
+    config.write_text(f"{table}[storage]\nretain_rounds = {MIN_RETAIN_ROUNDS}\n")
     state = tmp_path / "state"
     for rounds in ("160", "3"):
         proc = subprocess.run(
@@ -310,3 +314,32 @@ def test_a_feed_client_resuming_from_an_archived_record_gets_the_live_log_s_firs
         assert [r.seq for r in reader.records_after(first, limit=2)] == [first + 1, first + 2]
     finally:
         reader.close()
+
+
+def test_an_archive_that_does_not_read_back_is_set_aside_and_written_again(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = _rows(state / DB_NAME)
+    real = Retention._read_back
+    calls: list[int] = []
+
+    def unreadable(
+        self: Retention, archive: archive_module.Archive, live: sqlite3.Connection
+    ) -> None:
+        calls.append(archive.index)
+        if len(calls) == 1:
+            raise archive_module.ArchiveError("audit log: injected: it does not read back")
+        real(self, archive, live)
+
+    monkeypatch.setattr(Retention, "_read_back", unreadable)
+    with AuditLog.open(state) as audit:
+        retention = _retention(state)
+        with pytest.raises(archive_module.ArchiveError):
+            retention.prepare()
+        assert retention.ready is None  # nothing may be dropped
+        assert _rows(state / DB_NAME) == original
+        assert list((state / "archive").glob("*.rejected"))
+        assert archive_paths(state) == []
+        retention.run_until_done(audit)
+    assert _everywhere(state) == original
+    assert min(_rows(state / DB_NAME)) > 1
