@@ -97,6 +97,13 @@ def test_retention_moves_the_oldest_rounds_loses_none_and_the_next_start_works(
 ) -> None:
     original = _rows(state / DB_NAME)
     before = _verify(state)
+    kept = subprocess.run(
+        [sys.executable, "-m", "controller", "checkpoint", "--state-dir", str(state)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout  # a checkpoint kept off the box before retention
     with AuditLog.open(state) as audit:
         assert _retention(state).run_until_done(audit) >= 1
     live = _rows(state / DB_NAME)
@@ -106,6 +113,10 @@ def test_retention_moves_the_oldest_rounds_loses_none_and_the_next_start_works(
     assert first["kind"] in ("close", "void")  # whole rounds only
     assert _everywhere(state) == original
     assert _verify(state) == before
+    signer = load_signer(state)
+    assert signer is not None
+    proven = verify_state_dir(state, signer.verifier, checkpoint=kept)
+    assert proven.extends == max(original)  # archive + live log extend it
     # A backup of the live log says where the rest is.
     copied = backup_log(state, state.parent / "backup.db").as_dict(state)
     assert f"records 1..{min(live) - 1} are in the archive" in str(copied["archive"])

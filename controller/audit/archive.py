@@ -519,7 +519,8 @@ class RetentionWorker:
                 return
         if self.retention.ready is not None:
             try:
-                self.retention.drop_step(self.audit)
+                if self.retention.drop_step(self.audit) == 0:
+                    self._asked_at = None  # done: look for the next archive at once
             except Exception as exc:  # noqa: BLE001 - logged; the records are in both places
                 self.retention.ready = None
                 log.error("audit log: retention: %s", exc)
