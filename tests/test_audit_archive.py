@@ -354,3 +354,18 @@ def test_an_archive_that_does_not_read_back_is_set_aside_and_written_again(
         retention.run_until_done(audit)
     assert _everywhere(state) == original
     assert min(_rows(state / DB_NAME)) > 1
+
+
+def test_a_garbage_archive_file_is_one_line_never_a_traceback(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    count = len(archive_paths(state))
+    (state / "archive" / f"{count + 1:08d}.db").write_bytes(b"\x00garbage" * 100_000)
+    assert main(["verify-log", "--state-dir", str(state)]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["ok"] is False
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    assert "archive" in err
