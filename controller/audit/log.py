@@ -708,6 +708,11 @@ class AuditLog:
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
+        # Each record deleted frees its page and overflow page (written to the WAL as free
+        # pages); the WAL is copied into the database as after commits.
+        self._wal_pages += 3 + 2 * chunk
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._checkpoint_wal()
         return remaining
 
     def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
