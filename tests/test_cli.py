@@ -182,6 +182,7 @@ FAIL_LATER: dict[str, list[str]] = {
     "verify-log": ["--state-dir", "{dir}"],
     "recall": ["--state-dir", "{dir}"],
     "export": ["--state-dir", "{dir}"],
+    "backup": ["--state-dir", "{dir}", "{missing}"],
     "export-key": ["--state-dir", "{dir}"],
     "checkpoint": ["--state-dir", "{dir}"],
     "init": ["--config", "{missing}"],

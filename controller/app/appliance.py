@@ -35,6 +35,7 @@ from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
 from controller.app.watch import CLOCK_EVERY_MS, ClockWatch, SoftwareWatch, last_software_identity
+from controller.audit.archive import Policy, Retention, RetentionWorker
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config, RoundConfig
 from controller.core.record_data import config_loaded_data
@@ -158,6 +159,7 @@ class Appliance:
             clock=clock.now(),
         )
         self._self_tests()
+        self._retain(audit)
         self._serve_terminal()
         notify("READY=1\nSTATUS=table " + config.table.name + " ready")
         log.info(
@@ -175,6 +177,19 @@ class Appliance:
             public_key=self.config.software.public_key,
             required=self.options.software_required,
         )
+
+    def _retain(self, audit: AuditLog) -> None:
+        """Retention ([storage] retain_rounds, retain_days): the oldest rounds to the archive,
+        prepared on a thread of its own, dropped from the log between rounds."""
+        storage = self.config.storage
+        policy = Policy(storage.retain_rounds, storage.retain_days)
+        if not policy.is_on or audit.locked is not None or audit.signer is None:
+            return
+        assert self.loop is not None
+        worker = RetentionWorker(Retention(self.state_dir, audit.signer, policy), audit)
+        worker.start()
+        self._closables.append(worker.close)
+        self.loop.between_rounds = worker.between_rounds
 
     def _open_log(self) -> AuditLog:
         """The table's log. A key that is missing or not the log's own is never replaced: the

@@ -219,6 +219,9 @@ class ControlLoop:
         self.duties = list(duties)
         for duty in self.duties:
             duty.due = self.clock() + duty.every_ms
+        # Bounded work for between rounds (the log's retention, controller/audit/archive.py):
+        # called when bets are open and no event waits, so never before a result is shown.
+        self.between_rounds: Callable[[], None] | None = None
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -254,6 +257,13 @@ class ControlLoop:
                     Occurrence(Event.FAULT, at=self.clock(), fault=Fault.INTERNAL, detail=detail)
                 )
             self.run_duties()
+            if (
+                self.between_rounds is not None
+                and self.machine.state is State.IDLE
+                and not self.is_storage_failed
+                and self.events.empty()
+            ):
+                self.between_rounds()
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
 

@@ -654,6 +654,67 @@ class AuditLog:
         written, copied = (int(row[1]), int(row[2])) if row is not None else (0, 0)
         self._wal_pages = max(0, written - copied)
 
+    def drop_archived(
+        self, span: tuple[int, int], frontier: bytes, note: str, *, chunk: int
+    ) -> int:
+        """Delete the oldest records, up to ``through``, at most ``chunk`` of them, in one
+        transaction: records an archive holds (``span``: its first and last, ``through``) and
+        was read back from (controller/audit/archive.py); none before its first. The same
+        transaction keeps the checkpoint at ``through`` (``note``) with the tree's compact
+        range there (``frontier``), from which a start rebuilds the tree; both are checked
+        against the log's key first. Returns how many records up to ``through`` the log
+        still holds."""
+        self._check_writable()
+        assert self.signer is not None
+        archived_from, through = span
+        if self._legacy_head or not 0 < archived_from <= through < self._tree.size:
+            raise AuditLogError(f"audit log: records up to {through} cannot be dropped")
+        try:
+            signed = open_checkpoint(note, self.signer.verifier)
+            tree = CompactRange.from_bytes(through, frontier)
+        except (NoteError, ValueError) as exc:
+            raise AuditLogError(
+                f"audit log: not dropped: the archive's end is damaged ({exc})"
+            ) from None
+        if signed.size != through or signed.root_hash != tree.root():
+            raise AuditLogError("audit log: not dropped: the archive's tree is not the signed one")
+
+        def drop(db: sqlite3.Connection) -> int:
+            (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+            if first is None or first > through:
+                return 0
+            if first < archived_from:  # rolled back: nothing written, nothing to distrust
+                raise ValueError(
+                    f"audit log: not dropped: record {first} is not in the archive, which"
+                    f" starts at {archived_from}"
+                )
+            stop = min(through, int(first) + chunk - 1)
+            db.execute(
+                "INSERT INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)"
+                " ON CONFLICT (size) DO UPDATE SET frontier = excluded.frontier",
+                (through, note, frontier),
+            )
+            db.execute(
+                "DELETE FROM checkpoints WHERE size > 0 AND size <= ? AND size <> ?",
+                (stop, through),
+            )
+            db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
+            return through - stop
+
+        try:
+            remaining: int = self._transaction(drop)
+        except ValueError as exc:
+            raise AuditLogError(str(exc)) from None
+        except AuditLogError as exc:
+            self._poison(str(exc))
+            raise
+        # Each record deleted frees its page and overflow page (written to the WAL as free
+        # pages); the WAL is copied into the database as after commits.
+        self._wal_pages += 3 + 2 * chunk
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._checkpoint_wal()
+        return remaining
+
     def append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
         """Record one event on its own; returns its sequence number once it is durable."""
         return self.commit([(kind, data)]).seqs[0]
@@ -1012,8 +1073,17 @@ def read_checkpoints(db: sqlite3.Connection) -> dict[int, str]:
 def open_for_reading(state_dir: Path | str) -> sqlite3.Connection:
     """A read-only connection to the log in ``state_dir`` (verify, recall, export): no lock,
     no write, and it works on read-only media."""
-    path = Path(state_dir) / DB_NAME
-    if not path.is_file():
+    return open_log_file(Path(state_dir) / DB_NAME)
+
+
+def open_log_file(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the log in the file ``path``: a state directory's
+    ``audit.db``, or a backup of it (``paigow-controller backup``)."""
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long, a loop of links
+        raise AuditLogError(f"audit log: {path}: {exc.strerror or exc}") from None
+    if not is_file:
         raise AuditLogError(f"audit log: no log at {path}")
     connection = connect_read_only(path)
     try:

@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit.archive import archive_paths
 from controller.audit.log import (
+    connect_read_only,
     open_for_reading,
     read_checkpoints,
     read_latest_checkpoint,
@@ -22,7 +24,7 @@ from controller.audit.log import (
 )
 from controller.core.merkle import leaf_hash
 from controller.core.records import RecordKind, StoredRecord
-from controller.errors import LogIntegrityError
+from controller.errors import AuditLogError, LogIntegrityError
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 
@@ -158,29 +160,47 @@ def _rounds(
 def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
     """One object per record: the record's fields, its leaf as stored (the canonical text), its
     SHA-256 (the next record's ``prev``), its RFC 6962 leaf hash, and the signed checkpoint made
-    at it, if any (the latest one with the last record)."""
+    at it, if any (the latest one with the last record). The records moved to the archive
+    (controller/audit/archive.py) come first: the export is the whole log."""
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
         checkpoints = read_checkpoints(db)
         latest = read_latest_checkpoint(db)
         size = int(db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()[0])
-        for row in read_records(db, stop=size):
-            entry = row.entry()
-            line = {
-                "seq": row.seq,
-                "kind": row.kind,
-                "time": entry["time"],
-                "data": entry["data"],
-                "prev": entry["prev"],
-                "hash": row.hash,
-                "leaf_hash": leaf_hash(row.leaf).hex(),
-                "leaf": row.leaf.decode("utf-8"),
-            }
+        archived = 0
+        for path in archive_paths(state_dir):
+            archive = connect_read_only(path)
+            try:
+                notes = dict(archive.execute("SELECT size, note FROM checkpoints").fetchall())
+                for row in read_records(archive, start=archived + 1):
+                    archived = row.seq
+                    yield export_line(row, notes.get(row.seq))
+            except sqlite3.Error as exc:
+                raise AuditLogError(f"audit log: cannot read the archive {path}: {exc}") from None
+            finally:
+                archive.close()
+        for row in read_records(db, start=archived + 1, stop=size):
             note = checkpoints.get(row.seq) or (latest if row.seq == size else None)
-            if note is not None:
-                line["checkpoint"] = note
-            yield line
+            yield export_line(row, note)
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def export_line(row: StoredRecord, checkpoint: str | None) -> dict[str, Any]:
+    """The export's line of one record (``verify-log --export`` expects exactly this)."""
+    entry = row.entry()
+    line = {
+        "seq": row.seq,
+        "kind": row.kind,
+        "time": entry["time"],
+        "data": entry["data"],
+        "prev": entry["prev"],
+        "hash": row.hash,
+        "leaf_hash": leaf_hash(row.leaf).hex(),
+        "leaf": row.leaf.decode("utf-8"),
+    }
+    if checkpoint is not None:
+        line["checkpoint"] = checkpoint
+    return line

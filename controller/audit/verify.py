@@ -22,12 +22,20 @@ end of the log, at the latest checkpoint, which the log re-signs at every append
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from controller.audit.archive import (
+    ArchiveError,
+    archive_paths,
+    archived_checkpoints,
+    archived_records,
+    read_chain,
+)
 from controller.audit.checks import (
     RNG_KINDS,
     ROUND_KINDS,
@@ -38,22 +46,24 @@ from controller.audit.checks import (
     open_signed,
 )
 from controller.audit.log import (
+    CHECKPOINT_AFTER,
     DB_NAME,
     GENESIS_PREV,
     LATEST_CHECKPOINT,
-    open_for_reading,
+    open_log_file,
     read_checkpoints,
     read_latest_checkpoint,
     read_records,
 )
 from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_parallel
+from controller.audit.recall import export_line
 from controller.core import canonical
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
 from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.core.record_data import RecordDataError
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_replay import SessionReplayer
-from controller.errors import LogIntegrityError
+from controller.errors import AuditLogError, LogIntegrityError
 
 
 @dataclass
@@ -373,9 +383,83 @@ def verify_state_dir(
     elsewhere, that the log extends it); raises :class:`LogIntegrityError`. A long log is
     checked by ``workers`` processes (default: one per available core), a short one, or one
     in which they find anything wrong, record by record in this one."""
+    if archive_paths(state_dir):
+        return _verify_with_archive(Path(state_dir), verifier, checkpoint=checkpoint)
+    return verify_database(
+        Path(state_dir) / DB_NAME, verifier, checkpoint=checkpoint, workers=workers
+    )
+
+
+def _verify_with_archive(
+    state_dir: Path, verifier: Verifier, *, checkpoint: str | None
+) -> VerifyReport:
+    """The archive (controller/audit/archive.py) and the live log as one log, record by
+    record: the archive chain's notes, then each archive's records and checkpoints, then the
+    live log's records after the archive's last (those it still holds up to it, after a drop
+    cut short, must be the archive's own, byte for byte)."""
+    anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
+    try:
+        chain = read_chain(state_dir, verifier)
+    except ArchiveError as exc:
+        raise LogIntegrityError(None, str(exc)) from None
+    archived = chain[-1].last
+    db = open_log_file(state_dir / DB_NAME)
+    try:
+        db.execute("BEGIN")
+        first, stored = db.execute(
+            "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
+        ).fetchone()
+        size = max(int(stored), archived)
+        latest = read_latest_checkpoint(db)
+        if anchor is not None and anchor.origin != log_origin(db):
+            raise LogIntegrityError(
+                None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
+            )
+        log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+        copies: dict[int, bytes] = {}
+        for archive in chain:
+            log.checkpoints.update(archived_checkpoints(archive))
+            last = archive is chain[-1]
+            for row in archived_records(archive):
+                log.feed(row)
+                if last and row.seq >= first:  # still in the live log too
+                    copies[row.seq] = row.leaf
+            if log.checkpoints.get(archive.last) is None:
+                raise LogIntegrityError(archive.last, "the archive ends without its checkpoint")
+        log.checkpoints.update(
+            {n: note for n, note in read_checkpoints(db).items() if n >= archived}
+        )
+        for row in read_records(db, stop=size):
+            if row.seq <= archived:
+                if copies.get(row.seq) != row.leaf:
+                    raise LogIntegrityError(
+                        row.seq, f"is not the archive's copy of it ({chain[-1].path})"
+                    )
+                continue
+            log.feed(row)
+        report = log.finish()
+        report.notes.append(
+            f"records 1..{archived} verified from {len(chain)} archive file(s) in"
+            f" {state_dir / 'archive'}"
+        )
+        db.execute("COMMIT")
+        return report
+    finally:
+        db.close()
+
+
+def verify_database(
+    path: Path,
+    verifier: Verifier,
+    *,
+    checkpoint: str | None = None,
+    workers: int | None = None,
+) -> VerifyReport:
+    """:func:`verify_state_dir` for the log in the file ``path``: a state directory's
+    ``audit.db`` or a backup of it (``paigow-controller backup``)."""
     anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
     jobs = available_cores() if workers is None else workers
-    db = open_for_reading(state_dir)
+    db = open_log_file(path)
     try:
         db.execute("BEGIN")  # one snapshot for every pass, even while the daemon appends
         (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
@@ -390,8 +474,7 @@ def verify_state_dir(
             # Each worker reads the checkpoints of its own records: the 400,000 notes of a
             # table-year are neither read nor handed out here.
             log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
-            path = _database_file(db, state_dir)
-            report = verify_in_parallel(db, path, log, size, workers=jobs)
+            report = verify_in_parallel(db, _database_file(db, path), log, size, workers=jobs)
             if report is not None:
                 db.execute("COMMIT")
                 return report
@@ -406,15 +489,110 @@ def verify_state_dir(
         db.close()
 
 
-def _database_file(db: Any, state_dir: Path | str) -> Path:
+def _database_file(db: Any, path: Path) -> Path:
     """The file ``db`` reads: the log's, or the private copy made of a log on read-only
     media."""
     scratch = getattr(db, "scratch", None)
     if scratch is not None:
-        return Path(scratch.name) / DB_NAME
-    return Path(state_dir) / DB_NAME
+        return Path(scratch.name) / Path(path).name
+    return Path(path)
 
 
 def log_origin(db: Any) -> str | None:
     row = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
     return None if row is None else bytes(row[0]).decode("utf-8", "replace")
+
+
+# --- an export (``paigow-controller export``) --------------------------------------------------
+
+MAX_EXPORT_LINE_BYTES = 1 << 20  # one exported record (a record is a few kB), checkpoint included
+_EXPORT_KEYS = frozenset({"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"})
+
+
+def verify_export(path: Path, verifier: Verifier, *, checkpoint: str | None = None) -> VerifyReport:
+    """Verify an export (JSON lines, controller/audit/recall.py ``export_lines``) as
+    :func:`verify_database` verifies the log: each line's ``leaf`` is the record, fed to the
+    same :class:`LogVerifier` with the checkpoints the lines carry (the last line's is the
+    latest). Every other field of a line must be exactly what the export writes for its leaf,
+    so that what a reader takes from a line (``data``, ``time``) is what was signed. Read
+    twice, a line at a time (the first pass finds the size and the latest checkpoint)."""
+    anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
+    size, last = 0, None
+    for _number, line in _export_lines(path):
+        size, last = size + 1, line
+    if last is None:
+        raise LogIntegrityError(None, f"{path} holds no exported record")
+    latest = last.get("checkpoint")
+    if latest is not None and not isinstance(latest, str):
+        raise LogIntegrityError(last.get("seq"), "its checkpoint is not a signed note")
+    log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+    count = 0
+    for number, line in _export_lines(path):
+        count += 1
+        row, note = _export_row(number, line)
+        if note is not None and (count < size or row.kind in CHECKPOINT_AFTER):
+            log.checkpoints[row.seq] = note  # the last line's is the latest checkpoint
+        log.feed(row)  # the leaf decoded and checked: canonical, its seq and kind
+        if json.dumps(line, sort_keys=True) != json.dumps(export_line(row, note), sort_keys=True):
+            fields = sorted(k for k in _EXPORT_KEYS if line.get(k) != export_line(row, None)[k])
+            raise LogIntegrityError(
+                row.seq,
+                f"line {number} says {', '.join(fields) or 'something'} other than its"
+                " leaf (the signed record): altered",
+            )
+    if count != size:
+        raise LogIntegrityError(None, f"{path} changed while it was verified")
+    return log.finish()
+
+
+def _export_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line; a line over MAX_EXPORT_LINE_BYTES is refused
+    before it is read to its end, anything but a JSON object is named by its line."""
+    try:
+        file = Path(path).open("rb")  # noqa: SIM115 - closed below; errors inside are not I/O
+    except OSError as exc:
+        raise AuditLogError(f"audit log: cannot read {path}: {exc.strerror or exc}") from None
+    with file:
+        number = 0
+        while raw := _read_line(file, path):
+            number += 1
+            if len(raw) > MAX_EXPORT_LINE_BYTES:
+                raise LogIntegrityError(
+                    None, f"line {number} is over {MAX_EXPORT_LINE_BYTES} bytes"
+                )
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except (ValueError, RecursionError):
+                raise LogIntegrityError(None, f"line {number} is not JSON") from None
+            if not isinstance(line, dict):
+                raise LogIntegrityError(None, f"line {number} is not a JSON object")
+            yield number, line
+
+
+def _read_line(file: BinaryIO, path: Path) -> bytes:
+    try:
+        return file.readline(MAX_EXPORT_LINE_BYTES + 1)
+    except OSError as exc:
+        raise AuditLogError(f"audit log: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _export_row(number: int, line: dict[str, Any]) -> tuple[StoredRecord, str | None]:
+    seq, kind, leaf, note = line.get("seq"), line.get("kind"), line.get("leaf"), None
+    if type(seq) is not int or not isinstance(kind, str) or not isinstance(leaf, str):
+        raise LogIntegrityError(
+            None, f"line {number} is not an exported record (seq, kind and leaf)"
+        )
+    unknown = sorted(set(line) - _EXPORT_KEYS - {"checkpoint"})
+    if unknown:
+        raise LogIntegrityError(seq, f"line {number} has fields {unknown} an export never has")
+    if "checkpoint" in line:
+        note = line["checkpoint"]
+        if not isinstance(note, str):
+            raise LogIntegrityError(seq, f"line {number}: its checkpoint is not a signed note")
+    try:
+        raw = leaf.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LogIntegrityError(seq, f"line {number}: its leaf is not UTF-8 text") from None
+    return StoredRecord(seq, kind, raw), note

@@ -123,6 +123,13 @@ COMMANDS: list[Command] = [
         "dice_stats_command",
     ),
     Command("export", "the audit log as JSON lines", _AUDIT, "export_arguments", "export"),
+    Command(
+        "backup",
+        "a consistent copy of the live audit log (not cp)",
+        "controller.cli.backup",
+        "backup_arguments",
+        "backup_command",
+    ),
     Command("export-key", "the log's verifier key", _AUDIT, "key_arguments", "export_key"),
     Command(
         "checkpoint",

@@ -35,7 +35,7 @@ from controller.audit.recall import (
     recall_between,
     recall_round,
 )
-from controller.audit.verify import verify_state_dir
+from controller.audit.verify import verify_database, verify_export, verify_state_dir
 from controller.cli import render
 from controller.cli.args import (
     JSON_OR_TEXT,
@@ -43,6 +43,7 @@ from controller.cli.args import (
     describe,
     json_argument,
     local_span,
+    path_argument,
     wants_json,
     whole_number,
 )
@@ -116,6 +117,17 @@ examples:
 def verify_arguments(p: argparse.ArgumentParser) -> None:
     describe(p, _VERIFY_DESCRIPTION, _VERIFY_EXAMPLES)
     _state_dir_argument(p)
+    copy = p.add_mutually_exclusive_group()
+    copy.add_argument(
+        "--db",
+        type=path_argument,
+        help="verify this log file instead (a backup); the key: --key, or --state-dir's",
+    )
+    copy.add_argument(
+        "--export",
+        type=path_argument,
+        help="verify this export instead (JSON lines of export); the key: --key, or --state-dir's",
+    )
     p.add_argument("--key", help="file holding the log's verifier key (name+keyid+base64)")
     p.add_argument(
         "--checkpoint",
@@ -136,13 +148,19 @@ def verify(args: argparse.Namespace) -> int:
             jobs = parse_bounded_int(args.jobs, low=1, high=MAX_JOBS, what="--jobs")
         except NumberError as exc:
             raise UsageError(str(exc)) from None
+    copy = _copy_to_verify(args)
     state_dir = _state_dir(args)
     verifier = log_verifier(state_dir, args.key)
     checkpoint = None
     if args.checkpoint is not None:
         checkpoint = _argument_file("--checkpoint", args.checkpoint, MAX_NOTE_BYTES)
     try:
-        report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
+        if copy is None:
+            report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
+        elif args.export is not None:
+            report = verify_export(copy, verifier, checkpoint=checkpoint)
+        else:
+            report = verify_database(copy, verifier, checkpoint=checkpoint, workers=jobs)
     except LogIntegrityError as exc:
         _report(args, {"ok": False, "record": exc.record, "error": str(exc)}, render.verify_report)
         sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
@@ -159,6 +177,28 @@ def _report(
         _print(doc)
     else:
         sys.stdout.write(text(doc))
+
+
+def _copy_to_verify(args: argparse.Namespace) -> Path | None:
+    """The backup (``--db``) or export (``--export``) file to verify, if one is named. Its
+    verifier key is never taken from the copy itself: ``--key``, or the state directory's."""
+    option, name = ("--db", args.db) if args.db is not None else ("--export", args.export)
+    if name is None:
+        return None
+    path = Path(name)
+    try:
+        is_file = path.is_file()
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(name)}: {exc.strerror or exc}") from None
+    if not is_file:
+        what = "not a regular file" if path.exists() else "no such file"
+        raise UsageError(f"{option} {quoted(name)}: {what}")
+    if args.key is None and args.state_dir is None:
+        raise UsageError(
+            f"{option} needs the log's verifier key: --key FILE (what export-key prints)"
+            " or --state-dir D"
+        )
+    return path
 
 
 # --- recall ---------------------------------------------------------------------------------

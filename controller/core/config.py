@@ -127,9 +127,26 @@ class RngConfig:
     session_max_rounds: int = field(default=500, metadata=_range(1, 1_000_000))
 
 
+MIN_RETAIN_ROUNDS = 100  # game recall, the display's trend board: never archived
+MAX_RETAIN_ROUNDS = 100_000_000
+MAX_RETAIN_DAYS = 36_525  # a century
+
+
 @dataclass(frozen=True, slots=True)
 class StorageConfig:
     state_dir: str = "/var/lib/paigow-controller"
+    # Retention (controller/audit/archive.py): the oldest whole rounds beyond both limits move
+    # to signed archive files in the state directory's archive/; 0 is no limit, and with both
+    # 0 (the default) nothing is archived. The newest MIN_RETAIN_ROUNDS rounds always stay.
+    retain_rounds: int = field(default=0, metadata=_range(0, MAX_RETAIN_ROUNDS))
+    retain_days: int = field(default=0, metadata=_range(0, MAX_RETAIN_DAYS))
+
+    def __post_init__(self) -> None:
+        if 0 < self.retain_rounds < MIN_RETAIN_ROUNDS:
+            raise ConfigError(
+                "storage.retain_rounds",
+                f"{self.retain_rounds} is below {MIN_RETAIN_ROUNDS} (0: keep every round)",
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,8 +86,14 @@ class SqliteLogReader:
         return 0 if last is None else int(last)
 
     def records_after(self, seq: int, *, limit: int) -> list[StoredRecord]:
+        """Up to ``limit`` records from ``seq + 1`` on; from the live log's first when the
+        records asked for were moved to the archive (retention, controller/audit/archive.py):
+        a client catching up then sees the sequence numbers jump, and never waits on records
+        the live log no longer holds."""
         with self._db() as db:
-            return list(read_records(db, start=seq + 1, stop=seq + limit))
+            (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+            start = seq + 1 if first is None else max(seq + 1, int(first))
+            return list(read_records(db, start=start, stop=start + limit - 1))
 
     def latest_of(self, kinds: Collection[str], *, limit: int) -> list[StoredRecord]:
         names = sorted(kinds)

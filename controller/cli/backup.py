@@ -1,0 +1,33 @@
+"""``paigow-controller backup``: a consistent copy of the live audit log
+(controller/audit/backup.py), and what ``verify-log`` needs to verify a copy or an export."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from controller.cli.args import path_argument, print_json
+from controller.core.config import StorageConfig
+
+
+def backup_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Copy the audit log while the controller writes it, through SQLite's online backup"
+        " API, into the file OUT (written aside, fsynced, then renamed). A cp of a live WAL"
+        " database is not a backup. The copy holds no private key."
+    )
+    p.add_argument(
+        "--state-dir",
+        help=f"the controller's state directory (default {StorageConfig().state_dir})",
+    )
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument("out", metavar="OUT", type=path_argument, help="the backup file to write")
+
+
+def backup_command(args: argparse.Namespace) -> int:
+    from controller.audit.backup import backup_log
+
+    state_dir = Path(args.state_dir or StorageConfig().state_dir)
+    report = backup_log(state_dir, Path(args.out), force=args.force)
+    print_json(report.as_dict(state_dir))
+    return 0
