@@ -4,18 +4,26 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from controller.cli.args import path_argument, print_json
+from controller.cli.args import describe, json_argument, path_argument, print_json, wants_json
 from controller.core.config import StorageConfig
 
 
 def backup_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
+    describe(
+        p,
         "Copy the audit log while the controller writes it, through SQLite's online backup"
         " API, into the file OUT (written aside, fsynced, then renamed). A cp of a live WAL"
-        " database is not a backup. The copy holds no private key."
+        " database is not a backup. The copy holds no private key. A report on a terminal;"
+        " JSON with --json or in a pipe.",
+        "examples:\n"
+        "  paigow-controller backup --state-dir /var/lib/paigow-controller"
+        " /media/usb/table-1-2026-12-01.db\n"
+        "  paigow-controller verify-log --db /media/usb/table-1-2026-12-01.db --key log.pub",
     )
+    json_argument(p)
     p.add_argument(
         "--state-dir",
         help=f"the controller's state directory (default {StorageConfig().state_dir})",
@@ -29,5 +37,11 @@ def backup_command(args: argparse.Namespace) -> int:
 
     state_dir = Path(args.state_dir or StorageConfig().state_dir)
     report = backup_log(state_dir, Path(args.out), force=args.force)
-    print_json(report.as_dict(state_dir))
+    doc = report.as_dict(state_dir)
+    if wants_json(args):
+        print_json(doc)
+    else:
+        from controller.cli.render import backup_report
+
+        sys.stdout.write(backup_report(doc))
     return 0

@@ -303,6 +303,24 @@ def software_report(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def backup_report(doc: Mapping[str, Any]) -> str:
+    """``backup``'s report: what was copied, where, and where the key is not."""
+    lines = [clean(f"audit log copied to {doc.get('backup')}")]
+    lines += _fields(
+        [
+            ("records", doc.get("records")),
+            ("bytes", doc.get("bytes")),
+            ("origin", doc.get("origin")),
+            ("key id", doc.get("key_id")),
+            ("latest signed checkpoint", doc.get("checkpoint_size")),
+            ("seconds", doc.get("seconds")),
+            ("archive", doc.get("archive")),
+            ("signing key", doc.get("signing_key")),
+        ]
+    )
+    return "\n".join(lines) + "\n"
+
+
 def selftest_report(doc: Mapping[str, Any]) -> str:
     """``selftest``'s checks, one line each."""
     checks: Mapping[str, Mapping[str, Any]] = doc.get("checks", {})
