@@ -20,12 +20,12 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 echo "== system packages"
-apt-get update -qq
+apt-get update
 # python3-lgpio: gpiozero's default pin factory on a Pi (the venv sees it via system site packages)
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-lgpio
+DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-venv python3-lgpio
 if [ "${PAIGOW_KIOSK:-yes}" != no ]; then
     # the kiosk: the browser, its compositor, and CJK glyphs for the page's Traditional Chinese
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium cage fonts-noto-cjk
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium cage fonts-noto-cjk
 fi
 
 echo "== user"
@@ -43,7 +43,11 @@ rm -rf "$prefix/src"
 cp -a "$src" "$prefix/src"
 rm -rf "$prefix/src/.venv" "$prefix/src/.git"
 [ -x "$prefix/venv/bin/python" ] || python3 -m venv --system-site-packages "$prefix/venv"
-"$prefix/venv/bin/pip" install --quiet --upgrade "$prefix/src"
+# the runtime lock, hash-checked, then the product alone, built with the lock's setuptools
+"$prefix/venv/bin/pip" --disable-pip-version-check install --require-hashes \
+    -r "$prefix/src/requirements/runtime.txt"
+"$prefix/venv/bin/pip" --disable-pip-version-check install --no-deps --no-build-isolation \
+    --force-reinstall "$prefix/src"
 install -m 0644 "$src/README.md" "$prefix/README.md"
 
 echo "== config in $etc"
