@@ -18,6 +18,7 @@ name each), takes the ports the system gives it, changes the environment only th
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -48,3 +49,25 @@ def browser() -> Iterator[Any]:
         launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def logging_restored() -> Iterator[None]:
+    """Commands configure the root logger for their process; undo it after the test (the CLI
+    tests use it for every test: ``pytestmark = pytest.mark.usefixtures(...)``)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+@pytest.fixture
+def factory() -> Iterator[Any]:
+    """gpiozero's MockFactory with PWM-capable pins, closed after the test."""
+    from gpiozero.pins.mock import MockFactory, MockPWMPin
+
+    f = MockFactory(pin_class=MockPWMPin)
+    yield f
+    f.close()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from gpiozero import Device
-from gpiozero.pins.mock import MockFactory, MockPWMPin
+from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
 from controller.audit.log import AuditLog, load_signer
@@ -32,13 +32,6 @@ class Screens:
 
     def close(self) -> None:
         return None
-
-
-@pytest.fixture
-def factory() -> Iterator[MockFactory]:
-    f = MockFactory(pin_class=MockPWMPin)
-    yield f
-    f.close()
 
 
 RNG_TABLE = dataclasses.replace(

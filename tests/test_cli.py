@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -208,15 +206,7 @@ def test_the_fuzz_covers_every_command() -> None:
     assert {name for name, _ in options_of_every_command()} == {c.name for c in COMMANDS}
 
 
-@pytest.fixture(autouse=True)
-def _logging_restored() -> Iterator[None]:
-    """Commands configure the root logger for their process; undo it between tests."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.captureWarnings(False)
+pytestmark = pytest.mark.usefixtures("logging_restored")
 
 
 @pytest.mark.parametrize(("command", "option"), options_of_every_command())

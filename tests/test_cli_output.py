@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import io
 import json
-import logging
 import os
 import re
 import subprocess
@@ -76,15 +75,7 @@ def run(
     return code, screen.getvalue() if terminal else out, err
 
 
-@pytest.fixture(autouse=True)
-def _logging_restored() -> Iterator[None]:
-    """Commands configure the root logger for their process; undo it between tests."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.captureWarnings(False)
+pytestmark = pytest.mark.usefixtures("logging_restored")
 
 
 def cli(*argv: str) -> list[str]:

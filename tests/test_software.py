@@ -8,11 +8,10 @@ import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gpiozero.pins.mock import MockFactory, MockPWMPin
+from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
 from controller.app.loop import Duty
@@ -328,13 +327,6 @@ class FakeClock:
 
     def is_synchronised(self) -> bool | None:
         return self.synchronised
-
-
-@pytest.fixture
-def factory() -> Iterator[MockFactory]:
-    f = MockFactory(pin_class=MockPWMPin)
-    yield f
-    f.close()
 
 
 RNG_TABLE = dataclasses.replace(
