@@ -40,8 +40,13 @@ usermod -a -G gpio,dialout paigow
 echo "== virtualenv in $prefix"
 install -d -m 0755 "$prefix"
 rm -rf "$prefix/src"
-cp -a "$src" "$prefix/src"
-rm -rf "$prefix/src/.venv" "$prefix/src/.git"
+install -d -m 0755 "$prefix/src"
+# Only what the product is built from: never a checkout's working files (demo-state/ and its
+# log key, bench/.scratch, venvs, caches).
+for part in controller drivers requirements pyproject.toml README.md; do
+    cp -a "$src/$part" "$prefix/src/$part"
+done
+find "$prefix/src" -name __pycache__ -prune -exec rm -rf {} +
 [ -x "$prefix/venv/bin/python" ] || python3 -m venv --system-site-packages "$prefix/venv"
 # the runtime lock, hash-checked, then the product alone, built with the lock's setuptools
 "$prefix/venv/bin/pip" --disable-pip-version-check install --require-hashes \

@@ -38,8 +38,8 @@ if [ -z "$destdir" ]; then
         exit 1
     fi
     echo "== packages: cage, chromium, fonts-noto-cjk"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cage chromium fonts-noto-cjk
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y cage chromium fonts-noto-cjk
 fi
 
 echo "== files under ${destdir:-/}"
