@@ -19,6 +19,13 @@ from controller.cli import main
 from controller.core.config import Config
 from controller.core.records import RecordKind
 from controller.core.state import Event, Mode, Occurrence, Screen, State
+from controller.software.check import (
+    build_manifest,
+    create_release_key,
+    installed_root,
+    running_version,
+    write_manifest,
+)
 from drivers.sim.hardware import SimShaker
 from drivers.sim.sensor import SimulatedSensor
 
@@ -119,12 +126,19 @@ def test_selftest_passes_on_healthy_hardware(
     tmp_path: Path, factory: MockFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The technician's check on a healthy table: the simulated shaker holds the lid closed
-    and the tamper loop secured on the pins, the simulated sensor answers on a pty."""
+    and the tamper loop secured on the pins, the simulated sensor answers on a pty, and the
+    installed files match their signed manifest (here a manifest of this checkout, signed with
+    a throw-away release key)."""
     config = Config()
     shaker = SimShaker(factory, config.pins, config.shaker)
     previous = Device.pin_factory
     Device.pin_factory = factory  # what GPIOZERO_PIN_FACTORY selects on a real board
-    config_file = write_config(tmp_path)
+    signer = create_release_key(tmp_path / "release.key")
+    manifest = tmp_path / "MANIFEST.json"
+    write_manifest(manifest, build_manifest(installed_root(), signer, running_version()))
+    config_file = write_config(
+        tmp_path, f'[software]\nmanifest = "{manifest}"\npublic_key = "{signer.verifier}"\n'
+    )
     assert main(["init", "--config", str(config_file), "--state-dir", str(tmp_path / "state")]) == 0
     assert capsys.readouterr().out.startswith("paigow-controller/t8+")  # the verifier key
     try:
@@ -142,12 +156,35 @@ def test_selftest_passes_on_healthy_hardware(
     report = json.loads(out)
     assert code == 0, report
     assert report["ok"] is True
-    assert set(report["checks"]) == {"config", "keys", "rng", "sensor", "pins"}
+    assert set(report["checks"]) == {"config", "keys", "rng", "software", "sensor", "pins"}
     assert "OptiDice" in report["checks"]["sensor"]["detail"]
     assert "lid closed" in report["checks"]["pins"]["detail"]
+    assert "files match the manifest" in report["checks"]["software"]["detail"]
 
 
-def write_config(directory: Path) -> Path:
+def test_selftest_names_software_without_a_manifest_where_one_is_required(
+    tmp_path: Path,
+    factory: MockFactory,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """N.J.A.C. 13:69E-1.28H: the technician's check verifies the program as a start does;
+    no manifest where [software] required (the default) fails that check, by name."""
+    monkeypatch.setattr(Device, "pin_factory", factory)  # mock pins, never a board's
+    config_file = write_config(tmp_path, f'[software]\nmanifest = "{tmp_path / "none.json"}"\n')
+    code = main(
+        [
+            *("selftest", "--config", str(config_file), "--state-dir", str(tmp_path / "s")),
+            *("--sensor-url", str(tmp_path / "no-sensor")),
+        ]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["checks"]["software"]["ok"] is False
+    assert "no manifest" in report["checks"]["software"]["detail"]
+
+
+def write_config(directory: Path, more: str = "") -> Path:
     path = directory / "config.toml"
-    path.write_text('[table]\nname = "t8"\n')
+    path.write_text('[table]\nname = "t8"\n' + more)
     return path

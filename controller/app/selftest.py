@@ -1,7 +1,7 @@
 """``paigow-controller selftest``: a technician's check of the config, the log's key, the RNG,
-the dice sensor and the pins, each named in the report. A composition root, like the appliance:
-it opens the real drivers. It never creates anything (a key is made by ``init`` or the first
-start)."""
+the installed software against its manifest, the dice sensor and the pins, each named in the
+report. A composition root, like the appliance: it opens the real drivers. It never creates
+anything (a key is made by ``init`` or the first start)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from controller.core.config import Config
 from controller.core.drbg import known_answer_test
 from controller.core.state import Mode, Occurrence
 from controller.errors import ControllerError
+from controller.software.check import SoftwareVerifier
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import build_table_io
 
@@ -27,6 +28,7 @@ def selftest(
         ("config", lambda: f"{config_name} sha256 {config.source_sha256[:16]}"),
         ("keys", lambda: _check_keys(state_dir)),
         ("rng", _check_rng),
+        ("software", lambda: _check_software(config)),
     ]
     if config.round_settings().allowed_modes != {Mode.RNG}:
         url = sensor_url or config.sensor.url
@@ -78,6 +80,18 @@ def _check_sensor(config: Config, url: str) -> str:
     finally:
         sensor.close()
     return f"{identity.model} firmware {identity.firmware} serial {identity.serial_number}"
+
+
+def _check_software(config: Config) -> str:
+    """Program verification, as ``run`` does it at start (N.J.A.C. 13:69E-1.28H, 9 NYCRR
+    5319.14, AGCO 22): every installed file against the signed manifest."""
+    settings = config.software
+    check = SoftwareVerifier.installed(
+        manifest=settings.manifest, public_key=settings.public_key, required=settings.required
+    ).check()
+    if check.is_fault:
+        raise ControllerError(check.summary())
+    return check.summary()
 
 
 def _check_pins(config: Config) -> str:
