@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import sys
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli import render
-from controller.cli.args import JSON_OR_TEXT, describe, json_argument, wants_json
+from controller.cli.args import JSON_OR_TEXT, describe, json_argument, print_report
 from controller.core.config import Config
 from controller.core.digits import NumberError, parse_bounded_int, quoted
 from controller.core.state import Mode
@@ -225,10 +224,7 @@ def selftest_command(args: argparse.Namespace) -> int:
         config, config_name=args.config, state_dir=state_dir, sensor_url=args.sensor_url
     )
     document = {"ok": ok, "checks": report}
-    if wants_json(args):
-        sys.stdout.write(json.dumps(document) + "\n")
-    else:
-        sys.stdout.write(render.selftest_report(document))
+    print_report(args, document, render.selftest_report)
     if not ok:  # one line on stderr naming every failure (exit 1); stdout has the details
         failed = [name for name, r in report.items() if not r["ok"]]
         details = "; ".join(f"{name} failed: {report[name]['detail']}" for name in failed)

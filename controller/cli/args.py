@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, NoReturn
@@ -126,6 +127,21 @@ def json_argument(p: argparse.ArgumentParser) -> None:
 def wants_json(args: argparse.Namespace) -> bool:
     """JSON for a program, text for a person: ``--json``, or stdout is not a terminal."""
     return bool(args.json) or not sys.stdout.isatty()
+
+
+def print_report(
+    args: argparse.Namespace,
+    doc: Any,
+    report: Callable[[Any], str],
+    *,
+    to_json: Callable[[object], None] = print_json,
+) -> None:
+    """A reading command's answer: ``doc`` as JSON for a program (``--json``, a pipe), or its
+    ``report`` in words for a person at a terminal."""
+    if wants_json(args):
+        to_json(doc)
+    else:
+        sys.stdout.write(report(doc))
 
 
 # --- local date-times ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from controller.cli.args import (
     json_argument,
     local_span,
     path_argument,
-    wants_json,
+    print_report,
     whole_number,
 )
 from controller.core.config import StorageConfig
@@ -162,21 +161,14 @@ def verify(args: argparse.Namespace) -> int:
         else:
             report = verify_database(copy, verifier, checkpoint=checkpoint, workers=jobs)
     except LogIntegrityError as exc:
-        _report(args, {"ok": False, "record": exc.record, "error": str(exc)}, render.verify_report)
+        failed = {"ok": False, "record": exc.record, "error": str(exc)}
+        print_report(args, failed, render.verify_report, to_json=_print)
         sys.stderr.write(f"paigow-controller: verify-log: {exc}\n")
         return 1
-    _report(args, {**report.as_dict(), "key": str(verifier)}, render.verify_report)
+    print_report(
+        args, {**report.as_dict(), "key": str(verifier)}, render.verify_report, to_json=_print
+    )
     return 0
-
-
-def _report(
-    args: argparse.Namespace, doc: dict[str, Any], text: Callable[[dict[str, Any]], str]
-) -> None:
-    """The JSON document for a program, or its report in words for a person at a terminal."""
-    if wants_json(args):
-        _print(doc)
-    else:
-        sys.stdout.write(text(doc))
 
 
 def _copy_to_verify(args: argparse.Namespace) -> Path | None:
@@ -273,10 +265,12 @@ def recall_command(args: argparse.Namespace) -> int:
 
 
 def _show_rounds(args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str) -> int:
-    if wants_json(args):
-        _print({"rounds": rounds})
-    else:
-        sys.stdout.write(render.recall_table(rounds, heading=heading, zone=None))
+    print_report(
+        args,
+        {"rounds": rounds},
+        lambda doc: render.recall_table(doc["rounds"], heading=heading, zone=None),
+        to_json=_print,
+    )
     return 0
 
 
@@ -284,10 +278,12 @@ def _recall_one(args: argparse.Namespace, number: int) -> int:
     game = recall_round(_state_dir(args), number)
     if game is None:
         raise ControllerError(f"recall: round {number} is not in the log")
-    if wants_json(args):
-        _print({"rounds": [game]})
-    else:
-        sys.stdout.write(render.round_report(game, zone=None))
+    print_report(
+        args,
+        {"rounds": [game]},
+        lambda doc: render.round_report(doc["rounds"][0], zone=None),
+        to_json=_print,
+    )
     return 0
 
 
@@ -428,5 +424,6 @@ def dice_stats_command(args: argparse.Namespace) -> int:
     from controller.audit.dice_stats import dice_stats
     from controller.core.dice_monitor import Window
 
-    _report(args, dice_stats(_state_dir(args), Window(args.window)), render.dice_stats_report)
+    stats = dice_stats(_state_dir(args), Window(args.window))
+    print_report(args, stats, render.dice_stats_report, to_json=_print)
     return 0

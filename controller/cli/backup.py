@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from controller.cli.args import describe, json_argument, path_argument, print_json, wants_json
+from controller.cli import render
+from controller.cli.args import describe, json_argument, path_argument, print_report
 from controller.core.config import StorageConfig
 
 
@@ -38,10 +38,5 @@ def backup_command(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir or StorageConfig().state_dir)
     report = backup_log(state_dir, Path(args.out), force=args.force)
     doc = report.as_dict(state_dir)
-    if wants_json(args):
-        print_json(doc)
-    else:
-        from controller.cli.render import backup_report
-
-        sys.stdout.write(backup_report(doc))
+    print_report(args, doc, render.backup_report)
     return 0

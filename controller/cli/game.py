@@ -6,7 +6,6 @@ terminal and JSON with ``--json`` or in a pipe; the others print JSON."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
@@ -16,7 +15,7 @@ from controller.cli.args import (
     describe,
     json_argument,
     print_json,
-    wants_json,
+    print_report,
     whole_number,
 )
 from controller.core.config import Config
@@ -173,10 +172,7 @@ def paytables(args: argparse.Namespace) -> int:
         "outcomes": 216,
         "paytables": [paytable_figures(t).as_report() for t in config.paytables],
     }
-    if wants_json(args):
-        print_json(report)
-    else:
-        sys.stdout.write(render.paytables_report(report))
+    print_report(args, report, render.paytables_report)
     return 0
 
 
@@ -208,8 +204,5 @@ def check_config(args: argparse.Namespace) -> int:
         "mode": str(config.table.mode),
         "paytables": [t.name for t in config.paytables],
     }
-    if wants_json(args):
-        print_json(report)
-    else:
-        sys.stdout.write(render.config_report(report))
+    print_report(args, report, render.config_report)
     return 0

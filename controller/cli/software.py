@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
-from controller.cli.args import describe, json_argument, path_argument, print_json, wants_json
+from controller.cli import render
+from controller.cli.args import describe, json_argument, path_argument, print_report
 from controller.core.note import NoteError, Verifier
 from controller.errors import UsageError
 
@@ -62,12 +63,7 @@ def verify_software(args: argparse.Namespace) -> int:
     )
     check = verifier.check()
     doc = {"ok": not check.is_fault, "summary": check.summary(), **check.as_record()}
-    if wants_json(args):
-        print_json(doc)
-    else:
-        from controller.cli.render import software_report
-
-        sys.stdout.write(software_report(doc))
+    print_report(args, doc, render.software_report)
     return EX_MISMATCH if check.is_fault else 0
 
 
