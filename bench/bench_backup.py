@@ -14,7 +14,6 @@ Run: ``.venv/bin/python bench/bench_backup.py``. Figures, medians of REPEATS run
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from loggen import cached_log
 
 from controller.audit.archive import Policy, Retention
 from controller.audit.log import DB_NAME, AuditLog, load_signer
+from controller.files import fsync_file
 
 ROUNDS = env_int("BENCH_ROUNDS", 20_000)
 REPEATS = env_int("BENCH_REPEATS", 3)
@@ -45,11 +45,7 @@ def _timed(command: list[str]) -> float:
 def _cp(source: Path, target: Path) -> float:
     start = time.perf_counter()
     shutil.copyfile(source, target)
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(target)
     return time.perf_counter() - start
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from controller.app import simulate
 from controller.core.config import Config
+from controller.files import fsync_dir, fsync_file
 from controller.software.check import (
     build_manifest,
     create_release_key,
@@ -140,16 +141,8 @@ def copy_state_dir(source: Path, target: Path) -> None:
             continue
         destination = target / item.name
         shutil.copy2(item, destination)
-        fd = os.open(destination, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_file(destination)
+    fsync_dir(target)
 
 
 def tmpfs_dir() -> Path | None:

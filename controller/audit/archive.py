@@ -71,7 +71,7 @@ from controller.core.note import (
 )
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import AuditLogError, LogIntegrityError
-from controller.files import fsync_dir
+from controller.files import fsync_dir, fsync_file
 
 log = logging.getLogger("paigow.audit")
 
@@ -395,11 +395,7 @@ class Retention:
             raise
         db.close()
         self._fail_at("fsync")
-        fd = os.open(temporary, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(temporary)
         self._fail_at("rename")
         os.link(temporary, path)  # never replaces an archive
         temporary.unlink()

@@ -41,7 +41,7 @@ from controller.audit.log import (
 )
 from controller.core.note import Checkpoint, NoteError
 from controller.errors import AuditLogError, UsageError
-from controller.files import fsync_dir
+from controller.files import fsync_dir, fsync_file
 
 STEP_PAGES = 1024  # 512 KiB at the log's 512-byte pages: a few ms per step on a Pi's card
 # What the log's meta table may hold: its public identity only (log.py, AuditLog._create;
@@ -230,10 +230,6 @@ def _copy(db: sqlite3.Connection, temporary: Path, records: int, step_pages: int
             f"audit log: the copy holds {copied} records of {records} ({check}): not kept"
         )
     try:
-        fd = os.open(temporary, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(temporary)
     except OSError as exc:
         raise _storage_error(exc, f"cannot write {temporary}") from exc

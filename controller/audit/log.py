@@ -69,7 +69,7 @@ from controller.core.note import (
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.errors import AuditLogError, LogIdentityError, LogIntegrityError, StorageFull
-from controller.files import fsync_dir
+from controller.files import write_new
 from controller.ports import Committed, LoggedCheckpoint, Reopened
 
 log = logging.getLogger("paigow.audit")
@@ -245,23 +245,12 @@ def create_signer(state_dir: Path, origin: str) -> Signer:
     state_dir = Path(state_dir)
     signer = Signer.generate(origin)
     path = state_dir / KEY_FILE
-    temporary = state_dir / f".{KEY_FILE}.{os.getpid()}"
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, f"{signer}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.link(temporary, path)  # never replaces a key
-        fsync_dir(state_dir)
+        write_new(path, f"{signer}\n".encode(), 0o600, replace=False)  # never replaces a key
     except FileExistsError:
         raise LogIdentityError(f"audit log: {path} exists: a key is never replaced") from None
     except OSError as exc:
         raise _storage_error(exc, f"cannot create the signing key {path}") from exc
-    finally:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
     return signer
 
 

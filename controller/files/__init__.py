@@ -5,6 +5,7 @@ files named on the command line. May import only the standard library."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -16,6 +17,37 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file's contents, written by another handle (SQLite's, a copy's), durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new(path: Path, blob: bytes, mode: int, *, replace: bool) -> None:
+    """``blob`` at ``path``, whole or not at all: written to a new temporary file beside it
+    (``mode``), fsynced, then renamed over ``path`` (``replace``) or linked to it (never
+    replacing one: ``FileExistsError``), and the directory fsynced. OSError on failure; the
+    temporary file never stays."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        (os.replace if replace else os.link)(temporary, path)
+        fsync_dir(path.parent)
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
 
 
 class TooLarge(ValueError):

@@ -18,7 +18,6 @@ Hashing is bounded: at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` ea
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -26,7 +25,6 @@ import importlib.metadata
 import importlib.util
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +43,7 @@ from controller.core.software import (
     sign_manifest,
 )
 from controller.errors import SoftwareIdentityError
-from controller.files import TooLarge, fsync_dir, read_capped
+from controller.files import TooLarge, read_capped, write_new
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
@@ -262,23 +260,9 @@ def write_manifest(path: Path, blob: bytes) -> None:
 
 
 def _write_new(path: Path, blob: bytes, mode: int, *, replace: bool) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    place: Callable[[Path, Path], None] = os.replace if replace else os.link
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        place(temporary, path)
-        fsync_dir(path.parent)
+        write_new(path, blob, mode, replace=replace)
     except FileExistsError:
         raise SoftwareIdentityError(f"{path} exists: it is never replaced") from None
     except OSError as exc:
         raise SoftwareIdentityError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    finally:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
