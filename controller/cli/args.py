@@ -31,7 +31,26 @@ def one_line(message: str) -> str:
 
 
 def complain(message: str) -> None:
-    sys.stderr.write(f"{PROG}: {one_line(message)}\n")
+    """The one line a failed command leaves; in the journal at priority err (a service's
+    stderr there is read at info unless the line says otherwise)."""
+    prefix = "<3>" if stderr_is_journal() else ""
+    sys.stderr.write(f"{prefix}{PROG}: {one_line(message)}\n")
+
+
+def stderr_is_journal() -> bool:
+    """Whether stderr is the journal stream systemd gave this process: ``$JOURNAL_STREAM``
+    names its device and inode (systemd.exec(5)), which a stream passed on to a child (a
+    redirect, a pipe) no longer matches."""
+    device, sep, inode = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    if not (sep and is_ascii_digits(device) and is_ascii_digits(inode)):
+        return False
+    if len(device) > 20 or len(inode) > 20:
+        return False
+    try:
+        status = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, replaced, or not a real file
+        return False
+    return status.st_dev == int(device) and status.st_ino == int(inode)
 
 
 PATH_MAX_BYTES = 4096  # Linux's PATH_MAX and NAME_MAX: a longer name cannot name a file
