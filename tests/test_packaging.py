@@ -116,3 +116,23 @@ def test_the_wheel_carries_the_packages_and_the_display_page(tmp_path: Path) -> 
     for module in ("controller/display/server.py", "controller/py.typed", "drivers/py.typed"):
         assert module in names
     assert not [n for n in names if n.split("/")[0] in {"tests", "bench", "hw", "scripts"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--bogus"], "unknown argument '--bogus'"),
+        (["--wheels"], "--wheels needs a directory"),
+        (["--wheels", "/nonexistent/wheels"], "--wheels /nonexistent/wheels: not a directory"),
+    ],
+)
+def test_the_installer_refuses_a_bad_argument_in_one_line(args: list[str], said: str) -> None:
+    """Checked before anything else (root, apt, the lock): one line, exit 2. (What it installs
+    is tested in a booted Debian: tests/system.)"""
+    done = subprocess.run(
+        [str(ROOT / "hw/install-raspberry-pi.sh"), *args], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert said in done.stderr

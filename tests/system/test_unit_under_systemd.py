@@ -224,6 +224,15 @@ def test_a_bad_config_exits_78_without_a_restart_loop(guest: Machine) -> None:
     assert last_power_on(guest)["previous"] == "shutdown"
 
 
+def test_one_installer_at_a_time(guest: Machine) -> None:
+    release = current_release(guest)
+    held = ["flock", f"{PREFIX}/.install.lock", INSTALL[0].format(tree="release-b"), "--no-kiosk"]
+    done = guest.run(held, check=False, env=RELEASE_KEY)
+    assert done.returncode == 1
+    assert "another install is running" in done.stderr
+    assert current_release(guest) == release
+
+
 def test_upgrade_restarts_on_the_new_release(guest: Machine) -> None:
     release_a = current_release(guest)
     pid = show(guest, "MainPID")["MainPID"]
