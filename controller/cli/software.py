@@ -26,7 +26,8 @@ def verify_software_arguments(p: argparse.ArgumentParser) -> None:
         " a bad config. A report on a terminal; JSON with --json or in a pipe.",
         "examples:\n"
         "  paigow-controller verify-software\n"
-        "  paigow-controller verify-software --root /mnt/card/opt/paigow-controller/current/src"
+        "  paigow-controller verify-software --root"
+        " /mnt/card/opt/paigow-controller/current/venv/lib/python3.11/site-packages"
         ' --public-key "$(cat release.pub)" --json',
     )
     json_argument(p)

@@ -297,3 +297,27 @@ def test_reboot_stops_cleanly_and_the_log_verifies(guest: Machine) -> None:
     verified = guest.run(["paigow-controller", "verify-log", "--state-dir", STATE, "--json"])
     report = json.loads(verified.stdout)
     assert report["ok"] is True, report
+
+
+def test_one_byte_changed_in_the_installed_release_is_found(guest: Machine) -> None:
+    """Program verification on the installed release: on demand and at the next start."""
+    site = guest.root / "opt/paigow-controller/current/venv/lib/python3.11/site-packages"
+    target = site / "controller/core/wagers.py"
+    original = target.read_bytes()
+    changed = bytearray(original)
+    changed[len(changed) // 2] ^= 0x01
+    try:
+        target.write_bytes(bytes(changed))
+        done = guest.run(["paigow-controller", "verify-software", "--json"], check=False)
+        assert done.returncode == 1, done.stderr
+        assert "controller/core/wagers.py" in json.loads(done.stdout)["differ"]
+        guest.run(["systemctl", "start", UNIT])
+        check = [r["data"] for r in records(guest) if r["kind"] == "software_check"][-1]
+        assert check["result"] == "mismatch"
+        assert check["differ"] == ["controller/core/wagers.py"]
+        faults = [r["data"] for r in records(guest) if r["kind"] == "fault"]
+        assert faults[-1]["fault"] == "software_identity", faults[-1]
+    finally:
+        guest.run(["systemctl", "stop", UNIT], check=False)
+        target.write_bytes(original)
+    assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
