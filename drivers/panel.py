@@ -64,6 +64,13 @@ STATUS_COLOURS: Mapping[Screen, Colour] = {
 }
 FLASH_S = 0.5  # a dice alarm: the status lamp's colour and magenta, half a second each
 
+SUPERVISOR_KEY = "supervisor_key"
+LAMP_NAMES = ("shake_button_lamp", "lamp_red", "lamp_green", "lamp_blue")
+# Told of every debounced change of every key and of the supervisor key switch (its name in
+# PanelPins, pressed or on): commissioning watches the releases and the key switch too, which
+# give no event. Called under the key's debounce lock: it must only enqueue.
+KeyObserver = Callable[[str, bool], None]
+
 # The screens on which the player may press the shake button: its lamp is lit.
 SHAKE_INVITED: frozenset[Screen] = frozenset({Screen.BETS_CLOSED, Screen.NO_ROLL})
 
@@ -107,8 +114,10 @@ class GpioPanel:
         latch: FaultLatch | None = None,
         shake_button_enabled: bool = True,
         clock: Callable[[], int] = monotonic_ms,
+        on_key_change: KeyObserver | None = None,
     ) -> None:
         self._sink = sink
+        self._on_key_change = on_key_change
         self._clock = clock
         self._latch = latch
         self._shake_enabled = shake_button_enabled
@@ -133,7 +142,7 @@ class GpioPanel:
                 initial_value=OFF,
                 pin_factory=pin_factory,
             )
-            self._supervisor = self._key("supervisor_key", pins.supervisor_key, None)
+            self._supervisor = self._key(SUPERVISOR_KEY, pins.supervisor_key, None)
             keys: list[tuple[str, int | str, Event]] = [
                 ("key_no_more_bets", pins.key_no_more_bets, Event.NO_MORE_BETS),
                 ("key_close_round", pins.key_close_round, Event.CLOSE_ROUND),
@@ -157,7 +166,7 @@ class GpioPanel:
         debounced = debounced_input(
             name,
             pin,
-            self._on_key(event),
+            self._on_key(name, event),
             pin_factory=self._pin_factory,
             debounce_s=self._debounce_s,
             on_error=self._key_failed,
@@ -170,6 +179,13 @@ class GpioPanel:
     @property
     def is_supervisor_key_on(self) -> bool:
         return self._supervisor.is_active
+
+    def is_pressed(self, name: str) -> bool:
+        """The debounced state of a key by its name in PanelPins (the supervisor key: on)."""
+        for debounced in self._inputs:
+            if debounced.name == name:
+                return debounced.is_active
+        raise KeyError(name)
 
     @property
     def screen(self) -> Screen | None:
@@ -212,6 +228,25 @@ class GpioPanel:
             if self._closed or self._is_latched():
                 return
             self._write(True, WHITE)
+            if epoch != self._safe_epoch or self._is_latched():
+                self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
+
+    def light_only(self, lamp: str | None) -> None:
+        """Commissioning: ``lamp`` (one of LAMP_NAMES) lit and every other lamp dark, so that
+        a technician can check each channel and its wiring by eye; None: all dark. Nothing
+        while the latch is tripped (the lamps stay at their safe values)."""
+        if lamp is not None and lamp not in LAMP_NAMES:
+            raise ValueError(f"no lamp {lamp!r}")
+        colour: Colour = (
+            int(lamp == "lamp_red"),
+            int(lamp == "lamp_green"),
+            int(lamp == "lamp_blue"),
+        )
+        epoch = self._safe_epoch
+        with self._lock:
+            if self._closed or self._is_latched():
+                return
+            self._write(lamp == "shake_button_lamp", colour)
             if epoch != self._safe_epoch or self._is_latched():
                 self._write(SHAKE_LAMP_SAFE, STATUS_SAFE_COLOUR)
 
@@ -274,8 +309,11 @@ class GpioPanel:
                 on_time=FLASH_S, off_time=FLASH_S, on_color=colour, off_color=MAGENTA
             )
 
-    def _on_key(self, event: Event | None) -> Callable[[bool], None]:
+    def _on_key(self, name: str, event: Event | None) -> Callable[[bool], None]:
         def changed(is_pressed: bool) -> None:
+            observer = self._on_key_change
+            if observer is not None and not self._closed:
+                observer(name, is_pressed)
             if not is_pressed or event is None or self._closed:
                 return
             if event is Event.SHAKE_PRESSED and not self._shake_enabled:

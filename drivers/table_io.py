@@ -19,7 +19,7 @@ from controller.core.state import Mode
 from controller.errors import HardwareError
 from controller.ports import EventSink
 from drivers.debounce import monotonic_ms
-from drivers.panel import GpioPanel, PanelPins
+from drivers.panel import GpioPanel, KeyObserver, PanelPins
 from drivers.safety import FaultLatch
 from drivers.shaker import GpioShaker
 
@@ -76,6 +76,7 @@ def build_panel(
     pin_factory: Any = None,
     shake_button_enabled: bool = True,
     clock: Callable[[], int] = monotonic_ms,
+    on_key_change: KeyObserver | None = None,
 ) -> GpioPanel:
     return GpioPanel(
         sink,
@@ -85,6 +86,7 @@ def build_panel(
         latch=latch,
         shake_button_enabled=shake_button_enabled,
         clock=clock,
+        on_key_change=on_key_change,
     )
 
 
@@ -125,11 +127,15 @@ def build_table_io(
     *,
     pin_factory: Any = None,
     clock: Callable[[], int] = monotonic_ms,
+    on_key_change: KeyObserver | None = None,
 ) -> TableIO:
     """The table's GPIO drivers. A board whose pins cannot be claimed (no pin factory, a pin
-    in use) raises :class:`HardwareError` saying so, never gpiozero's own exception."""
+    in use) raises :class:`HardwareError` saying so, never gpiozero's own exception.
+    ``on_key_change`` is told of every key's debounced change (commissioning)."""
     try:
-        return _build_table_io(config, sink, pin_factory=pin_factory, clock=clock)
+        return _build_table_io(
+            config, sink, pin_factory=pin_factory, clock=clock, on_key_change=on_key_change
+        )
     except GPIOZeroError as exc:
         hint = ""
         if isinstance(exc, BadPinFactory):
@@ -143,6 +149,7 @@ def _build_table_io(
     *,
     pin_factory: Any,
     clock: Callable[[], int],
+    on_key_change: KeyObserver | None,
 ) -> TableIO:
     latch = FaultLatch()
     is_shaker_table = Mode.SHAKER in (config.table.mode, *config.table.modes)
@@ -160,6 +167,7 @@ def _build_table_io(
             pin_factory=pin_factory,
             shake_button_enabled=is_shaker_table,
             clock=clock,
+            on_key_change=on_key_change,
         )
     except BaseException:
         if shaker is not None:

@@ -310,3 +310,48 @@ def test_every_key_has_at_most_one_settle_thread(desk: Desk) -> None:
     assert names.count("debounce-shake_button") == 1
     desk.panel.close()
     assert [t for t in threading.enumerate() if t.name.startswith("debounce-")] == []
+
+
+def test_light_only_lights_one_channel_and_never_when_latched(desk: Desk) -> None:
+    """Commissioning lights each lamp alone, so a swapped or dead channel shows."""
+    expected = {
+        "shake_button_lamp": (True, (0, 0, 0)),
+        "lamp_red": (False, (1, 0, 0)),
+        "lamp_green": (False, (0, 1, 0)),
+        "lamp_blue": (False, (0, 0, 1)),
+    }
+    for lamp, (shake_lamp, colour) in expected.items():
+        desk.panel.light_only(lamp)
+        assert (desk.sim.is_shake_lamp_on, desk.sim.status_colour) == (shake_lamp, colour)
+    desk.panel.light_only(None)
+    assert (desk.sim.is_shake_lamp_on, desk.sim.status_colour) == (False, (0, 0, 0))
+    with pytest.raises(ValueError, match="no lamp"):
+        desk.panel.light_only("lamp_purple")
+    desk.latch.trip("test")
+    desk.panel.light_only("lamp_green")
+    assert (desk.sim.is_shake_lamp_on, desk.sim.status_colour) == (False, (1, 0, 0))  # safe
+
+
+def test_a_key_observer_sees_presses_releases_and_the_key_switch() -> None:
+    factory = MockFactory(pin_class=MockPWMPin)
+    seen: queue.Queue[tuple[str, bool]] = queue.Queue()
+    sim = SimPanel(factory, PINS)
+    panel = build_panel(
+        PINS,
+        CONFIG,
+        queue.Queue(),
+        pin_factory=factory,
+        on_key_change=lambda name, state: seen.put((name, state)),
+    )
+    try:
+        sim.press("key_style")
+        assert seen.get(timeout=WAIT) == ("key_style", True)
+        assert panel.is_pressed("key_style")
+        sim.release("key_style")
+        assert seen.get(timeout=WAIT) == ("key_style", False)
+        sim.turn_supervisor_key(True)
+        assert seen.get(timeout=WAIT) == ("supervisor_key", True)
+        assert panel.is_pressed("supervisor_key")
+    finally:
+        panel.close()
+        factory.close()

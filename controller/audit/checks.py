@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core import canonical
+from controller.core.commissioning import check_record as check_commissioning
 from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.core.record_data import (
     RecordDataError,
@@ -37,7 +38,14 @@ ROUND_KINDS = frozenset(
         RecordKind.DELIVERY_STYLE,
     }
 )
-CONTENT_KINDS = frozenset({RecordKind.LOG_CREATED, RecordKind.CONFIG_LOADED, RecordKind.RESULT})
+CONTENT_KINDS = frozenset(
+    {
+        RecordKind.LOG_CREATED,
+        RecordKind.CONFIG_LOADED,
+        RecordKind.RESULT,
+        RecordKind.COMMISSIONING,
+    }
+)
 MAX_REMEMBERED_RESULTS = 4096  # distinct (game, bank, dice): 216 rolls x 8 banks x 2 games
 
 
@@ -141,7 +149,8 @@ _DIGIT_OR_MINUS = frozenset("-0123456789")
 
 class ContentCheck:
     """What each record must say, fed in log order from the paytables in force: the key it was
-    created for, the paytables it loads, the result its dice (or number) give.
+    created for, the paytables it loads, the result its dice (or number) give, the verdict a
+    commissioning walk's steps give.
 
     A result is a function of the game, the bank, the dice and the paytables alone: each
     distinct one is computed once per paytables (a log holds a few hundred distinct rolls
@@ -172,6 +181,8 @@ class ContentCheck:
         elif cur.kind == RecordKind.RESULT:
             self._check_result(cur)
             return 1
+        elif cur.kind == RecordKind.COMMISSIONING:
+            check_commissioning(cur.data)
         return 0
 
     def _check_result(self, cur: Entry) -> None:

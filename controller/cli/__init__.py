@@ -95,6 +95,13 @@ COMMANDS: list[Command] = [
         "selftest_command",
     ),
     Command(
+        "commission",
+        "a technician's guided walk through the table's hardware, recorded",
+        "controller.cli.commission",
+        "commission_arguments",
+        "commission_command",
+    ),
+    Command(
         "supervise",
         "a supervisor's action at the service terminal (the supervisor key must be on)",
         "controller.cli.supervise",

@@ -256,6 +256,8 @@ def record_text(kind: str, data: Mapping[str, Any]) -> str:
             f"attempt {data.get('attempt')}: {_dice_text(data)}, total {_total(data)},"
             f" start {data.get('starting_position')}, bank {data.get('bank')}"
         )
+    if kind == RecordKind.COMMISSIONING:
+        return commissioning_text(data)
     return ", ".join(f"{k} {_value(v)}" for k, v in data.items() if k != "round")
 
 
@@ -412,3 +414,74 @@ def dice_stats_report(stats: Mapping[str, Any]) -> str:
 
 def _p(value: float | None) -> str:
     return "   -" if value is None else f"{value:.4f}"
+
+
+# --- commission ------------------------------------------------------------------------------
+
+_VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "skipped": "skipped", "not_run": "not run"}
+
+
+def commission_report(doc: Mapping[str, Any]) -> str:
+    """``commission``'s report: the verdict, who and what, then every step with what was seen."""
+    counts: Mapping[str, int] = doc.get("counts", {})
+    outcome = doc.get("outcome")
+    if outcome != "completed":
+        verdict = f"{str(outcome).upper()} (not every step was taken)"
+    elif doc.get("passed"):
+        verdict = "PASSED"
+    else:
+        verdict = f"FAILED ({counts.get('fail', 0)} of {len(doc.get('steps', []))} steps)"
+    lines = [clean(f"commissioning of table {doc.get('table')}: {verdict}")]
+    record = doc.get("record")
+    lines += _fields(
+        [
+            ("technician", doc.get("technician")),
+            ("outcome", outcome),
+            ("steps", ", ".join(f"{n} {_VERDICT_WORDS.get(k, k)}" for k, n in counts.items())),
+            ("dice sensor", _sensor_text(doc.get("sensor"))),
+            ("config sha256", doc.get("config_sha256")),
+            ("outputs driven safe", doc.get("outputs_safe")),
+            ("recorded", f"audit log record {record}" if record is not None else "NOT recorded"),
+        ]
+    )
+    if doc.get("ended"):
+        lines.append(clean(f"  ended: {doc['ended']}"))
+    if doc.get("record_error"):
+        lines.append(clean(f"  not recorded: {doc['record_error']}"))
+    rows = [
+        [
+            step.get("step"),
+            _VERDICT_WORDS.get(str(step.get("verdict")), step.get("verdict")),
+            step.get("observed"),
+        ]
+        for step in doc.get("steps", [])
+    ]
+    lines += ["", columns(["step", "verdict", "seen"], rows)]
+    return "\n".join(lines) + "\n"
+
+
+def _sensor_text(sensor: object) -> str:
+    if not isinstance(sensor, dict):
+        return "not identified"
+    return (
+        f"{sensor.get('model')} serial {sensor.get('serial_number')} firmware"
+        f" {sensor.get('firmware')} (protocol DS{sensor.get('protocol_version')})"
+    )
+
+
+def commissioning_text(data: Mapping[str, Any]) -> str:
+    """A ``commissioning`` record in a line (recall's round detail)."""
+    counts = data.get("counts")
+    shown = (
+        ", ".join(f"{n} {_VERDICT_WORDS.get(k, k)}" for k, n in counts.items() if n)
+        if isinstance(counts, dict)
+        else "-"
+    )
+    failed = [
+        str(step.get("step"))
+        for step in data.get("steps") or ()
+        if isinstance(step, dict) and step.get("verdict") == "fail"
+    ]
+    verdict = "passed" if data.get("passed") else "NOT passed"
+    text = f"by {data.get('technician')}: {data.get('outcome')}, {verdict} ({shown})"
+    return text + (f"; failed: {', '.join(failed)}" if failed else "")

@@ -55,6 +55,9 @@ class RecordKind(StrEnum):
         "software_changed"  # the version or the manifest differs from the last start's
     )
     CLOCK_STATUS = "clock_status"  # the OS's clock became synchronised, or stopped being
+    # a technician's walk through the table's hardware (``paigow-controller commission``,
+    # never beside the controller): who, every step's verdict, the sensor's identity
+    COMMISSIONING = "commissioning"
 
 
 def record_hash(leaf: bytes) -> str:

@@ -1,0 +1,132 @@
+"""``paigow-controller commission``: a technician walks through the table's real hardware, step
+by step, answering at the terminal; the report is printed and recorded in the audit log."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from controller.app.config_file import DEFAULT_PATH, load_config
+from controller.cli import render
+from controller.cli.args import JSON_OR_TEXT, complain, describe, json_argument, print_report
+from controller.cli.args import whole_number as _whole
+from controller.core.commissioning import (
+    READINGS_MAX,
+    STEP_TIMEOUT_MAX_S,
+    TECHNICIAN_MAX_CHARS,
+    technician_error,
+)
+from controller.core.digits import quoted
+from controller.errors import ControllerError, InstanceLocked, UsageError
+
+EX_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+ANSWER_TIMEOUT_MAX_S = 3600
+
+
+def commission_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "A technician's guided walk through the table's real hardware, with the same config,"
+        " pins and dice sensor as run: each lamp lit in turn (answer y or n), the player's"
+        " shake button, every dealer key and the supervisor key switch, the shaker's lid"
+        " switch, the motor (one shake pattern, its motion pulses counted; the driver's"
+        " maximum run time applies), the tamper loop, then the dice sensor's handshake and"
+        " --readings readings of dice you set in the tray (confirm each against the tray)."
+        " Each step says what to do; press Enter to start it or type s to skip it; a step"
+        " waits at most --step-timeout seconds for the hardware.\n\n"
+        "It takes the state directory's lock: it refuses to run while the controller runs"
+        " (stop it first). Every output is driven to its safe value at the end, on an error"
+        " and on Ctrl-C. The report is recorded in the audit log as a commissioning record"
+        " (recall and export show it, verify-log checks it). Prompts go to stderr; the"
+        f" report to stdout. {JSON_OR_TEXT}\n\n"
+        "Exit codes: 0 every step passed or was skipped by the technician; 1 a step failed,"
+        " or no answer came in time; 130 interrupted (Ctrl-C); 2 a bad argument; 78 a bad"
+        " config.",
+        "examples:\n"
+        '  paigow-controller commission --technician "J. Rivera #4411"\n'
+        '  paigow-controller commission --technician "J. Rivera #4411" --readings 20'
+        " --step-timeout 60\n"
+        "  paigow-controller commission --technician JR --config /etc/paigow-controller/config.toml"
+        " --json > commissioning.json",
+    )
+    p.add_argument(
+        "--technician",
+        required=True,
+        metavar="NAME",
+        help=f"who commissions the table: name or badge, 1 to {TECHNICIAN_MAX_CHARS} printable"
+        " ASCII characters (recorded)",
+    )
+    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument(
+        "--readings",
+        default="10",
+        metavar="N",
+        help=f"dice sensor readings to take, 0 to {READINGS_MAX} (default 10)",
+    )
+    p.add_argument(
+        "--step-timeout",
+        default="30",
+        metavar="SECONDS",
+        help=f"how long a step waits for the hardware, 1 to {STEP_TIMEOUT_MAX_S} (default 30)",
+    )
+    p.add_argument(
+        "--answer-timeout",
+        default="600",
+        metavar="SECONDS",
+        help=f"how long a question waits for an answer before the walk is abandoned, 1 to"
+        f" {ANSWER_TIMEOUT_MAX_S} (default 600)",
+    )
+    p.add_argument("--sensor-url", help="override the config's [sensor] url")
+    p.add_argument("--state-dir", help="override the config's [storage] state_dir")
+    json_argument(p)
+
+
+def commission_command(args: argparse.Namespace) -> int:
+    from controller.app.commission import Console, Settings, commission, describe_lock_error
+    from controller.app.logs import configure_logging
+
+    problem = technician_error(args.technician)
+    if problem is not None:
+        raise UsageError(f"--technician {quoted(args.technician)} {problem}")
+    readings = _whole(args.readings, "readings", 0, READINGS_MAX)
+    step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
+    answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
+    state_dir = None if args.state_dir is None else _directory(args.state_dir)
+    config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
+    configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
+    settings = Settings(
+        technician=args.technician,
+        state_dir=state_dir or Path(config.storage.state_dir),
+        step_timeout_s=step_timeout,
+        readings=readings,
+        answer_timeout_s=answer_timeout,
+        sensor_url=args.sensor_url,
+    )
+    console = Console(sys.stdin, sys.stderr, timeout_s=answer_timeout)
+    try:
+        document = commission(config, settings, console)
+    except InstanceLocked as exc:
+        raise ControllerError(describe_lock_error(exc)) from None
+    print_report(args, document, render.commission_report)
+    if document.get("record") is None:
+        complain(f"commission: the report was not recorded: {document.get('record_error')}")
+        return 1
+    if document["outcome"] == "interrupted":
+        complain(
+            f"commission: interrupted; every output safe; recorded as record {document['record']}"
+        )
+        return EX_INTERRUPTED
+    return 0 if document["passed"] else 1
+
+
+def _directory(text: str) -> Path:
+    path = Path(text)
+    try:
+        is_other = path.exists() and not path.is_dir()
+    except OSError as exc:
+        raise UsageError(f"--state-dir {quoted(text)}: {exc.strerror or exc}") from None
+    if is_other:
+        raise UsageError(f"--state-dir {quoted(text)} exists and is not a directory")
+    return path
