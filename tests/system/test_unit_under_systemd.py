@@ -310,11 +310,11 @@ def test_one_byte_changed_in_the_installed_release_is_found(guest: Machine) -> N
         target.write_bytes(bytes(changed))
         done = guest.run(["paigow-controller", "verify-software", "--json"], check=False)
         assert done.returncode == 1, done.stderr
-        assert "controller/core/wagers.py" in json.loads(done.stdout)["differ"]
+        assert json.loads(done.stdout)["differ"] == ["changed: controller/core/wagers.py"]
         guest.run(["systemctl", "start", UNIT])
         check = [r["data"] for r in records(guest) if r["kind"] == "software_check"][-1]
         assert check["result"] == "mismatch"
-        assert check["differ"] == ["controller/core/wagers.py"]
+        assert check["differ"] == ["changed: controller/core/wagers.py"]
         faults = [r["data"] for r in records(guest) if r["kind"] == "fault"]
         assert faults[-1]["fault"] == "software_identity", faults[-1]
     finally:
