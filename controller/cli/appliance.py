@@ -12,7 +12,13 @@ from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli import render
-from controller.cli.args import JSON_OR_TEXT, describe, json_argument, print_report
+from controller.cli.args import (
+    JSON_OR_TEXT,
+    describe,
+    directory_argument,
+    json_argument,
+    print_report,
+)
 from controller.core.config import Config
 from controller.core.digits import NumberError, parse_bounded_int, quoted
 from controller.core.state import Mode
@@ -26,19 +32,6 @@ def _whole(text: str, what: str, low: int, high: int) -> int:
         return parse_bounded_int(text, low=low, high=high, what=what)
     except NumberError as exc:
         raise UsageError(str(exc)) from None
-
-
-def _directory(text: str, option: str) -> Path:
-    """A directory argument that may not exist yet; one that names a file is refused now,
-    before anything starts. (Its length and characters were checked as it was parsed.)"""
-    path = Path(text)
-    try:
-        is_other = path.exists() and not path.is_dir()
-    except OSError as exc:
-        raise UsageError(f"{option} {quoted(text)}: {exc.strerror or exc}") from None
-    if is_other:
-        raise UsageError(f"{option} {quoted(text)} exists and is not a directory")
-    return path
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -160,7 +153,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     dice_bias = parse_dice_bias(args.dice_bias)
     minutes = args.table_minutes_per_round
     per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
-    state_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
+    state_dir = directory_argument(args.state_dir)
     config = Config() if args.config is None else load_config(Path(args.config))
     if args.mode is not None:
         config = dataclasses.replace(
@@ -216,7 +209,7 @@ def selftest_command(args: argparse.Namespace) -> int:
     from controller.app.logs import configure_logging
     from controller.app.selftest import selftest
 
-    given_dir = None if args.state_dir is None else _directory(args.state_dir, "--state-dir")
+    given_dir = directory_argument(args.state_dir)
     config = load_config(Path(args.config))
     configure_logging(logging.WARNING)
     state_dir = given_dir or Path(config.storage.state_dir)

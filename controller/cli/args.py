@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
 from typing import Any, NoReturn
 
 from controller.core.digits import NumberError, is_ascii_digits, parse_bounded_int, quoted
@@ -73,6 +74,22 @@ def path_argument(text: str) -> str:
     if len(raw) > PATH_MAX_BYTES or any(len(part) > NAME_MAX_BYTES for part in raw.split(b"/")):
         raise argparse.ArgumentTypeError(f"{quoted(text)} is too long to be a name")
     return text
+
+
+def directory_argument(text: str | None, option: str = "--state-dir") -> Path | None:
+    """A directory argument that may not exist yet (None when not given); one that names a
+    file is refused now, before anything starts. (Its length and characters were checked as
+    it was parsed.)"""
+    if text is None:
+        return None
+    path = Path(text)
+    try:
+        is_other = path.exists() and not path.is_dir()
+    except OSError as exc:
+        raise UsageError(f"{option} {quoted(text)}: {exc.strerror or exc}") from None
+    if is_other:
+        raise UsageError(f"{option} {quoted(text)} exists and is not a directory")
+    return path
 
 
 def number_argument(text: str) -> str:

@@ -10,7 +10,14 @@ from pathlib import Path
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli import render
-from controller.cli.args import JSON_OR_TEXT, complain, describe, json_argument, print_report
+from controller.cli.args import (
+    JSON_OR_TEXT,
+    complain,
+    describe,
+    directory_argument,
+    json_argument,
+    print_report,
+)
 from controller.cli.args import whole_number as _whole
 from controller.core.commissioning import (
     READINGS_MAX,
@@ -93,7 +100,7 @@ def commission_command(args: argparse.Namespace) -> int:
     readings = _whole(args.readings, "readings", 0, READINGS_MAX)
     step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
     answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
-    state_dir = None if args.state_dir is None else _directory(args.state_dir)
+    state_dir = directory_argument(args.state_dir)
     config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
     configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
     settings = Settings(
@@ -119,14 +126,3 @@ def commission_command(args: argparse.Namespace) -> int:
         )
         return EX_INTERRUPTED
     return 0 if document["passed"] else 1
-
-
-def _directory(text: str) -> Path:
-    path = Path(text)
-    try:
-        is_other = path.exists() and not path.is_dir()
-    except OSError as exc:
-        raise UsageError(f"--state-dir {quoted(text)}: {exc.strerror or exc}") from None
-    if is_other:
-        raise UsageError(f"--state-dir {quoted(text)} exists and is not a directory")
-    return path
