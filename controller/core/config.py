@@ -19,7 +19,7 @@ from typing import Any
 
 from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
-from controller.core.note import NoteError, Verifier
+from controller.core.note import ALG_COSIGNATURE_V1, NoteError, Verifier
 from controller.core.position import Game
 from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
 from controller.core.wagers import (
@@ -172,6 +172,97 @@ class SoftwareConfig:
                 raise ConfigError("software.public_key", f"not a verifier key: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """``[fleet]``: every record, the latest signed checkpoint and the table's status to the
+    casino's MQTT broker (controller/fleet), for the floor's systems and the witness that
+    anchors the log outside the box. Off when ``mqtt_url`` is empty (the default)."""
+
+    mqtt_url: str = field(default="", metadata={"may_be_empty": True, "max_chars": 300})
+    # mqtts: the CA that signed the broker's certificate (required), and the table's client
+    # certificate and key (optional, both or neither)
+    ca_file: str = field(default="", metadata={"may_be_empty": True})
+    cert_file: str = field(default="", metadata={"may_be_empty": True})
+    key_file: str = field(default="", metadata={"may_be_empty": True})
+    # two lines, user name and password: a file only the service's user may read (0600/0400)
+    credentials_file: str = field(default="", metadata={"may_be_empty": True})
+    # the witness's cosigner key (C2SP vkey, algorithm 0x04): its cosignatures of this log are
+    # checked with it, shown and recorded; "": cosignatures are not taken
+    witness_key: str = field(default="", metadata={"may_be_empty": True, "max_chars": 200})
+    keepalive_s: int = field(default=30, metadata=_range(5, 600))
+    # an orderly stop sends what is left for at most this long
+    stop_flush_s: int = field(default=5, metadata=_range(0, 60))
+
+    def __post_init__(self) -> None:
+        if not self.mqtt_url:
+            return
+        try:
+            address = parse_broker_url(self.mqtt_url)
+        except ValueError as exc:
+            raise ConfigError("fleet.mqtt_url", str(exc)) from None
+        for key in ("ca_file", "cert_file", "key_file", "credentials_file"):
+            value = getattr(self, key)
+            if value and not value.startswith("/"):
+                raise ConfigError(f"fleet.{key}", "must be an absolute path")
+        if address.tls and not self.ca_file:
+            raise ConfigError("fleet.ca_file", "mqtts:// needs the broker's CA file")
+        if not address.tls and (self.ca_file or self.cert_file or self.key_file):
+            raise ConfigError("fleet.mqtt_url", "certificates are for mqtts:// only")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ConfigError("fleet.key_file", "a client certificate needs its key, and back")
+        if self.witness_key:
+            try:
+                Verifier.parse(self.witness_key, ALG_COSIGNATURE_V1)
+            except NoteError as exc:
+                raise ConfigError("fleet.witness_key", f"not a cosigner key: {exc}") from None
+
+    @property
+    def broker(self) -> BrokerAddress | None:
+        return parse_broker_url(self.mqtt_url) if self.mqtt_url else None
+
+
+# --- the broker's address ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    host: str
+    port: int
+    tls: bool
+
+    def __str__(self) -> str:
+        return f"{'mqtts' if self.tls else 'mqtt'}://{self.host}:{self.port}"
+
+
+def parse_broker_url(text: str) -> BrokerAddress:
+    """``mqtt://host:port`` or ``mqtts://host:port`` (port default 1883 / 8883); nothing else:
+    no user, path, query or fragment (credentials come from a file)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in ("mqtt", "mqtts"):
+        raise ValueError("must be mqtt://host:port or mqtts://host:port")
+    if not rest or any(c in rest for c in "@/?#") or not rest.isascii() or not rest.isprintable():
+        raise ValueError("must be mqtt://host:port: no user, path, query or spaces")
+    tls = scheme == "mqtts"
+    if rest.startswith("["):  # an IPv6 literal
+        host, bracket, after = rest[1:].partition("]")
+        if not bracket or not host or (after and not after.startswith(":")):
+            raise ValueError("a bad IPv6 address")
+        port_text = after[1:] if after else ""
+    else:
+        host, _, port_text = rest.partition(":")
+    if not host or len(host) > 253 or " " in host:
+        raise ValueError("no host")
+    if port_text:
+        if not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
+            raise ValueError("the port is 1 to 65535")
+        port = int(port_text)
+        if not 1 <= port <= 65535:
+            raise ValueError("the port is 1 to 65535")
+    else:
+        port = 8883 if tls else 1883
+    return BrokerAddress(host, port, tls)
+
+
 class Language(StrEnum):
     """A language of the table page's player-facing text (issue 16: Pai Gow's players are
     often Chinese-speaking)."""
@@ -255,6 +346,7 @@ class Config:
     rng: RngConfig = RngConfig()
     storage: StorageConfig = StorageConfig()
     software: SoftwareConfig = SoftwareConfig()
+    fleet: FleetConfig = FleetConfig()
     display: DisplayConfig = DisplayConfig()
     pins: PinsConfig = PinsConfig()
     limits: LimitsConfig | None = None  # issue 16: absent, no limits are shown
@@ -290,6 +382,7 @@ _SECTIONS: Mapping[str, type[Any]] = {
     "rng": RngConfig,
     "storage": StorageConfig,
     "software": SoftwareConfig,
+    "fleet": FleetConfig,
     "display": DisplayConfig,
     "pins": PinsConfig,
 }

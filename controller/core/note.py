@@ -9,6 +9,12 @@ and a signer key, as Go's ``golang.org/x/mod/sumdb/note`` writes it,
 
 A checkpoint (https://c2sp.org/tlog-checkpoint) is the note text ``<origin>\\n<tree size>\\n
 <base64(root hash)>\\n``.
+
+A cosignature (https://c2sp.org/tlog-cosignature, cosignature/v1) is a witness's note signature
+on a checkpoint: its key ID is computed with the algorithm byte 0x04 instead of 0x01, and the
+line carries ``key ID || u64 timestamp (big-endian) || Ed25519 signature`` of
+``cosignature/v1\\ntime <timestamp>\\n`` followed by the checkpoint's text. A cosigner's
+verifier key is written as any other, with 0x04 before the public key.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from cryptography.hazmat.primitives.serialization import (
 from controller.core.digits import MAX_SEQ, NumberError, is_ascii_digits, parse_bounded_int
 
 ALG_ED25519 = 0x01
+ALG_COSIGNATURE_V1 = 0x04  # C2SP tlog-cosignature: an Ed25519 cosigner's key
+COSIGNATURE_HEADER = "cosignature/v1\n"
+MAX_TIMESTAMP = 2**63 - 1
 SIGNATURE_DASH = "\u2014"  # an em dash, as the format requires
 MAX_SIGNATURES = 100
 
@@ -45,8 +54,8 @@ def _is_key_name(name: str) -> bool:
     return bool(name) and name.isprintable() and " " not in name and "+" not in name
 
 
-def key_id(name: str, public_key: bytes) -> bytes:
-    return hashlib.sha256(name.encode() + b"\n" + bytes([ALG_ED25519]) + public_key).digest()[:4]
+def key_id(name: str, public_key: bytes, alg: int = ALG_ED25519) -> bytes:
+    return hashlib.sha256(name.encode() + b"\n" + bytes([alg]) + public_key).digest()[:4]
 
 
 def _b64decode(text: str) -> bytes:
@@ -58,15 +67,18 @@ def _b64decode(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Verifier:
+    """A signer's public key: a log's (0x01) or a cosigner's (``alg`` 0x04)."""
+
     name: str
     public_key: bytes
+    alg: int = ALG_ED25519
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.name, self.public_key)
+        return key_id(self.name, self.public_key, self.alg)
 
     def __str__(self) -> str:
-        encoded = base64.b64encode(bytes([ALG_ED25519]) + self.public_key).decode()
+        encoded = base64.b64encode(bytes([self.alg]) + self.public_key).decode()
         return f"{self.name}+{self.key_id.hex()}+{encoded}"
 
     @functools.cached_property
@@ -82,11 +94,12 @@ class Verifier:
         return True
 
     @classmethod
-    def parse(cls, text: str) -> Verifier:
-        """A verifier key ``name+keyid+base64``; refuses every mangled form."""
+    def parse(cls, text: str, alg: int = ALG_ED25519) -> Verifier:
+        """A verifier key ``name+keyid+base64`` of the algorithm ``alg``; refuses every
+        mangled form."""
         parts = text.strip().split("+", 2)  # base64 may hold '+'
         if len(parts) != 3:
-            raise NoteError("a verifier key is name+keyid+base64(0x01 || public key)")
+            raise NoteError(f"a verifier key is name+keyid+base64(0x{alg:02x} || public key)")
         name, hex_id, encoded = parts
         if not _is_key_name(name) or len(hex_id) != 8 or hex_id != hex_id.lower():
             raise NoteError("malformed verifier key")
@@ -95,9 +108,10 @@ class Verifier:
         except ValueError as exc:
             raise NoteError("malformed verifier key ID") from exc
         raw = _b64decode(encoded)
-        if len(raw) != 33 or raw[0] != ALG_ED25519:
-            raise NoteError("not an Ed25519 verifier key")
-        verifier = cls(name, raw[1:])
+        if len(raw) != 33 or raw[0] != alg:
+            kind = "cosigner" if alg == ALG_COSIGNATURE_V1 else "Ed25519"
+            raise NoteError(f"not an {kind} verifier key")
+        verifier = cls(name, raw[1:], alg)
         if verifier.key_id != wanted_id:
             raise NoteError("verifier key ID does not match its name and key")
         return verifier
@@ -107,6 +121,7 @@ class Verifier:
 class Signer:
     name: str
     seed: bytes  # the 32-byte Ed25519 private key
+    alg: int = ALG_ED25519  # ALG_COSIGNATURE_V1 for a witness's cosigning key
 
     def __post_init__(self) -> None:
         if not _is_key_name(self.name):
@@ -115,10 +130,10 @@ class Signer:
             raise NoteError("an Ed25519 private key is 32 bytes")
 
     @classmethod
-    def generate(cls, name: str) -> Signer:
+    def generate(cls, name: str, alg: int = ALG_ED25519) -> Signer:
         key = Ed25519PrivateKey.generate()
         seed = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        return cls(name, seed)
+        return cls(name, seed, alg)
 
     @functools.cached_property
     def _private_key(self) -> Ed25519PrivateKey:
@@ -128,27 +143,28 @@ class Signer:
     @functools.cached_property
     def verifier(self) -> Verifier:
         public = self._private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        return Verifier(self.name, public)
+        return Verifier(self.name, public, self.alg)
 
     def sign(self, message: bytes) -> bytes:
         return self._private_key.sign(message)
 
     def __str__(self) -> str:
-        encoded = base64.b64encode(bytes([ALG_ED25519]) + self.seed).decode()
+        encoded = base64.b64encode(bytes([self.alg]) + self.seed).decode()
         return f"PRIVATE+KEY+{self.name}+{self.verifier.key_id.hex()}+{encoded}"
 
     def __repr__(self) -> str:  # never print the private key by accident
         return f"Signer({self.name!r})"
 
     @classmethod
-    def parse(cls, text: str) -> Signer:
+    def parse(cls, text: str, alg: int = ALG_ED25519) -> Signer:
         parts = text.strip().split("+", 4)
         if len(parts) != 5 or parts[0] != "PRIVATE" or parts[1] != "KEY":
-            raise NoteError("a signer key is PRIVATE+KEY+name+keyid+base64(0x01 || seed)")
+            raise NoteError(f"a signer key is PRIVATE+KEY+name+keyid+base64(0x{alg:02x} || seed)")
         raw = _b64decode(parts[4])
-        if len(raw) != 33 or raw[0] != ALG_ED25519:
-            raise NoteError("not an Ed25519 signer key")
-        signer = cls(parts[2], raw[1:])
+        if len(raw) != 33 or raw[0] != alg:
+            kind = "cosigner" if alg == ALG_COSIGNATURE_V1 else "Ed25519"
+            raise NoteError(f"not an {kind} signer key")
+        signer = cls(parts[2], raw[1:], alg)
         if signer.verifier.key_id.hex() != parts[3]:
             raise NoteError("signer key ID does not match its name and key")
         return signer
@@ -256,3 +272,74 @@ def checkpoint_note(checkpoint: Checkpoint, name: str, signature: bytes) -> str:
 
 def open_checkpoint(note: str, verifier: Verifier) -> Checkpoint:
     return Checkpoint.parse(open_note(note, verifier))
+
+
+# --- C2SP tlog-cosignature (cosignature/v1) -------------------------------------------------
+
+
+def _cosigned_message(checkpoint_text: str, timestamp: int) -> bytes:
+    return f"{COSIGNATURE_HEADER}time {timestamp}\n{checkpoint_text}".encode()
+
+
+def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -> str:
+    """The witness's signature line on ``checkpoint`` at ``timestamp`` (POSIX seconds, given:
+    the core reads no clock), newline included; appended to the checkpoint's signed note it
+    makes the cosigned note."""
+    if cosigner.alg != ALG_COSIGNATURE_V1:
+        raise NoteError("a cosignature needs a cosigner key (algorithm 0x04)")
+    if not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise NoteError("a cosignature's timestamp is 0 to 2^63 - 1")
+    signature = cosigner.sign(_cosigned_message(checkpoint.text(), timestamp))
+    raw = cosigner.verifier.key_id + timestamp.to_bytes(8, "big") + signature
+    return f"{SIGNATURE_DASH} {cosigner.name} {base64.b64encode(raw).decode()}\n"
+
+
+def cosign_note(note: str, cosigner: Signer, timestamp: int) -> str:
+    """``note`` (a signed checkpoint, its signatures not checked here) with the cosignature
+    line added after its signatures."""
+    text, sep, _ = note.rpartition("\n\n")
+    if not sep or not note.endswith("\n"):
+        raise NoteError("malformed note: no blank line before the signatures")
+    checkpoint = Checkpoint.parse(text + "\n")
+    return note + cosignature_line(checkpoint, cosigner, timestamp)
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """A checkpoint a cosigner vouched for, and when (its timestamp, POSIX seconds)."""
+
+    checkpoint: Checkpoint
+    timestamp: int
+
+
+def open_cosignature(note: str, cosigner: Verifier) -> Cosigned:
+    """The checkpoint of ``note`` and the timestamp of ``cosigner``'s cosignature on it, once
+    that cosignature verifies; :class:`NoteError` otherwise. (The log's own signature is
+    checked apart, with :func:`open_checkpoint`.)"""
+    if cosigner.alg != ALG_COSIGNATURE_V1:
+        raise NoteError("not a cosigner key (algorithm 0x04)")
+    text, sep, signatures = note.rpartition("\n\n")
+    if not sep:
+        raise NoteError("malformed note: no blank line before the signatures")
+    text += "\n"
+    _check_text(text)
+    checkpoint = Checkpoint.parse(text)
+    lines = signatures.split("\n")
+    if lines[-1] != "" or len(lines) < 2 or len(lines) > MAX_SIGNATURES + 1:
+        raise NoteError("malformed note: signatures must end in a newline")
+    for line in lines[:-1]:
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != SIGNATURE_DASH or not _is_key_name(parts[1]):
+            raise NoteError("malformed note: bad signature line")
+        raw = _b64decode(parts[2])
+        if parts[1] != cosigner.name or raw[:4] != cosigner.key_id:
+            continue
+        if len(raw) != 4 + 8 + 64:
+            raise NoteError("malformed cosignature: key ID, timestamp and signature")
+        timestamp = int.from_bytes(raw[4:12], "big")
+        if timestamp > MAX_TIMESTAMP:
+            raise NoteError("a cosignature's timestamp is above 2^63 - 1")
+        if not cosigner.verify(_cosigned_message(text, timestamp), raw[12:]):
+            raise NoteError(f"invalid cosignature by {cosigner.name}+{cosigner.key_id.hex()}")
+        return Cosigned(checkpoint, timestamp)
+    raise NoteError(f"no cosignature by {cosigner.name}+{cosigner.key_id.hex()}")
