@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.app.loop import ControlLoop, Ports
-from controller.audit.log import DB_NAME, AuditLog
-from controller.core.config import Config
+from controller.audit.log import DB_NAME, AuditLog, origin_for
+from controller.core.config import Config, TableConfig
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.record_data import config_loaded_data
 from controller.core.snapshot import decode_context
@@ -82,12 +82,16 @@ def _reading(round_number: int) -> DiceReading:
     return DiceReading(dice, digest.hex())
 
 
-def generate(state_dir: Path, rounds: int, *, progress: bool = False) -> None:
-    """Play ``rounds`` more rounds into the log in ``state_dir`` (created if new)."""
-    AuditLog.open(state_dir).close()  # the key and the log, as the first start makes them
-    log = _BulkLog.open(state_dir)
+def generate(
+    state_dir: Path, rounds: int, *, progress: bool = False, table: str = "table-1"
+) -> None:
+    """Play ``rounds`` more rounds into the log in ``state_dir`` (created if new) of the table
+    named ``table`` (its origin and key name)."""
+    origin = origin_for(table)
+    AuditLog.open(state_dir, origin=origin).close()  # the key and the log, as a first start
+    log = _BulkLog.open(state_dir, origin=origin)
     log.start_bulk()
-    config = Config()
+    config = Config(table=TableConfig(name=table))
     stored = log.latest_context()
     machine = RoundMachine(
         config.round_settings(), None if stored is None else decode_context(stored[1])
