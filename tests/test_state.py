@@ -203,6 +203,8 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["voids"] = (1, 1)  # the result the walk reaches: round 1, attempt 1
     if event is Event.CLOCK_CHANGED:
         data["clock"] = ClockSync.SYNCHRONISED
+    if event is Event.COSIGNED:
+        data["cosignature"] = {"witness": "w", "size": 3, "close": 2}
     if event is Event.SOFTWARE_CHECKED:
         yield Occurrence(event, at=at, software=MISMATCH)
         data["software"] = VERIFIED

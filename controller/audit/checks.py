@@ -15,6 +15,7 @@ from controller.core.commissioning import check_record as check_commissioning
 from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.core.record_data import (
     RecordDataError,
+    check_cosigned,
     paytables_from_record,
     recompute_result,
     result_fields,
@@ -44,6 +45,7 @@ CONTENT_KINDS = frozenset(
         RecordKind.CONFIG_LOADED,
         RecordKind.RESULT,
         RecordKind.COMMISSIONING,
+        RecordKind.COSIGNED,
     }
 )
 MAX_REMEMBERED_RESULTS = 4096  # distinct (game, bank, dice): 216 rolls x 8 banks x 2 games
@@ -150,7 +152,7 @@ _DIGIT_OR_MINUS = frozenset("-0123456789")
 class ContentCheck:
     """What each record must say, fed in log order from the paytables in force: the key it was
     created for, the paytables it loads, the result its dice (or number) give, the verdict a
-    commissioning walk's steps give.
+    commissioning walk's steps give, the witness's cosignature a ``cosigned`` record names.
 
     A result is a function of the game, the bank, the dice and the paytables alone: each
     distinct one is computed once per paytables (a log holds a few hundred distinct rolls
@@ -183,6 +185,8 @@ class ContentCheck:
             return 1
         elif cur.kind == RecordKind.COMMISSIONING:
             check_commissioning(cur.data)
+        elif cur.kind == RecordKind.COSIGNED:
+            check_cosigned(cur.data, seq=cur.seq, origin=self.verifier.name)
         return 0
 
     def _check_result(self, cur: Entry) -> None:

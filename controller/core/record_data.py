@@ -8,12 +8,22 @@ recorded before a result).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.core.config import ODDS_STAKE_MAX, ODDS_WIN_MAX, Config
 from controller.core.dice import Roll
 from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.note import (
+    ALG_COSIGNATURE_V1,
+    SIGNATURE_DASH,
+    Checkpoint,
+    Cosigned,
+    NoteError,
+    Verifier,
+    open_cosignature,
+)
 from controller.core.position import BETTING_POSITIONS, Game, seat
 from controller.core.result import RoundResult, result_of_number, result_of_roll
 from controller.core.wagers import Odds, Paytable, Wager, outcomes
@@ -160,3 +170,62 @@ def result_as_recorded(data: Mapping[str, Any]) -> RoundResult:
 def result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a ``result`` record that ``RoundResult.as_record`` produces."""
     return {k: v for k, v in data.items() if k not in _RESULT_ROUND_KEYS}
+
+
+# --- the witness's cosignature (controller/fleet) ----------------------------------------------
+
+COSIGNED_KEYS = frozenset(
+    {"round", "witness", "witness_key", "size", "root", "timestamp", "signature", "close"}
+)
+
+
+def cosigned_data(
+    cosigner: Verifier, cosigned: Cosigned, signature: bytes, *, close: int
+) -> dict[str, object]:
+    """The data of a ``cosigned`` record but its round (the core adds it): the witness and its
+    key, the checkpoint it vouched for (size, root), its timestamp, the signature line's bytes
+    (key ID || timestamp || Ed25519 signature) and the round close it covers."""
+    return {
+        "witness": cosigner.name,
+        "witness_key": str(cosigner),
+        "size": cosigned.checkpoint.size,
+        "root": base64.b64encode(cosigned.checkpoint.root_hash).decode(),
+        "timestamp": cosigned.timestamp,
+        "signature": base64.b64encode(signature).decode(),
+        "close": close,
+    }
+
+
+def check_cosigned(data: Mapping[str, Any], *, seq: int, origin: str) -> None:
+    """What a ``cosigned`` record says holds by itself: the witness's cosignature verifies with
+    the key it names over the checkpoint of this log (``origin``) it names, made before the
+    record, covering a round close within it. Raises :class:`RecordDataError`."""
+    keys = set(data) - {"service"}
+    if keys != COSIGNED_KEYS:
+        raise RecordDataError(f"a cosigned record has {sorted(COSIGNED_KEYS)}, not {sorted(keys)}")
+    size, close, timestamp = data["size"], data["close"], data["timestamp"]
+    if not all(type(v) is int for v in (size, close, timestamp)):
+        raise RecordDataError("a cosigned record's size, close and timestamp are whole numbers")
+    if not 0 < close <= size < seq:
+        raise RecordDataError(
+            f"a cosigned record at {seq} names size {size} and close {close}: not 0 < close <="
+            " size < its own sequence number"
+        )
+    witness, key, root, signature = (
+        data["witness"],
+        data["witness_key"],
+        data["root"],
+        data["signature"],
+    )
+    if not all(isinstance(v, str) for v in (witness, key, root, signature)):
+        raise RecordDataError("a cosigned record's witness, key, root and signature are text")
+    try:
+        cosigner = Verifier.parse(key, ALG_COSIGNATURE_V1)
+        root_hash = base64.b64decode(root, validate=True)
+        checkpoint = Checkpoint(origin, size, root_hash)
+        line = f"{SIGNATURE_DASH} {witness} {signature}\n"
+        opened = open_cosignature(f"{checkpoint.text()}\n{line}", cosigner)
+    except (NoteError, ValueError) as exc:
+        raise RecordDataError(f"a cosigned record does not verify: {exc}") from None
+    if cosigner.name != witness or len(root_hash) != 32 or opened.timestamp != timestamp:
+        raise RecordDataError("a cosigned record's witness, root or time is not its signature's")

@@ -58,6 +58,10 @@ class RecordKind(StrEnum):
     # a technician's walk through the table's hardware (``paigow-controller commission``,
     # never beside the controller): who, every step's verdict, the sensor's identity
     COMMISSIONING = "commissioning"
+    # the fleet's witness cosigned a checkpoint of this log that covers a round's close
+    # (controller/fleet): the witness, its key, the size and root it vouched for, when, and
+    # its signature; at most one per round close
+    COSIGNED = "cosigned"
 
 
 def record_hash(leaf: bytes) -> str:

@@ -120,6 +120,7 @@ class Event(StrEnum):
     RECALL = "recall"  # supervisor: the display recalls a past round (AGCO 13.1.1), or leaves
     SOFTWARE_CHECKED = "software_checked"  # the periodic program verification's result
     CLOCK_CHANGED = "clock_changed"  # the OS's clock became synchronised, or stopped being
+    COSIGNED = "cosigned"  # the fleet's witness cosigned a checkpoint covering a round's close
 
 
 class Fault(StrEnum):
@@ -247,6 +248,8 @@ class Occurrence:
     software: SoftwareCheck | None = None  # POWER_ON, SOFTWARE_CHECKED: the check's result
     software_before: SoftwareIdentity | None = None  # the last check's (None: none known)
     clock: ClockSync | None = None  # POWER_ON, CLOCK_CHANGED: the OS's clock status
+    # COSIGNED: the cosigned record's data but its round (record_data.cosigned_data)
+    cosignature: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +410,7 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     **_each_same_or(tuple(s for s in _ALL if s is not S.FAULT), E.SOFTWARE_CHECKED, S.FAULT),
     **_each((S.FAULT,), E.SOFTWARE_CHECKED),
     **_each(_ALL, E.CLOCK_CHANGED),
+    **_each(_ALL, E.COSIGNED),
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
     # the end of the round
@@ -1035,6 +1039,13 @@ class _Rules:
         clock = _need(occ.clock, occ)
         return ctx, [_record(RecordKind.CLOCK_STATUS, round=ctx.round_number, clock=str(clock))]
 
+    def cosigned(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The witness vouched for the log up to a round's close (the shell sends one per round
+        close, controller/fleet): recorded in any state, nothing else changes. It may wait for
+        the next step's transaction: nothing shown depends on it."""
+        data = _need(occ.cosignature, occ)
+        return ctx, [_record_may_wait(RecordKind.COSIGNED, **{**data, "round": ctx.round_number})]
+
     def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.state is S.LOCKED:
             if not occ.supervisor:
@@ -1581,6 +1592,7 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.RECALL: _Rules.recall,
     E.SOFTWARE_CHECKED: _Rules.software_checked,
     E.CLOCK_CHANGED: _Rules.clock_changed,
+    E.COSIGNED: _Rules.cosigned,
 }
 
 
