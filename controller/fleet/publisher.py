@@ -1,0 +1,681 @@
+"""The fleet publisher: every audit record, the latest signed checkpoint and the table's status
+to the casino's MQTT broker ([fleet], topics in ``controller.fleet.protocol``), and the
+witness's cosignature back.
+
+**The log is the outbox.** The publisher reads the records from the audit log itself, through a
+read-only connection of its own (``controller.fleet.outbox``), in sequence order, and sends each
+as one line of ``paigow-controller export`` with QoS 1, at most ``WINDOW`` unacknowledged at a
+time. On each PUBACK it moves its cursor, the highest sequence number acknowledged with every one
+before it, kept in the state directory (``fleet-cursor``, written at most every
+``PERSIST_EVERY_S`` and at the stop). On every connection it sends again from the cursor on: a
+broker that was down, a network cut or a controller restart loses nothing, and a record may
+arrive twice (a consumer drops a duplicate by its ``seq``). A cursor beyond the log's end or
+naming a record the log no longer holds (the log was rolled back or replaced) is logged as an
+error and the log is published again from its first record, so that the witness sees it.
+
+The latest signed checkpoint is published (retained) only once every record it signs was
+acknowledged; the status (retained) says ``online`` with the screen at each change, and the
+broker's will says ``offline`` for a controller that vanished. An orderly stop sends what is
+left for at most ``[fleet] stop_flush_s``, says ``offline`` and disconnects.
+
+**It never holds up the table.** The control thread only sets an event after each commit and
+hands over each screen (``committed``, ``observe``: a lock and an assignment). One thread of
+the publisher's own owns the MQTT connection (a new paho client for each connection, so that
+paho never resends what the cursor will send again) and the log reader. A broker that cannot
+be reached is tried again with a growing delay; a failure is logged, never a fault of the
+table, and never decides what the table shows.
+
+**Cosignatures.** With ``[fleet] witness_key`` the publisher takes the witness's cosignatures
+(``paigow/v1/<table>/cosignature``). One is accepted only if the witness's signature verifies
+with that key (``open_cosignature``), the log's own with the log's key (``open_checkpoint``),
+and its size and root are the log's (the root over the log's first ``size`` records, computed
+from the log): a cosignature of a checkpoint this log never made is refused and logged, never
+shown. The newest accepted is shown (``on_anchor``); one that covers a round close (a ``close``
+or ``void`` record) that no recorded cosignature covered yet is recorded, through the control
+loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round and no loop
+of records begetting checkpoints begetting cosignatures.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import ssl
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.core.config import FleetConfig
+from controller.core.note import (
+    ALG_COSIGNATURE_V1,
+    SIGNATURE_DASH,
+    NoteError,
+    Verifier,
+    open_checkpoint,
+    open_cosignature,
+)
+from controller.core.record_data import cosigned_data
+from controller.core.state import Event, Occurrence, Screen
+from controller.errors import AuditLogError
+from controller.files import TooLarge, read_capped
+from controller.fleet.outbox import (
+    CURSOR_FILE,
+    Cursor,
+    CursorError,
+    LogOutbox,
+    Outgoing,
+    read_cursor,
+    write_cursor,
+)
+from controller.fleet.protocol import (
+    QOS,
+    Channel,
+    Presence,
+    ProtocolError,
+    Status,
+    decode_note,
+    topic,
+)
+from controller.ports import EventSink, monotonic_ms
+
+log = logging.getLogger("paigow.fleet")
+
+WINDOW = 64  # records sent and not yet acknowledged, at most
+POLL_S = 0.5  # the log is looked at this often even without a commit's wake-up
+NETWORK_S = 0.05  # the longest the thread waits on the socket before it looks at the log
+PERSIST_EVERY_S = 1.0  # the cursor is written at most this often (and at the stop)
+RECONNECT_MIN_S = 0.5
+RECONNECT_MAX_S = 30.0
+OFFLINE_GRACE_S = 1.0  # after the flush: for "offline" to be acknowledged
+MAX_CREDENTIALS_BYTES = 1024
+MAX_REFUSALS_LOGGED = 10  # refused cosignatures logged one by one per minute; then counted
+MAX_SAFE_TIMESTAMP = 2**53 - 1  # a record's integers are I-JSON's (controller/core/canonical)
+
+
+class FleetError(ValueError):
+    """The fleet cannot be set up as configured (a credentials or certificate file): the fleet
+    stays off, the table plays."""
+
+
+def read_credentials(path: Path) -> tuple[str, str]:
+    """User name and password: a file of exactly two lines that only its owner may read
+    (0600 or 0400); :class:`FleetError` otherwise."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise FleetError(
+                f"{path} is readable by group or others (mode {mode:04o}): it must be 0600 or 0400"
+            )
+        raw = read_capped(path, MAX_CREDENTIALS_BYTES)
+    except TooLarge:
+        raise FleetError(f"{path} is larger than {MAX_CREDENTIALS_BYTES} bytes") from None
+    except OSError as exc:
+        raise FleetError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FleetError(f"{path} is not UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) != 2 or not lines[0] or not all(line.isprintable() for line in lines):
+        raise FleetError(f"{path} must be two lines, the user name and the password")
+    return lines[0], lines[1]
+
+
+def tls_context(config: FleetConfig) -> ssl.SSLContext:
+    """The broker is checked against ``ca_file`` (its host name too); the table shows its
+    client certificate when one is configured."""
+    try:
+        context = ssl.create_default_context(cafile=config.ca_file)
+        if config.cert_file:
+            context.load_cert_chain(config.cert_file, config.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise FleetError(f"the broker's TLS files cannot be used: {exc}") from None
+    return context
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A cosignature this publisher accepted: the log up to ``size`` records, as the witness
+    saw it at ``timestamp`` (POSIX seconds)."""
+
+    witness: str
+    size: int
+    timestamp: int
+
+    def as_display(self) -> dict[str, object]:
+        return {"witness": self.witness, "size": self.size, "timestamp": self.timestamp}
+
+
+def utc_text(ms: int) -> str:
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Publisher:
+    """One table's publisher (see the module docstring). ``start`` starts its thread,
+    ``committed`` and ``observe`` are called by the control thread, ``close`` flushes."""
+
+    def __init__(
+        self,
+        config: FleetConfig,
+        *,
+        table: str,
+        state_dir: Path,
+        log_key: Verifier | None,
+        events: EventSink | None = None,
+        on_anchor: Callable[[Mapping[str, object]], None] | None = None,
+        wall_clock: Callable[[], int] | None = None,
+        mode: str = "",
+    ) -> None:
+        """Raises :class:`FleetError` when the configured files cannot be used."""
+        broker = config.broker
+        if broker is None:
+            raise FleetError("[fleet] mqtt_url is not set")
+        self.config = config
+        self.broker = broker
+        self.table = table
+        self.state_dir = Path(state_dir)
+        self.log_key = log_key
+        self.events = events
+        self.on_anchor = on_anchor
+        self._wall = wall_clock or (lambda: time.time_ns() // 1_000_000)
+        self._credentials = (
+            read_credentials(Path(config.credentials_file)) if config.credentials_file else None
+        )
+        self._tls = tls_context(config) if broker.tls else None
+        self._witness = (
+            Verifier.parse(config.witness_key, ALG_COSIGNATURE_V1) if config.witness_key else None
+        )
+        self._topics = {channel: topic(table, channel) for channel in Channel}
+        self.cursor_path = self.state_dir / CURSOR_FILE
+        self._outbox = LogOutbox(self.state_dir)
+        # shared with the control thread and the callers of close (under _lock)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._status = Status(Presence.ONLINE, mode=mode)
+        self._status_changed = True
+        self._thread = threading.Thread(target=self._run, name="fleet-publisher", daemon=True)
+        # the publisher's thread only
+        self._client: mqtt.Client | None = None
+        self._connected = False
+        self._backoff_s = RECONNECT_MIN_S
+        self._next_attempt = 0.0
+        self._cursor = Cursor()
+        self._saved = Cursor()
+        self._last_saved_at = 0.0
+        self._next_seq = 1
+        self._in_flight: dict[int, Outgoing] = {}  # by message id
+        self._acked_ahead: dict[int, str] = {}  # acknowledged past a gap: seq -> hash
+        self._published_checkpoint = 0  # the size of the last checkpoint acknowledged
+        self._checkpoint_mid: tuple[int, int] | None = None  # (mid, size) in flight
+        self._status_mid: int | None = None
+        self._offline_mid: int | None = None
+        self._offline_acked = False
+        self._recorded_close = 0  # the round close the last cosigned record covers
+        self._anchor: Anchor | None = None
+        self._refusals = 0
+        self._refusals_minute = 0
+        self.is_connected = False  # for the service status and the tests (read anywhere)
+
+    # --- from the control thread -----------------------------------------------------------
+
+    def start(self) -> None:
+        self._load_cursor()
+        try:
+            self._recorded_close = self._outbox.last_recorded_close()
+        except AuditLogError as exc:
+            log.warning("fleet: %s", exc)
+        self._thread.start()
+        log.info("fleet: publishing table %s to %s", self.table, self.broker)
+
+    def committed(self, *_: object) -> None:
+        """After each commit (the log's ``on_commit``): there is something new to send."""
+        self._wake.set()
+
+    def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """Each screen the table shows (a display's observer): the retained status follows.
+        Only memory is touched; a notice (a refused key) is not a change of the table."""
+        if screen is Screen.REFUSED:
+            return
+        try:
+            number = data.get("round")
+            faults = data.get("faults")
+            mode = data.get("mode")
+            with self._lock:
+                old = self._status
+                self._status = Status(
+                    Presence.ONLINE,
+                    screen=str(screen),
+                    mode=str(mode) if isinstance(mode, str) else old.mode,
+                    round=number if type(number) is int and number >= 0 else old.round,
+                    faults=tuple(str(f) for f in faults)[:32]
+                    if isinstance(faults, list | tuple)
+                    else (),
+                    time=utc_text(self._wall()),
+                )
+                self._status_changed = True
+        except Exception:  # never the control thread's problem
+            log.exception("fleet: the status could not be taken")
+        self._wake.set()
+
+    def close(self) -> None:
+        """An orderly stop: what is left is sent for at most ``[fleet] stop_flush_s``, the
+        status says offline, the cursor is written. Safe to call twice."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+        self._wake.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=self.config.stop_flush_s + OFFLINE_GRACE_S + 5)
+            if self._thread.is_alive():
+                log.error("fleet: the publisher did not stop in time")
+        self._outbox.close()
+
+    @property
+    def anchor(self) -> Anchor | None:
+        return self._anchor
+
+    @property
+    def acked(self) -> int:
+        return self._cursor.acked
+
+    # --- the publisher's thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception:
+            log.exception("fleet: the publisher failed; the table plays on without it")
+        finally:
+            self._save_cursor(force=True)
+            # without "offline" acknowledged, no DISCONNECT: the broker says its will
+            self._drop_client(orderly=self._offline_acked)
+            self.is_connected = False
+
+    def _serve(self) -> None:
+        deadline: float | None = None
+        target = 0
+        last_poll = 0.0
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                stopping = self._stopping
+            if stopping and deadline is None:
+                deadline = now + self.config.stop_flush_s
+                self._next_attempt = 0.0  # no waiting out a back-off now
+                target = self._size_or(self._cursor.acked)
+                log.info("fleet: stopping; sending records up to %d", target)
+            if deadline is not None and (now >= deadline or self._flushed(target)):
+                self._say_offline()
+                return
+            if self._client is None and now >= self._next_attempt:
+                self._connect()
+            if self._client is not None:
+                self._network()
+            woken = self._wake.is_set()
+            if self._connected and (woken or now - last_poll >= POLL_S):
+                self._wake.clear()
+                last_poll = now
+                self._fill_window()
+                self._publish_checkpoint()
+                self._publish_status()
+            self._save_cursor()
+            if self._client is None:
+                wait = max(0.0, min(self._next_attempt - time.monotonic(), POLL_S))
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                self._wake.wait(wait)
+
+    def _size_or(self, default: int) -> int:
+        try:
+            return self._outbox.size()
+        except AuditLogError as exc:
+            log.error("fleet: %s", exc)
+            return default
+
+    def _flushed(self, target: int) -> bool:
+        return (
+            self._connected
+            and self._cursor.acked >= target
+            and (target == 0 or self._published_checkpoint >= self._checkpoint_target(target))
+        )
+
+    def _checkpoint_target(self, acked: int) -> int:
+        try:
+            found = self._outbox.checkpoint_within(acked)
+        except AuditLogError:
+            return 0
+        return 0 if found is None else found[0]
+
+    # --- the connection -----------------------------------------------------------------
+
+    def _connect(self) -> None:
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=f"paigow-{self.table}",
+            clean_session=True,
+            protocol=mqtt.MQTTv311,
+        )
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.max_inflight_messages_set(WINDOW + 8)
+        will = Status(Presence.OFFLINE, time=utc_text(self._wall())).encode()
+        client.will_set(self._topics[Channel.STATUS], will, qos=QOS, retain=True)
+        if self._credentials is not None:
+            client.username_pw_set(*self._credentials)
+        if self._tls is not None:
+            client.tls_set_context(self._tls)
+        with self._lock:
+            stopping = self._stopping
+        # a stop waits at most [fleet] stop_flush_s in all
+        client.connect_timeout = min(5.0, max(0.5, self.config.stop_flush_s)) if stopping else 5.0
+        try:
+            client.connect(self.broker.host, self.broker.port, keepalive=self.config.keepalive_s)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            self._retry_later(f"cannot connect to {self.broker}: {exc}")
+            return
+        self._client = client
+
+    def _retry_later(self, why: str) -> None:
+        if self._backoff_s <= RECONNECT_MIN_S:
+            log.warning("fleet: %s; trying again", why)
+        else:
+            log.info("fleet: %s; trying again in %.0f s", why, self._backoff_s)
+        self._next_attempt = time.monotonic() + self._backoff_s
+        self._backoff_s = min(RECONNECT_MAX_S, self._backoff_s * 2)
+
+    def _network(self) -> None:
+        client = self._client
+        assert client is not None
+        rc = client.loop(timeout=NETWORK_S)
+        if rc != mqtt.MQTT_ERR_SUCCESS and self._client is client:
+            self._lost(f"connection to {self.broker} lost ({mqtt.error_string(rc)})")
+
+    def _lost(self, why: str) -> None:
+        was = self._connected
+        self._drop_client(orderly=False)
+        if was:
+            log.warning("fleet: %s; %d records acknowledged", why, self._cursor.acked)
+        self._retry_later(why)
+
+    def _drop_client(self, *, orderly: bool) -> None:
+        client, self._client = self._client, None
+        self._connected = self.is_connected = False
+        self._in_flight.clear()
+        self._acked_ahead.clear()
+        self._checkpoint_mid = self._status_mid = None
+        if client is None:
+            return
+        try:
+            if orderly:
+                client.disconnect()
+                client.loop(timeout=NETWORK_S)
+            else:
+                sock = client.socket()
+                if sock is not None:
+                    sock.close()
+        except Exception:
+            log.debug("fleet: closing the connection failed", exc_info=True)
+
+    def _on_connect(
+        self, client: mqtt.Client, _: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
+        if client is not self._client:
+            return
+        if reason.is_failure:
+            # not authorised, a bad user name or password: said once per attempt
+            log.error("fleet: the broker %s refused the connection: %s", self.broker, reason)
+            self._drop_client(orderly=False)
+            self._retry_later(f"refused: {reason}")
+            return
+        self._connected = self.is_connected = True
+        self._backoff_s = RECONNECT_MIN_S
+        self._next_seq = self._cursor.acked + 1
+        self._published_checkpoint = 0  # said again on every connection (retained anyway)
+        with self._lock:
+            self._status_changed = True
+        log.info("fleet: connected to %s; sending from record %d", self.broker, self._next_seq)
+        if self._witness is not None:
+            client.subscribe(self._topics[Channel.COSIGNATURE], qos=QOS)
+        self._wake.set()
+
+    def _on_disconnect(
+        self, client: mqtt.Client, _: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
+        if client is self._client and self._connected:
+            self._lost(f"disconnected from {self.broker} ({reason})")
+
+    # --- records, checkpoint, status -----------------------------------------------------
+
+    def _fill_window(self) -> None:
+        client = self._client
+        room = WINDOW - len(self._in_flight)
+        if client is None or room <= 0:
+            return
+        try:
+            batch = self._outbox.records(self._next_seq, room)
+        except AuditLogError as exc:
+            log.error("fleet: %s", exc)
+            return
+        for record in batch:
+            info = client.publish(self._topics[Channel.RECORDS], record.payload, qos=QOS)
+            if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                self._lost(f"a record could not be sent ({mqtt.error_string(info.rc)})")
+                return
+            self._in_flight[info.mid] = record
+            self._next_seq = record.seq + 1
+
+    def _on_publish(
+        self, client: mqtt.Client, _: Any, mid: int, reason: Any, properties: Any
+    ) -> None:
+        if client is not self._client:
+            return
+        record = self._in_flight.pop(mid, None)
+        if record is not None:
+            self._acked_ahead[record.seq] = record.hash
+            acked = self._cursor
+            while acked.acked + 1 in self._acked_ahead:
+                seq = acked.acked + 1
+                acked = Cursor(seq, self._acked_ahead.pop(seq))
+            self._cursor = acked
+            self._wake.set()
+        elif self._checkpoint_mid is not None and mid == self._checkpoint_mid[0]:
+            self._published_checkpoint = self._checkpoint_mid[1]
+            self._checkpoint_mid = None
+        elif mid == self._status_mid:
+            self._status_mid = None
+        elif mid == self._offline_mid:
+            self._offline_acked = True
+
+    def _publish_checkpoint(self) -> None:
+        """The newest signed checkpoint whose records were all acknowledged, retained."""
+        client = self._client
+        if client is None or self._checkpoint_mid is not None:
+            return
+        try:
+            found = self._outbox.checkpoint_within(self._cursor.acked)
+        except AuditLogError as exc:
+            log.error("fleet: %s", exc)
+            return
+        if found is None or found[0] <= self._published_checkpoint:
+            return
+        size, note = found
+        info = client.publish(self._topics[Channel.CHECKPOINT], note.encode(), qos=QOS, retain=True)
+        if info.rc == mqtt.MQTT_ERR_SUCCESS:
+            self._checkpoint_mid = (info.mid, size)
+
+    def _publish_status(self) -> None:
+        client = self._client
+        if client is None or self._status_mid is not None:
+            return
+        with self._lock:
+            if not self._status_changed:
+                return
+            status, self._status_changed = self._status, False
+        info = client.publish(self._topics[Channel.STATUS], status.encode(), qos=QOS, retain=True)
+        if info.rc == mqtt.MQTT_ERR_SUCCESS:
+            self._status_mid = info.mid
+
+    def _say_offline(self) -> None:
+        """The end of an orderly stop: ``offline``, retained, waited for a moment."""
+        client = self._client
+        if client is None or not self._connected:
+            log.warning(
+                "fleet: stopped without the broker; %d records acknowledged (the rest goes at"
+                " the next start)",
+                self._cursor.acked,
+            )
+            return
+        with self._lock:
+            status = Status(
+                Presence.OFFLINE,
+                screen=self._status.screen,
+                mode=self._status.mode,
+                round=self._status.round,
+                time=utc_text(self._wall()),
+            )
+        info = client.publish(self._topics[Channel.STATUS], status.encode(), qos=QOS, retain=True)
+        self._offline_mid = info.mid
+        end = time.monotonic() + OFFLINE_GRACE_S
+        while self._client is client and not self._offline_acked and time.monotonic() < end:
+            self._network()
+        log.info("fleet: stopped; %d records acknowledged", self._cursor.acked)
+
+    # --- the cursor ---------------------------------------------------------------------
+
+    def _load_cursor(self) -> None:
+        """The cursor a previous run left; checked against the log (see the module docstring)."""
+        try:
+            cursor = read_cursor(self.cursor_path)
+        except CursorError as exc:
+            log.error("fleet: %s; the log is published again from its first record", exc)
+            cursor = Cursor()
+        try:
+            size = self._outbox.size()
+            held = self._outbox.hash_at(cursor.acked) if 0 < cursor.acked <= size else None
+        except AuditLogError as exc:
+            log.error("fleet: %s", exc)
+            size, held = cursor.acked, cursor.hash
+        if cursor.acked > size:
+            log.error(
+                "fleet: the broker acknowledged %d records but the log holds %d: it was rolled"
+                " back or replaced; published again from its first record",
+                cursor.acked,
+                size,
+            )
+            cursor = Cursor()
+        elif held is not None and held != cursor.hash:
+            log.error(
+                "fleet: record %d is not the one the broker acknowledged: the log was replaced;"
+                " published again from its first record",
+                cursor.acked,
+            )
+            cursor = Cursor()
+        self._cursor = self._saved = cursor
+        self._next_seq = cursor.acked + 1
+
+    def _save_cursor(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._cursor == self._saved:
+            return
+        if not force and now - self._last_saved_at < PERSIST_EVERY_S:
+            return
+        cursor = self._cursor
+        try:
+            write_cursor(self.cursor_path, cursor)
+        except OSError as exc:
+            log.error("fleet: the cursor %s cannot be written: %s", self.cursor_path, exc)
+        else:
+            self._saved = cursor
+        self._last_saved_at = now
+
+    # --- cosignatures ---------------------------------------------------------------------
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        if client is not self._client or message.topic != self._topics[Channel.COSIGNATURE]:
+            return
+        try:
+            self._take_cosignature(bytes(message.payload))
+        except (ProtocolError, NoteError, FleetError) as exc:
+            self._refused(str(exc))
+        except AuditLogError as exc:
+            log.error("fleet: a cosignature could not be checked: %s", exc)
+
+    def _refused(self, why: str) -> None:
+        minute = int(time.monotonic() // 60)
+        if minute != self._refusals_minute:
+            self._refusals_minute, self._refusals = minute, 0
+        self._refusals += 1
+        if self._refusals <= MAX_REFUSALS_LOGGED:
+            log.warning("fleet: a cosignature refused: %s", why)
+
+    def _take_cosignature(self, payload: bytes) -> None:
+        witness, log_key = self._witness, self.log_key
+        assert witness is not None
+        note = decode_note(payload, "cosignature")
+        cosigned = open_cosignature(note, witness)
+        if log_key is None:
+            raise FleetError("the log's key is not known: no cosignature is taken")
+        signed = open_checkpoint(note, log_key)
+        checkpoint = cosigned.checkpoint
+        if signed != checkpoint or checkpoint.origin != log_key.name:
+            raise FleetError("it is not a checkpoint of this log")
+        if not 0 <= cosigned.timestamp <= MAX_SAFE_TIMESTAMP:
+            raise FleetError(f"its timestamp {cosigned.timestamp} is out of range")
+        size = self._outbox.size()
+        if checkpoint.size > size:
+            raise FleetError(f"it is of {checkpoint.size} records; the log holds {size}")
+        root = self._outbox.root_at(checkpoint.size)
+        if root is None:
+            raise FleetError(f"the log cannot say its root at {checkpoint.size} records")
+        if root != checkpoint.root_hash:
+            raise FleetError(
+                f"its root at {checkpoint.size} records is not the log's: a checkpoint this log"
+                " never made"
+            )
+        anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
+        newer = self._anchor is None or (anchor.size, anchor.timestamp) > (
+            self._anchor.size,
+            self._anchor.timestamp,
+        )
+        if not newer:
+            return
+        self._anchor = anchor
+        log.info("fleet: the log is anchored by %s at %d records", witness.name, checkpoint.size)
+        if self.on_anchor is not None:
+            try:
+                self.on_anchor(anchor.as_display())
+            except Exception:
+                log.exception("fleet: the anchor could not be shown")
+        close = self._outbox.close_covered(checkpoint.size)
+        if close is None or close <= self._recorded_close or self.events is None:
+            return
+        self._recorded_close = close
+        signature = _cosignature_bytes(note, witness)
+        data = cosigned_data(witness, cosigned, signature, close=close)
+        self.events.put(Occurrence(Event.COSIGNED, at=monotonic_ms(), cosignature=data))
+
+
+def _cosignature_bytes(note: str, witness: Verifier) -> bytes:
+    """The bytes of ``witness``'s signature line in ``note`` (verified before)."""
+    for line in note.rstrip("\n").split("\n"):
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[0] == SIGNATURE_DASH and parts[1] == witness.name:
+            raw = base64.b64decode(parts[2])
+            if raw[:4] == witness.key_id and len(raw) == 76:
+                return raw
+    raise NoteError("no cosignature line")  # pragma: no cover - open_cosignature found one
