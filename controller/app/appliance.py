@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.app.adapters import NoShaker, SensorKeeper
 from controller.app.instance_lock import InstanceLock
@@ -39,7 +39,7 @@ from controller.audit.archive import Policy, Retention, RetentionWorker
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config, RoundConfig
 from controller.core.record_data import config_loaded_data
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
 from controller.display.clock import SystemClockStatus
@@ -47,11 +47,20 @@ from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import LogIdentityError, LogIntegrityError
-from controller.ports import ClockStatus, ProgramVerification, TableDisplay, wall_ms
+from controller.ports import (
+    ClockStatus,
+    LoggedCheckpoint,
+    ProgramVerification,
+    TableDisplay,
+    wall_ms,
+)
 from controller.rng.session import RngPort, RngSessionManager
 from controller.software.check import SoftwareVerifier
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
+
+if TYPE_CHECKING:
+    from controller.fleet.publisher import Publisher
 
 log = logging.getLogger("paigow.appliance")
 
@@ -93,6 +102,8 @@ class Appliance:
         self.display: DisplayFanout | None = None
         self.loop: ControlLoop | None = None
         self.terminal: ServiceTerminal | None = None
+        self.fleet: Publisher | None = None
+        self._server: DisplayServer | None = None
         self._closables: list[Callable[[], None]] = []
         self._watchdog_s = watchdog_interval_s()
         self._last_ping = 0.0
@@ -161,6 +172,7 @@ class Appliance:
         self._self_tests()
         self._retain(audit)
         self._serve_terminal()
+        self._publish(audit)
         notify("READY=1\nSTATUS=table " + config.table.name + " ready")
         log.info(
             "ready: table %s, %s mode, round %d",
@@ -190,6 +202,38 @@ class Appliance:
         worker.start()
         self._closables.append(worker.close)
         self.loop.between_rounds = worker.between_rounds
+
+    def _publish(self, audit: AuditLog) -> None:
+        """[fleet]: the records, the checkpoint and the status to the casino's broker, on a
+        thread of the publisher's own (controller/fleet/publisher.py). A fleet that cannot be
+        set up (a credentials or certificate file) is off, with the reason logged: the table
+        plays on, as it does without a broker."""
+        config = self.config
+        if not config.fleet.mqtt_url:
+            return
+        from controller.fleet.publisher import FleetError, Publisher  # noqa: PLC0415 - paho
+
+        try:
+            publisher = Publisher(
+                config.fleet,
+                table=config.table.name,
+                state_dir=self.state_dir,
+                log_key=None if audit.signer is None else audit.signer.verifier,
+                events=self.events,
+                on_anchor=None if self._server is None else self._server.anchored,
+                wall_clock=self.options.wall_clock,
+                mode=str(config.table.mode),
+            )
+        except FleetError as exc:
+            log.error("fleet: off: %s", exc)
+            return
+        assert self.display is not None
+        self.display.observers.append(publisher.observe)
+        listeners = [audit.on_commit, publisher.committed]
+        audit.on_commit = _each_listener([f for f in listeners if f is not None])
+        publisher.start()
+        self.fleet = publisher
+        self._closables.append(publisher.close)
 
     def _open_log(self) -> AuditLog:
         """The table's log. A key that is missing or not the log's own is never replaced: the
@@ -238,6 +282,7 @@ class Appliance:
                 log.warning("table display not served: %s", exc)
             else:
                 displays.insert(0, server)  # the page first: it has a latency goal
+                self._server = server
                 audit.on_commit = server.committed  # the feed's records, straight from the log
                 host, port = self.config.display.host, self.config.display.http_port
                 log.info("table display on http://%s:%d/", host, port)
@@ -360,6 +405,23 @@ class Appliance:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _each_listener(
+    listeners: Sequence[Callable[[list[StoredRecord], LoggedCheckpoint], None]],
+) -> Callable[[list[StoredRecord], LoggedCheckpoint], None]:
+    """The log's one ``on_commit`` telling several listeners, each whatever the others do."""
+    if len(listeners) == 1:
+        return listeners[0]
+
+    def tell(records: list[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
+        for listener in listeners:
+            try:
+                listener(records, checkpoint)
+            except Exception:
+                log.exception("a commit's listener failed")
+
+    return tell
 
 
 # Issue 13 (sensor frame to result on the page and the feed within 1 ms): the cyclic garbage

@@ -647,6 +647,8 @@ def run_simulation(
     if web_display:
         display = config.display
         out.write(f"table display: http://{display.host}:{display.http_port}/\n")
+    if config.fleet.broker is not None:  # the records go on to the broker after the last round
+        out.write(f"fleet: publishing to {config.fleet.broker}\n")
     out.flush()
     appliance = Appliance(config, options)
 

@@ -118,6 +118,16 @@ def commitment_of(data: Mapping[str, object], seq: int | None) -> dict[str, Any]
     return {"commitment": raw, "session": None if session is None else str(session), "seq": seq}
 
 
+def anchor_of(data: Mapping[str, object]) -> dict[str, Any] | None:
+    """How far the witness anchors the log, for the board: the size it cosigned, when (its
+    timestamp, POSIX seconds) and its name; from a ``cosigned`` record or the fleet publisher.
+    None for data that does not say it."""
+    size, timestamp, witness = data.get("size"), data.get("timestamp"), data.get("witness")
+    if _int(size) is None or _int(timestamp) is None or not isinstance(witness, str):
+        return None
+    return {"size": size, "timestamp": timestamp, "witness": witness[:100]}
+
+
 def screen_event(
     screen: Screen | str, data: Mapping[str, object], event_id: EventId, *, round_number: int | None
 ) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from controller.core.state import Screen
 from controller.display.events import (
     TREND_LENGTH,
     EventId,
+    anchor_of,
     checkpoint_json,
     commitment_of,
     committed_feed_line,
@@ -143,6 +144,7 @@ class DisplayHub:
         self._trend: deque[dict[str, Any]] = deque(maxlen=TREND_LENGTH)
         self._trend_json: deque[str] = deque(maxlen=TREND_LENGTH)  # each cell, serialised
         self._commitment: dict[str, Any] | None = None
+        self._anchor: dict[str, Any] | None = None  # the witness's latest cosignature (fleet)
         self._round: int | None = None
         self._kept: dict[str, Any] = {}
         self._table = table
@@ -157,6 +159,7 @@ class DisplayHub:
         trend: list[dict[str, Any]],
         commitment: dict[str, Any] | None,
         last_seq: int,
+        anchor: dict[str, Any] | None = None,
     ) -> None:
         """What the log already says, before the first screen of this run."""
         with self._cond:
@@ -164,6 +167,8 @@ class DisplayHub:
                 self._add_trend(entry)
             if commitment is not None:
                 self._commitment = commitment
+            if anchor is not None:
+                self._anchor = anchor
             self._last_id = EventId(last_seq, -1)  # the next screen after it gets "last_seq"
             self._size = last_seq
 
@@ -215,6 +220,8 @@ class DisplayHub:
                     if commitment is not None and self._commitment != commitment:
                         self._commitment = commitment
                         changed = True
+                elif record.kind == RecordKind.COSIGNED:
+                    changed = self._set_anchor(anchor_of(record.data)) or changed
             if changed:
                 self._append("board", {}, None, with_board=True)
             self._log_version += 1
@@ -353,6 +360,20 @@ class DisplayHub:
             self._commitment = commitment
             return True
 
+    def set_anchor(self, anchor: Mapping[str, object]) -> None:
+        """The witness's newest cosignature the fleet publisher accepted (from its thread):
+        the board says how far the log is anchored."""
+        with self._cond:
+            if self._set_anchor(anchor_of(anchor)):
+                self._append("board", {}, None, with_board=True)
+
+    def _set_anchor(self, anchor: dict[str, Any] | None) -> bool:
+        old = self._anchor
+        if anchor is None or (old is not None and old["size"] >= anchor["size"]):
+            return False
+        self._anchor = anchor
+        return True
+
     def publish_board(self) -> None:
         """The trend board or the commitment changed without a new screen."""
         with self._cond:
@@ -403,7 +424,8 @@ class DisplayHub:
             members = _COMPACT(payload)[1:-1]
             board = (
                 f'"trend":[{",".join(self._trend_json)}],"commitment":'
-                f'{_compact(self._commitment)},"table":{_compact(self._table)}'
+                f'{_compact(self._commitment)},"anchor":{_compact(self._anchor)},'
+                f'"table":{_compact(self._table)}'
             )
             whole = "{" + (members + "," if members else "") + board + "}"
             data = _sse_of_json(event, whole, event_id_text)
@@ -424,6 +446,7 @@ class DisplayHub:
         return {
             "trend": [dict(e) for e in self._trend],
             "commitment": self._commitment,
+            "anchor": self._anchor,
             "table": self._table,
         }
 

@@ -64,6 +64,7 @@ from controller.display.events import (
     REPLAYED_KINDS,
     TREND_LENGTH,
     EventId,
+    anchor_of,
     commitment_of,
     replay_event,
     trend_entry,
@@ -264,6 +265,11 @@ class DisplayServer:
         the hub, serialised for the feed, and a void or an RNG commitment to the board."""
         self.hub.committed(records, checkpoint)
 
+    def anchored(self, anchor: Mapping[str, object]) -> None:
+        """The witness's newest cosignature the fleet accepted (controller/fleet): the page
+        says how far the log is anchored. From the publisher's thread; memory only."""
+        self.hub.set_anchor(anchor)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -308,6 +314,7 @@ class DisplayServer:
                 limit=2 * TREND_LENGTH,
             )
             commits = self.log_reader.latest_of({RecordKind.RNG_COMMIT}, limit=1)
+            cosigned = self.log_reader.latest_of({RecordKind.COSIGNED}, limit=1)
         except AuditLogError as exc:
             log.warning("display: cannot read the audit log: %s", exc)
             return 0
@@ -333,7 +340,10 @@ class DisplayServer:
                 {"commitment": data.get("commitment"), "rng_session": data.get("session")},
                 commits[-1].seq,
             )
-        self.hub.seed(trend=trend[-TREND_LENGTH:], commitment=commitment, last_seq=size)
+        anchor = anchor_of(cosigned[-1].entry().get("data", {})) if cosigned else None
+        self.hub.seed(
+            trend=trend[-TREND_LENGTH:], commitment=commitment, last_seq=size, anchor=anchor
+        )
         return size
 
     def replay_after(self, after: EventId) -> list[tuple[str, dict[str, Any]]]:

@@ -20,7 +20,7 @@ const PIPS = { 1: [[50, 50]], 2: [[27, 27], [73, 73]], 3: [[27, 27], [50, 50], [
 const TOTAL_WAYS = [1, 3, 6, 10, 15, 21, 25, 27, 27, 25, 21, 15, 10, 6, 3, 1];
 const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
 
-const view = { live: false, current: null, trend: [], commitment: null, table: "", game: null,
+const view = { live: false, current: null, trend: [], commitment: null, anchor: null, table: "", game: null,
   bank: "dealer", stats: null, dice: null, settings: readSettings({}), settingsKnown: false,
   instance: null, clock: null };
 let catalogue = null;
@@ -181,6 +181,7 @@ function keep(d) {
 function board(b) {
   if (Array.isArray(b.trend)) view.trend = b.trend;
   if (b.commitment !== undefined) view.commitment = b.commitment;
+  if (b.anchor !== undefined) view.anchor = b.anchor;
   if (b.table !== undefined) view.table = b.table;
 }
 
@@ -284,6 +285,7 @@ function renderTablePage(cur) {
   renderTrend();
   renderStats();
   renderCommitment();
+  renderAnchor();
   // What the table waits with gives way, in this order, to what it must say (a bank refused,
   // the dice's 24 hours, service mode) where a column has no room for both.
   fit($("main"), ["limits"]);
@@ -892,6 +894,22 @@ function renderCommitment() {
   text("commit-value-label", tr("commit.value"));
   text("commit-session", c.session || "");
   text("commit-value", (c.commitment || "").match(/.{1,8}/g)?.join(" ") || "");
+}
+
+// How far the casino's witness anchors the log (the fleet): its size and the witness's time, in
+// the box's local time.
+function renderAnchor() {
+  const box = $("anchor");
+  if (PAGE !== "table" || !catalogue || !box) return;
+  const a = view.anchor;
+  const on = !!(a && Number.isInteger(a.size) && Number.isInteger(a.timestamp));
+  box.hidden = !on;
+  if (!on) return;
+  const tz = view.clock && view.clock.tz !== null ? view.clock.tz : 0;
+  const local = new Date(a.timestamp * 1000 + tz * 60000);
+  const hhmm = String(local.getUTCHours()).padStart(2, "0") + ":"
+    + String(local.getUTCMinutes()).padStart(2, "0");
+  lines(box, "anchor.line", { n: a.size, time: hhmm });
 }
 
 // --- notices --------------------------------------------------------------------------------
