@@ -1,0 +1,519 @@
+"""The fleet publisher (controller/fleet/publisher.py) against a real mosquitto: every record
+arrives, in order and without a gap, whatever the broker or the controller did meanwhile; the
+retained checkpoint and status; the witness's cosignatures checked, shown and recorded once per
+round close; a hung broker never holds up the table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from fleet_broker import Broker, broker
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.app.loop import EventQueue
+from controller.audit.log import AuditLog, origin_for
+from controller.audit.recall import export_lines
+from controller.core.config import FleetConfig
+from controller.core.note import (
+    ALG_COSIGNATURE_V1,
+    Signer,
+    cosign_note,
+    open_checkpoint,
+)
+from controller.core.records import RecordKind
+from controller.core.state import Event
+from controller.fleet.outbox import (
+    CURSOR_FILE,
+    Cursor,
+    checkpoint_size,
+    read_cursor,
+    write_cursor,
+)
+from controller.fleet.protocol import Presence, Status
+from controller.fleet.publisher import FleetError, Publisher, read_credentials
+
+__all__ = ["broker"]  # the fixture, used by name
+
+TABLE = "t1"
+ROOT = Path(__file__).resolve().parent.parent
+WAIT_S = 20.0
+
+
+class Subscriber:
+    """A floor system on the broker: a persistent session (QoS 1 kept while it is away), every
+    record's seq in arrival order, duplicates dropped by seq, any gap noted."""
+
+    def __init__(self, broker: Broker, *, client_id: str = "floor", clean: bool = False) -> None:
+        self.seqs: list[int] = []  # accepted, in order
+        self.lines: dict[int, dict[str, Any]] = {}
+        self.duplicates = 0
+        self.gaps: list[tuple[int, int]] = []
+        self.retained: dict[str, bytes] = {}
+        self.latest: dict[str, bytes] = {}
+        self.subscribed = False
+        self._cond = threading.Condition()
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=clean,
+        )
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
+        self.client.reconnect_delay_set(0.05, 0.2)
+        self.client.connect_async("127.0.0.1", broker.port, keepalive=5)
+        self.client.loop_start()
+
+    def _on_connect(self, client: mqtt.Client, *_: Any) -> None:
+        client.subscribe(f"paigow/v1/{TABLE}/#", qos=1)
+
+    def _on_subscribe(self, *_: Any) -> None:
+        with self._cond:
+            self.subscribed = True
+            self._cond.notify_all()
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        channel = message.topic.rsplit("/", 1)[-1]
+        with self._cond:
+            self.latest[channel] = bytes(message.payload)
+            if message.retain:
+                self.retained[channel] = bytes(message.payload)
+            if channel == "records":
+                line = json.loads(message.payload)
+                seq = line["seq"]
+                last = self.seqs[-1] if self.seqs else 0
+                if seq <= last:
+                    self.duplicates += 1
+                else:
+                    if seq != last + 1:
+                        self.gaps.append((last, seq))
+                    self.seqs.append(seq)
+                    self.lines[seq] = line
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT_S) -> bool:
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
+    def wait_records(self, count: int, timeout: float = WAIT_S) -> None:
+        arrived = self.wait_for(lambda: bool(self.seqs) and self.seqs[-1] >= count, timeout)
+        assert arrived, f"{self.seqs[-1:] or 'none'} of {count} records arrived"
+        assert self.gaps == [], self.gaps
+        assert self.seqs == list(range(1, len(self.seqs) + 1))
+
+    def checkpoint_of(self, size: int) -> str:
+        """The checkpoint of ``size`` records, once it came."""
+        came = self.wait_for(
+            lambda: checkpoint_size(self.latest.get("checkpoint", b"").decode()) == size
+        )
+        assert came, f"no checkpoint of {size} records"
+        return self.latest["checkpoint"].decode()
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+@pytest.fixture
+def floor(broker: Broker) -> Iterator[Subscriber]:
+    subscriber = Subscriber(broker)
+    assert subscriber.wait_for(lambda: subscriber.subscribed, 10)
+    yield subscriber
+    subscriber.close()
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """For what no condition announces (a log line, the publisher's display hook)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def fleet_config(broker: Broker, **options: Any) -> FleetConfig:
+    options.setdefault("keepalive_s", 5)
+    options.setdefault("stop_flush_s", 3)
+    return FleetConfig(mqtt_url=broker.url, **options)
+
+
+def open_log(state_dir: Path) -> AuditLog:
+    return AuditLog.open(state_dir, origin=origin_for(TABLE))
+
+
+def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None:
+    """Rounds as records: opened, a result, closed (each a commit, as the loop makes them)."""
+    for _ in range(rounds):
+        number = log.size
+        for kind in (RecordKind.ROUND_OPENED, RecordKind.RESULT, RecordKind.CLOSE):
+            log.commit([(kind, {"round": number})])
+            if publisher is not None:
+                publisher.committed()
+
+
+def started(broker: Broker, state_dir: Path, log: AuditLog, **options: Any) -> Publisher:
+    events = options.pop("events", None)
+    on_anchor = options.pop("on_anchor", None)
+    assert log.signer is not None
+    publisher = Publisher(
+        fleet_config(broker, **options),
+        table=TABLE,
+        state_dir=state_dir,
+        log_key=log.signer.verifier,
+        events=events,
+        on_anchor=on_anchor,
+        wall_clock=lambda: 1_796_000_000_000,
+    )
+    publisher.start()
+    return publisher
+
+
+def test_broker_down_at_start_then_up_every_record_in_order_and_the_retained_state(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    broker.stop()
+    state = tmp_path / "state"
+    log = open_log(state)
+    publisher = started(broker, state, log)
+    try:
+        play(log, 10, publisher)  # the table plays while the broker is away
+        broker.start()
+        play(log, 5, publisher)
+        floor.wait_records(log.size)
+        # a late subscriber: the retained checkpoint, of records all acknowledged, and status
+        assert floor.wait_for(lambda: publisher.acked == log.size)
+        late = Subscriber(broker, client_id="late", clean=True)
+        try:
+            assert late.wait_for(lambda: {"checkpoint", "status"} <= late.retained.keys())
+            assert log.signer is not None
+            note = late.retained["checkpoint"].decode()
+            checkpoint = open_checkpoint(note, log.signer.verifier)
+            assert 0 < checkpoint.size <= publisher.acked
+            assert Status.decode(late.retained["status"]).presence is Presence.ONLINE
+        finally:
+            late.close()
+    finally:
+        publisher.close()
+    # the orderly stop: everything acknowledged, the latest checkpoint, then offline
+    assert read_cursor(state / CURSOR_FILE).acked == log.size
+    late = Subscriber(broker, client_id="late2", clean=True)
+    try:
+        assert late.wait_for(lambda: {"checkpoint", "status"} <= late.retained.keys())
+        assert log.signer is not None
+        last = open_checkpoint(late.retained["checkpoint"].decode(), log.signer.verifier)
+        assert last.size == log.size
+        assert Status.decode(late.retained["status"]).presence is Presence.OFFLINE
+    finally:
+        late.close()
+    # each record is the export's line (the checkpoint only where the table has one)
+    exported = {line["seq"]: line for line in export_lines(state)}
+    for seq, line in floor.lines.items():
+        expected = dict(exported[seq])
+        if seq == log.size and "checkpoint" not in line:  # the export's latest, at its end
+            expected.pop("checkpoint", None)
+        assert line == expected
+    log.close()
+
+
+@pytest.mark.slow
+def test_broker_restarted_mid_play_loses_nothing(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    log = open_log(state)
+    publisher = started(broker, state, log)
+    try:
+        play(log, 5, publisher)
+        floor.wait_records(log.size)
+        broker.stop()
+        play(log, 5, publisher)
+        broker.start()
+        play(log, 5, publisher)
+        floor.wait_records(log.size)
+        broker.kill()  # no word at all this time
+        play(log, 3, publisher)
+        broker.start()
+        floor.wait_records(log.size)
+    finally:
+        publisher.close()
+        log.close()
+
+
+def test_a_publisher_abandoned_mid_play_resumes_from_its_cursor(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    """What a SIGKILL leaves: a cursor behind what was acknowledged. The next publisher sends
+    from it (duplicates, no gap)."""
+    state = tmp_path / "state"
+    log = open_log(state)
+    write_cursor(state / CURSOR_FILE, Cursor(0, ""))
+    publisher = started(broker, state, log)
+    play(log, 4, publisher)
+    floor.wait_records(log.size)
+    publisher._stopping = True
+    publisher._thread.join(5)
+    play(log, 4)
+    again = started(broker, state, log)
+    try:
+        floor.wait_records(log.size)
+    finally:
+        again.close()
+        log.close()
+
+
+@pytest.mark.parametrize(
+    ("cursor", "why"),
+    [
+        (b"garbage\n", "not a JSON object"),
+        (b'{"acked": 999, "hash": "' + b"a" * 64 + b'"}', "rolled back or replaced"),
+        (b'{"acked": 3, "hash": "' + b"b" * 64 + b'"}', "the log was replaced"),
+    ],
+)
+def test_a_bad_cursor_or_a_rolled_back_log_is_published_again_from_the_start(
+    broker: Broker,
+    floor: Subscriber,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    cursor: bytes,
+    why: str,
+) -> None:
+    state = tmp_path / "state"
+    log = open_log(state)
+    play(log, 3)
+    (state / CURSOR_FILE).write_bytes(cursor)
+    with caplog.at_level(logging.ERROR, logger="paigow.fleet"):
+        publisher = started(broker, state, log)
+        try:
+            floor.wait_records(log.size)
+        finally:
+            publisher.close()
+            log.close()
+    assert why in caplog.text
+    assert floor.seqs[0] == 1
+
+
+@pytest.mark.slow
+def test_a_hung_broker_never_holds_up_the_table(broker: Broker, tmp_path: Path) -> None:
+    """The broker SIGSTOPped (it accepts connections and says nothing): ``simulate`` plays its
+    rounds and stops within its flush bound."""
+    assert broker.process is not None
+    config = write_config(tmp_path, broker, stop_flush_s=1)
+    os.kill(broker.process.pid, signal.SIGSTOP)
+    try:
+        proc = simulate(tmp_path / "state", config, rounds=15)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "done: 15 rounds" in out
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+
+
+# --- the controller as a process ---------------------------------------------------------
+
+
+def write_config(tmp_path: Path, broker: Broker, **fleet: object) -> Path:
+    lines = ["[table]", f'name = "{TABLE}"', "[fleet]", f'mqtt_url = "{broker.url}"']
+    fleet.setdefault("keepalive_s", 5)
+    fleet.setdefault("stop_flush_s", 5)
+    lines += [f"{k} = {json.dumps(v)}" for k, v in fleet.items()]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def simulate(state: Path, config: Path, *, rounds: int) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "controller", "simulate", "--fast", "--plain-rounds"]
+    command += ["--faults", "none", "--rounds", str(rounds), "--seed", "3"]
+    command += ["--config", str(config), "--state-dir", str(state)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+class Witness:
+    """A witness in the test: cosigns each checkpoint it receives, retained on the table's
+    cosignature topic (``forge``: with another key, or of a checkpoint never made)."""
+
+    def __init__(self, broker: Broker, signer: Signer, clock: Callable[[], int]) -> None:
+        self.signer = signer
+        self.clock = clock
+        self.cosigned = 0
+        self.client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2, client_id="witness"
+        )
+        self.client.on_connect = lambda c, *_: c.subscribe(f"paigow/v1/{TABLE}/checkpoint", 1)
+        self.client.on_message = self._on_message
+        self.client.connect_async("127.0.0.1", broker.port, keepalive=5)
+        self.client.loop_start()
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        note = cosign_note(message.payload.decode(), self.signer, self.clock())
+        client.publish(f"paigow/v1/{TABLE}/cosignature", note.encode(), qos=1, retain=True)
+        self.cosigned += 1
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+@pytest.mark.slow
+def test_the_controller_killed_and_restarted_publishes_every_record_and_records_cosignatures(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    """``simulate`` with [fleet]: SIGKILLed mid-play, started again; the floor has every record
+    of the log, in order, with no gap; the witness's cosignatures are recorded at most once per
+    round close and verify-log checks them."""
+    witness_key = Signer.generate("witness.test/w1", ALG_COSIGNATURE_V1)
+    ticks = iter(range(1_796_000_000, 1_796_100_000))
+    witness = Witness(broker, witness_key, lambda: next(ticks))
+    config = write_config(tmp_path, broker, witness_key=str(witness_key.verifier))
+    state = tmp_path / "state"
+    try:
+        first = simulate(state, config, rounds=400)
+        try:
+            assert floor.wait_for(lambda: len(floor.seqs) >= 60), first.pid
+        finally:
+            first.kill()
+            first.communicate(timeout=10)
+        second = simulate(state, config, rounds=5)
+        out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0, out
+        exported = list(export_lines(state))
+        floor.wait_records(len(exported))
+    finally:
+        witness.close()
+    cosigned = [line for line in exported if line["kind"] == "cosigned"]
+    closes = [line["seq"] for line in exported if line["kind"] in ("close", "void")]
+    assert cosigned, "no cosignature was recorded"
+    covered = [line["data"]["close"] for line in cosigned]
+    assert covered == sorted(set(covered)), "a round close was recorded twice"
+    assert set(covered) <= set(closes)
+    verified = subprocess.run(
+        [sys.executable, "-m", "controller", "verify-log", "--state-dir", str(state)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+# --- cosignatures ---------------------------------------------------------------------------
+
+
+def test_cosignatures_are_checked_shown_and_recorded_once_per_round_close(
+    broker: Broker, floor: Subscriber, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    witness = Signer.generate("witness.test/w1", ALG_COSIGNATURE_V1)
+    state = tmp_path / "state"
+    log = open_log(state)
+    assert log.signer is not None
+    events = EventQueue()
+    shown: list[dict[str, object]] = []
+    publisher = started(
+        broker,
+        state,
+        log,
+        witness_key=str(witness.verifier),
+        events=events,
+        on_anchor=lambda anchor: shown.append(dict(anchor)),
+    )
+    sender = Subscriber(broker, client_id="sender", clean=True)
+    cosignature = f"paigow/v1/{TABLE}/cosignature"
+
+    def send(payload: bytes) -> None:
+        sender.client.publish(cosignature, payload, qos=1, retain=True).wait_for_publish(5)
+
+    def taken(count: int) -> bool:
+        return eventually(lambda: len(shown) >= count)
+
+    try:
+        play(log, 2, publisher)
+        floor.wait_records(log.size)
+        note = floor.checkpoint_of(log.size)
+        send(cosign_note(note, witness, 1_796_000_000).encode())
+        assert taken(1)
+        size = open_checkpoint(note, log.signer.verifier).size
+        assert shown[-1] == {"witness": witness.name, "size": size, "timestamp": 1_796_000_000}
+        occ = events.get(timeout=5)
+        assert occ is not None
+        assert occ.event is Event.COSIGNED
+        assert occ.cosignature is not None
+        assert occ.cosignature["close"] == size  # the last round's close ends this checkpoint
+        assert occ.cosignature["size"] == size
+        # the same round close cosigned again, later: shown, not recorded again
+        log.commit([(RecordKind.COSIGNED, {**occ.cosignature, "round": 2})])
+        publisher.committed()
+        floor.wait_records(log.size)
+        later = floor.checkpoint_of(log.size)
+        send(cosign_note(later, witness, 1_796_000_060).encode())
+        assert taken(2)
+        assert events.empty()
+        # refused, never shown: another witness, a checkpoint the log never made, garbage
+        other = Signer.generate("witness.test/w1", ALG_COSIGNATURE_V1)
+        forged_log = Signer(log.signer.name, bytes(32))
+        never = note.replace(note.split("\n")[2], "A" * 43 + "=")
+        for bad in (
+            cosign_note(later, other, 1_796_000_100).encode(),
+            cosign_note(never, witness, 1_796_000_100).encode(),
+            cosign_note(
+                note.replace(note.rsplit("\n\n", 1)[1], "") + f"— {forged_log.name} {'A' * 96}\n",
+                witness,
+                1_796_000_100,
+            ).encode(),
+            b"\xff\xfe garbage",
+            b"x" * 20_000,
+        ):
+            with caplog.at_level(logging.WARNING, logger="paigow.fleet"):
+                caplog.clear()
+                send(bad)
+                assert eventually(lambda: "refused" in caplog.text), bad[:40]
+        assert len(shown) == 2
+        assert events.empty()
+        assert publisher._thread.is_alive()
+        # a new round closed and cosigned: recorded
+        play(log, 1, publisher)
+        floor.wait_records(log.size)
+        send(cosign_note(floor.checkpoint_of(log.size), witness, 1_796_000_200).encode())
+        occ = events.get(timeout=5)
+        assert occ is not None
+        assert occ.cosignature is not None
+        assert occ.cosignature["close"] == log.size
+    finally:
+        sender.close()
+        publisher.close()
+        log.close()
+
+
+def test_credentials_must_be_two_lines_only_the_owner_reads(tmp_path: Path) -> None:
+    path = tmp_path / "credentials"
+    path.write_text("table-1\nsecret\n")
+    path.chmod(0o600)
+    assert read_credentials(path) == ("table-1", "secret")
+    path.chmod(0o640)
+    with pytest.raises(FleetError, match="readable by group or others"):
+        read_credentials(path)
+    for bad in ("one line\n", "a\nb\nc\n", "\npassword\n", "x" * 2000):
+        path.write_text(bad)
+        path.chmod(0o400)
+        with pytest.raises(FleetError):
+            read_credentials(path)
+        path.chmod(0o600)
+    with pytest.raises(FleetError, match="cannot be read"):
+        read_credentials(tmp_path / "missing")
