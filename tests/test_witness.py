@@ -650,3 +650,33 @@ def test_the_commands(broker: Broker, logs: Logs, tmp_path: Path, watcher: Clien
         proc = cli(*argv, *wrong)
         _, err = proc.communicate(timeout=60)
         assert (proc.returncode, err.count("\n")) == (2, 1), (wrong, err)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_analyze_verifies_the_witness_unit(tmp_path: Path) -> None:
+    """As scripts/check-systemd-unit does for the controller's unit: verify checks that the
+    executable exists, so the copy points at one that does here; no warnings, and an exposure
+    of at most 2.0."""
+    unit = ROOT / "systemd" / "paigow-witness.service"
+    text = unit.read_text()
+    installed = "/opt/paigow-controller/current/venv/bin/paigow-controller"
+    assert f"ExecStart={installed} witness " in text
+    copy = tmp_path / unit.name
+    copy.write_text(text.replace(installed, str(shutil.which("true"))))
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
+    security = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    level = security.stdout.rsplit("Overall exposure level for", 1)[-1].split(":")[1].split()[0]
+    assert float(level) <= 2.0, security.stdout
