@@ -153,3 +153,11 @@ class LogIntegrityError(AuditLogError):
 class SoftwareIdentityError(ControllerError, ValueError):
     """A software manifest that cannot be read, is malformed, is not signed by the release key,
     or a package tree that cannot be hashed within its bounds (program verification)."""
+
+
+# --- the witness ----------------------------------------------------------------------------
+
+
+class WitnessStoreError(ControllerError, OSError):
+    """The witness's store cannot be read or written: the witness stops (its next start reads
+    what is really there; the broker keeps the messages it did not acknowledge)."""

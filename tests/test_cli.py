@@ -187,6 +187,8 @@ FAIL_LATER: dict[str, list[str]] = {
     "verify-software": ["--config", "{missing}"],
     "manifest": ["--release-key", "{missing}", "--out", "{missing}"],
     "release-key": ["--out", "{empty}", "--name", "not a name"],  # {empty} is never replaced
+    "witness": ["--state-dir", "{dir}", "--keys", "{missing}", "--db", "{missing}"],
+    "witness-key": ["--state-dir", "{empty}", "--name", "not a name"],
 }
 
 

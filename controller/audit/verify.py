@@ -533,13 +533,7 @@ def verify_export(path: Path, verifier: Verifier, *, checkpoint: str | None = No
         if note is not None and (count < size or row.kind in CHECKPOINT_AFTER):
             log.checkpoints[row.seq] = note  # the last line's is the latest checkpoint
         log.feed(row)  # the leaf decoded and checked: canonical, its seq and kind
-        if json.dumps(line, sort_keys=True) != json.dumps(export_line(row, note), sort_keys=True):
-            fields = sorted(k for k in _EXPORT_KEYS if line.get(k) != export_line(row, None)[k])
-            raise LogIntegrityError(
-                row.seq,
-                f"line {number} says {', '.join(fields) or 'something'} other than its"
-                " leaf (the signed record): altered",
-            )
+        _check_line_fields(number, line, row, note)
     if count != size:
         raise LogIntegrityError(None, f"{path} changed while it was verified")
     return log.finish()
@@ -576,6 +570,30 @@ def _read_line(file: BinaryIO, path: Path) -> bytes:
         return file.readline(MAX_EXPORT_LINE_BYTES + 1)
     except OSError as exc:
         raise AuditLogError(f"audit log: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def check_export_line(number: int, line: dict[str, Any]) -> tuple[Entry, str | None]:
+    """One line of an export (or a record the fleet sends, controller/fleet/protocol.py), by
+    itself, as :func:`verify_export` checks it: an exported record's fields and no others, its
+    leaf a canonical record stored at its seq with its kind, and every other field exactly what
+    the export writes for that leaf. The decoded record and the checkpoint the line carries
+    (its signature not checked here); :class:`LogIntegrityError` otherwise."""
+    row, note = _export_row(number, line)
+    entry = decode_entry(row)
+    _check_line_fields(number, line, row, note)
+    return entry, note
+
+
+def _check_line_fields(
+    number: int, line: dict[str, Any], row: StoredRecord, note: str | None
+) -> None:
+    if json.dumps(line, sort_keys=True) != json.dumps(export_line(row, note), sort_keys=True):
+        fields = sorted(k for k in _EXPORT_KEYS if line.get(k) != export_line(row, None)[k])
+        raise LogIntegrityError(
+            row.seq,
+            f"line {number} says {', '.join(fields) or 'something'} other than its"
+            " leaf (the signed record): altered",
+        )
 
 
 def _export_row(number: int, line: dict[str, Any]) -> tuple[StoredRecord, str | None]:

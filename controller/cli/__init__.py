@@ -167,6 +167,20 @@ COMMANDS: list[Command] = [
         "release_key",
     ),
     Command(
+        "witness",
+        "the fleet's witness: verify every table's log over MQTT and cosign its checkpoints",
+        "controller.cli.witness",
+        "witness_arguments",
+        "witness",
+    ),
+    Command(
+        "witness-key",
+        "the witness's cosigner key (made if missing): prints its verifier key",
+        "controller.cli.witness",
+        "witness_key_arguments",
+        "witness_key",
+    ),
+    Command(
         "init",
         "a new state directory: the log's signing key and its first record",
         _AUDIT,

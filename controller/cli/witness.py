@@ -1,0 +1,270 @@
+"""``witness`` and ``witness-key``: the fleet's witness (controller/witness), run on the casino's
+server under systemd (systemd/paigow-witness.service).
+
+Exit codes of ``witness``: 0 stopped by SIGTERM or SIGINT (or a reset done); 1 its store
+failed (restart it: it reads what the store really holds, and the broker delivers again what
+it did not acknowledge) or another witness holds the state directory; 2 a bad argument; 78 a
+bad key file, keys directory or credentials file (the message names the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from controller.cli.args import (
+    describe,
+    directory_argument,
+    path_argument,
+    print_json,
+    whole_number,
+)
+from controller.core.digits import quoted
+from controller.errors import ConfigError, UsageError
+
+log = logging.getLogger("paigow.witness")
+
+MAX_CREDENTIALS_BYTES = 4096
+
+_WITNESS_EXAMPLES = """\
+examples:
+  paigow-controller witness --mqtt-url mqtt://broker.casino:1883 \\
+      --state-dir /var/lib/paigow-witness --keys /etc/paigow-witness/tables
+  paigow-controller witness --mqtt-url mqtts://broker.casino --ca-file /etc/ssl/casino-ca.pem \\
+      --state-dir /var/lib/paigow-witness --keys /etc/paigow-witness/tables \\
+      --db postgresql://witness@db.casino/witness
+  paigow-controller witness --state-dir /var/lib/paigow-witness --reset-table table-7"""
+
+
+def _key_name(text: str) -> str:
+    if not (0 < len(text) <= 64 and text.isascii() and text.isprintable()) or any(
+        c in text for c in " +"
+    ):
+        raise argparse.ArgumentTypeError("1 to 64 printable ASCII characters, no space or '+'")
+    return text
+
+
+def _table_name(text: str) -> str:
+    from controller.fleet.protocol import is_table_name
+
+    if not is_table_name(text):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a table name")
+    return text
+
+
+def witness_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The fleet's witness: it subscribes to every table's records, checkpoints and status on"
+        " the casino's MQTT broker (a persistent session: the broker keeps them while it is"
+        " down), keeps the records, verifies the hash chain, the Merkle tree and every"
+        " signature with the table's key from --keys (<table>.pub, the line export-key prints),"
+        " checks that each new checkpoint extends the one it accepted before, recomputing it"
+        " from the records it holds, and publishes its cosignature (C2SP tlog-cosignature) on"
+        " paigow/v1/<table>/cosignature. A rollback, a fork, a gap, a bad record or signature,"
+        " a silent table or an unknown one is an alert, recorded in its store and published on"
+        " paigow/v1/alerts; after a rollback or a fork it stops cosigning that table until"
+        " --reset-table."
+        "\n\n"
+        "Its store is witness.db in --state-dir (SQLite), or the PostgreSQL database of --db."
+        " Its cosigner key is witness.key there, made at the first start (witness-key prints"
+        " it). Exit codes: 0 stopped (SIGTERM), 1 the store failed or another witness runs on"
+        " the state directory, 2 a bad argument, 78 a bad key or credentials file.",
+        _WITNESS_EXAMPLES,
+    )
+    p.add_argument("--mqtt-url", help="the broker: mqtt://host:port or mqtts://host:port")
+    p.add_argument("--state-dir", required=True, help="the witness's directory (key, store)")
+    p.add_argument("--keys", type=path_argument, help="the directory of <table>.pub files")
+    p.add_argument("--db", help="postgresql://... : the store in PostgreSQL (default SQLite)")
+    p.add_argument("--name", type=_key_name, help="the cosigner key's name, for a new key")
+    p.add_argument(
+        "--gap-s", default="120", help="seconds a gap in a table's records may last (120)"
+    )
+    p.add_argument("--silence-s", default="900", help="seconds a table may say nothing (900)")
+    p.add_argument("--client-id", default=None, help="the MQTT client id (paigow-witness)")
+    p.add_argument("--ca-file", type=path_argument, help="mqtts: the broker's CA")
+    p.add_argument("--cert-file", type=path_argument, help="mqtts: the witness's certificate")
+    p.add_argument("--key-file", type=path_argument, help="mqtts: its private key")
+    p.add_argument(
+        "--credentials-file",
+        type=path_argument,
+        help="two lines, user name and password (mode 0600 or 0400)",
+    )
+    p.add_argument(
+        "--reset-table",
+        type=_table_name,
+        metavar="TABLE",
+        help="forget what is held of TABLE (after a rollback or fork was dealt with) and exit;"
+        " its alerts stay recorded. Stop the service first.",
+    )
+
+
+def witness(args: argparse.Namespace) -> int:
+    from controller.core.config import parse_broker_url
+    from controller.witness.store import StateLock, open_store
+
+    state_dir = directory_argument(args.state_dir)
+    assert state_dir is not None
+    db = _db_url(args.db)
+    if args.reset_table is not None:
+        return _reset(state_dir, db, args.reset_table)
+    if not args.mqtt_url:
+        raise UsageError("--mqtt-url is required (except with --reset-table)")
+    if args.keys is None:
+        raise UsageError("--keys is required (except with --reset-table)")
+    try:
+        address = parse_broker_url(args.mqtt_url)
+    except ValueError as exc:
+        raise UsageError(f"--mqtt-url: {exc}") from None
+    if address.tls and not args.ca_file:
+        raise UsageError("mqtts:// needs --ca-file")
+    if bool(args.cert_file) != bool(args.key_file):
+        raise UsageError("--cert-file and --key-file go together")
+    gap_s = whole_number(args.gap_s, "--gap-s", 1, 86_400)
+    silence_s = whole_number(args.silence_s, "--silence-s", 1, 7 * 86_400)
+    client_id = args.client_id or "paigow-witness"
+    if not (0 < len(client_id) <= 64 and client_id.isascii() and client_id.isprintable()):
+        raise UsageError("--client-id: 1 to 64 printable ASCII characters")
+
+    from controller.app.logs import configure_logging
+    from controller.app.sdnotify import notify
+    from controller.witness.keys import load_or_create_key, load_table_keys
+    from controller.witness.service import Connection, WitnessService
+    from controller.witness.tables import Witness
+
+    configure_logging()
+    keys = load_table_keys(Path(args.keys))
+    username, password = _credentials(args.credentials_file)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = StateLock(state_dir)
+    try:
+        cosigner, made = load_or_create_key(state_dir, args.name)
+        if made:
+            log.info("made the witness's key %s: %s", state_dir / "witness.key", cosigner.verifier)
+        store = open_store(state_dir, db)
+        try:
+            connection = Connection(
+                address,
+                client_id=client_id,
+                ca_file=args.ca_file or "",
+                cert_file=args.cert_file or "",
+                key_file=args.key_file or "",
+                username=username,
+                password=password,
+            )
+            service = WitnessService(connection)
+            core = Witness(
+                store,
+                keys,
+                cosigner,
+                clock=time.time,
+                publish=service.publish,
+                gap_s=gap_s,
+                silence_s=silence_s,
+            )
+            stop = threading.Event()
+
+            def on_signal(signum: int, frame: FrameType | None) -> None:
+                stop.set()
+
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+            log.info("witnessing %d table(s) on %s as %s", len(keys), address, cosigner.verifier)
+            service.run(core, stop, ready=lambda: notify("READY=1"))
+            notify("STOPPING=1")
+            log.info("stopped")
+        finally:
+            store.close()
+    finally:
+        lock.release()
+    return 0
+
+
+def _db_url(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if not text.startswith(("postgresql://", "postgres://")) or len(text) > 1000:
+        raise UsageError("--db: a postgresql:// URL")
+    if any(not c.isprintable() for c in text):
+        raise UsageError("--db: a postgresql:// URL")
+    return text
+
+
+def _reset(state_dir: Path, db: str | None, table: str) -> int:
+    from datetime import UTC, datetime
+
+    from controller.witness.store import StateLock, open_store
+
+    if not state_dir.is_dir():
+        raise UsageError(f"--state-dir {quoted(str(state_dir))} does not exist")
+    lock = StateLock(state_dir)
+    try:
+        store = open_store(state_dir, db)
+        try:
+            now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            with store.transaction():
+                head = store.reset_table(table, now, "operator: witness --reset-table")
+        finally:
+            store.close()
+    finally:
+        lock.release()
+    print_json(
+        {
+            "table": table,
+            "reset": head is not None,
+            "records_forgotten": 0 if head is None else head.size,
+            "cosigned_size": 0 if head is None else head.cosigned_size,
+            "was_stopped": "" if head is None else head.halted,
+        }
+    )
+    return 0
+
+
+def _credentials(path_text: str | None) -> tuple[str, str]:
+    if path_text is None:
+        return "", ""
+    from controller.files import TooLarge, read_capped
+
+    path = Path(path_text)
+    try:
+        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+            raise ConfigError(str(path), "must be readable by its owner only (0600 or 0400)")
+        lines = read_capped(path, MAX_CREDENTIALS_BYTES).decode("utf-8").splitlines()
+    except (OSError, TooLarge, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), f"cannot read the credentials: {exc}") from None
+    if len(lines) != 2 or not lines[0]:
+        raise ConfigError(str(path), "two lines: the user name, then the password")
+    return lines[0], lines[1]
+
+
+# --- witness-key ------------------------------------------------------------------------------
+
+
+def witness_key_arguments(p: argparse.ArgumentParser) -> None:
+    describe(
+        p,
+        "The witness's cosigner key (C2SP cosignature/v1): made in witness.key (mode 0600) in"
+        " the state directory when there is none, never replaced. Prints its verifier key, for"
+        " each table's [fleet] witness_key.",
+        "example:\n"
+        "  paigow-controller witness-key --state-dir /var/lib/paigow-witness > witness.pub",
+    )
+    p.add_argument("--state-dir", required=True, help="the witness's directory")
+    p.add_argument("--name", type=_key_name, help="the key's name, for a new key")
+
+
+def witness_key(args: argparse.Namespace) -> int:
+    from controller.witness.keys import load_or_create_key
+
+    state_dir = directory_argument(args.state_dir)
+    assert state_dir is not None
+    signer, _ = load_or_create_key(state_dir, args.name)
+    sys.stdout.write(f"{signer.verifier}\n")
+    return 0

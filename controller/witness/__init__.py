@@ -1,0 +1,6 @@
+"""The witness (issue 18): it keeps every table's records as they come over MQTT, verifies the
+chain, the Merkle tree and every signature, checks that each checkpoint extends the last one
+it accepted, and cosigns it (C2SP tlog-cosignature); a rollback, a fork, a gap, a bad
+signature or a silent table is an alert. ``ports.py`` holds its seams, ``tables.py`` the
+per-table verification, ``store.py`` the storage (SQLite or PostgreSQL), ``keys.py`` the
+keys, ``service.py`` the MQTT side."""
