@@ -34,6 +34,7 @@ from controller.core.note import (
 )
 from controller.core.records import RecordKind
 from controller.core.state import Event
+from controller.fleet.client import FleetError, read_credentials
 from controller.fleet.outbox import (
     CURSOR_FILE,
     Cursor,
@@ -42,7 +43,7 @@ from controller.fleet.outbox import (
     write_cursor,
 )
 from controller.fleet.protocol import Presence, Status
-from controller.fleet.publisher import FleetError, Publisher, read_credentials
+from controller.fleet.publisher import Publisher
 
 __all__ = ["broker"]  # the fixture, used by name
 

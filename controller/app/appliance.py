@@ -211,7 +211,8 @@ class Appliance:
         config = self.config
         if not config.fleet.mqtt_url:
             return
-        from controller.fleet.publisher import FleetError, Publisher  # noqa: PLC0415 - paho
+        from controller.fleet.client import FleetError  # noqa: PLC0415 - paho
+        from controller.fleet.publisher import Publisher  # noqa: PLC0415 - paho
 
         try:
             publisher = Publisher(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import stat
 import sys
 import threading
 import time
@@ -31,7 +30,6 @@ from controller.errors import ConfigError, UsageError
 
 log = logging.getLogger("paigow.witness")
 
-MAX_CREDENTIALS_BYTES = 4096
 
 _WITNESS_EXAMPLES = """\
 examples:
@@ -230,18 +228,12 @@ def _reset(state_dir: Path, db: str | None, table: str) -> int:
 def _credentials(path_text: str | None) -> tuple[str, str]:
     if path_text is None:
         return "", ""
-    from controller.files import TooLarge, read_capped
+    from controller.fleet.client import FleetError, read_credentials
 
-    path = Path(path_text)
     try:
-        if stat.S_IMODE(path.stat().st_mode) & 0o077:
-            raise ConfigError(str(path), "must be readable by its owner only (0600 or 0400)")
-        lines = read_capped(path, MAX_CREDENTIALS_BYTES).decode("utf-8").splitlines()
-    except (OSError, TooLarge, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), f"cannot read the credentials: {exc}") from None
-    if len(lines) != 2 or not lines[0]:
-        raise ConfigError(str(path), "two lines: the user name, then the password")
-    return lines[0], lines[1]
+        return read_credentials(Path(path_text))
+    except FleetError as exc:
+        raise ConfigError("--credentials-file", str(exc)) from None
 
 
 # --- witness-key ------------------------------------------------------------------------------

@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import logging
 import ssl
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -65,7 +64,7 @@ from controller.core.note import (
 from controller.core.record_data import cosigned_data
 from controller.core.state import Event, Occurrence, Screen
 from controller.errors import AuditLogError
-from controller.files import TooLarge, read_capped
+from controller.fleet.client import FleetError, read_credentials, send_at_once, tls_context
 from controller.fleet.outbox import (
     CURSOR_FILE,
     Cursor,
@@ -95,52 +94,8 @@ PERSIST_EVERY_S = 1.0  # the cursor is written at most this often (and at the st
 RECONNECT_MIN_S = 0.5
 RECONNECT_MAX_S = 30.0
 OFFLINE_GRACE_S = 1.0  # after the flush: for "offline" to be acknowledged
-MAX_CREDENTIALS_BYTES = 1024
 MAX_REFUSALS_LOGGED = 10  # refused cosignatures logged one by one per minute; then counted
 MAX_SAFE_TIMESTAMP = 2**53 - 1  # a record's integers are I-JSON's (controller/core/canonical)
-
-
-class FleetError(ValueError):
-    """The fleet cannot be set up as configured (a credentials or certificate file): the fleet
-    stays off, the table plays."""
-
-
-def read_credentials(path: Path) -> tuple[str, str]:
-    """User name and password: a file of exactly two lines that only its owner may read
-    (0600 or 0400); :class:`FleetError` otherwise."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            raise FleetError(
-                f"{path} is readable by group or others (mode {mode:04o}): it must be 0600 or 0400"
-            )
-        raw = read_capped(path, MAX_CREDENTIALS_BYTES)
-    except TooLarge:
-        raise FleetError(f"{path} is larger than {MAX_CREDENTIALS_BYTES} bytes") from None
-    except OSError as exc:
-        raise FleetError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FleetError(f"{path} is not UTF-8") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) != 2 or not lines[0] or not all(line.isprintable() for line in lines):
-        raise FleetError(f"{path} must be two lines, the user name and the password")
-    return lines[0], lines[1]
-
-
-def tls_context(config: FleetConfig) -> ssl.SSLContext:
-    """The broker is checked against ``ca_file`` (its host name too); the table shows its
-    client certificate when one is configured."""
-    try:
-        context = ssl.create_default_context(cafile=config.ca_file)
-        if config.cert_file:
-            context.load_cert_chain(config.cert_file, config.key_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise FleetError(f"the broker's TLS files cannot be used: {exc}") from None
-    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +147,9 @@ class Publisher:
         self._credentials = (
             read_credentials(Path(config.credentials_file)) if config.credentials_file else None
         )
-        self._tls = tls_context(config) if broker.tls else None
+        self._tls = (
+            tls_context(config.ca_file, config.cert_file, config.key_file) if broker.tls else None
+        )
         self._witness = (
             Verifier.parse(config.witness_key, ALG_COSIGNATURE_V1) if config.witness_key else None
         )
@@ -372,6 +329,7 @@ class Publisher:
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         client.on_message = self._on_message
+        send_at_once(client)
         client.max_inflight_messages_set(WINDOW + 8)
         will = Status(Presence.OFFLINE, time=utc_text(self._wall())).encode()
         client.will_set(self._topics[Channel.STATUS], will, qos=QOS, retain=True)

@@ -28,6 +28,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from controller.core.config import BrokerAddress
+from controller.fleet.client import send_at_once, tls_context
 from controller.fleet.protocol import MAX_RECORD_BYTES, QOS, Channel, subscription
 from controller.witness.tables import Witness
 
@@ -80,11 +81,10 @@ class WitnessService:
             manual_ack=True,
         )
         if connection.ca_file:
-            self.client.tls_set(
-                ca_certs=connection.ca_file,
-                certfile=connection.cert_file or None,
-                keyfile=connection.key_file or None,
+            self.client.tls_set_context(
+                tls_context(connection.ca_file, connection.cert_file, connection.key_file)
             )
+        send_at_once(self.client)
         if connection.username:
             self.client.username_pw_set(connection.username, connection.password)
         self.client.reconnect_delay_set(1, 30)
