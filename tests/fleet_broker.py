@@ -46,6 +46,7 @@ class Broker:
             f"user {pwd.getpwuid(os.geteuid()).pw_name}\n"
             f"listener {self.port} 127.0.0.1\n"
             "allow_anonymous true\n"
+            "set_tcp_nodelay true\n"  # as README, "The witness", advises for a casino's broker
             "persistence true\n"
             f"persistence_location {self.directory}/\n"
             "autosave_interval 1\n"
