@@ -396,18 +396,26 @@ def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) ->
         store.close()
 
 
-def test_another_continuation_of_an_older_copy_is_a_fork(env: Env) -> None:
+def test_an_older_copy_played_on_is_a_rollback_a_record_off_the_chain_a_fork(env: Env) -> None:
     broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
     store = SqliteStore(tmp_path / "witness.db")
     running = start_witness(broker, store, keys_of(logs.one, logs.two), cosigner, FakeClock())
     try:
         table.send(logs.one)
         wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
-        table.send(logs.forked, checkpoints=False)  # its records alone: they differ at 16
-        alert = wait_alert(watcher, "table-1", AlertKind.FORK)
-        assert alert.size == logs.early.size + 1  # the first record that differs
         table.send(logs.two)
         wait_cosigned(watcher, cosigner, logs.two, logs.two.size)
+        # table-1's log went back to the copy made after its first round and went on: its
+        # record 16 follows the cosigned record 15 but is another
+        table.send(logs.forked, checkpoints=False)  # its records alone: they differ at 16
+        alert = wait_alert(watcher, "table-1", AlertKind.ROLLBACK)
+        assert alert.size == logs.early.size + 1  # the first record that differs
+        assert "went back to record" in alert.detail
+        # a record of table-2 that follows nothing table-2 holds at its seq: a fork
+        foreign = next(line for line in logs.one.lines if line["seq"] == 5)
+        table.send(logs.two, [foreign])
+        fork = wait_alert(watcher, "table-2", AlertKind.FORK)
+        assert fork.size == 5
         assert all(
             cosigned_size(n, cosigner, logs.one) <= logs.one.size
             for n in watcher.cosigned("table-1")

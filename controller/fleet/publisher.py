@@ -403,7 +403,12 @@ class Publisher:
         self._connected = self.is_connected = True
         self._backoff_s = RECONNECT_MIN_S
         self._next_seq = self._cursor.acked + 1
-        self._published_checkpoint = 0  # said again on every connection (retained anyway)
+        # Never a checkpoint smaller than one published before, here or by an earlier run
+        # (the witness would see the log cut back): each was of at most the records then
+        # acknowledged, so from now on only checkpoints of at least those are published (the
+        # latest one once the records after the cursor are acknowledged). After a rolled-back
+        # log the cursor starts at 0 and its smaller checkpoints go out: the witness must see.
+        self._published_checkpoint = max(0, self._cursor.acked - 1)
         with self._lock:
             self._status_changed = True
         log.info("fleet: connected to %s; sending from record %d", self.broker, self._next_seq)

@@ -23,11 +23,14 @@ A checkpoint (``paigow/v1/<table>/checkpoint``) signed by the table's key for it
   ``gap_s``: GAP.
 
 A record at a seq already held is a duplicate when it is the same record (dropped, as the
-protocol's at-least-once delivery says) and a FORK when it is another. A record that is not an
-export line, breaks the chain or says something the verifier refuses: BAD_RECORD (dropped). A
-checkpoint whose signature does not verify with the table's key: BAD_SIGNATURE. Nothing heard
-from a table for ``silence_s``: SILENCE. A table without a key: UNKNOWN_TABLE, once; its
-messages are dropped.
+protocol's at-least-once delivery says). Another record there is a ROLLBACK when a cosigned
+checkpoint covered that seq and the new record follows the held record before it (the table's
+log went back to that point of the history the witness cosigned and went on: an older copy of
+``audit.db``, the card swapped for an older image), else a FORK; either stops the cosigning.
+A record that is not an export line, breaks the chain or says something the verifier refuses:
+BAD_RECORD (dropped). A checkpoint whose signature does not verify with the table's key:
+BAD_SIGNATURE. Nothing heard from a table for ``silence_s``: SILENCE. A table without a key:
+UNKNOWN_TABLE, once; its messages are dropped.
 
 A table the witness stopped cosigning stays stopped, across restarts, until an operator resets
 it (``paigow-controller witness --reset-table T``): the witness then forgets its records and
@@ -37,6 +40,7 @@ takes the table's log as new, from record 1. The alerts stay recorded.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -253,6 +257,13 @@ class Witness:
 
     # --- records ------------------------------------------------------------------------
 
+    def _goes_on_from(self, table: str, seq: int, line: dict[str, object]) -> bool:
+        """Whether the record ``line`` at ``seq`` follows the held record ``seq - 1``."""
+        if seq == 1:
+            return True
+        before = self.store.leaf(table, seq - 1)
+        return before is not None and line.get("prev") == hashlib.sha256(before).hexdigest()
+
     def _record(self, table: str, state: TableState, payload: bytes) -> None:
         try:
             line = decode_json(payload, MAX_RECORD_BYTES, "record")
@@ -269,6 +280,18 @@ class Witness:
             if held == entry.leaf:
                 self._heard(state)
                 self.refused[f"{table}/records: duplicate"] += 1
+                return
+            if seq <= state.head.cosigned_size and self._goes_on_from(table, seq, line):
+                # the table's log went back to record seq - 1 of the history this witness
+                # cosigned, and went on from there: an older copy of its log (a card swapped)
+                self._halt(
+                    table,
+                    state,
+                    AlertKind.ROLLBACK,
+                    f"record {seq} is not the cosigned record {seq}: the log went back to record"
+                    f" {seq - 1} (an older copy) and went on",
+                    seq,
+                )
                 return
             self._halt(
                 table,

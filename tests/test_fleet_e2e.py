@@ -1,0 +1,195 @@
+"""Two tables, one broker, one witness, all real: ``paigow-controller simulate`` with [fleet]
+for each table, ``paigow-controller witness`` in its own process, Debian's mosquitto.
+
+Each table's log is cosigned by the witness and the table records the cosignature; then one
+table's state directory is replaced by an older copy of itself (the card swapped for an older
+image: the log, its anchor and the publisher's cursor all older, so nothing on the box can see
+it) and played on. The witness raises a rollback alert for that table and cosigns it no more,
+while the other table goes on being cosigned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from fleet_broker import Broker
+from fleet_broker import broker as broker  # the fixture
+from paho.mqtt.enums import CallbackAPIVersion
+
+from controller.audit.recall import export_lines
+from controller.core.note import ALG_COSIGNATURE_V1, Verifier, open_checkpoint, open_cosignature
+from controller.fleet.protocol import Alert, AlertKind
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+WAIT_S = 60.0
+TABLES = ("east", "west")
+
+pytestmark = pytest.mark.slow
+
+
+def controller(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *argv],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+class Floor:
+    """A subscriber to every cosignature and alert: the latest cosigned note of each table."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.cosigned: dict[str, str] = {}
+        self.alerts: list[Alert] = []
+        self._cond = threading.Condition()
+        self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2)
+        self.client.on_connect = lambda c, *_: c.subscribe(
+            [("paigow/v1/+/cosignature", 1), ("paigow/v1/alerts", 1)]
+        )
+        self.client.on_message = self._on_message
+        self.client.connect_async("127.0.0.1", broker.port, keepalive=5)
+        self.client.loop_start()
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        with self._cond:
+            if message.topic == "paigow/v1/alerts":
+                self.alerts.append(Alert.decode(message.payload))
+            else:
+                self.cosigned[message.topic.split("/")[2]] = message.payload.decode()
+            self._cond.notify_all()
+
+    def wait_for(self, what: str, predicate: Callable[[], bool]) -> None:
+        with self._cond:
+            seen = {t: size_of(n) for t, n in self.cosigned.items()}
+            assert self._cond.wait_for(predicate, WAIT_S), (
+                f"not within {WAIT_S:.0f} s: {what} (cosigned: {seen}; alerts: {self.alerts})"
+            )
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def size_of(note: str) -> int:
+    lines = note.split("\n")
+    return int(lines[1]) if len(lines) > 1 and lines[1].isdigit() else -1
+
+
+@pytest.fixture
+def fleet(broker: Broker, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    witness_dir, keys = tmp_path / "witness", tmp_path / "keys"
+    keys.mkdir()
+    made = controller("witness-key", "--state-dir", str(witness_dir))
+    assert made.returncode == 0, made.stderr
+    witness_key = made.stdout.strip()
+    tables: dict[str, dict[str, Path]] = {}
+    for name in TABLES:
+        state, config = tmp_path / name, tmp_path / f"{name}.toml"
+        config.write_text(
+            f'[table]\nname = "{name}"\n[fleet]\nmqtt_url = "{broker.url}"\n'
+            f'witness_key = "{witness_key}"\nkeepalive_s = 5\nstop_flush_s = 10\n'
+        )
+        assert (
+            controller("init", "--state-dir", str(state), "--config", str(config)).returncode == 0
+        )
+        exported = controller("export-key", "--state-dir", str(state))
+        assert exported.returncode == 0, exported.stderr
+        (keys / f"{name}.pub").write_text(exported.stdout)
+        tables[name] = {"state": state, "config": config}
+    witness = subprocess.Popen(
+        [sys.executable, "-m", "controller", "witness", "--mqtt-url", broker.url,
+         "--state-dir", str(witness_dir), "--keys", str(keys)],  # fmt: skip
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    floor = Floor(broker)
+    try:
+        yield {"tables": tables, "witness_key": witness_key, "floor": floor}
+    finally:
+        floor.close()
+        witness.terminate()
+        _, err = witness.communicate(timeout=30)
+        assert witness.returncode == 0, err
+
+
+def play(table: dict[str, Path], rounds: int) -> None:
+    done = controller(
+        "simulate", "--fast", "--plain-rounds", "--faults", "none", "--rounds", str(rounds),
+        "--config", str(table["config"]), "--state-dir", str(table["state"]),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def head(state: Path) -> int:
+    return max(line["seq"] for line in export_lines(state))
+
+
+def test_each_log_is_cosigned_and_an_older_copy_is_a_rollback(fleet: dict[str, Any]) -> None:
+    tables, floor = fleet["tables"], fleet["floor"]
+    cosigner = Verifier.parse(fleet["witness_key"], ALG_COSIGNATURE_V1)
+    east, west = tables["east"], tables["west"]
+
+    # 1. Both tables play; the witness cosigns each log up to its last record.
+    play(east, 4)
+    play(west, 4)
+    for name in TABLES:
+        size = head(tables[name]["state"])
+        floor.wait_for(
+            f"{name} cosigned at {size}",
+            lambda n=name, s=size: size_of(floor.cosigned.get(n, "")) == s,
+        )  # type: ignore[misc]
+        opened = open_cosignature(floor.cosigned[name], cosigner)
+        key = Verifier.parse((tables[name]["state"].parent / "keys" / f"{name}.pub").read_text())
+        assert open_checkpoint(floor.cosigned[name], key) == opened.checkpoint
+    older = east["state"].parent / "east-older"
+    shutil.copytree(east["state"], older)  # the card's image, as it is now
+
+    # 2. East plays on: the table records the witness's cosignatures of its round closes.
+    play(east, 4)
+    anchored = head(east["state"])
+    floor.wait_for(
+        f"east cosigned at {anchored}", lambda: size_of(floor.cosigned.get("east", "")) == anchored
+    )
+    recorded = [line for line in export_lines(east["state"]) if line["kind"] == "cosigned"]
+    assert recorded, "the table recorded no cosignature"
+    assert all(line["data"]["size"] <= anchored for line in recorded)
+    assert controller("verify-log", "--state-dir", str(east["state"])).returncode == 0
+
+    # 3. East's card is swapped for the older image and played on: nothing on the box can
+    # see it (the anchor and the cursor are as old as the log); the witness can.
+    shutil.rmtree(east["state"])
+    shutil.copytree(older, east["state"])
+    play(east, 3)
+    floor.wait_for(
+        "a rollback alert for east",
+        lambda: any(a.table == "east" and a.kind is AlertKind.ROLLBACK for a in floor.alerts),
+    )
+    assert not [a for a in floor.alerts if a.table == "west"]
+
+    # 4. West goes on being cosigned; east is cosigned no more (its last cosignature stands).
+    play(west, 2)
+    size = head(west["state"])
+    floor.wait_for(
+        f"west cosigned at {size}", lambda: size_of(floor.cosigned.get("west", "")) == size
+    )
+    assert size_of(floor.cosigned["east"]) == anchored
+    alerts = [json.loads(a.encode()) for a in floor.alerts if a.table == "east"]
+    assert {a["kind"] for a in alerts} <= {"rollback", "fork"}, alerts
