@@ -136,6 +136,7 @@ def counted_rounds(lines: list[dict[str, Any]]) -> int:
 # --- a real run ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the module's simulate run
 def test_a_real_run_folds_into_the_view_a_supervisor_reads(export: list[dict[str, Any]]) -> None:
     clock = Clock()
     floor = Floor(clock=clock)
@@ -388,6 +389,7 @@ KINDS = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(

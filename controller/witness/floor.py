@@ -191,7 +191,7 @@ def wagers_summary(data: Mapping[str, Any]) -> list[str]:
             for face in "123456"
             if (count := _int(match.get(face))) is not None and count > 0
         ]
-        lines.append("Match: " + " ".join(shown))
+        lines.append("Match: " + (" ".join(shown) or "none"))
     beat_it = wagers.get("beat_it")
     if isinstance(beat_it, Mapping):
         won = [c for c in ("red", "any") if beat_it.get(c) is True]
