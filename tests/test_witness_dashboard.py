@@ -177,6 +177,24 @@ def test_the_page_follows_the_floor_live(
 
 
 @pytest.mark.browser
+@pytest.mark.slow  # the page waits 3.5 s of silence before it says so
+def test_a_page_that_lost_the_witness_says_it_is_not_live(
+    browser: Any, dashboard: DashboardServer, floor: Floor
+) -> None:
+    from playwright.sync_api import expect
+
+    two_tables(floor)
+    page = open_page(browser, dashboard, 1280, 720)
+    expect(page.locator("#stream")).to_have_text("LIVE")
+    assert page.is_hidden("#stale")
+    dashboard.close()
+    expect(page.locator("#stale")).to_be_visible(timeout=15_000)
+    expect(page.locator("#stream")).to_have_text("NOT LIVE")
+    shot(page, "floor-not-live")
+    page.context.close()
+
+
+@pytest.mark.browser
 @pytest.mark.parametrize(("width", "height"), [(1280, 720), (1920, 1080)])
 def test_many_tables_fit_the_width_of_a_supervisors_screen(
     browser: Any, dashboard: DashboardServer, floor: Floor, width: int, height: int

@@ -260,10 +260,12 @@ def test_device_offline_is_raised_and_cleared_by_the_status() -> None:
     floor = Floor(clock=clock)
     floor.apply_status("t", online(0))
     assert alerts(floor) == []
-    floor.apply_status("t", Status(Presence.OFFLINE, "", "", 0, (), at(5)))
+    floor.apply_status("t", online(1, "fault", ("tamper",)))
+    floor.apply_status("t", Status(Presence.OFFLINE, "", "", 0, (), at(5)))  # the will
     view = floor.table("t")
     assert view is not None
     assert view["presence"] == "offline"
+    assert (view["screen"], view["faults"]) == ("fault", ["tamper"])  # as it was left
     assert view["alerting"] is True
     assert [a["words"] for a in view["alerts"]] == ["device offline"]
     floor.apply_status("t", online(9))

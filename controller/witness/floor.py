@@ -53,7 +53,14 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from controller.fleet.protocol import MAX_DETAIL_CHARS, Alert, AlertKind, Status, is_table_name
+from controller.fleet.protocol import (
+    MAX_DETAIL_CHARS,
+    Alert,
+    AlertKind,
+    Presence,
+    Status,
+    is_table_name,
+)
 
 WINDOW_MS = 60 * 60 * 1000  # games per hour: the last 60 minutes of the table's time
 MAX_CLOSES = 4096  # close times kept per table (more than a table can play in an hour)
@@ -347,12 +354,14 @@ class FloorFold:
             return False
         state.saw(status.time, now)
         state.presence = str(status.presence)
-        state.screen = _text(status.screen, 64) or ""
-        if status.mode:
-            state.mode = _text(status.mode, 16) or ""
-        if status.round:
-            state.round = status.round
-        state.faults = _names(list(status.faults))
+        if status.presence is Presence.ONLINE:  # an offline status (the broker's will, set
+            # when the table connected) says nothing of the screen: the last one shown stays
+            state.screen = _text(status.screen, 64) or ""
+            if status.mode:
+                state.mode = _text(status.mode, 16) or ""
+            if status.round:
+                state.round = status.round
+            state.faults = _names(list(status.faults))
         self._derive(state, now)
         return self._changed(state)
 
