@@ -108,7 +108,7 @@ def two_tables(floor: Floor) -> tuple[TableFeed, TableFeed]:
         table.record("config_loaded", game="tiles", mode="shaker", table=table.name)
     one.result(7, 5, (3, 4), "seat 3")
     one.record("close", round=7)
-    floor.apply_cosigned("table-1", 2, "2026-12-01T08:00:03.000Z")
+    floor.apply_cosigned("table-1", 2, int(T0) + 3)  # POSIX seconds, as the witness says
     return one, two
 
 

@@ -542,3 +542,17 @@ def _no_threads_left() -> Iterator[None]:
     before = threading.active_count()
     yield
     assert threading.active_count() <= before
+
+
+def test_a_cosignature_anchors_the_log_to_its_size() -> None:
+    floor = Floor(clock=Clock())
+    lines = Lines()
+    for _ in range(5):
+        floor.apply_record("t", lines("shake", 0, round=1, attempt=1))
+    floor.apply_cosigned("t", 4, int(T0) + 90)  # the cosignature's time, POSIX seconds
+    floor.apply_cosigned("nowhere", 4, int(T0))  # a table not seen: nothing to show
+    view = floor.table("t")
+    assert view is not None
+    assert (view["log_size"], view["anchored_size"]) == (5, 4)
+    assert view["anchored_time"] == "2026-12-01T08:01:30.000Z"
+    assert floor.table("nowhere") is None

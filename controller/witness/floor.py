@@ -365,12 +365,15 @@ class FloorFold:
         self._derive(state, now)
         return self._changed(state)
 
-    def cosigned(self, table: str, size: int, time: str, now: float) -> bool:
+    def cosigned(self, table: str, size: int, time: int, now: float) -> bool:
+        """A checkpoint of ``size`` records cosigned at ``time`` (the cosignature's timestamp,
+        POSIX seconds)."""
         state = self._tables.get(table)
         if state is None or _int(size) is None:
             return False
         state.anchored_size = size
-        state.anchored_time = _text(time, 40) or ""
+        stamp = _int(time)
+        state.anchored_time = "" if stamp is None or stamp > 2**40 else rfc3339(stamp)
         self._derive(state, now)
         return self._changed(state)
 
@@ -637,7 +640,7 @@ class Floor:
             if self._fold.status(table, status, self._clock()):
                 self._cond.notify_all()
 
-    def apply_cosigned(self, table: str, size: int, time: str) -> None:
+    def apply_cosigned(self, table: str, size: int, time: int) -> None:
         with self._cond:
             if self._fold.cosigned(table, size, time, self._clock()):
                 self._cond.notify_all()
