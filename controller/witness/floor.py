@@ -22,9 +22,9 @@ Definitions (the README's "The floor dashboard" says the same):
   latest ``result`` was not voided since) whose ``close`` record's time falls in the 60
   minutes up to the table's time now. The table's time now is the latest time the table
   itself wrote (a record's or a status's ``time``), moved on by the witness's clock since that
-  time arrived: a table that stops sending is still counted down. Only that last hour's close
-  times are kept (at most ``MAX_CLOSES``). Service test rounds (``service_test``) and voided
-  rounds never count.
+  time arrived, and never back: a table that stops sending is still counted down. Only that
+  last hour's close times are kept (at most ``MAX_CLOSES``). Service test rounds
+  (``service_test``) and voided rounds never count.
 - **Floor alerts** (derived here, next to the witness's own): ``device offline`` while the
   table's status says offline; ``biased dice`` while the dice monitor's alarm stands (a
   ``dice_alarm`` record, until ``dice_replaced`` or the supervisor's ``dice_kept``);
@@ -254,6 +254,7 @@ class _Table:
     last_seen: str = ""  # the table's own latest time, as it wrote it
     latest_ms: int | None = None
     latest_at: float = 0.0  # the witness's time when ``latest_ms`` arrived
+    now_ms: int | None = None  # the table's time now, as last estimated (never goes back)
     received_at: float | None = None  # the witness's time of the table's last message
     open_since_ms: int | None = None
     active: dict[str, str] = field(default_factory=dict)  # standing floor alerts: detail
@@ -262,9 +263,14 @@ class _Table:
     alerting: bool = False
 
     def table_now(self, now: float) -> int | None:
+        """The table's time now: its latest own time, moved on by the witness's clock since
+        that arrived; never back (a record that comes late does not bring back a close that
+        had left the hour)."""
         if self.latest_ms is None:
             return None
-        return self.latest_ms + int(max(0.0, now - self.latest_at) * 1000)
+        estimate = self.latest_ms + int(max(0.0, now - self.latest_at) * 1000)
+        self.now_ms = estimate if self.now_ms is None else max(self.now_ms, estimate)
+        return self.now_ms
 
     def saw(self, time: str, now: float) -> int | None:
         moment = time_ms(time)
