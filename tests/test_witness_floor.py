@@ -531,7 +531,8 @@ def test_the_module_is_pure_apart_from_its_lock() -> None:
         )
     }  # fmt: skip
     allowed = {"__future__", "threading", "collections", "dataclasses", "datetime", "enum"}
-    assert imported <= allowed | {"typing", "controller.fleet.protocol"}, imported
+    own = {"controller.fleet.protocol", "controller.witness.ports"}  # ports: for mypy only
+    assert imported <= allowed | {"typing"} | own, imported
     called = {
         node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
         for node in ast.walk(tree)
@@ -559,3 +560,17 @@ def test_a_cosignature_anchors_the_log_to_its_size() -> None:
     assert (view["log_size"], view["anchored_size"]) == (5, 4)
     assert view["anchored_time"] == "2026-12-01T08:01:30.000Z"
     assert floor.table("nowhere") is None
+
+
+def test_a_floor_is_the_sink_the_witness_calls() -> None:
+    """The same methods and parameters as controller/witness/ports.py's FloorSink (mypy checks
+    the types: floor.py assigns Floor to a ``type[FloorSink]``)."""
+    import inspect
+
+    from controller.witness.ports import FloorSink
+
+    for name in ("apply_record", "apply_status", "apply_cosigned", "apply_alert"):
+        theirs = inspect.signature(getattr(FloorSink, name))
+        mine = inspect.signature(getattr(Floor, name))
+        assert list(mine.parameters) == list(theirs.parameters), name
+        assert str(mine) == str(theirs), name

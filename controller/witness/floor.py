@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.fleet.protocol import (
     MAX_DETAIL_CHARS,
@@ -697,3 +697,9 @@ class Floor:
         """Wake every waiting stream (a server closing)."""
         with self._cond:
             self._cond.notify_all()
+
+
+if TYPE_CHECKING:  # mypy checks that a Floor is the witness's FloorSink (ports.py)
+    from controller.witness.ports import FloorSink
+
+    _FLOOR_IS_A_SINK: type[FloorSink] = Floor
