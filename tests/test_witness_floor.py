@@ -574,3 +574,15 @@ def test_a_floor_is_the_sink_the_witness_calls() -> None:
         mine = inspect.signature(getattr(Floor, name))
         assert list(mine.parameters) == list(theirs.parameters), name
         assert str(mine) == str(theirs), name
+
+
+def test_a_refused_key_or_a_recall_does_not_close_the_open_faults() -> None:
+    fold = FloorFold()
+    fold.status("t", online(0, "fault", ("tamper",)), T0)
+    fold.status("t", online(1, "refused"), T0)  # a key refused: a notice over the fault
+    fold.status("t", online(2, "recall"), T0)  # the supervisor looks at a past round
+    view = fold.table("t")
+    assert view is not None
+    assert (view["screen"], view["faults"]) == ("recall", ["tamper"])
+    fold.status("t", online(3, "ready"), T0)  # cleared: the table says so
+    assert fold.table("t")["faults"] == []  # type: ignore[index]

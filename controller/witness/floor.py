@@ -70,6 +70,7 @@ MAX_TEXT = 200  # a short text from a table (a fault's name, a screen, a mode, a
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # screens where the table is not open for play
 _STOPPED_SCREENS = frozenset({"fault", "locked"})
+_NOTICE_SCREENS = frozenset({"refused"})  # over the screen shown (controller/display/hub.py)
 _SUM_CONDITIONS = ("8-16-17", "3-8-9", "pair", "series")
 
 
@@ -360,14 +361,17 @@ class FloorFold:
             return False
         state.saw(status.time, now)
         state.presence = str(status.presence)
-        if status.presence is Presence.ONLINE:  # an offline status (the broker's will, set
-            # when the table connected) says nothing of the screen: the last one shown stays
+        # An offline status (the broker's will, set when the table connected) says nothing of
+        # the screen: the last one shown stays. A refused key is a notice over the screen, and
+        # game recall a past round: neither says which faults are open.
+        if status.presence is Presence.ONLINE and status.screen not in _NOTICE_SCREENS:
             state.screen = _text(status.screen, 64) or ""
             if status.mode:
                 state.mode = _text(status.mode, 16) or ""
             if status.round:
                 state.round = status.round
-            state.faults = _names(list(status.faults))
+            if status.screen != "recall":
+                state.faults = _names(list(status.faults))
         self._derive(state, now)
         return self._changed(state)
 
