@@ -124,11 +124,13 @@ class _HttpServer(CappedServer):
         )
 
 
-class _RequestReader(io.RawIOBase):
+class RequestReader(io.RawIOBase):
     """The reading side of a page connection: the request line and headers must arrive within
     ``timeout_s`` in all (a client that sends part of them and stalls, or dribbles a byte at a
     time, is dropped) and ``max_bytes``; past that the stream reads as ended. Each read leaves
-    the socket's timeout at ``send_timeout_s`` for the writes that follow."""
+    the socket's timeout at ``send_timeout_s`` for the writes that follow. ``is_cut``: the
+    request reached ``max_bytes`` (what was read of it may be incomplete). The floor
+    dashboard's server (controller/witness/dashboard.py) reads its requests with it too."""
 
     def __init__(
         self, sock: socket.socket, *, timeout_s: float, max_bytes: int, send_timeout_s: float
@@ -141,6 +143,10 @@ class _RequestReader(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    @property
+    def is_cut(self) -> bool:
+        return self._left <= 0
 
     def readinto(self, buffer: Any) -> int:
         if self._left <= 0:
@@ -422,7 +428,7 @@ class _PageHandler(BaseHTTPRequestHandler):
         limits = self.server.limits
         self.rfile.close()  # read through the bounded reader instead
         self.rfile = io.BufferedReader(
-            _RequestReader(
+            RequestReader(
                 self.connection,
                 timeout_s=limits.request_timeout_s,
                 max_bytes=REQUEST_MAX_BYTES,

@@ -3,4 +3,5 @@ chain, the Merkle tree and every signature, checks that each checkpoint extends 
 it accepted, and cosigns it (C2SP tlog-cosignature); a rollback, a fork, a gap, a bad
 signature or a silent table is an alert. ``ports.py`` holds its seams, ``tables.py`` the
 per-table verification, ``store.py`` the storage (SQLite or PostgreSQL), ``keys.py`` the
-keys, ``service.py`` the MQTT side."""
+keys, ``service.py`` the MQTT side; ``floor.py`` what the floor's dashboard shows of every table,
+``dashboard.py`` its page."""

@@ -1,0 +1,262 @@
+// The floor dashboard: every table's card and the alerts, kept live from /events (SSE).
+// Every text that comes from a table or the witness is set with textContent, never as HTML.
+"use strict";
+
+const STALE_MS = 3500; // about three heartbeats missed: the stream is lost, say so
+const MAX_ALERTS = 200;
+const state = { version: -1, tables: new Map(), alerts: [], nowMs: null, nowAt: 0, events: 0 };
+window.floorState = state;
+let lastEvent = 0;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function words(text) {
+  return String(text || "").replace(/_/g, " ");
+}
+
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function clockText(date) {
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+function timeText(text) {
+  if (!text) return "—";
+  const date = new Date(text);
+  return Number.isNaN(date.getTime()) ? String(text) : clockText(date);
+}
+
+function nowMs() {
+  return state.nowMs === null ? Date.now() : state.nowMs + (Date.now() - state.nowAt);
+}
+
+function agoText(ms) {
+  if (ms === null || ms === undefined) return "never";
+  const s = Math.max(0, Math.round((nowMs() - ms) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min ago`;
+}
+
+function fact(dl, name, className, parts) {
+  dl.append(el("dt", null, name));
+  const dd = el("dd", className);
+  for (const part of parts) dd.append(typeof part === "string" ? document.createTextNode(part) : part);
+  dl.append(dd);
+  return dd;
+}
+
+function resultParts(r) {
+  if (!r) return ["none yet"];
+  const parts = [];
+  const head = el("div", "result-head", `Round ${r.round ?? "?"}` + (r.attempt > 1 ? ` (attempt ${r.attempt})` : ""));
+  parts.push(head);
+  if (r.dice) {
+    parts.push(el("div", "result-dice", `Red ${r.dice.red} · Blue ${r.dice.blue.join(" ")} · total ${r.total}`));
+  } else {
+    parts.push(el("div", "result-dice", `RNG number ${r.count ?? "?"}`));
+  }
+  parts.push(el("div", "result-start", `Start: ${r.starting_position ?? "?"} · bank ${r.bank ?? "?"}`));
+  if (r.wagers && r.wagers.length) {
+    const ul = el("ul", "wagers");
+    for (const line of r.wagers) ul.append(el("li", null, line));
+    parts.push(ul);
+  }
+  if (r.voided) parts.push(el("div", "tag tag-warn", `VOIDED (${words(r.voided)})`));
+  return parts;
+}
+
+function card(t) {
+  const node = el("article", "card");
+  node.dataset.table = t.table;
+  node.classList.toggle("offline", t.presence === "offline");
+  node.classList.toggle("unknown", t.presence === "unknown");
+  node.classList.toggle("alerting", !!t.alerting);
+  const head = el("header", "card-head");
+  head.append(el("h2", "name", t.table));
+  const presence = { online: "ONLINE", offline: "OFFLINE", unknown: "NO STATUS" }[t.presence] || "NO STATUS";
+  head.append(el("span", `presence presence-${t.presence}`, presence));
+  if (t.alerting) head.append(el("span", "alerting-tag", "⚠ ALERT"));
+  node.append(head);
+
+  if (t.alerts.length || t.witness_alert) {
+    const ul = el("ul", "card-alerts");
+    for (const a of t.alerts) {
+      const li = el("li", `card-alert kind-${a.kind}`);
+      li.append(el("b", null, a.words.toUpperCase()), document.createTextNode(` — ${a.detail}`));
+      ul.append(li);
+    }
+    if (t.witness_alert) {
+      const w = t.witness_alert;
+      const li = el("li", "card-alert witness-alert");
+      li.append(el("b", null, `WITNESS: ${w.words.toUpperCase()}`), document.createTextNode(` at ${timeText(w.time)} — ${w.detail}`));
+      ul.append(li);
+    }
+    node.append(ul);
+  }
+
+  const dl = el("dl", "facts");
+  fact(dl, "Screen", "screen", [words(t.screen) || "—", ...(t.service ? [el("span", "tag tag-warn", "SERVICE")] : [])]);
+  fact(dl, "Mode", "mode", [[t.mode, t.game].filter(Boolean).join(" · ") || "—"]);
+  fact(dl, "Round", "round", [t.round === null ? "—" : String(t.round)]);
+  const low = t.alerts.some((a) => a.kind === "games_per_hour_low");
+  const gph = [el("b", "big", t.games_per_hour)];
+  if (low) gph.push(el("span", "tag tag-warn", "LOW"));
+  if (t.min_games_per_hour > 0) gph.push(el("span", "muted", ` alert below ${t.min_games_per_hour}`));
+  fact(dl, "Games / hour", "gph", gph);
+  fact(dl, "Last result", "result", resultParts(t.last_result));
+  if (t.faults.length) {
+    const ul = el("ul", "fault-list");
+    for (const f of t.faults) ul.append(el("li", null, words(f)));
+    fact(dl, "Faults", "faults has-faults", [el("span", "tag tag-bad", `${t.faults.length} OPEN`), ul]);
+  } else {
+    fact(dl, "Faults", "faults", ["none"]);
+  }
+  if (t.dice_alarm) {
+    const a = t.dice_alarm;
+    const face = a.face === null ? "" : `, face ${a.face}`;
+    fact(dl, "Dice monitor", "dice has-alarm", [el("span", "tag tag-bad", "ALARM"), ` ${a.test} test${face}, since round ${a.round ?? "?"}` + (a.locks ? " (table locks)" : "")]);
+  } else {
+    fact(dl, "Dice monitor", "dice", ["no alarm" + (t.dice_set ? ` · dice set ${t.dice_set}` : "")]);
+  }
+  const waiting = Math.max(0, t.log_size - t.anchored_size);
+  const anchored = t.anchored_size ? `anchored ${t.anchored_size} (${timeText(t.anchored_time)})` : "none anchored yet";
+  fact(dl, "Log", "log", [`${t.log_size} records · ${anchored}` + (waiting ? ` · ${waiting} waiting` : "")]);
+  const seen = fact(dl, "Last seen", "seen", [`${timeText(t.last_seen)} · `, el("span", "ago", agoText(t.received_ms))]);
+  seen.dataset.received = t.received_ms === null ? "" : String(t.received_ms);
+  node.append(dl);
+  return node;
+}
+
+function renderTables(changed) {
+  const cards = document.getElementById("cards");
+  for (const t of changed) {
+    const fresh = card(t);
+    const old = cards.querySelector(`article[data-table="${CSS.escape(t.table)}"]`);
+    if (old) old.replaceWith(fresh);
+  }
+  // order by name, a stable place for every table; new tables are put in their place
+  const names = [...state.tables.keys()].sort();
+  const present = new Map([...cards.children].map((c) => [c.dataset.table, c]));
+  let previous = null;
+  for (const name of names) {
+    let node = present.get(name);
+    if (!node) node = card(state.tables.get(name));
+    if (previous === null ? cards.firstChild !== node : previous.nextSibling !== node) {
+      if (previous === null) cards.prepend(node); else previous.after(node);
+    }
+    previous = node;
+  }
+  document.getElementById("no-tables").hidden = names.length > 0;
+  renderSummary();
+}
+
+function renderSummary() {
+  const all = [...state.tables.values()];
+  const offline = all.filter((t) => t.presence === "offline").length;
+  const alerting = all.filter((t) => t.alerting).length;
+  const summary = document.getElementById("summary");
+  summary.textContent = `${all.length} table${all.length === 1 ? "" : "s"} · ${offline} offline · ${alerting} alerting`;
+  summary.classList.toggle("bad", offline + alerting > 0);
+}
+
+function renderAlerts() {
+  const list = document.getElementById("alert-list");
+  const items = state.alerts.map((a) => {
+    const li = el("li", `alert-item source-${a.source}` + (a.cleared ? " cleared" : ""));
+    li.dataset.number = String(a.number);
+    li.append(el("time", "alert-time", timeText(a.time)));
+    li.append(el("b", "alert-table", a.table));
+    li.append(el("span", "alert-kind", (a.cleared ? "CLEARED: " : "") + a.words.toUpperCase()));
+    li.append(el("span", "alert-source", a.source === "witness" ? "witness" : "floor"));
+    li.append(el("div", "alert-detail", a.detail + (a.size ? ` (log size ${a.size})` : "")));
+    return li;
+  });
+  list.replaceChildren(...items);
+  document.getElementById("no-alerts").hidden = items.length > 0;
+  document.getElementById("alert-count").textContent = items.length ? `(${items.length})` : "";
+}
+
+function setNow(ms) {
+  if (typeof ms === "number") {
+    state.nowMs = ms;
+    state.nowAt = Date.now();
+  }
+}
+
+function live() {
+  lastEvent = Date.now();
+  state.events += 1;
+  document.getElementById("stale").hidden = true;
+  document.body.classList.remove("stale");
+  const stream = document.getElementById("stream");
+  stream.textContent = "LIVE";
+  stream.className = "stream stream-up";
+}
+
+function onSnapshot(view) {
+  live();
+  setNow(view.now_ms);
+  tick();
+  state.version = view.version;
+  state.tables = new Map(view.tables.map((t) => [t.table, t]));
+  state.alerts = view.alerts.slice(0, MAX_ALERTS);
+  document.getElementById("cards").replaceChildren();
+  renderTables([]);
+  renderAlerts();
+}
+
+function onDelta(delta) {
+  live();
+  setNow(delta.now_ms);
+  state.version = delta.version;
+  for (const t of delta.tables) state.tables.set(t.table, t);
+  renderTables(delta.tables);
+  if (delta.alerts.length) {
+    const known = new Set(state.alerts.map((a) => a.number));
+    const added = delta.alerts.filter((a) => !known.has(a.number));
+    state.alerts = [...added, ...state.alerts].slice(0, MAX_ALERTS);
+    renderAlerts();
+  }
+}
+
+function tick() {
+  document.getElementById("clock").textContent = clockText(new Date(nowMs()));
+  for (const dd of document.querySelectorAll("dd.seen")) {
+    const ms = dd.dataset.received ? Number(dd.dataset.received) : null;
+    const ago = dd.querySelector(".ago");
+    if (ago) ago.textContent = agoText(ms);
+  }
+  if (lastEvent && Date.now() - lastEvent > STALE_MS) {
+    document.getElementById("stale").hidden = false;
+    document.body.classList.add("stale");
+    const stream = document.getElementById("stream");
+    stream.textContent = "NOT LIVE";
+    stream.className = "stream stream-down";
+  }
+}
+
+function connect() {
+  const source = new EventSource("/events");
+  const parse = (handler) => (event) => {
+    try {
+      handler(JSON.parse(event.data));
+    } catch (err) {
+      console.error("floor: a bad event", err);
+    }
+  };
+  source.addEventListener("snapshot", parse(onSnapshot));
+  source.addEventListener("delta", parse(onDelta));
+  source.addEventListener("heartbeat", parse((beat) => { live(); setNow(beat.now_ms); }));
+  source.onerror = () => { lastEvent = lastEvent || Date.now() - STALE_MS; };
+}
+
+connect();
+setInterval(tick, 500);

@@ -1,0 +1,709 @@
+"""The floor dashboard's view of every table, folded from what the witness has verified.
+
+The witness calls the four methods of its ``FloorSink`` (``controller/witness/ports.py``) for
+every record it accepted, every status, every cosignature and every alert; :class:`Floor`
+implements them. It keeps, per table, what a floor supervisor looks at: whether it is
+connected, its screen and mode, games per hour, the last result, the open faults, the dice
+monitor's alarm, the log's size and the size the witness has cosigned (anchored), when it was
+last heard from; and one list of alerts, the witness's and the floor's own.
+
+For the witness::
+
+    floor = Floor(clock=time.time, settings=FloorSettings(min_games_per_hour=10))
+    witness = Witness(..., sink=floor)          # calls floor.apply_record/status/cosigned/alert
+    dashboard = DashboardServer(floor, host="127.0.0.1", port=8090)   # controller/witness/dashboard
+    dashboard.start()
+    ...
+    dashboard.close()
+
+Definitions (the README's "The floor dashboard" says the same):
+
+- **Games per hour**: the rounds closed with a result (a ``close`` record for a round whose
+  latest ``result`` was not voided since) whose ``close`` record's time falls in the 60
+  minutes up to the table's time now. The table's time now is the latest time the table
+  itself wrote (a record's or a status's ``time``), moved on by the witness's clock since that
+  time arrived, and never back: a table that stops sending is still counted down. Only that
+  last hour's close times are kept (at most ``MAX_CLOSES``). Service test rounds
+  (``service_test``) and voided rounds never count.
+- **Floor alerts** (derived here, next to the witness's own): ``device offline`` while the
+  table's status says offline; ``biased dice`` while the dice monitor's alarm stands (a
+  ``dice_alarm`` record, until ``dice_replaced`` or the supervisor's ``dice_kept``);
+  ``games per hour too low`` while the table is online, open (no open fault, not locked, not in
+  service mode) and has been so for the whole last hour (a table just opened, or back from a
+  fault, is given the hour), and its games per hour are below ``min_games_per_hour`` (0: never).
+  Each is entered in the alert list when it is raised and again when it clears.
+- **Alerting**: a table is shown as alerting while a floor alert stands for it, or within
+  ``witness_alert_hold_s`` of a witness alert about it (a fork or a rollback is not forgotten
+  at the next record).
+
+:class:`FloorFold` is the fold itself: pure (no I/O, no threads, no clock: the witness's time
+``now``, UNIX seconds, is an argument), and it never raises on what a table sent. Every value
+it shows is copied from a checked field, bounded in length; the page escapes it as text.
+:class:`Floor` wraps it for threads: one lock, a version counter, a condition that an event
+stream waits on (``wait_for_change``), ``refresh`` for the passing of time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from controller.fleet.protocol import (
+    MAX_DETAIL_CHARS,
+    Alert,
+    AlertKind,
+    Presence,
+    Status,
+    is_table_name,
+)
+
+WINDOW_MS = 60 * 60 * 1000  # games per hour: the last 60 minutes of the table's time
+MAX_CLOSES = 4096  # close times kept per table (more than a table can play in an hour)
+MAX_TABLES = 512  # tables shown; a record or status of one more is not shown
+MAX_ALERTS = 200  # the alert list, newest first
+MAX_TEXT = 200  # a short text from a table (a fault's name, a screen, a mode, a dice set)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# screens where the table is not open for play
+_STOPPED_SCREENS = frozenset({"fault", "locked"})
+_NOTICE_SCREENS = frozenset({"refused"})  # over the screen shown (controller/display/hub.py)
+_SUM_CONDITIONS = ("8-16-17", "3-8-9", "pair", "series")
+
+
+class FloorAlertKind(StrEnum):
+    """The alerts the floor derives itself (the witness's are ``protocol.AlertKind``)."""
+
+    DEVICE_OFFLINE = "device_offline"
+    GAMES_PER_HOUR_LOW = "games_per_hour_low"
+    BIASED_DICE = "biased_dice"
+
+
+ALERT_WORDS: Mapping[str, str] = {
+    FloorAlertKind.DEVICE_OFFLINE: "device offline",
+    FloorAlertKind.GAMES_PER_HOUR_LOW: "games per hour too low",
+    FloorAlertKind.BIASED_DICE: "biased dice",
+    AlertKind.ROLLBACK: "log rolled back",
+    AlertKind.FORK: "log forked",
+    AlertKind.GAP: "records missing",
+    AlertKind.BAD_SIGNATURE: "checkpoint not signed by the table",
+    AlertKind.BAD_RECORD: "bad record",
+    AlertKind.SILENCE: "table silent",
+    AlertKind.UNKNOWN_TABLE: "unknown table",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FloorSettings:
+    """``min_games_per_hour``: below it an open table is alerted (0: never);
+    ``witness_alert_hold_s``: how long a witness alert keeps its table shown as alerting."""
+
+    min_games_per_hour: int = 10
+    witness_alert_hold_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_games_per_hour <= MAX_CLOSES:
+            raise ValueError(f"min_games_per_hour is 0 to {MAX_CLOSES}")
+        if not self.witness_alert_hold_s >= 0:
+            raise ValueError("witness_alert_hold_s is not negative")
+
+
+# --- reading what a table sent, never raising ---------------------------------------------------
+
+
+def _int(value: object, *, low: int = 0) -> int | None:
+    return value if type(value) is int and low <= value < 2**63 else None
+
+
+def _text(value: object, limit: int = MAX_TEXT) -> str | None:
+    """A printable string, cut to ``limit`` characters; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    cut = value[:limit]
+    return cut if cut.isprintable() else "".join(c if c.isprintable() else "?" for c in cut)
+
+
+def time_ms(text: object) -> int | None:
+    """UNIX milliseconds of an RFC 3339 time with its offset (``2026-12-01T08:11:00.811Z``);
+    None for anything else."""
+    if not isinstance(text, str) or not 10 <= len(text) <= 40:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def rfc3339(now: float) -> str:
+    """The witness's time ``now`` (UNIX seconds) as the records write it."""
+    moment = datetime.fromtimestamp(now, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def result_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the floor shows of a ``result`` record: the round, the dice (or the RNG's number),
+    the starting position, the bank and the side wagers' outcomes in a few words."""
+    dice = data.get("dice")
+    shown: dict[str, Any] | None = None
+    if isinstance(dice, Mapping):
+        red, blue = _int(dice.get("red")), dice.get("blue")
+        if red is not None and isinstance(blue, list) and len(blue) == 2:
+            blues = [_int(b) for b in blue]
+            if all(b is not None for b in blues):
+                shown = {"red": red, "blue": blues}
+    return {
+        "seq": seq,
+        "time": time,
+        "round": _int(data.get("round")),
+        "attempt": _int(data.get("attempt")),
+        "game": _text(data.get("game"), 16),
+        "bank": _text(data.get("bank"), 32),
+        "starting_position": _text(data.get("starting_position"), 32),
+        "count": _int(data.get("count")),
+        "total": _int(data.get("total")),
+        "dice": shown,
+        "rng": shown is None,  # a result without dice is the RNG's number (count)
+        "wagers": wagers_summary(data),
+        "voided": None,
+    }
+
+
+def wagers_summary(data: Mapping[str, Any]) -> list[str]:
+    """The side wagers of a result in a few lines: the Sum conditions met, the paytables that
+    pay, how many dice show each number (Match), Beat It."""
+    lines: list[str] = []
+    wagers = data.get("wagers")
+    if not isinstance(wagers, Mapping):
+        return lines
+    sums = wagers.get("sum")
+    if isinstance(sums, Mapping):
+        met = [c for c in _SUM_CONDITIONS if sums.get(c) is True]
+        lines.append("Sum: " + (", ".join(met) if met else "none"))
+    payouts = data.get("payouts")
+    if isinstance(payouts, Mapping):
+        for name in sorted(p for p in payouts if isinstance(p, str))[:8]:
+            paid = payouts[name]
+            if isinstance(paid, Mapping) and paid.get("wins") is True:
+                outcome, pays = _text(paid.get("outcome"), 16), _text(paid.get("pays"), 32)
+                lines.append(f"Paytable {_text(name, 16)}: {outcome} pays {pays}")
+    match = wagers.get("match")
+    if isinstance(match, Mapping):
+        shown = [
+            f"{face}×{count}"
+            for face in "123456"
+            if (count := _int(match.get(face))) is not None and count > 0
+        ]
+        lines.append("Match: " + (" ".join(shown) or "none"))
+    beat_it = wagers.get("beat_it")
+    if isinstance(beat_it, Mapping):
+        won = [c for c in ("red", "any") if beat_it.get(c) is True]
+        lines.append("Beat It: " + (", ".join(won) if won else "none"))
+    return lines
+
+
+def _alarm_of(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "time": time,
+        "round": _int(data.get("round")),
+        "test": _text(data.get("test"), 16),
+        "face": _int(data.get("face")),
+        "log_e": _text(data.get("log_e"), 16),
+        "threshold": _text(data.get("threshold"), 16),
+        "rolls": _int(data.get("rolls")),
+        "dice_set": _text(data.get("dice_set"), 64),
+        "locks": data.get("locks") is True,
+    }
+
+
+def _names(value: object) -> set[str]:
+    """A list of fault names (each a table-name-like word), as a set; junk is left out."""
+    if not isinstance(value, list):
+        return set()
+    return {v for v in value[:64] if isinstance(v, str) and is_table_name(v)}
+
+
+# --- the fold ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Table:
+    name: str
+    version: int = 0
+    presence: str = "unknown"
+    screen: str = ""
+    mode: str = ""
+    game: str = ""
+    round: int | None = None
+    service: bool = False
+    faults: set[str] = field(default_factory=set)
+    dice_alarm: dict[str, Any] | None = None
+    dice_set: str | None = None
+    last_result: dict[str, Any] | None = None
+    pending: tuple[int | None, int | None] | None = None  # (round, attempt) of a result
+    closes: deque[int] = field(default_factory=lambda: deque(maxlen=MAX_CLOSES))
+    games_per_hour: int = 0
+    log_size: int = 0
+    anchored_size: int = 0
+    anchored_time: str = ""
+    last_seen: str = ""  # the table's own latest time, as it wrote it
+    latest_ms: int | None = None
+    latest_at: float = 0.0  # the witness's time when ``latest_ms`` arrived
+    now_ms: int | None = None  # the table's time now, as last estimated (never goes back)
+    received_at: float | None = None  # the witness's time of the table's last message
+    open_since_ms: int | None = None
+    active: dict[str, str] = field(default_factory=dict)  # standing floor alerts: detail
+    witness_alert: dict[str, Any] | None = None
+    witness_alert_at: float | None = None
+    alerting: bool = False
+
+    def table_now(self, now: float) -> int | None:
+        """The table's time now: its latest own time, moved on by the witness's clock since
+        that arrived; never back (a record that comes late does not bring back a close that
+        had left the hour)."""
+        if self.latest_ms is None:
+            return None
+        estimate = self.latest_ms + int(max(0.0, now - self.latest_at) * 1000)
+        self.now_ms = estimate if self.now_ms is None else max(self.now_ms, estimate)
+        return self.now_ms
+
+    def saw(self, time: str, now: float) -> int | None:
+        moment = time_ms(time)
+        if moment is not None and (self.latest_ms is None or moment >= self.latest_ms):
+            self.latest_ms, self.latest_at, self.last_seen = moment, now, time
+        self.received_at = now
+        return moment
+
+    def is_open(self) -> bool:
+        return (
+            self.presence == "online"
+            and not self.faults
+            and self.screen not in _STOPPED_SCREENS
+            and not self.service
+        )
+
+    def view(self, settings: FloorSettings) -> dict[str, Any]:
+        return {
+            "table": self.name,
+            "version": self.version,
+            "presence": self.presence,
+            "screen": self.screen,
+            "mode": self.mode,
+            "game": self.game,
+            "round": self.round,
+            "service": self.service,
+            "games_per_hour": self.games_per_hour,
+            "min_games_per_hour": settings.min_games_per_hour,
+            "last_result": None if self.last_result is None else dict(self.last_result),
+            "faults": sorted(self.faults),
+            "dice_alarm": None if self.dice_alarm is None else dict(self.dice_alarm),
+            "dice_set": self.dice_set,
+            "log_size": self.log_size,
+            "anchored_size": self.anchored_size,
+            "anchored_time": self.anchored_time,
+            "last_seen": self.last_seen,
+            "received_ms": None if self.received_at is None else int(self.received_at * 1000),
+            "alerts": [
+                {"kind": kind, "words": ALERT_WORDS[kind], "detail": detail}
+                for kind, detail in sorted(self.active.items())
+            ],
+            "witness_alert": None if self.witness_alert is None else dict(self.witness_alert),
+            "alerting": self.alerting,
+        }
+
+
+class FloorFold:
+    """Every table's view and the alert list, folded from the witness's calls (pure). Each
+    method returns whether anything shown changed; ``version`` counts the changes, and each
+    table and alert carries the version it last changed at, so that a stream sends only what
+    changed (:meth:`changes_since`)."""
+
+    def __init__(self, settings: FloorSettings | None = None) -> None:
+        self.settings = settings or FloorSettings()
+        self.version = 0
+        self._tables: dict[str, _Table] = {}
+        self._alerts: deque[dict[str, Any]] = deque(maxlen=MAX_ALERTS)  # newest first
+        self._evicted = 0  # the version of the newest alert dropped from the list
+        self.tables_not_shown = 0  # records or statuses of tables past MAX_TABLES
+
+    # --- the witness's calls -----------------------------------------------------------------
+
+    def record(self, table: str, line: object, now: float) -> bool:
+        if not isinstance(line, Mapping):
+            return False
+        seq = _int(line.get("seq"), low=1)
+        kind = line.get("kind")
+        time = _text(line.get("time"), 40) or ""
+        data = line.get("data")
+        if seq is None or not isinstance(kind, str) or not isinstance(data, Mapping):
+            return False
+        state = self._table(table)
+        if state is None:
+            return False
+        state.log_size = max(state.log_size, seq)
+        moment = state.saw(time, now)
+        number = _int(data.get("round"))
+        if number is not None and kind != "service_test":
+            state.round = number
+        self._take(state, seq=seq, kind=kind, time=time, moment=moment, data=data)
+        self._derive(state, now)
+        return self._changed(state)
+
+    def status(self, table: str, status: Status, now: float) -> bool:
+        state = self._table(table)
+        if state is None:
+            return False
+        state.saw(status.time, now)
+        state.presence = str(status.presence)
+        # An offline status (the broker's will, set when the table connected) says nothing of
+        # the screen: the last one shown stays. A refused key is a notice over the screen, and
+        # game recall a past round: neither says which faults are open.
+        if status.presence is Presence.ONLINE and status.screen not in _NOTICE_SCREENS:
+            state.screen = _text(status.screen, 64) or ""
+            if status.mode:
+                state.mode = _text(status.mode, 16) or ""
+            if status.round:
+                state.round = status.round
+            if status.screen != "recall":
+                state.faults = _names(list(status.faults))
+        self._derive(state, now)
+        return self._changed(state)
+
+    def cosigned(self, table: str, size: int, time: int, now: float) -> bool:
+        """A checkpoint of ``size`` records cosigned at ``time`` (the cosignature's timestamp,
+        POSIX seconds)."""
+        state = self._tables.get(table)
+        if state is None or _int(size) is None:
+            return False
+        state.anchored_size = size
+        stamp = _int(time)
+        state.anchored_time = "" if stamp is None or stamp > 2**40 else rfc3339(stamp)
+        self._derive(state, now)
+        return self._changed(state)
+
+    def alert(self, alert: Alert, now: float) -> bool:
+        entry = self._add_alert(
+            table=_text(alert.table, 32) or "",
+            kind=str(alert.kind),
+            detail=_text(alert.detail, MAX_DETAIL_CHARS) or "",
+            time=_text(alert.time, 40) or "",
+            size=_int(alert.size) or 0,
+            source="witness",
+        )
+        state = self._tables.get(alert.table)
+        if state is not None:  # an alert names a table; it does not make one
+            state.witness_alert = {k: entry[k] for k in ("kind", "words", "detail", "time")}
+            state.witness_alert_at = now
+            self._derive(state, now)
+            self._changed(state)
+        return True
+
+    def refresh(self, now: float) -> bool:
+        """Time has passed: games per hour, the alerts that depend on them, the hold of a
+        witness alert."""
+        changed = False
+        for state in self._tables.values():
+            before = self._shown(state)
+            self._derive(state, now)
+            if self._shown(state) != before:
+                changed = self._changed(state) or changed
+        return changed
+
+    # --- what is shown -----------------------------------------------------------------------
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "now_ms": int(now * 1000),
+            "settings": {
+                "min_games_per_hour": self.settings.min_games_per_hour,
+                "window_minutes": WINDOW_MS // 60000,
+            },
+            "tables": [t.view(self.settings) for _, t in sorted(self._tables.items())],
+            "alerts": [dict(a) for a in self._alerts],
+        }
+
+    def changes_since(self, version: int, now: float) -> dict[str, Any] | None:
+        """The tables changed and the alerts added after ``version`` (newest first), or None
+        when alerts added since have left the bounded list already (send a snapshot)."""
+        if self._evicted > version:
+            return None
+        return {
+            "version": self.version,
+            "now_ms": int(now * 1000),
+            "tables": [
+                t.view(self.settings)
+                for _, t in sorted(self._tables.items())
+                if t.version > version
+            ],
+            "alerts": [dict(a) for a in self._alerts if a["number"] > version],
+        }
+
+    def table(self, name: str) -> dict[str, Any] | None:
+        state = self._tables.get(name)
+        return None if state is None else state.view(self.settings)
+
+    # --- the fold's steps --------------------------------------------------------------------
+
+    def _table(self, name: str) -> _Table | None:
+        state = self._tables.get(name)
+        if state is not None:
+            return state
+        if not isinstance(name, str) or not is_table_name(name):
+            return None
+        if len(self._tables) >= MAX_TABLES:
+            self.tables_not_shown += 1
+            return None
+        state = self._tables[name] = _Table(name)
+        return state
+
+    def _take(
+        self,
+        state: _Table,
+        *,
+        seq: int,
+        kind: str,
+        time: str,
+        moment: int | None,
+        data: Mapping[str, Any],
+    ) -> None:
+        """One record's part in the view (records.py names the kinds; state.py writes them)."""
+        number, attempt = _int(data.get("round")), _int(data.get("attempt"))
+        if kind in ("config_loaded", "mode_changed", "no_more_bets"):
+            mode = _text(data.get("mode"), 16)
+            if mode:
+                state.mode = mode
+            game = _text(data.get("game"), 16)
+            if game:
+                state.game = game
+            state.faults -= _names(data.get("cleared"))  # a switch to the RNG out of a fault
+        elif kind == "recovery":  # a start: the faults the context kept
+            state.faults = _names(data.get("faults"))
+        elif kind == "fault":
+            state.faults |= _names([data.get("fault")])
+        elif kind == "fault_cleared":
+            state.faults -= _names(data.get("faults"))
+        elif kind == "dice_alarm":  # issue 15: the dice monitor's alarm, until the supervisor acts
+            state.dice_alarm = _alarm_of(seq, time, data)
+        elif kind == "dice_replaced" or (
+            kind == "supervisor_action" and data.get("action") == "dice_kept"
+        ):
+            state.dice_alarm = None
+            state.faults.discard("dice_alarm")
+            if kind == "dice_replaced":
+                state.dice_set = _text(data.get("dice_set"), 64)
+        elif kind == "service_mode":
+            state.service = data.get("entered") is True
+        elif kind == "result":
+            state.last_result = result_summary(seq, time, data)
+            state.pending = (number, attempt)
+        elif kind == "result_voided":  # N.J.A.C. 13:69E-1.28P: that attempt, played again
+            last = state.last_result
+            if last is not None and (last["round"], last["attempt"]) == (number, attempt):
+                last["voided"] = _text(data.get("reason"), 32) or "voided"
+            if state.pending == (number, attempt):
+                state.pending = None
+        elif kind == "void":  # the whole round
+            last = state.last_result
+            if last is not None and last["round"] == number:
+                last["voided"] = "round void"
+            state.pending = None
+        elif kind == "close":
+            if state.pending is not None and state.pending[0] == number:
+                closed = moment if moment is not None else state.latest_ms
+                if closed is not None:
+                    state.closes.append(closed)
+            state.pending = None
+
+    def _derive(self, state: _Table, now: float) -> None:
+        """Games per hour and the floor alerts, at the table's time now."""
+        table_now = state.table_now(now)
+        if table_now is not None:
+            while state.closes and state.closes[0] <= table_now - WINDOW_MS:
+                state.closes.popleft()
+            state.games_per_hour = sum(1 for t in state.closes if t <= table_now)
+        if state.is_open():
+            if state.open_since_ms is None:
+                state.open_since_ms = table_now
+        else:
+            state.open_since_ms = None
+        wanted: dict[str, str] = {}
+        if state.presence == "offline":
+            wanted[FloorAlertKind.DEVICE_OFFLINE] = (
+                f"the table's status is offline (last seen {state.last_seen or 'never'})"
+            )
+        if state.dice_alarm is not None:
+            alarm = state.dice_alarm
+            face = "" if alarm["face"] is None else f", face {alarm['face']}"
+            wanted[FloorAlertKind.BIASED_DICE] = (
+                f"dice monitor alarm: {alarm['test']} test{face}, log e-value"
+                f" {alarm['log_e']} over {alarm['threshold']} (round {alarm['round']})"
+            )
+        least = self.settings.min_games_per_hour
+        if (
+            least > 0
+            and table_now is not None
+            and state.open_since_ms is not None
+            and table_now - state.open_since_ms >= WINDOW_MS
+            and state.games_per_hour < least
+        ):
+            wanted[FloorAlertKind.GAMES_PER_HOUR_LOW] = (
+                f"{state.games_per_hour} games in the last hour, fewer than {least}"
+            )
+        for kind in sorted(set(state.active) | set(wanted)):
+            if kind in wanted and kind not in state.active:
+                self._add_alert(
+                    table=state.name,
+                    kind=kind,
+                    detail=wanted[kind],
+                    time=rfc3339(now),
+                    size=0,
+                    source="floor",
+                )
+            elif kind not in wanted:
+                detail = f"cleared: {state.active[kind]}"
+                self._add_alert(
+                    table=state.name,
+                    kind=kind,
+                    detail=detail,
+                    time=rfc3339(now),
+                    size=0,
+                    source="floor",
+                    cleared=True,
+                )
+        state.active = wanted
+        held = state.witness_alert_at is not None and (
+            now - state.witness_alert_at < self.settings.witness_alert_hold_s
+        )
+        state.alerting = bool(wanted) or held
+
+    def _add_alert(
+        self,
+        *,
+        table: str,
+        kind: str,
+        detail: str,
+        time: str,
+        size: int,
+        source: str,
+        cleared: bool = False,
+    ) -> dict[str, Any]:
+        self.version += 1
+        if len(self._alerts) == self._alerts.maxlen:
+            self._evicted = self._alerts[-1]["number"]
+        entry = {
+            "number": self.version,
+            "table": table,
+            "kind": kind,
+            "words": ALERT_WORDS.get(kind, kind),
+            "detail": detail,
+            "time": time,
+            "size": size,
+            "source": source,
+            "cleared": cleared,
+        }
+        self._alerts.appendleft(entry)
+        return entry
+
+    def _changed(self, state: _Table) -> bool:
+        self.version += 1
+        state.version = self.version
+        return True
+
+    @staticmethod
+    def _shown(state: _Table) -> tuple[object, ...]:
+        return (state.games_per_hour, tuple(sorted(state.active.items())), state.alerting)
+
+
+class Floor:
+    """The ``FloorSink`` the witness calls, over a :class:`FloorFold`, for threads: the
+    witness's threads apply, the dashboard's streams read and wait. ``clock`` is the witness's
+    time (UNIX seconds; ``time.time``), asked under the lock at each call. Nothing here blocks
+    on a client: a stream copies what it sends under the lock and sends it outside."""
+
+    def __init__(
+        self, *, clock: Callable[[], float], settings: FloorSettings | None = None
+    ) -> None:
+        self._clock = clock
+        self._fold = FloorFold(settings)
+        self._cond = threading.Condition()
+
+    @property
+    def settings(self) -> FloorSettings:
+        return self._fold.settings
+
+    # --- FloorSink ---------------------------------------------------------------------------
+
+    def apply_record(self, table: str, line: dict[str, Any]) -> None:
+        with self._cond:
+            if self._fold.record(table, line, self._clock()):
+                self._cond.notify_all()
+
+    def apply_status(self, table: str, status: Status) -> None:
+        with self._cond:
+            if self._fold.status(table, status, self._clock()):
+                self._cond.notify_all()
+
+    def apply_cosigned(self, table: str, size: int, time: int) -> None:
+        with self._cond:
+            if self._fold.cosigned(table, size, time, self._clock()):
+                self._cond.notify_all()
+
+    def apply_alert(self, alert: Alert) -> None:
+        with self._cond:
+            if self._fold.alert(alert, self._clock()):
+                self._cond.notify_all()
+
+    # --- for the dashboard -------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Time has passed (the dashboard calls this every few seconds)."""
+        with self._cond:
+            if self._fold.refresh(self._clock()):
+                self._cond.notify_all()
+
+    @property
+    def version(self) -> int:
+        with self._cond:
+            return self._fold.version
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._cond:
+            return self._fold.snapshot(self._clock())
+
+    def changes_since(self, version: int) -> dict[str, Any] | None:
+        with self._cond:
+            return self._fold.changes_since(version, self._clock())
+
+    def table(self, name: str) -> dict[str, Any] | None:
+        with self._cond:
+            return self._fold.table(name)
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def wait_for_change(
+        self, version: int, timeout: float, *, is_stopped: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Wait until the version passes ``version`` (True), ``is_stopped()`` or ``timeout``."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: is_stopped() or self._fold.version > version, timeout
+            ) and (self._fold.version > version)
+
+    def wake(self) -> None:
+        """Wake every waiting stream (a server closing)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
+if TYPE_CHECKING:  # mypy checks that a Floor is the witness's FloorSink (ports.py)
+    from controller.witness.ports import FloorSink
+
+    _FLOOR_IS_A_SINK: type[FloorSink] = Floor
