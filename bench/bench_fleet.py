@@ -148,6 +148,8 @@ def start_witness(broker: Broker, keys: Path, work: Path) -> subprocess.Popen[by
             str(state),
             "--keys",
             str(keys),
+            "--dashboard",
+            "off",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

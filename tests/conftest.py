@@ -25,6 +25,9 @@ from typing import Any
 
 import pytest
 
+# The fleet tests' fixture `broker`: a real mosquitto (tests/fleet_broker.py)
+pytest_plugins = ("fleet_broker",)
+
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: none without it (-p no:xdist)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -16,19 +16,19 @@ import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-from fleet_broker import Broker
-from fleet_broker import broker as broker  # the fixture
+from fleet_broker import Broker, free_port
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.audit.recall import export_lines
 from controller.core.note import ALG_COSIGNATURE_V1, Verifier, open_checkpoint, open_cosignature
-from controller.fleet.protocol import Alert, AlertKind
+from controller.fleet.protocol import Alert, AlertKind, Presence, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -58,12 +58,19 @@ class Floor:
         self.alerts: list[Alert] = []
         self._cond = threading.Condition()
         self.client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2)
+        self.subscribed = False
         self.client.on_connect = lambda c, *_: c.subscribe(
             [("paigow/v1/+/cosignature", 1), ("paigow/v1/alerts", 1)]
         )
+        self.client.on_subscribe = self._on_subscribe
         self.client.on_message = self._on_message
         self.client.connect_async("127.0.0.1", broker.port, keepalive=5)
         self.client.loop_start()
+
+    def _on_subscribe(self, *_: Any) -> None:
+        with self._cond:
+            self.subscribed = True
+            self._cond.notify_all()
 
     def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
         with self._cond:
@@ -94,6 +101,7 @@ def size_of(note: str) -> int:
 def fleet(broker: Broker, tmp_path: Path) -> Iterator[dict[str, Any]]:
     witness_dir, keys = tmp_path / "witness", tmp_path / "keys"
     keys.mkdir()
+    dashboard_port = free_port()
     made = controller("witness-key", "--state-dir", str(witness_dir))
     assert made.returncode == 0, made.stderr
     witness_key = made.stdout.strip()
@@ -111,18 +119,50 @@ def fleet(broker: Broker, tmp_path: Path) -> Iterator[dict[str, Any]]:
         assert exported.returncode == 0, exported.stderr
         (keys / f"{name}.pub").write_text(exported.stdout)
         tables[name] = {"state": state, "config": config}
+    floor = Floor(broker)
+    floor.wait_for("the floor subscribed", lambda: floor.subscribed)
+    # A retained status of a table the witness has no key for: its alert says the witness has
+    # subscribed (what a table sends before that, the broker does not keep for it).
+    probe = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2)
+    probe.connect("127.0.0.1", broker.port)
+    probe.loop_start()
+    probe.publish(
+        "paigow/v1/probe/status", Status(Presence.ONLINE).encode(), 1, True
+    ).wait_for_publish(10)
+    probe.loop_stop()
+    probe.disconnect()
     witness = subprocess.Popen(
-        [sys.executable, "-m", "controller", "witness", "--mqtt-url", broker.url,
-         "--state-dir", str(witness_dir), "--keys", str(keys)],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "witness",
+            "--mqtt-url",
+            broker.url,
+            "--state-dir",
+            str(witness_dir),
+            "--keys",
+            str(keys),
+            "--dashboard",
+            f"127.0.0.1:{dashboard_port}",
+        ],
         cwd=ROOT,
         env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    floor = Floor(broker)
+    floor.wait_for(
+        "the witness subscribed",
+        lambda: any(a.table == "probe" and a.kind is AlertKind.UNKNOWN_TABLE for a in floor.alerts),
+    )
     try:
-        yield {"tables": tables, "witness_key": witness_key, "floor": floor}
+        yield {
+            "tables": tables,
+            "witness_key": witness_key,
+            "floor": floor,
+            "dashboard": f"http://127.0.0.1:{dashboard_port}",
+        }
     finally:
         floor.close()
         witness.terminate()
@@ -193,3 +233,14 @@ def test_each_log_is_cosigned_and_an_older_copy_is_a_rollback(fleet: dict[str, A
     assert size_of(floor.cosigned["east"]) == anchored
     alerts = [json.loads(a.encode()) for a in floor.alerts if a.table == "east"]
     assert {a["kind"] for a in alerts} <= {"rollback", "fork"}, alerts
+
+    # 5. The floor dashboard of the witness says the same.
+    with urllib.request.urlopen(f"{fleet['dashboard']}/state.json", timeout=10) as answer:
+        state = json.loads(answer.read())
+    shown = {t["table"]: t for t in state["tables"]}
+    assert shown["east"]["witness_alert"]["kind"] == "rollback"
+    assert shown["east"]["alerting"] is True
+    assert shown["east"]["anchored_size"] == anchored
+    assert shown["west"]["witness_alert"] is None
+    assert shown["west"]["anchored_size"] == size
+    assert shown["west"]["last_result"]["round"] >= 6

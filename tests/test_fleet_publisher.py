@@ -19,7 +19,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-from fleet_broker import Broker, broker
+from fleet_broker import Broker
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.app.loop import EventQueue
@@ -44,8 +44,6 @@ from controller.fleet.outbox import (
 )
 from controller.fleet.protocol import Presence, Status
 from controller.fleet.publisher import Publisher
-
-__all__ = ["broker"]  # the fixture, used by name
 
 TABLE = "t1"
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from controller.cli.args import (
     whole_number,
 )
 from controller.core.digits import quoted
-from controller.errors import ConfigError, UsageError
+from controller.errors import ConfigError, ControllerError, UsageError
 
 log = logging.getLogger("paigow.witness")
 
@@ -38,6 +38,8 @@ examples:
   paigow-controller witness --mqtt-url mqtts://broker.casino --ca-file /etc/ssl/casino-ca.pem \\
       --state-dir /var/lib/paigow-witness --keys /etc/paigow-witness/tables \\
       --db postgresql://witness@db.casino/witness
+  paigow-controller witness --mqtt-url mqtt://127.0.0.1:1883 --state-dir /tmp/w --keys keys \
+      --dashboard 0.0.0.0:8090 --min-games-per-hour 20
   paigow-controller witness --state-dir /var/lib/paigow-witness --reset-table table-7"""
 
 
@@ -96,6 +98,17 @@ def witness_arguments(p: argparse.ArgumentParser) -> None:
         help="two lines, user name and password (mode 0600 or 0400)",
     )
     p.add_argument(
+        "--dashboard",
+        default="127.0.0.1:8090",
+        metavar="HOST:PORT",
+        help="where the floor dashboard is served (default 127.0.0.1:8090; 'off': not served)",
+    )
+    p.add_argument(
+        "--min-games-per-hour",
+        default="10",
+        help="below it an open table is alerted on the dashboard (default 10; 0: never)",
+    )
+    p.add_argument(
         "--reset-table",
         type=_table_name,
         metavar="TABLE",
@@ -125,6 +138,8 @@ def witness(args: argparse.Namespace) -> int:
         raise UsageError("mqtts:// needs --ca-file")
     if bool(args.cert_file) != bool(args.key_file):
         raise UsageError("--cert-file and --key-file go together")
+    dashboard_at = _host_port(args.dashboard)
+    min_games = whole_number(args.min_games_per_hour, "--min-games-per-hour", 0, 10_000)
     gap_s = whole_number(args.gap_s, "--gap-s", 1, 86_400)
     silence_s = whole_number(args.silence_s, "--silence-s", 1, 7 * 86_400)
     client_id = args.client_id or "paigow-witness"
@@ -133,6 +148,8 @@ def witness(args: argparse.Namespace) -> int:
 
     from controller.app.logs import configure_logging
     from controller.app.sdnotify import notify
+    from controller.witness.dashboard import DashboardServer
+    from controller.witness.floor import Floor, FloorSettings
     from controller.witness.keys import load_or_create_key, load_table_keys
     from controller.witness.service import Connection, WitnessService
     from controller.witness.tables import Witness
@@ -158,6 +175,7 @@ def witness(args: argparse.Namespace) -> int:
                 password=password,
             )
             service = WitnessService(connection)
+            floor = Floor(clock=time.time, settings=FloorSettings(min_games_per_hour=min_games))
             core = Witness(
                 store,
                 keys,
@@ -166,6 +184,7 @@ def witness(args: argparse.Namespace) -> int:
                 publish=service.publish,
                 gap_s=gap_s,
                 silence_s=silence_s,
+                floor=floor,
             )
             stop = threading.Event()
 
@@ -175,7 +194,19 @@ def witness(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
             log.info("witnessing %d table(s) on %s as %s", len(keys), address, cosigner.verifier)
-            service.run(core, stop, ready=lambda: notify("READY=1"))
+            dashboard = None
+            if dashboard_at is not None:
+                try:
+                    dashboard = DashboardServer(floor, *dashboard_at)
+                except OSError as exc:
+                    raise ControllerError(f"the floor dashboard: {exc}") from None
+                dashboard.start()
+                log.info("the floor dashboard: %s", dashboard.url)
+            try:
+                service.run(core, stop, ready=lambda: notify("READY=1"))
+            finally:
+                if dashboard is not None:
+                    dashboard.close()
             notify("STOPPING=1")
             log.info("stopped")
         finally:
@@ -183,6 +214,20 @@ def witness(args: argparse.Namespace) -> int:
     finally:
         lock.release()
     return 0
+
+
+def _host_port(text: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (an IPv4 address or a name, a port 1-65535), or ``off``."""
+    if text == "off":
+        return None
+    host, sep, port = text.rpartition(":")
+    ok_host = 0 < len(host) <= 253 and all(c.isascii() and (c.isalnum() or c in ".-") for c in host)
+    if not sep or not ok_host or not (port.isascii() and port.isdigit() and len(port) <= 5):
+        raise UsageError(f"--dashboard {quoted(text)}: HOST:PORT or off")
+    number = int(port)
+    if not 1 <= number <= 65535:
+        raise UsageError(f"--dashboard {quoted(text)}: the port is 1 to 65535")
+    return host, number
 
 
 def _db_url(text: str | None) -> str | None:
