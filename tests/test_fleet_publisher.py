@@ -61,6 +61,7 @@ class Subscriber:
         self.gaps: list[tuple[int, int]] = []
         self.retained: dict[str, bytes] = {}
         self.latest: dict[str, bytes] = {}
+        self.checkpoint_sizes: list[int | None] = []  # every checkpoint, as it came
         self.subscribed = False
         self._cond = threading.Condition()
         self.client = mqtt.Client(
@@ -89,6 +90,8 @@ class Subscriber:
             self.latest[channel] = bytes(message.payload)
             if message.retain:
                 self.retained[channel] = bytes(message.payload)
+            if channel == "checkpoint":
+                self.checkpoint_sizes.append(checkpoint_size(message.payload.decode()))
             if channel == "records":
                 line = json.loads(message.payload)
                 seq = line["seq"]
@@ -254,23 +257,30 @@ def test_broker_restarted_mid_play_loses_nothing(
 def test_a_publisher_abandoned_mid_play_resumes_from_its_cursor(
     broker: Broker, floor: Subscriber, tmp_path: Path
 ) -> None:
-    """What a SIGKILL leaves: a cursor behind what was acknowledged. The next publisher sends
-    from it (duplicates, no gap)."""
+    """What a SIGKILL leaves: a cursor behind what was acknowledged (it is written every
+    PERSIST_EVERY_S). The next publisher sends from it (duplicates, no gap), and never a
+    checkpoint smaller than one published before (the witness would take it for a rollback)."""
     state = tmp_path / "state"
     log = open_log(state)
     write_cursor(state / CURSOR_FILE, Cursor(0, ""))
     publisher = started(broker, state, log)
-    play(log, 4, publisher)
+    play(log, 16, publisher)  # more records than the window of unacknowledged ones
     floor.wait_records(log.size)
+    floor.checkpoint_of(log.size)
     publisher._stopping = True
     publisher._thread.join(5)
-    play(log, 4)
+    fifth = next(line for line in export_lines(state) if line["seq"] == 5)
+    write_cursor(state / CURSOR_FILE, Cursor(5, fifth["hash"]))  # saved long before the kill
+    play(log, 2)
     again = started(broker, state, log)
     try:
         floor.wait_records(log.size)
+        floor.checkpoint_of(log.size)
     finally:
         again.close()
         log.close()
+    sizes = floor.checkpoint_sizes
+    assert sizes == sorted(sizes), sizes
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,11 @@ log = logging.getLogger("paigow.fleet")
 WINDOW = 64  # records sent and not yet acknowledged, at most
 POLL_S = 0.5  # the log is looked at this often even without a commit's wake-up
 NETWORK_S = 0.05  # the longest the thread waits on the socket before it looks at the log
-PERSIST_EVERY_S = 1.0  # the cursor is written at most this often (and at the stop)
+# The cursor is written (durably: a file fsync and a rename) at most this often, and at the
+# stop: at a table's pace a round's three commits would otherwise add three fsyncs to the
+# log's three (bench/bench_writes.py). After a power cut at most this much is sent again, which
+# at least once delivery allows (consumers drop duplicates by seq).
+PERSIST_EVERY_S = 30.0
 RECONNECT_MIN_S = 0.5
 RECONNECT_MAX_S = 30.0
 OFFLINE_GRACE_S = 1.0  # after the flush: for "offline" to be acknowledged
@@ -404,11 +408,12 @@ class Publisher:
         self._backoff_s = RECONNECT_MIN_S
         self._next_seq = self._cursor.acked + 1
         # Never a checkpoint smaller than one published before, here or by an earlier run
-        # (the witness would see the log cut back): each was of at most the records then
-        # acknowledged, so from now on only checkpoints of at least those are published (the
-        # latest one once the records after the cursor are acknowledged). After a rolled-back
-        # log the cursor starts at 0 and its smaller checkpoints go out: the witness must see.
-        self._published_checkpoint = max(0, self._cursor.acked - 1)
+        # (the witness would see the log cut back). Each was of at most the records the log
+        # held then, so from now on only checkpoints of at least the records it holds now are
+        # published: the latest, once the records after the cursor (which may lag by
+        # PERSIST_EVERY_S) are acknowledged again. A log rolled back holds fewer records than
+        # before: its checkpoint goes out, smaller, and the witness sees what happened.
+        self._published_checkpoint = max(0, self._size_or(0) - 1)
         with self._lock:
             self._status_changed = True
         log.info("fleet: connected to %s; sending from record %d", self.broker, self._next_seq)
