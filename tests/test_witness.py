@@ -227,9 +227,20 @@ class Running:
 
 
 def start_witness(
-    b: Broker, store: Store, keys: dict[str, Verifier], cosigner: Signer, clock: FakeClock
+    b: Broker,
+    store: Store,
+    keys: dict[str, Verifier],
+    cosigner: Signer,
+    clock: FakeClock,
+    *,
+    partition: bool = False,
 ) -> Running:
-    service = WitnessService(Connection(parse_broker_url(b.url)), tick_s=0.05)
+    connection = Connection(
+        parse_broker_url(b.url),
+        client_id=f"witness-{cosigner.verifier.key_id.hex()}",
+        tables=tuple(sorted(keys)) if partition else (),
+    )
+    service = WitnessService(connection, tick_s=0.05)
     witness = Witness(
         store,
         keys,
@@ -394,6 +405,31 @@ def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) ->
         wait_cosigned(watcher, cosigner, logs.forked, logs.forked.size)
     finally:
         running.halt()
+        store.close()
+
+
+def test_witnesses_that_split_the_tables_each_cosign_their_own(env: Env) -> None:
+    """--partition: each witness subscribes to its own tables' topics (README, "How far one
+    witness goes"); neither hears the other's tables nor alerts on them."""
+    broker, logs, _, watcher, table, tmp_path = env.unpack()
+    cosigners = [Signer.generate(f"witness.test/w{i}", ALG_COSIGNATURE_V1) for i in (1, 2)]
+    stores = [SqliteStore(tmp_path / f"w{i}.db") for i in (1, 2)]
+    running = [
+        start_witness(broker, store, keys_of(log), cosigner, FakeClock(), partition=True)
+        for store, log, cosigner in zip(stores, (logs.one, logs.two), cosigners, strict=True)
+    ]
+    try:
+        table.send(logs.one)
+        table.send(logs.two)
+        wait_cosigned(watcher, cosigners[0], logs.one, logs.one.size)
+        wait_cosigned(watcher, cosigners[1], logs.two, logs.two.size)
+        assert watcher.alerts() == []
+    finally:
+        for r in running:
+            r.halt()
+    assert set(stores[0].heads()) == {"table-1"}
+    assert set(stores[1].heads()) == {"table-2"}
+    for store in stores:
         store.close()
 
 

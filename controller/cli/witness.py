@@ -98,6 +98,12 @@ def witness_arguments(p: argparse.ArgumentParser) -> None:
         help="two lines, user name and password (mode 0600 or 0400)",
     )
     p.add_argument(
+        "--partition",
+        action="store_true",
+        help="subscribe to the tables of --keys only (one of several witnesses, the tables split"
+        " between them; a table without a key is then another witness's, not an alert)",
+    )
+    p.add_argument(
         "--dashboard",
         default="127.0.0.1:8090",
         metavar="HOST:PORT",
@@ -173,6 +179,7 @@ def witness(args: argparse.Namespace) -> int:
                 key_file=args.key_file or "",
                 username=username,
                 password=password,
+                tables=tuple(sorted(keys)) if args.partition else (),
             )
             service = WitnessService(connection)
             floor = Floor(clock=time.time, settings=FloorSettings(min_games_per_hour=min_games))

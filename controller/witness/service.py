@@ -29,7 +29,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from controller.core.config import BrokerAddress
 from controller.fleet.client import send_at_once, tls_context
-from controller.fleet.protocol import MAX_RECORD_BYTES, QOS, Channel, subscription
+from controller.fleet.protocol import MAX_RECORD_BYTES, QOS, Channel, subscription, topic
 from controller.witness.tables import Witness
 
 log = logging.getLogger("paigow.witness")
@@ -54,6 +54,9 @@ class Connection:
     password: str = ""
     keepalive_s: int = 30
     session_expiry_s: int = SESSION_EXPIRY_S
+    # () every table (wildcard subscriptions; a table without a key is an alert); else only
+    # these tables' topics: one witness of several, the tables split between them
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,12 +184,14 @@ class WitnessService:
             self.connection.address,
             "resumed" if flags.session_present else "new",
         )
-        client.subscribe(
-            [
-                (subscription(channel), SubscribeOptions(qos=QOS))
-                for channel in (Channel.RECORDS, Channel.CHECKPOINT, Channel.STATUS)
-            ]
-        )
+        channels = (Channel.RECORDS, Channel.CHECKPOINT, Channel.STATUS)
+        if self.connection.tables:
+            # the session may hold the wildcards of an earlier start: only these tables now
+            client.unsubscribe([subscription(channel) for channel in channels])
+            wanted = [topic(t, c) for t in self.connection.tables for c in channels]
+        else:
+            wanted = [subscription(channel) for channel in channels]
+        client.subscribe([(name, SubscribeOptions(qos=QOS)) for name in wanted])
         self._put(_CONNECTED)
 
     def _on_subscribe(
