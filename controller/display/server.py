@@ -99,20 +99,16 @@ _SECURITY_HEADERS = {
 }
 
 
-def _load_assets() -> dict[str, tuple[bytes, str]]:
-    folder = resources.files("controller.display") / "assets"
-    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in ASSETS.items()}
+def load_assets(
+    package: str, assets: Mapping[str, tuple[str, str]]
+) -> dict[str, tuple[bytes, str]]:
+    """A page's files from ``package``'s ``assets`` folder: path -> (bytes, content type)."""
+    folder = resources.files(package) / "assets"
+    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in assets.items()}
 
 
-class _HttpServer(CappedServer):
-    name = "display"
-    logger = log
-
-    def __init__(
-        self, address: tuple[str, int], display: DisplayServer, limits: ClientLimits
-    ) -> None:
-        self.display = display
-        super().__init__(address, _PageHandler, limits)
+class HttpCappedServer(CappedServer):
+    """A page server's capped server: a client over the cap gets a plain 503."""
 
     def refusal(self) -> bytes:
         body = b"too many clients\n"
@@ -122,6 +118,17 @@ class _HttpServer(CappedServer):
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
+
+
+class _HttpServer(HttpCappedServer):
+    name = "display"
+    logger = log
+
+    def __init__(
+        self, address: tuple[str, int], display: DisplayServer, limits: ClientLimits
+    ) -> None:
+        self.display = display
+        super().__init__(address, _PageHandler, limits)
 
 
 class RequestReader(io.RawIOBase):
@@ -198,7 +205,7 @@ class DisplayServer:
         self.instance = secrets.token_hex(8)  # this start of the server, for the page
         self._settings = _fixed_settings(config, limits, paytables)
         self.hub = DisplayHub(history=history, table=table)
-        self._assets = _load_assets()
+        self._assets = load_assets("controller.display", ASSETS)
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._seed()

@@ -37,12 +37,11 @@ import logging
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from importlib import resources
 from typing import Any
 
 from controller.display.feed import CappedServer, ClientLimits
 from controller.display.hub import sse
-from controller.display.server import RequestReader
+from controller.display.server import HttpCappedServer, RequestReader, load_assets
 from controller.witness.floor import Floor
 
 log = logging.getLogger("paigow.floor")
@@ -69,12 +68,7 @@ SECURITY_HEADERS = {
 }
 
 
-def _load_assets() -> dict[str, tuple[bytes, str]]:
-    folder = resources.files("controller.witness") / "assets"
-    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in ASSETS.items()}
-
-
-class _HttpServer(CappedServer):
+class _HttpServer(HttpCappedServer):
     name = "floor dashboard"
     logger = log
 
@@ -83,15 +77,6 @@ class _HttpServer(CappedServer):
     ) -> None:
         self.dashboard = dashboard
         super().__init__(address, _Handler, limits)
-
-    def refusal(self) -> bytes:
-        body = b"too many clients\n"
-        return (
-            b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            b"Retry-After: 1\r\nConnection: close\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
 
 
 class DashboardServer:
@@ -114,7 +99,7 @@ class DashboardServer:
         self.heartbeat_s = heartbeat_s
         self.refresh_s = refresh_s
         self.coalesce_s = coalesce_s
-        self.assets = _load_assets()
+        self.assets = load_assets("controller.witness", ASSETS)
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started = False
