@@ -19,7 +19,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-from fleet_broker import Broker
+from fleet_broker import Broker, make_tls
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.app.loop import EventQueue
@@ -526,3 +526,64 @@ def test_credentials_must_be_two_lines_only_the_owner_reads(tmp_path: Path) -> N
         path.chmod(0o600)
     with pytest.raises(FleetError, match="cannot be read"):
         read_credentials(tmp_path / "missing")
+
+
+def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
+    """The casino's broker over TLS: its certificate checked against [fleet] ca_file, the
+    table's client certificate shown, the user and password from credentials_file. A password
+    the broker does not take is refused and logged; the table plays on."""
+    tls = make_tls(tmp_path / "tls")
+    passwords = tmp_path / "passwd"
+    made = subprocess.run(
+        ["mosquitto_passwd", "-b", "-c", str(passwords), "table-1", "s3cret"],
+        capture_output=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    credentials = tmp_path / "mqtt.cred"
+    credentials.write_text("table-1\ns3cret\n")
+    credentials.chmod(0o600)
+    wrong = tmp_path / "wrong.cred"
+    wrong.write_text("table-1\nnot-it\n")
+    wrong.chmod(0o600)
+    broker = Broker(tmp_path / "broker", tls=tls, password_file=passwords)
+    broker.start()
+    floor = Subscriber(broker)  # on the plain listener
+    try:
+        state = tmp_path / "state"
+        log = open_log(state)
+        tls_options = {
+            "ca_file": str(tls.ca),
+            "cert_file": str(tls.client_cert),
+            "key_file": str(tls.client_key),
+        }
+        assert log.signer is not None
+        publisher = Publisher(
+            FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(credentials), **tls_options),
+            table=TABLE,
+            state_dir=state,
+            log_key=log.signer.verifier,
+        )
+        publisher.start()
+        try:
+            play(log, 3, publisher)
+            floor.wait_records(log.size)
+        finally:
+            publisher.close()
+        refused = Publisher(
+            FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(wrong), **tls_options),
+            table=TABLE,
+            state_dir=tmp_path / "other",
+            log_key=log.signer.verifier,
+        )
+        refused.start()
+        try:
+            play(log, 1)  # the table goes on whatever the broker says
+            assert eventually(lambda: "not authorised" in broker.tail(50))
+            assert not refused.is_connected
+        finally:
+            refused.close()
+        log.close()
+    finally:
+        floor.close()
+        broker.kill()
