@@ -25,9 +25,6 @@ from typing import Any
 
 import pytest
 
-# The fleet tests' fixture `broker`: a real mosquitto (tests/fleet_broker.py)
-pytest_plugins = ("fleet_broker",)
-
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: none without it (-p no:xdist)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -74,3 +71,17 @@ def factory() -> Iterator[Any]:
     f = MockFactory(pin_class=MockPWMPin)
     yield f
     f.close()
+
+
+@pytest.fixture
+def broker(tmp_path: Any) -> Iterator[Any]:
+    """A running mosquitto of the test's own (tests/fleet_broker.py); killed at the end,
+    whatever the test did to it."""
+    from fleet_broker import Broker
+
+    b = Broker(tmp_path / "broker")
+    b.start()
+    try:
+        yield b
+    finally:
+        b.kill()
