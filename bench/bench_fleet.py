@@ -37,7 +37,7 @@ import paho.mqtt.client as mqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from common import env_int, figure, machine_load, note, percentile, title
-from fleet_broker import Broker
+from fleet_broker import MOSQUITTO, Broker
 from loggen import generate
 
 from controller.audit.log import load_signer
@@ -269,6 +269,10 @@ def broker_round_trip() -> list[float]:
 
 
 def main() -> None:
+    if not Path(MOSQUITTO).exists():
+        raise SystemExit(
+            "bench_fleet: needs Debian's mosquitto (scripts/install-system-deps, run by make test)"
+        )
     title("fleet: tables → mosquitto → witness (SQLite)")
     note(
         f"load at start: {machine_load()}; {ROUNDS} rounds a table;"
