@@ -39,6 +39,7 @@ from controller.core.note import (
     open_cosignature,
     sign_checkpoint,
 )
+from controller.errors import InstanceLocked
 from controller.fleet.protocol import (
     ALERTS_TOPIC,
     MAX_RECORD_BYTES,
@@ -52,7 +53,7 @@ from controller.fleet.protocol import (
 )
 from controller.witness.ports import NoFloor, Store
 from controller.witness.service import Connection, WitnessService
-from controller.witness.store import SqliteStore, open_store
+from controller.witness.store import SqliteStore, StateLock, open_store
 from controller.witness.tables import Witness
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -725,3 +726,24 @@ def test_systemd_analyze_verifies_the_witness_unit(tmp_path: Path) -> None:
     )
     level = security.stdout.rsplit("Overall exposure level for", 1)[-1].split(":")[1].split()[0]
     assert float(level) <= 2.0, security.stdout
+
+
+def test_one_witness_per_state_directory(tmp_path: Path) -> None:
+    """Two witnesses on one store would cosign twice and fight over it: the second is refused,
+    naming the first; the lock goes with the process that held it."""
+    first = StateLock(tmp_path)
+    try:
+        with pytest.raises(InstanceLocked, match=rf"another witness \(PID {os.getpid()}\)"):
+            StateLock(tmp_path)
+        keys = tmp_path / "keys"
+        keys.mkdir()
+        argv = ["witness", "--mqtt-url", "mqtt://127.0.0.1:1", "--state-dir", str(tmp_path)]
+        second = cli(*argv, "--keys", str(keys), "--dashboard", "off")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1
+        assert out == ""
+        assert err.count("\n") == 1
+        assert f"another witness (PID {os.getpid()})" in err
+    finally:
+        first.release()
+    StateLock(tmp_path).release()  # free again

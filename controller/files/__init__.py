@@ -6,6 +6,7 @@ files named on the command line. May import only the standard library."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -70,3 +71,45 @@ def read_capped(path: Path, limit: int, *, chunk: int = 64 * 1024) -> bytes:
     if size > limit:
         raise TooLarge(f"{path} is larger than {limit} bytes")
     return b"".join(chunks)
+
+
+class LockHeld(Exception):
+    """Another process holds the lock: ``holder`` is the PID it wrote ("unknown" if none)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(f"held by PID {holder}")
+        self.holder = holder
+
+
+class PidLock:
+    """An exclusive ``flock`` on ``path`` for the holder's life (the kernel releases it when the
+    process dies, so a crash never leaves it stuck), the holder's PID written in the file so
+    that a second taker can name it: one controller per state directory, one witness per its
+    own."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: Path) -> PidLock:
+        """The lock, or :class:`LockHeld` naming the holder; ``OSError`` when the file cannot
+        be opened or locked."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise LockHeld(holder) from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        return cls(fd)
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -14,7 +14,6 @@ start reads what the database really holds.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import InstanceLocked, WitnessStoreError
+from controller.files import LockHeld, PidLock
 from controller.fleet.protocol import Alert, AlertKind
 from controller.witness.ports import Store, TableHead
 
@@ -345,23 +345,13 @@ class StateLock:
     def __init__(self, state_dir: Path) -> None:
         path = state_dir / LOCK_NAME
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._lock = PidLock.acquire(path)
+        except LockHeld as held:
+            raise InstanceLocked(
+                f"another witness (PID {held.holder}) is running on {state_dir}"
+            ) from None
         except OSError as exc:
             raise WitnessStoreError(f"cannot lock {path}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise InstanceLocked(
-                f"another witness (PID {holder}) is running on {state_dir}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd: int | None = fd
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._lock.release()
