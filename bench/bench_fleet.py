@@ -42,6 +42,7 @@ from loggen import generate
 
 from controller.audit.log import load_signer
 from controller.audit.recall import export_lines
+from controller.core.note import checkpoint_size
 from controller.fleet.client import send_at_once
 from controller.fleet.protocol import QOS, Channel, encode_record, subscription, topic
 
@@ -102,8 +103,7 @@ class Cosignatures:
     def _message(self, client: mqtt.Client, userdata: object, message: mqtt.MQTTMessage) -> None:
         now = time.monotonic()
         table = message.topic.split("/")[2]
-        lines = message.payload.decode(errors="replace").split("\n")
-        size = int(lines[1]) if len(lines) > 1 and lines[1].isdigit() else -1
+        size = checkpoint_size(message.payload.decode(errors="replace"))
         with self.lock:
             self.seen.setdefault((table, size), now)
             self.lock.notify_all()

@@ -27,7 +27,13 @@ from fleet_broker import Broker, free_port
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.audit.recall import export_lines
-from controller.core.note import ALG_COSIGNATURE_V1, Verifier, open_checkpoint, open_cosignature
+from controller.core.note import (
+    ALG_COSIGNATURE_V1,
+    Verifier,
+    checkpoint_size,
+    open_checkpoint,
+    open_cosignature,
+)
 from controller.fleet.protocol import Alert, AlertKind, Presence, Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +88,7 @@ class Floor:
 
     def wait_for(self, what: str, predicate: Callable[[], bool]) -> None:
         with self._cond:
-            seen = {t: size_of(n) for t, n in self.cosigned.items()}
+            seen = {t: checkpoint_size(n) for t, n in self.cosigned.items()}
             assert self._cond.wait_for(predicate, WAIT_S), (
                 f"not within {WAIT_S:.0f} s: {what} (cosigned: {seen}; alerts: {self.alerts})"
             )
@@ -90,11 +96,6 @@ class Floor:
     def close(self) -> None:
         self.client.loop_stop()
         self.client.disconnect()
-
-
-def size_of(note: str) -> int:
-    lines = note.split("\n")
-    return int(lines[1]) if len(lines) > 1 and lines[1].isdigit() else -1
 
 
 @pytest.fixture
@@ -194,7 +195,7 @@ def test_each_log_is_cosigned_and_an_older_copy_is_a_rollback(fleet: dict[str, A
         size = head(tables[name]["state"])
         floor.wait_for(
             f"{name} cosigned at {size}",
-            lambda n=name, s=size: size_of(floor.cosigned.get(n, "")) == s,
+            lambda n=name, s=size: checkpoint_size(floor.cosigned.get(n, "")) == s,
         )  # type: ignore[misc]
         opened = open_cosignature(floor.cosigned[name], cosigner)
         key = Verifier.parse((tables[name]["state"].parent / "keys" / f"{name}.pub").read_text())
@@ -206,7 +207,8 @@ def test_each_log_is_cosigned_and_an_older_copy_is_a_rollback(fleet: dict[str, A
     play(east, 4)
     anchored = head(east["state"])
     floor.wait_for(
-        f"east cosigned at {anchored}", lambda: size_of(floor.cosigned.get("east", "")) == anchored
+        f"east cosigned at {anchored}",
+        lambda: checkpoint_size(floor.cosigned.get("east", "")) == anchored,
     )
     recorded = [line for line in export_lines(east["state"]) if line["kind"] == "cosigned"]
     assert recorded, "the table recorded no cosignature"
@@ -228,9 +230,9 @@ def test_each_log_is_cosigned_and_an_older_copy_is_a_rollback(fleet: dict[str, A
     play(west, 2)
     size = head(west["state"])
     floor.wait_for(
-        f"west cosigned at {size}", lambda: size_of(floor.cosigned.get("west", "")) == size
+        f"west cosigned at {size}", lambda: checkpoint_size(floor.cosigned.get("west", "")) == size
     )
-    assert size_of(floor.cosigned["east"]) == anchored
+    assert checkpoint_size(floor.cosigned["east"]) == anchored
     alerts = [json.loads(a.encode()) for a in floor.alerts if a.table == "east"]
     assert {a["kind"] for a in alerts} <= {"rollback", "fork"}, alerts
 

@@ -29,6 +29,7 @@ from controller.core.config import FleetConfig
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
     Signer,
+    checkpoint_size,
     cosign_note,
     open_checkpoint,
 )
@@ -38,7 +39,6 @@ from controller.fleet.client import FleetError, read_credentials
 from controller.fleet.outbox import (
     CURSOR_FILE,
     Cursor,
-    checkpoint_size,
     read_cursor,
     write_cursor,
 )

@@ -39,7 +39,7 @@ from controller.audit.log import (
     connect_read_only,
     read_latest_checkpoint,
 )
-from controller.core.note import Checkpoint, NoteError
+from controller.core.note import checkpoint_size
 from controller.errors import AuditLogError, UsageError
 from controller.files import fsync_dir, fsync_file
 
@@ -63,7 +63,7 @@ class BackupReport:
     def as_dict(self, state_dir: Path) -> dict[str, object]:
         signed = None
         if self.checkpoint is not None:
-            signed = _checkpoint_size(self.checkpoint)
+            signed = checkpoint_size(self.checkpoint)
         return {
             "backup": str(self.path),
             "records": self.records,
@@ -90,14 +90,6 @@ def _archive_note(state_dir: Path, first: int) -> str | None:
         f"records 1..{first - 1} are in the archive files of {state_dir / ARCHIVE_DIR}, not in"
         " this copy: copy them with it (they are written once and closed)"
     )
-
-
-def _checkpoint_size(note: str) -> int | None:
-    body, sep, _signatures = note.rpartition("\n\n")
-    try:
-        return Checkpoint.parse(body + "\n").size if sep else None
-    except NoteError:
-        return None
 
 
 def backup_log(

@@ -255,6 +255,23 @@ class Checkpoint:
         return cls(origin, size, root_hash)
 
 
+def unverified_checkpoint(note: str) -> Checkpoint:
+    """The checkpoint a signed note's text says, its signatures not checked
+    (:func:`open_checkpoint` checks them); :class:`NoteError` when it says none."""
+    text, sep, _ = note.rpartition("\n\n")
+    if not sep:
+        raise NoteError("malformed note: no blank line before the signatures")
+    return Checkpoint.parse(text + "\n")
+
+
+def checkpoint_size(note: str) -> int | None:
+    """The tree size a signed checkpoint's text says (signatures unchecked), or None."""
+    try:
+        return unverified_checkpoint(note).size
+    except NoteError:
+        return None
+
+
 def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> str:
     return sign_note(checkpoint.text(), signer)
 
@@ -297,11 +314,9 @@ def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -
 def cosign_note(note: str, cosigner: Signer, timestamp: int) -> str:
     """``note`` (a signed checkpoint, its signatures not checked here) with the cosignature
     line added after its signatures."""
-    text, sep, _ = note.rpartition("\n\n")
-    if not sep or not note.endswith("\n"):
-        raise NoteError("malformed note: no blank line before the signatures")
-    checkpoint = Checkpoint.parse(text + "\n")
-    return note + cosignature_line(checkpoint, cosigner, timestamp)
+    if not note.endswith("\n"):
+        raise NoteError("malformed note: signatures must end in a newline")
+    return note + cosignature_line(unverified_checkpoint(note), cosigner, timestamp)
 
 
 @dataclass(frozen=True)

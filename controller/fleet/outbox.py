@@ -35,7 +35,7 @@ from controller.audit.log import (
 from controller.audit.recall import export_line
 from controller.core.digits import MAX_SEQ
 from controller.core.merkle import CompactRange
-from controller.core.note import Checkpoint, NoteError
+from controller.core.note import checkpoint_size
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import AuditLogError
 from controller.files import TooLarge, read_capped, write_new
@@ -278,14 +278,3 @@ class LogOutbox:
         if connection is not None:
             with contextlib.suppress(sqlite3.Error):
                 connection.close()
-
-
-def checkpoint_size(note: str) -> int | None:
-    """The tree size a signed checkpoint's text says (its signatures unchecked)."""
-    text, sep, _ = note.rpartition("\n\n")
-    if not sep:
-        return None
-    try:
-        return Checkpoint.parse(text + "\n").size
-    except NoteError:
-        return None
