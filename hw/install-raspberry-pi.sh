@@ -160,6 +160,10 @@ digest=$(cd "$src" && find "${parts[@]}" -type f ! -path '*/__pycache__/*' ! -na
 release=$version-$digest
 dir=$prefix/releases/$release
 
+package_dir() { # where the release's controller package is installed
+    "$dir/venv/bin/python" -c 'import controller, os; print(os.path.dirname(controller.__file__))'
+}
+
 if [ -e "$dir/.complete" ]; then
     echo "== release $release is built already"
 else
@@ -184,7 +188,7 @@ else
     # set [software] public_key in the config). PAIGOW_RELEASE_KEY instead signs here: the
     # signing key then passes through this box (a test table only). Neither: the table shows
     # the software_identity fault unless [software] required = false.
-    pkg=$("$dir/venv/bin/python" -c 'import controller, os; print(os.path.dirname(controller.__file__))')
+    pkg=$(package_dir)
     if [ -n "${PAIGOW_MANIFEST:-}" ]; then
         install -m 0644 "$PAIGOW_MANIFEST" "$pkg/MANIFEST.json"
         [ -z "${PAIGOW_RELEASE_PUB:-}" ] || install -m 0644 "$PAIGOW_RELEASE_PUB" "$pkg/release.pub"
@@ -206,7 +210,7 @@ fi
 echo "== checking release $release against the config in force"
 "$dir/venv/bin/paigow-controller" check-config --config "$etc/config.toml" >/dev/null \
     || die "release $release refuses $etc/config.toml (above); the current release stays"
-if [ -e "$("$dir/venv/bin/python" -c 'import controller, os; print(os.path.dirname(controller.__file__))')/MANIFEST.json" ]; then
+if [ -e "$(package_dir)/MANIFEST.json" ]; then
     "$dir/venv/bin/paigow-controller" verify-software --config "$etc/config.toml" --json >/dev/null \
         || die "release $release does not match its manifest; the current release stays"
 fi
