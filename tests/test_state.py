@@ -24,11 +24,13 @@ from controller.core.state import (
     Action,
     ActionKind,
     ClockSync,
+    CorrectionReason,
     Event,
     Fault,
     Mode,
     Occurrence,
     RngMode,
+    RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
@@ -39,6 +41,9 @@ from controller.errors import BankRuleError, ConfigError, GameRuleError, Illegal
 
 WALL = 1_764_500_000_000  # UTC milliseconds of some day in 2025
 SETTINGS = RoundSettings(max_reshakes=2, settle_ms=1000, read_timeout_ms=2000, motor_max_ms=5000)
+# A table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of tiles
+# inspected (621a.6(a)), both put in at the table's time 0
+OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
 
 
 def die(colour: DieColour, face: int | None, x: int, *, flat: bool = True) -> DieReading:
@@ -69,8 +74,8 @@ TILTED = DiceReading(
 class Table:
     """A machine with a clock, for scripting rounds."""
 
-    def __init__(self, settings: RoundSettings = SETTINGS) -> None:
-        self.machine = RoundMachine(settings)
+    def __init__(self, settings: RoundSettings = SETTINGS, context: RoundContext = OPENED) -> None:
+        self.machine = RoundMachine(settings, context)
         self.now = 0
         self.actions: list[Action] = []
 
@@ -143,6 +148,10 @@ def reach(mode: Mode, state: State, game: Game = Game.TILES) -> RoundMachine | N
         return t.machine
     t.send(Event.NO_MORE_BETS)
     if mode is Mode.RNG:
+        if state is State.ARMED and game is Game.TILES:
+            return t.machine  # 621a.11(i): the style of delivery before the draw
+        if game is Game.TILES:
+            t.send(Event.DICE_SET)
         if state is State.DRAWING:
             return t.machine
         if state is State.RESULT:
@@ -198,9 +207,26 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["roll"] = Roll(1, (2, 3))
     if event is Event.FAULT:
         data["fault"] = Fault.INTERNAL
-    if event is Event.VOID_RESULT:
-        data["reason"] = VoidReason.MISREAD
-        data["voids"] = (1, 1)  # the result the walk reaches: round 1, attempt 1
+    if event is Event.CORRECT_RESULT:
+        data["correction"] = CorrectionReason.MISREAD
+        data["result_meant"] = (1, 1)  # the result the walk reaches: round 1, attempt 1
+        data["dice_seen"] = Roll(6, (6, 6))
+        data["employee"] = "S100"
+    if event is Event.VOID_ROUND:
+        yield Occurrence(
+            event,
+            at=at,
+            supervisor=True,
+            void_reason=VoidReason.WRONG_COUNT,
+            round_meant=1,
+            employee="S100",
+        )
+    if event is Event.TILES_INSPECTED:
+        data.update(tile_set="T2", dealer="D7", employee="S100")
+    if event is Event.RNG_INTERRUPTED:
+        data["detail"] = "the session ended with a restart"
+    if event in _BY_AN_EMPLOYEE:
+        data["employee"] = "S100"
     if event is Event.CLOCK_CHANGED:
         data["clock"] = ClockSync.SYNCHRONISED
     if event is Event.COSIGNED:
@@ -211,13 +237,27 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
     if event is Event.SHAKE_PRESSED:
         yield Occurrence(event, at=at, delay_ms=400)
     if event is Event.DICE_REPLACED:
-        yield Occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2")
+        yield Occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2", employee="S100")
     if event is Event.MODE_SWITCH:
         for mode in Mode:
-            yield Occurrence(event, at=at, supervisor=True, wall=WALL, mode=mode)
+            yield Occurrence(event, at=at, supervisor=True, wall=WALL, mode=mode, employee="S100")
     for supervisor in (False, True):
         yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
         yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
+
+
+# the supervisor's actions at the service terminal, which always name who does them
+_BY_AN_EMPLOYEE = frozenset(
+    {
+        Event.DICE_REPLACED,
+        Event.DICE_KEPT,
+        Event.SHAKER_INSPECTED,
+        Event.MODE_SWITCH,
+        Event.SERVICE_MODE,
+        Event.RECALL,
+        Event.LAMP_TEST,
+    }
+)
 
 
 VERIFIED = SoftwareCheck(SoftwareResult.OK, "1.0", manifest="ab" * 32, key="01020304", files=80)
@@ -535,11 +575,20 @@ def test_a_fault_after_the_result_shows_the_result_again_once_cleared() -> None:
 # --- void and close ---------------------------------------------------------------------------
 
 
-def test_void_after_a_result_needs_the_supervisor() -> None:
+def test_void_after_a_result_needs_the_supervisor_at_the_terminal() -> None:
     t = Table().to_result()
-    t.send(Event.VOID_ROUND)
+    t.send(Event.VOID_ROUND)  # the dealer's key: the dice are read
     assert t.state is State.RESULT
-    t.send(Event.VOID_ROUND, supervisor=True)
+    assert t.screens() == [Screen.REFUSED]
+    t.send(Event.VOID_ROUND, supervisor=True)  # the key switch alone names no reason
+    assert t.state is State.RESULT
+    t.send(
+        Event.VOID_ROUND,
+        supervisor=True,
+        void_reason=VoidReason.TILE_EXPOSED,
+        round_meant=1,
+        employee="S100",
+    )
     assert t.state is State.IDLE
     assert t.records() == [RecordKind.VOID, RecordKind.ROUND_OPENED]
 
@@ -554,7 +603,15 @@ def test_the_dealer_may_void_a_round_in_play_and_the_motor_stops() -> None:
 def test_void_during_a_fault_keeps_the_fault() -> None:
     t = Table().to_armed()
     t.send(Event.TAMPER)
-    t.send(Event.VOID_ROUND, supervisor=True)
+    t.send(Event.VOID_ROUND)  # the dealer's key does not reach over a fault
+    assert t.machine.context.round_number == 1
+    t.send(
+        Event.VOID_ROUND,
+        supervisor=True,
+        void_reason=VoidReason.EQUIPMENT,
+        round_meant=1,
+        employee="S100",
+    )
     assert t.state is State.FAULT
     t.send(Event.SECURED)
     t.send(Event.CLEAR_FAULT, supervisor=True)
@@ -604,7 +661,8 @@ def test_a_shuffle_resets_the_bank_rules() -> None:
     t.send(Event.NO_MORE_BETS)
     t.send(Event.VOID_ROUND)
     t.send(Event.SHUFFLED)
-    assert t.records() == [RecordKind.SHUFFLE]
+    assert t.records() == [RecordKind.TILES_SHUFFLED]
+    assert t.actions[0].data == {"round": 2, "reason": "new_game", "employee": None}
     with pytest.raises(BankRuleError):
         t.send(Event.NO_MORE_BETS, bank_seat=1)
 
@@ -635,6 +693,8 @@ def test_dice_set_is_refused_outside_manual_mode() -> None:
 def test_rng_position_mode() -> None:
     t = Table(replace(SETTINGS, mode=Mode.RNG))
     t.send(Event.NO_MORE_BETS)
+    assert t.state is State.ARMED  # 621a.11(i): the style of delivery, then the draw
+    t.send(Event.DICE_SET)
     assert t.state is State.DRAWING
     draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
     assert draw.data == {"round": 1, "attempt": 1}
@@ -648,19 +708,26 @@ def test_rng_position_mode() -> None:
     assert "dice" not in result.data
 
 
-def test_rng_dice_mode_settles_the_side_wagers() -> None:
+def test_rng_dice_mode_counts_the_total_and_settles_no_side_wager() -> None:
+    # current 621a.5(e)(2)-(4): Sum, Match and Beat It are the physical dice's
     settings = replace(SETTINGS, mode=Mode.RNG, rng_mode=RngMode.DICE, game=Game.POKER)
     t = Table(settings)
     t.send(Event.NO_MORE_BETS)
+    assert t.state is State.DRAWING  # Pai Gow Poker: no style of delivery to choose first
     t.send(Event.RNG_DRAWN, roll=Roll(5, (1, 1)))
     result = next(a for a in t.actions if a.record is RecordKind.RESULT)
     assert result.data["total"] == 7
     assert result.data["starting_position"] == "seat 6"
+    assert result.data["dice"] == {"red": 5, "blue": [1, 1]}
+    assert "wagers" not in result.data
+    assert "payouts" not in result.data
+    assert "wagers" not in t.shown(Screen.RESULT).data["result"]  # type: ignore[operator]
 
 
 def test_an_interrupted_draw_is_resumed_not_replaced() -> None:
     t = Table(replace(SETTINGS, mode=Mode.RNG))
     t.send(Event.NO_MORE_BETS)
+    t.send(Event.DICE_SET)
     t.send(Event.FAULT, fault=Fault.RNG_FAILURE)
     t.send(Event.CLEAR_FAULT, supervisor=True)
     assert t.state is State.DRAWING
@@ -901,16 +968,18 @@ def test_shutdown_voids_a_shake_in_progress_and_marks_the_stop() -> None:
     assert RecordKind.INTERRUPTED not in after.records()  # already recorded, once
 
 
-def test_rng_sessions_are_prepared_when_bets_open_and_kept_for_a_pending_draw() -> None:
+def test_rng_sessions_are_prepared_when_bets_open_and_revealed_at_every_stop() -> None:
     rng = replace(SETTINGS, mode=Mode.RNG)
     t = running(rng)
     assert t.kinds()[-2:] == [ActionKind.PREPARE_RNG, ActionKind.SHOW]
     t.send(Event.NO_MORE_BETS)
+    t.send(Event.DICE_SET)
     # DRAWING is shown before the number is drawn; the number comes back as its own event.
     assert t.kinds()[-2:] == [ActionKind.SHOW, ActionKind.DRAW_NUMBER]
     t.send(Event.SHUTDOWN)
-    assert ActionKind.CLOSE_RNG not in t.kinds()  # the pending draw needs its session
+    assert ActionKind.CLOSE_RNG in t.kinds()  # the seed lives in memory: revealed now
     after = power_on(t.machine)
+    # the shell draws again: the number recorded for this round and attempt, if there is one
     assert after.kinds()[-2:] == [ActionKind.SHOW, ActionKind.DRAW_NUMBER]
     after.send(Event.RNG_DRAWN, rng_number=4)
     after.send(Event.CLOSE_ROUND)
@@ -970,7 +1039,8 @@ def test_no_more_bets_takes_the_bank_selected_on_the_panel() -> None:
         "round": 2,
         "mode": "shaker",
         "bank": "seat 3",
-        "dice": {"set": None, "warning": None},
+        "dice": {"set": "1", "warning": None},
+        "tiles": {"set": "T1", "warning": None},
     }
     t.send(Event.NO_MORE_BETS)
     record = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)

@@ -110,7 +110,7 @@ def bank_seat_of(label: object) -> int | None:
     raise RecordDataError(f"bank {quoted(str(label))} is neither 'dealer' nor 'seat N'")
 
 
-def _roll_of(raw: object) -> Roll:
+def roll_of(raw: object) -> Roll:
     if not isinstance(raw, dict) or set(raw) != {"red", "blue"}:
         raise RecordDataError("dice must be {red, blue}")
     red, blue = raw["red"], raw["blue"]
@@ -132,8 +132,14 @@ def recompute_result(data: Mapping[str, Any], paytables: Sequence[Paytable]) -> 
         game = Game(data["game"])
         bank_seat = bank_seat_of(data["bank"])
         if "dice" in data:
+            # an RNG's virtual dice settle no side wager (current 621a.5(e)(2)-(4)); which
+            # rounds those are, verify-log checks from the mode their bets closed in
             return result_of_roll(
-                game, _roll_of(data["dice"]), bank_seat=bank_seat, paytables=paytables
+                game,
+                roll_of(data["dice"]),
+                bank_seat=bank_seat,
+                paytables=paytables,
+                settles_wagers="wagers" in data,
             )
         count = data["count"]
         if not isinstance(count, int) or isinstance(count, bool):
@@ -151,7 +157,7 @@ def result_as_recorded(data: Mapping[str, Any]) -> RoundResult:
     """The result exactly as recorded (its payouts included), to show it again after a
     restart: never re-drawn, never re-read, never re-settled with another paytable."""
     result = recompute_result(data, ())
-    if result.roll is None:
+    if result.roll is None or result.wagers is None:
         return result
     payouts = data.get("payouts", {})
     if not isinstance(payouts, dict):

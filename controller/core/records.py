@@ -19,12 +19,14 @@ class RecordKind(StrEnum):
     # the game (emitted by the round state machine)
     ROUND_OPENED = "round_opened"
     NO_MORE_BETS = "no_more_bets"  # carries the bank seat
-    SHUFFLE = "shuffle"
+    SHUFFLE = "shuffle"  # Pai Gow Poker's new game (645a.12(b)); at tiles before tiles_shuffled
+    TILES_SHUFFLED = "tiles_shuffled"  # 621a.11(b): a new game's shuffle (its reason, who)
+    TILES_INSPECTED = "tiles_inspected"  # 621a.6(a), 621a.3(e): a set inspected and verified
     SHAKE = "shake"  # carries the motion sensor's cycle count
     READING = "reading"  # carries the raw image digest and the verdict
     NO_ROLL = "no_roll"  # carries the reason
     RESULT = "result"
-    VOID = "void"
+    VOID = "void"  # the whole round void, every wager returned (621a.12(c),(e)): why, who
     CLOSE = "close"
     RESHAKE_LIMIT = "reshake_limit"
     FAULT = "fault"
@@ -34,7 +36,14 @@ class RecordKind(StrEnum):
     BANK_SELECTED = "bank_selected"  # the dealer's bank key: who banks the next round
     DELIVERY_STYLE = "delivery_style"  # 621a.11(i): the style the bank chose
     SHIFT_CHANGE = "shift_change"
-    RESULT_VOIDED = "result_voided"  # N.J.A.C. 13:69E-1.28P: carries the reason; a new attempt
+    # Logs written before corrections: a result voided and its round decided again, which
+    # verify-log now refuses (no secondary selection, N.J.A.C. 13:69E-1.28G)
+    RESULT_VOIDED = "result_voided"
+    # N.J.A.C. 13:69E-1.28P(d): a result corrected to the dice as they lie (never re-rolled)
+    RESULT_CORRECTED = "result_corrected"
+    LID = "lid"  # the shaker's lid opened or closed, in a round or not
+    TAMPER_LOOP = "tamper_loop"  # N.J.A.C. 13:69E-1.16A: the tamper loop opened or closed
+    TABLE_TIME = "table_time"  # the table's time (dice and tile life), now and then
     DICE_REPLACED = "dice_replaced"  # proposed 621a.5(c): the new set's id
     MODE_CHANGED = "mode_changed"  # current 621a.6(a): shaker, RNG or manual from now on
     SERVICE_MODE = "service_mode"  # 9 NYCRR 5319.58: entered or left

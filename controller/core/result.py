@@ -17,7 +17,9 @@ from controller.core.wagers import Paytable, WagerOutcomes, outcomes, payouts
 @dataclass(frozen=True, slots=True)
 class RoundResult:
     """``roll`` is None only for an RNG draw in ``position`` mode, where ``count`` is the number
-    the RNG selected; otherwise ``count`` is the dice total."""
+    the RNG selected; otherwise ``count`` is the dice total. ``wagers`` is None where no dice
+    side wager is settled: current 621a.5(e)(2)-(4) define Sum, Match and Beat It on the dice in
+    the manual or player-activated shaker, so an RNG's virtual dice settle none."""
 
     game: Game
     count: int
@@ -34,9 +36,10 @@ class RoundResult:
             "bank": bank_label(self.bank_seat),
             "starting_position": self.position.label,
         }
-        if self.roll is not None and self.wagers is not None:
+        if self.roll is not None:
             record["dice"] = self.roll.as_record()
             record["total"] = self.roll.total
+        if self.wagers is not None:
             record["wagers"] = self.wagers.as_record()
             record["payouts"] = self.payouts
         return record
@@ -48,11 +51,20 @@ def bank_label(bank_seat: int | None) -> str:
 
 
 def result_of_roll(
-    game: Game, roll: Roll, *, bank_seat: int | None, paytables: Sequence[Paytable]
+    game: Game,
+    roll: Roll,
+    *,
+    bank_seat: int | None,
+    paytables: Sequence[Paytable],
+    settles_wagers: bool = True,
 ) -> RoundResult:
-    # Current 621a.6(b),(c): the dice settle the side wagers, and their total sets the count.
-    wagers = outcomes(roll)
+    """Current 621a.6(b),(c): the dice settle the side wagers, and their total sets the count.
+    ``settles_wagers`` False: the RNG's virtual dice (current 621a.5(e)(2)-(4): the side
+    wagers are the physical dice's), which set the count and nothing else."""
     position = starting_position(game, roll.total, bank_seat=bank_seat)
+    if not settles_wagers:
+        return RoundResult(game, roll.total, bank_seat, position, roll, None, {})
+    wagers = outcomes(roll)
     return RoundResult(
         game, roll.total, bank_seat, position, roll, wagers, payouts(wagers, paytables)
     )

@@ -18,17 +18,31 @@ from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.dice_monitor import DiceAlarm, DiceWindows
+from controller.core.meters import Meters, MetersError
 from controller.core.position import BETTING_POSITIONS, BankHistory
-from controller.core.record_data import RecordDataError, result_as_recorded
-from controller.core.state import Fault, Mode, RoundContext, State, check_dice_set_id
+from controller.core.record_data import RecordDataError, result_as_recorded, roll_of
+from controller.core.state import (
+    Correction,
+    CorrectionReason,
+    Fault,
+    Mode,
+    RoundContext,
+    State,
+    check_dice_set_id,
+    check_employee_id,
+)
 from controller.errors import ControllerError, GameRuleError
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
 # and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
 # service mode, and co-banking, read from versions 1 and 2 as not recorded, the configured mode,
 # live play and no co-bank; 4: the dice monitor's counts and its alarm (issue 15), read from the
-# earlier versions as no roll counted and no alarm.
-VERSION = 4
+# earlier versions as no roll counted and no alarm; 5: the table's time (and the wall clock's
+# last reading), the dice's and the tiles' table time, the tiles in play, the dealer on shift,
+# a correction of the result shown and the meters, read from the earlier versions as no table
+# time (a set's age then comes from the wall clock), no tiles inspected, no dealer, no
+# correction and no meter counted.
+VERSION = 5
 DICE_COUNTS_SINCE = 4  # the first version that keeps the dice monitor's counts
 MAX_SNAPSHOT_BYTES = 64 * 1024
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
@@ -61,7 +75,19 @@ _OPTIONAL_V3_FALSE = {"co_bank"}
 _KEYS_V3 = _KEYS_V2 | set(_OPTIONAL_V3) | _OPTIONAL_V3_FALSE
 _OPTIONAL_V4 = {"dice_counts": None, "dice_alarm": None}
 _KEYS_V4 = _KEYS_V3 | set(_OPTIONAL_V4)
-_KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: _KEYS_V4}
+_OPTIONAL_V5 = {
+    "dice_since_table": None,
+    "tiles_set": None,
+    "tiles_since": None,
+    "tiles_since_table": None,
+    "table_ms": None,
+    "last_wall": None,
+    "dealer": None,
+    "correction": None,
+    "meters": None,
+}
+_KEYS_V5 = _KEYS_V4 | set(_OPTIONAL_V5)
+_KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: _KEYS_V4, 5: _KEYS_V5}
 
 
 class SnapshotError(ControllerError, ValueError):
@@ -83,6 +109,15 @@ def encode_context(ctx: RoundContext) -> bytes:
         "co_bank": ctx.co_bank or None,
         "dice_counts": None if ctx.dice_counts.is_empty else ctx.dice_counts.as_text(),
         "dice_alarm": None if ctx.dice_alarm is None else ctx.dice_alarm.as_record(),
+        "dice_since_table": ctx.dice_since_table,
+        "tiles_set": ctx.tiles_set,
+        "tiles_since": ctx.tiles_since,
+        "tiles_since_table": ctx.tiles_since_table,
+        "table_ms": ctx.table_ms or None,
+        "last_wall": ctx.last_wall,
+        "dealer": ctx.dealer,
+        "correction": None if ctx.correction is None else ctx.correction.as_record(),
+        "meters": None if ctx.meters.is_empty else ctx.meters.as_stored(),
     }
     return canonical.encode(
         {
@@ -128,7 +163,7 @@ def decode_context(blob: bytes) -> RoundContext:
     required = _KEYS_V2 if version >= 3 else _KEYS_OF[version]
     if not required <= keys <= _KEYS_OF[version]:
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
-    optional = (*_OPTIONAL_V3, *_OPTIONAL_V4)
+    optional = (*_OPTIONAL_V3, *_OPTIONAL_V4, *_OPTIONAL_V5)
     if any(raw.get(key, 0) is None for key in optional) or raw.get("co_bank", True) is False:
         raise SnapshotError("a context snapshot writes an optional key only when it is set")
     try:
@@ -166,6 +201,15 @@ def decode_context(blob: bytes) -> RoundContext:
             if "dice_counts" in raw
             else DiceWindows(),
             dice_alarm=DiceAlarm.from_record(raw["dice_alarm"]) if "dice_alarm" in raw else None,
+            dice_since_table=_signed(raw, "dice_since_table"),
+            tiles_set=_dice_set(raw["tiles_set"]) if "tiles_set" in raw else None,
+            tiles_since=_count(raw, "tiles_since", low=0) if "tiles_since" in raw else None,
+            tiles_since_table=_signed(raw, "tiles_since_table"),
+            table_ms=_count(raw, "table_ms", low=1) if "table_ms" in raw else 0,
+            last_wall=_count(raw, "last_wall", low=0) if "last_wall" in raw else None,
+            dealer=_employee(raw["dealer"]) if "dealer" in raw else None,
+            correction=_correction(raw["correction"]) if "correction" in raw else None,
+            meters=_meters(raw["meters"]) if "meters" in raw else Meters(),
         )
     except (ValueError, TypeError) as exc:
         if isinstance(exc, SnapshotError):
@@ -182,7 +226,48 @@ def decode_context(blob: bytes) -> RoundContext:
         raise SnapshotError("a dice alarm fault without the dice alarm")
     if (state is State.FAULT) != bool(faults):
         raise SnapshotError("a context is in FAULT exactly when a fault is active")
+    if ctx.correction is not None and (ctx.result is None or ctx.result.wagers is None):
+        raise SnapshotError("a correction goes with a result of the dice it corrected")
+    if (ctx.tiles_set is None) != (ctx.tiles_since_table is None):
+        raise SnapshotError("a tile set is kept with the table's time it was inspected at")
     return ctx
+
+
+def _signed(raw: Mapping[str, Any], key: str) -> int | None:
+    """A table time that may lie before the table's first (a set older than the table's
+    time, recorded by an older version)."""
+    if key not in raw:
+        return None
+    try:
+        return _whole(raw[key], low=-_MAX_COUNT)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{key}: {exc}") from None
+
+
+def _employee(value: object) -> str:
+    try:
+        check_employee_id(_str_item(value))
+    except GameRuleError as exc:
+        raise SnapshotError(str(exc)) from None
+    return str(value)
+
+
+def _correction(value: object) -> Correction:
+    if not isinstance(value, dict) or set(value) != {"dice_read", "reason", "employee"}:
+        raise SnapshotError("a correction is {dice_read, reason, employee}")
+    try:
+        read = roll_of(value["dice_read"])
+        reason = CorrectionReason(_str_item(value["reason"]))
+    except (RecordDataError, GameRuleError, ValueError) as exc:
+        raise SnapshotError(f"correction: {exc}") from None
+    return Correction(read, reason, _employee(value["employee"]))
+
+
+def _meters(value: object) -> Meters:
+    try:
+        return Meters.from_stored(value)
+    except MetersError as exc:
+        raise SnapshotError(f"meters: {exc}") from None
 
 
 def _str(raw: Mapping[str, Any], key: str) -> str:

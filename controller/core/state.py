@@ -28,6 +28,7 @@ from controller.core.dice import (
     next_read,
 )
 from controller.core.dice_monitor import DiceAlarm, DiceWindows, alarm, evaluate, p_values
+from controller.core.meters import Meters, counted
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult, bank_label, result_of_number, result_of_roll
@@ -36,13 +37,18 @@ from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
 _T = TypeVar("_T")
+_STANDARD = DeliveryStyle.STANDARD
 
 MIN_SHAKE_CYCLES = 3  # 621a.8(a)(2), 621a.11(i): shaken at least three times
 MOTOR_GRACE_MS = 1000  # the core's backstop fires this long after the driver's own limit
 HOUR_MS = 3_600_000
 DICE_LIFE_MS = 24 * HOUR_MS  # proposed 621a.5(c): dice stay on a table at most 24 hours
 DICE_WARNING_MS = 23 * HOUR_MS  # the display warns an hour before
+TILE_LIFE_MS = 12 * HOUR_MS  # 621a.3(e): tiles are changed at least every 12 hours
+TILE_WARNING_MS = 11 * HOUR_MS  # the display warns an hour before
 MAX_DICE_SET_ID = 16  # characters of a dice set's id (ASCII letters, digits, "-")
+MAX_EMPLOYEE_ID = 16  # characters of an employee id (ASCII letters and digits)
+MAX_NOTE_CHARS = 120  # a person's note on a record (printable ASCII)
 RECALL_DEPTH = 11  # AGCO 13.1.1: the round in play and at least the 10 before it
 
 
@@ -55,14 +61,60 @@ class Mode(StrEnum):
 
 
 class VoidReason(StrEnum):
-    """N.J.A.C. 13:69E-1.28P: why the supervisor voided a result (to rectify a dealer error or
-    address a patron complaint). The result stays in the log; the void is added after it."""
+    """Why a whole round is void: every hand void and every wager returned (621a.12(c),(e)),
+    and the round ends without a result. A round is never played again: the next one opens.
+
+    The first five are a person's (the supervisor's, at the service terminal, with the
+    supervisor key and an employee id); the rest the table's own."""
+
+    WRONG_COUNT = "wrong_count"  # 621a.12(c): the dice totalled wrong and the tiles dealt
+    TILE_EXPOSED = "tile_exposed"  # 621a.12(e): a tile of the dealer, Dead Hand or no wager
+    DEALER_ERROR = "dealer_error"  # N.J.A.C. 13:69E-1.28P: to rectify a dealer error
+    PATRON_COMPLAINT = "patron_complaint"  # N.J.A.C. 13:69E-1.28P: to address a complaint
+    EQUIPMENT = "equipment"  # the table's equipment failed the round
+    DEALER_KEY = "dealer_key"  # the dealer's void key, before any dice were at rest
+    RNG_INTERRUPTED = "rng_interrupted"  # the session committed before its bets closed ended
+    MODE_SWITCH = "mode_switch"  # current 621a.6(a): bets closed under the mode left
+    SERVICE_MODE = "service_mode"  # 9 NYCRR 5319.58: bets closed when service mode began
+
+    @property
+    def is_typed(self) -> bool:
+        """A reason a person gives at the service terminal (the rest are the table's)."""
+        return self in _TYPED_VOID_REASONS
+
+    @property
+    def reshuffles(self) -> bool:
+        """621a.12(c),(e): "the tiles shall be reshuffled", which starts a new game
+        (621a.11(b): no player banks its first round)."""
+        return self in (VoidReason.WRONG_COUNT, VoidReason.TILE_EXPOSED)
+
+
+_TYPED_VOID_REASONS = frozenset(
+    {
+        VoidReason.WRONG_COUNT,
+        VoidReason.TILE_EXPOSED,
+        VoidReason.DEALER_ERROR,
+        VoidReason.PATRON_COMPLAINT,
+        VoidReason.EQUIPMENT,
+    }
+)
+
+
+class CorrectionReason(StrEnum):
+    """N.J.A.C. 13:69E-1.28P(d): why the supervisor corrected a result to the dice as they lie
+    (never re-rolled, never redrawn: N.J.A.C. 13:69E-1.28G, no secondary selection)."""
 
     MISREAD = "misread"  # the sensor read a face the dice do not show
-    DICE_DISTURBED = "dice_disturbed"  # the dice were touched before the reading was confirmed
-    DEALER_ERROR = "dealer_error"
-    PATRON_COMPLAINT = "patron_complaint"
-    EQUIPMENT = "equipment"
+    PATRON_COMPLAINT = "patron_complaint"  # a patron disputed the total; the dice confirm it
+    SURVEILLANCE_REVIEW = "surveillance_review"  # surveillance's recording shows the dice
+
+
+class ShuffleReason(StrEnum):
+    """Why the dealer shuffled the tiles into a new game (621a.11(b): "the start of the game",
+    when no player may bank)."""
+
+    NEW_GAME = "new_game"  # 621a.6(c),(g): the tiles mixed for the first player to arrive
+    REMIX = "remix"  # 621a.6(e): a tile turned over while stacking, the set remixed
 
 
 class RngMode(StrEnum):
@@ -86,10 +138,11 @@ class State(StrEnum):
 
 class Event(StrEnum):
     NO_MORE_BETS = "no_more_bets"  # dealer key; carries the bank seat
-    SHUFFLED = "shuffled"  # dealer: tiles reshuffled (bank rules start again)
+    SHUFFLED = "shuffled"  # dealer (key or terminal): a new game's shuffle (621a.11(b))
     SHAKE_PRESSED = "shake_pressed"  # the player's shake button
     SHAKE_DONE = "shake_done"  # the shaker finished its pattern; carries the cycle count
-    DICE_SET = "dice_set"  # manual mode: the shaker is uncovered on the reading area
+    DICE_SET = "dice_set"  # manual mode: the shaker is uncovered on the reading area; RNG mode
+    # at tiles: the delivery style is settled, the RNG draws (621a.11(i))
     TICK = "tick"  # time passes
     READING = "reading"  # the sensor's reading of the dice
     SENSOR_TIMEOUT = "sensor_timeout"
@@ -103,7 +156,7 @@ class Event(StrEnum):
     SECURED = "secured"  # the tamper loop is closed again (the fault stays until cleared)
     FAULT = "fault"  # any other fault (RNG self-test, storage, internal); carries its kind
     CLOSE_ROUND = "close_round"  # dealer key
-    VOID_ROUND = "void_round"  # dealer key (supervisor key after a result)
+    VOID_ROUND = "void_round"  # dealer key before the dice rest; else the supervisor, a reason
     CLEAR_FAULT = "clear_fault"  # dealer key, or the supervisor key switch
     POWER_ON = "power_on"  # the controller started with the context its log holds
     SHUTDOWN = "shutdown"  # an orderly stop (SIGTERM, the end of a simulation)
@@ -112,7 +165,8 @@ class Event(StrEnum):
     SHIFT_CHANGE = "shift_change"  # dealer key: a new shift (and a new RNG session)
     DICE_REPLACED = "dice_replaced"  # supervisor: a new dice set in the shaker (its id)
     SHAKER_INSPECTED = "shaker_inspected"  # supervisor: the end-of-day shaker inspection
-    VOID_RESULT = "void_result"  # supervisor: the result is void (a reason); a new attempt
+    CORRECT_RESULT = "correct_result"  # supervisor: the result corrected to the dice as they lie
+    TILES_INSPECTED = "tiles_inspected"  # 621a.6(a): a set of tiles inspected, verified
     MODE_SWITCH = "mode_switch"  # supervisor: shaker, RNG or manual from the next round on
     SERVICE_MODE = "service_mode"  # supervisor: into service mode (test rounds), or out of it
     LAMP_TEST = "lamp_test"  # service mode: light every lamp
@@ -121,6 +175,9 @@ class Event(StrEnum):
     SOFTWARE_CHECKED = "software_checked"  # the periodic program verification's result
     CLOCK_CHANGED = "clock_changed"  # the OS's clock became synchronised, or stopped being
     COSIGNED = "cosigned"  # the fleet's witness cosigned a checkpoint covering a round's close
+    # the RNG cannot draw for a round whose bets closed: its session ended with a restart
+    RNG_INTERRUPTED = "rng_interrupted"
+    TABLE_TIME = "table_time"  # the loop's periodic note: the table's time goes in the log
 
 
 class Fault(StrEnum):
@@ -241,8 +298,19 @@ class Occurrence:
     delay_ms: int | None = None  # SHAKE_PRESSED: the random delay the shell drew (CSPRNG)
     wall: int | None = None  # UTC milliseconds when it happened (the shell's wall clock)
     dice_set: str | None = None  # DICE_REPLACED: the new set's id (None: the next number)
-    reason: VoidReason | None = None  # VOID_RESULT
-    voids: tuple[int, int] | None = None  # VOID_RESULT: the (round, attempt) meant, as shown
+    # who: the employee id typed at the service terminal (a person's action there always has
+    # one), and the operating system's account that sent it (SO_PEERCRED)
+    employee: str | None = None
+    uid: int | None = None
+    void_reason: VoidReason | None = None  # VOID_ROUND from the terminal
+    round_meant: int | None = None  # VOID_ROUND from the terminal: the round meant, as shown
+    # CORRECT_RESULT: the (round, attempt) of the result meant, as shown, the dice as they lie
+    result_meant: tuple[int, int] | None = None
+    dice_seen: Roll | None = None
+    correction: CorrectionReason | None = None
+    shuffle: ShuffleReason | None = None  # SHUFFLED (None: a new game, the dealer's key)
+    tile_set: str | None = None  # TILES_INSPECTED: the set's id
+    dealer: str | None = None  # TILES_INSPECTED: the dealer who inspected (employee verified)
     mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
     back: int | None = None  # RECALL: the round to recall (1: the newest), None: leave recall
     software: SoftwareCheck | None = None  # POWER_ON, SOFTWARE_CHECKED: the check's result
@@ -253,12 +321,33 @@ class Occurrence:
 
 
 @dataclass(frozen=True, slots=True)
+class Correction:
+    """A result corrected to the dice as they lie (N.J.A.C. 13:69E-1.28P(d)): what the sensor
+    read, why, and who. The round's result is the one the dice seen give."""
+
+    dice_read: Roll
+    reason: CorrectionReason
+    employee: str
+
+    def as_record(self) -> dict[str, object]:
+        return {
+            "dice_read": self.dice_read.as_record(),
+            "reason": str(self.reason),
+            "employee": self.employee,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RoundSettings:
     game: Game = Game.TILES
     mode: Mode = Mode.SHAKER
     rng_mode: RngMode = RngMode.POSITION
     modes: tuple[Mode, ...] = ()  # current 621a.6(a): the others the supervisor may switch to
-    co_banking: bool = False  # 645a.12(e): the casino offers a player bank co-banking (poker)
+    # The casino's Rules Submission (621a.9, 621a.11(a),(e); 645a.12(a),(e)): the delivery
+    # styles the bank may choose besides 621a.8(d), whether players may bank, and co-banking
+    styles: tuple[DeliveryStyle, ...] = tuple(s for s in DeliveryStyle if s is not _STANDARD)
+    player_bank: bool = True
+    co_banking: bool = False
     lock_on_dice_alarm: bool = False  # issue 15: a dice alarm locks the table after the round
     min_shake_cycles: int = MIN_SHAKE_CYCLES
     settle_ms: int = 1500
@@ -277,6 +366,10 @@ class RoundSettings:
             )
         if self.max_reshakes < 1:
             raise ConfigError("round.max_reshakes", "must be at least 1")
+        if self.co_banking and not self.player_bank:
+            raise ConfigError(
+                "rules.co_banking", "co-banking is for a player bank: rules.player_bank is false"
+            )
 
     @property
     def allowed_modes(self) -> frozenset[Mode]:
@@ -306,8 +399,21 @@ class RoundContext:
     is_running: bool = False  # between power_on and shutdown (a crash leaves it true)
     delivery_style: DeliveryStyle = DeliveryStyle.STANDARD  # 621a.11(i); tiles only
     shake_delay_ms: int = 0  # the delay before the motor of the shake in progress started
-    dice_set: str | None = None  # the dice in the shaker (None: no replacement recorded yet)
+    dice_set: str | None = None  # the dice in the shaker (None: none recorded: no shake)
     dice_since: int | None = None  # UTC milliseconds when they were put in (proposed 621a.5(c))
+    dice_since_table: int | None = None  # the table's time then (``table_ms``)
+    tiles_set: str | None = None  # 621a.6(a): the tiles inspected (None: none: no round)
+    tiles_since: int | None = None  # UTC milliseconds of their inspection (621a.3(e))
+    tiles_since_table: int | None = None  # the table's time then
+    # The table's time: milliseconds that only move forward, kept in the log across restarts
+    # (the monotonic clock's steps while running; while off, what the wall clock says passed).
+    # A clock set back never lengthens the life of dice or tiles.
+    table_ms: int = 0
+    last_at: int | None = None  # the monotonic ``at`` of the last event (not kept: per run)
+    last_wall: int | None = None  # the last event's UTC milliseconds
+    dealer: str | None = None  # the employee id of the dealer on shift (None: not signed on)
+    correction: Correction | None = None  # the result shown was corrected (N.J.A.C. 13:69E-1.28P)
+    meters: Meters = Meters()
     mode: Mode | None = None  # the mode the supervisor switched to (None: the configured one)
     # In service mode: the live round that bets open again for when it is left (None: live)
     service_round: int | None = None
@@ -325,6 +431,8 @@ _ALL = tuple(State)
 _ROUND_IN_PLAY = (S.ARMED, S.NO_ROLL, S.WAITING, S.SHAKING, S.SETTLING, S.READING)
 _SHAKE_IN_PROGRESS = (S.WAITING, S.SHAKING, S.SETTLING, S.READING)
 _RESUMABLE = (S.IDLE, S.ARMED, S.NO_ROLL, S.DRAWING, S.RESULT, S.LOCKED)
+# the dealer's void key, before any dice are at rest (after: the supervisor, with a reason)
+_DEALER_VOIDS = (S.ARMED, S.NO_ROLL, S.WAITING, S.SHAKING, S.DRAWING)
 
 
 def _each(
@@ -343,8 +451,9 @@ def _each_same_or(
 
 TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # bets open
-    (S.IDLE, E.NO_MORE_BETS): frozenset({S.ARMED, S.DRAWING}),
+    (S.IDLE, E.NO_MORE_BETS): frozenset({S.IDLE, S.ARMED, S.DRAWING}),  # IDLE: tiles refused
     (S.IDLE, E.SHUFFLED): frozenset({S.IDLE}),
+    (S.IDLE, E.TILES_INSPECTED): frozenset({S.IDLE}),
     (S.IDLE, E.BANK_SEAT_KEY): frozenset({S.IDLE}),
     (S.IDLE, E.SHIFT_CHANGE): frozenset({S.IDLE}),
     (S.ARMED, E.STYLE_KEY): frozenset({S.ARMED}),
@@ -382,6 +491,7 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     ),
     (S.SHAKING, E.SHAKE_DONE): frozenset({S.SETTLING, S.NO_ROLL, S.LOCKED}),
     **_each_same_or((S.ARMED, S.NO_ROLL), E.DICE_SET, S.READING),
+    (S.ARMED, E.DICE_SET): frozenset({S.ARMED, S.READING, S.DRAWING}),  # RNG at tiles: draw
     # time
     **_each(_ALL, E.TICK),
     (S.WAITING, E.TICK): frozenset({S.WAITING, S.SHAKING}),
@@ -391,6 +501,8 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     # the reading
     (S.READING, E.READING): frozenset({S.READING, S.RESULT, S.NO_ROLL, S.LOCKED}),
     (S.DRAWING, E.RNG_DRAWN): frozenset({S.RESULT}),
+    # the session committed before the bets closed ended with a restart: the round is void
+    (S.DRAWING, E.RNG_INTERRUPTED): frozenset({S.IDLE, S.FAULT}),
     # the lid: opening it voids a shake in progress (621a.11(i): cover and reshake)
     **_each_same_or(_SHAKE_IN_PROGRESS, E.LID_OPENED, S.NO_ROLL, S.LOCKED),
     **_each((S.IDLE, S.ARMED, S.NO_ROLL, S.DRAWING, S.RESULT, S.FAULT, S.LOCKED), E.LID_OPENED),
@@ -411,15 +523,18 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     **_each((S.FAULT,), E.SOFTWARE_CHECKED),
     **_each(_ALL, E.CLOCK_CHANGED),
     **_each(_ALL, E.COSIGNED),
+    **_each(_ALL, E.TABLE_TIME),
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
     # the end of the round
     (S.RESULT, E.CLOSE_ROUND): frozenset({S.IDLE, S.FAULT}),  # FAULT: a dice alarm locks
-    # N.J.A.C. 13:69E-1.28P: the supervisor voids a result; the round goes on, a new attempt
-    (S.RESULT, E.VOID_RESULT): frozenset({S.RESULT, S.ARMED, S.DRAWING}),
-    **_each(_ROUND_IN_PLAY, E.VOID_ROUND, S.IDLE, S.FAULT),
-    **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE, S.FAULT),  # supervisor key only
-    (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # supervisor key: the round is void, fault stays
+    # N.J.A.C. 13:69E-1.28P(d): the supervisor corrects a result to the dice as they lie
+    (S.RESULT, E.CORRECT_RESULT): frozenset({S.RESULT}),
+    # 621a.12(c),(e): the whole round void, every wager returned; the dealer's key only before
+    # any dice are at rest, else the supervisor at the terminal (a reason, an employee id)
+    **_each_same_or((*_ROUND_IN_PLAY, S.DRAWING), E.VOID_ROUND, S.IDLE, S.FAULT),
+    **_each_same_or((S.RESULT, S.LOCKED), E.VOID_ROUND, S.IDLE, S.FAULT),
+    (S.FAULT, E.VOID_ROUND): frozenset({S.FAULT}),  # the round is void, the fault stays
     # the controller's life: what its log holds is taken up again, a shake in progress is void
     **_each_same_or((S.IDLE, S.ARMED, S.DRAWING, S.RESULT, S.LOCKED, S.FAULT), E.POWER_ON, S.FAULT),
     **_each(_SHAKE_IN_PROGRESS, E.POWER_ON, S.ARMED, S.FAULT),
@@ -466,7 +581,28 @@ def next_round(ctx: RoundContext) -> RoundContext:
         deadline=None,
         read_progress=ReadProgress(),
         result=None,
+        correction=None,
     )
+
+
+def advance_table_time(ctx: RoundContext, occ: Occurrence) -> RoundContext:
+    """The table's time once ``occ`` happened: the monotonic clock's step since the last event
+    of this run (never backwards), and the event's wall clock noted. POWER_ON starts a run:
+    what the wall clock says passed while the table was off counts (nothing if it went
+    back), and the monotonic clock is taken up from the event."""
+    table_ms = ctx.table_ms
+    if occ.event is Event.POWER_ON:
+        if occ.wall is not None and ctx.last_wall is not None:
+            table_ms += max(0, occ.wall - ctx.last_wall)
+    elif ctx.last_at is not None:
+        table_ms += max(0, occ.at - ctx.last_at)
+    last_at = occ.at if ctx.last_at is None or occ.at > ctx.last_at else ctx.last_at
+    if occ.event is Event.POWER_ON:
+        last_at = occ.at
+    last_wall = ctx.last_wall if occ.wall is None else occ.wall
+    if (table_ms, last_at, last_wall) == (ctx.table_ms, ctx.last_at, ctx.last_wall):
+        return ctx
+    return replace(ctx, table_ms=table_ms, last_at=last_at, last_wall=last_wall)
 
 
 class _Rules:
@@ -501,6 +637,20 @@ class _Rules:
 
     def _round(self, ctx: RoundContext) -> dict[str, object]:
         return {"round": ctx.round_number, "attempt": ctx.attempt}
+
+    def _who(self, ctx: RoundContext, occ: Occurrence) -> dict[str, object]:
+        """Who did it: the employee id typed at the service terminal, else (a key of the
+        dealer's panel) the dealer signed on for the shift, None when none is; and the
+        operating system's account of a terminal command."""
+        if occ.employee is not None:
+            check_employee_id(occ.employee)
+        who: dict[str, object] = {
+            "employee": occ.employee if occ.employee is not None else ctx.dealer
+        }
+        return {**who, **self._uid(occ)}
+
+    def _uid(self, occ: Occurrence) -> dict[str, object]:
+        return {} if occ.uid is None else {"uid": occ.uid}
 
     def _no_roll(self, ctx: RoundContext, reason: NoRollReason) -> Step:
         """The shake or the reading does not count: reshake, or lock at the limit."""
@@ -569,6 +719,7 @@ class _Rules:
                 mode=str(self._mode(ctx)),
                 **self._bank(ctx),
                 **self._dice(ctx),
+                **self._tiles(ctx),
                 **self._stats(ctx),
             )
             if self._mode(ctx) is Mode.RNG:
@@ -577,7 +728,12 @@ class _Rules:
                 return [Action(ActionKind.PREPARE_RNG, data={"round": ctx.round_number}), ready]
             return [ready]
         if ctx.state is S.ARMED:
-            closed = {**self._round(ctx), **self._style(ctx), **self._dice(ctx)}
+            closed = {
+                **self._round(ctx),
+                "mode": str(self._mode(ctx)),
+                **self._style(ctx),
+                **self._dice(ctx),
+            }
             return [_show(Screen.BETS_CLOSED, **closed)]
         if ctx.state is S.NO_ROLL:
             return [_show(Screen.NO_ROLL, **self._round(ctx), **self._dice(ctx))]
@@ -588,12 +744,14 @@ class _Rules:
             # attempt if there is one and never draws a second number for it (no secondary
             # selection); the number comes back as RNG_DRAWN.
             return [
-                _show(Screen.DRAWING, **self._round(ctx)),
+                _show(Screen.DRAWING, **self._round(ctx), **self._style(ctx)),
                 Action(ActionKind.DRAW_NUMBER, data=self._round(ctx)),
             ]
         assert ctx.state is S.RESULT
         assert ctx.result is not None
-        shown: dict[str, object] = {"result": ctx.result.as_record()}
+        shown: dict[str, object] = {"result": ctx.result.as_record(), "mode": str(self._mode(ctx))}
+        if ctx.correction is not None:
+            shown["corrected"] = ctx.correction.as_record()  # N.J.A.C. 13:69E-1.28P(d)
         if self.settings.game is Game.TILES:
             # 621a.8(d), 621a.9: which stacks go where, for the dealer and surveillance
             plan = dealing_plan(self.settings.game, ctx.delivery_style, ctx.result.position)
@@ -617,14 +775,18 @@ class _Rules:
 
     def _dice(self, ctx: RoundContext) -> dict[str, object]:
         """The dice set in the shaker and, from 23 hours on the table, the warning that it must
-        be replaced (proposed 621a.5(c)); nothing in RNG mode, which uses no dice."""
+        be replaced (proposed 621a.5(c)), or that none is recorded; nothing in RNG mode, which
+        uses no dice."""
         if self._mode(ctx) is Mode.RNG:
             return {}
-        left = _dice_minutes_left(ctx, self.wall)
-        dice: dict[str, object] = {"set": ctx.dice_set, "warning": _dice_warning(left)}
-        if left is not None:  # the warning's figure, for the page's own words
-            dice["minutes_left"] = left
-        return {"dice": dice}
+        return {"dice": _life_shown(DICE_LIFE, ctx.dice_set, ctx, self.wall)}
+
+    def _tiles(self, ctx: RoundContext) -> dict[str, object]:
+        """The set of tiles in play and, from 11 hours, the warning that it must be changed
+        (621a.3(e)), or that none is inspected (621a.6(a)); Pai Gow Poker has no tiles."""
+        if self.settings.game is not Game.TILES:
+            return {}
+        return {"tiles": _life_shown(TILES_LIFE, ctx.tiles_set, ctx, self.wall)}
 
     def _stats(self, ctx: RoundContext) -> dict[str, object]:
         """Issue 15: the dice's counts over the shift (the players' statistics panel) and the
@@ -696,12 +858,13 @@ class _Rules:
         ctx, actions = self._resume(ctx)
         return ctx, [record, *actions]
 
-    def _dice_expired(self, ctx: RoundContext) -> Step | None:
-        """The refusal of a shake with dice 24 hours on the table (proposed 621a.5(c))."""
-        age = _dice_age(ctx, self.wall)
-        if age is None or age < DICE_LIFE_MS or ctx.service_round is not None:
-            return None  # (a technician may test with any dice)
-        return _refuse(ctx, _dice_warning(_dice_minutes_left(ctx, self.wall)) or "")
+    def _dice_refused(self, ctx: RoundContext) -> Step | None:
+        """Proposed 621a.5(c), failing closed: no shake (nor a manual read) without a dice set
+        recorded, nor with dice 24 hours on the table. Service mode tests with any dice."""
+        if ctx.service_round is not None:
+            return None
+        why = DICE_LIFE.refusal(ctx, self.wall)
+        return None if why is None else _refuse(ctx, why)
 
     def _shown_again(self, ctx: RoundContext) -> list[Action]:
         """The screen of a resting state shown again after a change it displays (bets open,
@@ -715,8 +878,14 @@ class _Rules:
             return {}
         return {"delivery_style": ctx.delivery_style.value}
 
-    def _open_next_round(self, ctx: RoundContext, actions: list[Action]) -> Step:
+    def _open_next_round(
+        self, ctx: RoundContext, actions: list[Action], *, reshuffled: bool = False
+    ) -> Step:
+        """Bets open for the next round. ``reshuffled``: the round ended in a reshuffle
+        (621a.12(c),(e)), so the next is a new game's first (621a.11(b))."""
         ctx = replace(next_round(ctx), is_round_open=True)
+        if reshuffled and ctx.service_round is None:
+            ctx = replace(ctx, bank_history=BankHistory.after_shuffle())
         actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
         if self._locks_on_alarm(ctx):
             # issue 15: bets do not open on dice the monitor found loaded
@@ -727,9 +896,14 @@ class _Rules:
         return ctx, [*actions, *self._enter_screen(ctx)]
 
     def _result(self, ctx: RoundContext, result: RoundResult) -> Step:
-        ctx = replace(ctx, state=S.RESULT, result=result, deadline=None)
+        ctx = replace(ctx, state=S.RESULT, result=result, deadline=None, correction=None)
         record = _record(RecordKind.RESULT, **self._round(ctx), **result.as_record())
         return ctx, [record, *self._enter_screen(ctx)]
+
+    def _settles_wagers(self, ctx: RoundContext) -> bool:
+        """Current 621a.5(e)(2)-(4): Sum, Match and Beat It are "based on the value of the dice
+        in the manual or player-activated Pai Gow shaker": never on the RNG's."""
+        return self._mode(ctx) is not Mode.RNG
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -738,9 +912,16 @@ class _Rules:
         # one itself, as a table-management system would).
         if ctx.service_round is not None and self._mode(ctx) is Mode.RNG:
             raise GameRuleError("service mode tests the dice: the RNG draws no test numbers")
+        if ctx.service_round is None and self.settings.game is Game.TILES:
+            # 621a.6(a), 621a.3(e): a round is dealt only from an inspected set, at most 12 hours
+            why = TILES_LIFE.refusal(ctx, self.wall)
+            if why is not None:
+                return _refuse(ctx, why)
         bank_seat = occ.bank_seat if occ.bank_seat is not None else ctx.bank_seat
+        if bank_seat is not None and not self.settings.player_bank:
+            raise GameRuleError(_NO_PLAYER_BANK)
         ctx.bank_history.check(bank_seat)  # 621a.11(b),(c): raises, state unchanged
-        # co-banking goes with the player bank it was asked for (645a.12(e))
+        # co-banking goes with the player bank it was asked for (621a.11(e), 645a.12(e))
         is_co_bank = ctx.co_bank and bank_seat is not None and bank_seat == ctx.bank_seat
         ctx = replace(ctx, bank_seat=bank_seat, co_bank=is_co_bank, attempt=1, no_rolls=0)
         co_bank = {"co_bank": True} if is_co_bank else {}
@@ -752,23 +933,30 @@ class _Rules:
             bank=bank_label(bank_seat),
             mode=str(self._mode(ctx)),
             **co_bank,
+            **self._who(ctx, occ),
         )
-        if self._mode(ctx) is Mode.RNG:
-            # 621a.8(a)(1): the RNG automatically selects a number once bets are closed.
+        if self._mode(ctx) is Mode.RNG and self.settings.game is not Game.TILES:
+            # 621a.8(a)(1): the RNG automatically selects a number once bets are closed (Pai
+            # Gow Poker has no delivery style to choose first).
             ctx = replace(ctx, state=S.DRAWING)
         else:
+            # 621a.11(i): at tiles the bank may choose a style of delivery first, with the
+            # dice as with the RNG; the dealer's dice-set key then has the RNG draw.
             ctx = replace(ctx, state=S.ARMED)
         return ctx, [record, *self._enter_screen(ctx)]
 
     def bank_seat_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """The dealer's bank key steps through the banks: the dealer, then seat 1..6. A seat
         the bank rules refuse (621a.11(b),(c); 645a.12) is shown with the reason, and "no more
-        bets" is refused while it is selected."""
+        bets" is refused while it is selected. A table whose Rules Submission offers no player
+        bank (621a.11(a), 645a.12(a)) has the dealer bank every round."""
+        if not self.settings.player_bank:
+            return _refuse(ctx, _NO_PLAYER_BANK)
         banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
         ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat), co_bank=False)
-        return self._bank_selected(ctx)
+        return self._bank_selected(ctx, occ)
 
-    def _bank_selected(self, ctx: RoundContext, **extra: object) -> Step:
+    def _bank_selected(self, ctx: RoundContext, occ: Occurrence, **extra: object) -> Step:
         """The bank (and ``extra``: co-banking) as selected now: recorded, and shown."""
         shown = self._bank(ctx)
         record = _record(
@@ -777,68 +965,127 @@ class _Rules:
             bank=shown["bank"],
             refused=shown.get("bank_refused"),
             **extra,
+            **self._who(ctx, occ),
         )
         return ctx, [record, *self._enter_screen(ctx)]
 
     def style_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """621a.11(i): once "no more bets" is announced the bank may choose a style of delivery
-        (621a.9), identified to surveillance before the shake; none chosen is 621a.8(d). At a
-        Pai Gow Poker table, which has no styles, the same key turns co-banking on and off."""
-        if self.settings.game is not Game.TILES:
-            return self._co_bank(ctx)
-        if ctx.state is S.IDLE:
-            raise GameRuleError("the style of delivery is chosen after no more bets (621a.11(i))")
+        (621a.9) that the casino's Rules Submission allows, identified to surveillance before
+        the shake (or the draw); none chosen is 621a.8(d). While bets are open the same key
+        asks for co-banking (621a.11(e), 645a.12(e)); Pai Gow Poker has no styles."""
+        if ctx.state is S.IDLE or self.settings.game is not Game.TILES:
+            return self._co_bank(ctx, occ)
         if ctx.attempt != 1 or ctx.no_rolls:
             return _refuse(ctx, "the style of delivery is chosen before the first shake")
-        chosen = _after(list(DeliveryStyle), ctx.delivery_style)
+        offered = [DeliveryStyle.STANDARD, *self.settings.styles]
+        current = ctx.delivery_style if ctx.delivery_style in offered else _STANDARD
+        chosen = _after(offered, current)
+        if chosen is ctx.delivery_style:
+            return _refuse(ctx, "the casino's Rules Submission allows no style of delivery")
         ctx = replace(ctx, delivery_style=chosen)
         record = _record(
             RecordKind.DELIVERY_STYLE,
             round=ctx.round_number,
             style=chosen.value,
             section=chosen.section,
+            **self._who(ctx, occ),
         )
         return ctx, [record, *self._enter_screen(ctx)]
 
-    def _co_bank(self, ctx: RoundContext) -> Step:
-        """645a.12(e): where the casino offers it, a player bank may ask to co-bank the round
-        with the dealer (half the winning wagers each); chosen while bets are open, recorded
-        and shown, and carried by "no more bets"."""
+    def _co_bank(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """621a.11(e), 645a.12(e): where the casino offers it, a player bank may ask to co-bank
+        the round with the dealer (half the winning wagers each); chosen while bets are open,
+        recorded and shown, and carried by "no more bets"."""
         if ctx.state is not S.IDLE:
             raise GameRuleError(
                 "Pai Gow Poker has no delivery styles (621a.9 is for tiles); co-banking is"
                 " chosen while bets are open (645a.12(e))"
             )
         if not self.settings.co_banking:
+            if self.settings.game is Game.TILES:
+                raise GameRuleError(
+                    "the style of delivery is chosen after no more bets (621a.11(i)); this"
+                    " table does not offer co-banking (621a.11(e))"
+                )
             raise GameRuleError("this table does not offer co-banking (645a.12(e))")
         if ctx.bank_seat is None:
-            return _refuse(ctx, "co-banking is for a player bank (645a.12(e))")
+            return _refuse(ctx, "co-banking is for a player bank (621a.11(e), 645a.12(e))")
         ctx = replace(ctx, co_bank=not ctx.co_bank)
-        return self._bank_selected(ctx, co_bank=ctx.co_bank)
+        return self._bank_selected(ctx, occ, co_bank=ctx.co_bank)
 
     def shift_change(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        """A new dealer shift. In RNG mode the session is revealed and a new one committed,
+        """A new dealer shift: from the panel's key (the new dealer not named yet), or signed on
+        at the service terminal with the dealer's employee id, which the records of the dealer's
+        keys carry from then on. In RNG mode the session is revealed and a new one committed,
         shown before the new shift's first bets close (621a.8(a)(1))."""
         _live_only(ctx, "a shift change")
-        ctx = replace(ctx, dice_counts=ctx.dice_counts.new_shift())
-        actions = [_record(RecordKind.SHIFT_CHANGE, round=ctx.round_number)]
+        if occ.employee is not None:
+            check_employee_id(occ.employee)
+        ctx = replace(ctx, dice_counts=ctx.dice_counts.new_shift(), dealer=occ.employee)
+        record = _record(
+            RecordKind.SHIFT_CHANGE, round=ctx.round_number, dealer=occ.employee, **self._uid(occ)
+        )
+        actions = [record]
         if self._mode(ctx) is Mode.RNG:
             actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
         return ctx, [*actions, *self._enter_screen(ctx)]
 
     def shuffled(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """621a.11(b), 645a.12(b): the dealer shuffled the tiles (or the cards) for a new game,
+        by the key or at the terminal: no player banks its first round."""
         _live_only(ctx, "a shuffle of the tiles")
+        reason = occ.shuffle or ShuffleReason.NEW_GAME
         ctx = replace(ctx, bank_history=BankHistory.after_shuffle())
-        return ctx, [_record(RecordKind.SHUFFLE, round=ctx.round_number)]
+        if ctx.bank_seat is not None:  # a seat selected before: refused now, and shown so
+            ctx = replace(ctx, co_bank=False)
+        kind = RecordKind.TILES_SHUFFLED if self.settings.game is Game.TILES else RecordKind.SHUFFLE
+        record = _record(kind, round=ctx.round_number, reason=str(reason), **self._who(ctx, occ))
+        return ctx, [record, *self._shown_again(ctx)]
+
+    def tiles_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """621a.6(a): a set of tiles received at the table is sorted and inspected by the dealer
+        and the inspection verified by the floorperson (the supervisor key, the floorperson's
+        employee id); its 12 hours (621a.3(e)) start, and it is a new game (621a.11(b))."""
+        if self.settings.game is not Game.TILES:
+            raise GameRuleError("Pai Gow Poker has no tiles")
+        _live_only(ctx, "a tile inspection")
+        if not occ.supervisor:
+            return _refuse(ctx, "the floorperson verifies the inspection with the supervisor key")
+        employee = _need_employee(occ)
+        tile_set = _need(occ.tile_set, occ)
+        check_dice_set_id(tile_set, what="a tile set id")
+        dealer = _need(occ.dealer, occ)
+        check_employee_id(dealer)
+        record = _record(
+            RecordKind.TILES_INSPECTED,
+            round=ctx.round_number,
+            tile_set=tile_set,
+            dealer=dealer,
+            employee=employee,
+            previous=ctx.tiles_set,
+            previous_age_ms=TILES_LIFE.age(ctx, self.wall),
+            wall_ms=self.wall,
+            table_ms=ctx.table_ms,
+            **self._uid(occ),
+        )
+        ctx = replace(
+            ctx,
+            tiles_set=tile_set,
+            tiles_since=self.wall,
+            tiles_since_table=ctx.table_ms,
+            bank_history=BankHistory.after_shuffle(),
+        )
+        return ctx, [record, *self._shown_again(ctx)]
 
     def shake_pressed(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.state not in (S.ARMED, S.NO_ROLL) or self._mode(ctx) is not Mode.SHAKER:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
             return _refuse(ctx, "close the lid to shake")
-        expired = self._dice_expired(ctx)
-        if expired is not None:
-            return expired
+        refused = self._dice_refused(ctx)
+        if refused is not None:
+            return refused
         # Issue 14: the motor starts after a random delay the shell drew from the OS CSPRNG,
         # so that the moment a player presses cannot time the dice; it goes in the shake's
         # record. The screen answers the press at once.
@@ -873,11 +1120,15 @@ class _Rules:
         return ctx, [*actions, _show(Screen.SETTLING, **self._round(ctx))]
 
     def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        if self._mode(ctx) is Mode.RNG and ctx.state is S.ARMED:
+            # 621a.11(i): the style of delivery settled, the RNG selects the number (621a.8(a)(1))
+            ctx = replace(ctx, state=S.DRAWING)
+            return ctx, self._enter_screen(ctx)
         if self._mode(ctx) is not Mode.MANUAL and ctx.service_round is None:
             raise IllegalTransition(ctx.state, occ.event)  # service mode reads them as they lie
-        expired = self._dice_expired(ctx)
-        if expired is not None:
-            return expired
+        refused = self._dice_refused(ctx)
+        if refused is not None:
+            return refused
         # 621a.6(a)(2): the dealer shook the manual shaker and set it uncovered on the reader.
         return self._start_reading(ctx, occ, [_record(RecordKind.SHAKE, **self._round(ctx))])
 
@@ -939,6 +1190,7 @@ class _Rules:
             step.roll,
             bank_seat=ctx.bank_seat,
             paytables=self.settings.paytables,
+            settles_wagers=self._settles_wagers(ctx),
         )
         ctx, raised = self._count_roll(replace(ctx, previous_roll=verdict), step.roll)
         ctx, actions = self._result(ctx, result)
@@ -947,9 +1199,11 @@ class _Rules:
     def rng_drawn(self, ctx: RoundContext, occ: Occurrence) -> Step:
         game = self.settings.game
         if self.settings.rng_mode is RngMode.DICE:
+            # three virtual dice: their total counts; they settle no side wager (current
+            # 621a.5(e)(2)-(4) are the physical dice's)
             roll = _need(occ.roll, occ)
             result = result_of_roll(
-                game, roll, bank_seat=ctx.bank_seat, paytables=self.settings.paytables
+                game, roll, bank_seat=ctx.bank_seat, paytables=(), settles_wagers=False
             )
         else:
             number = _need(occ.rng_number, occ)
@@ -960,16 +1214,23 @@ class _Rules:
         return self._result(ctx, result)
 
     def lid_opened(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """Every opening of the lid is recorded, in a round or not (the meters count them).
+        In the player-activated shaker it voids a shake in progress (621a.11(i): cover and
+        reshake); in manual mode the dealer uncovers the shaker on purpose."""
+        if not ctx.is_lid_closed:
+            return ctx, []  # no change (the switch reported again)
         ctx = replace(ctx, is_lid_closed=False)
-        # In manual mode the dealer uncovers the shaker on purpose; the lid switch is the
-        # player-activated shaker's.
+        record = _record(RecordKind.LID, round=ctx.round_number, opened=True, state=str(ctx.state))
         if ctx.state in _SHAKE_IN_PROGRESS and self._mode(ctx) is Mode.SHAKER:
             ctx, actions = self._no_roll(ctx, NoRollReason.LID_OPENED)
-            return ctx, [Action(ActionKind.STOP_MOTOR), *actions]
-        return ctx, []
+            return ctx, [Action(ActionKind.STOP_MOTOR), record, *actions]
+        return ctx, [record]
 
     def lid_closed(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        return replace(ctx, is_lid_closed=True), []
+        if ctx.is_lid_closed:
+            return ctx, []
+        record = _record(RecordKind.LID, round=ctx.round_number, opened=False, state=str(ctx.state))
+        return replace(ctx, is_lid_closed=True), [record]
 
     def _sensor_fault(self, ctx: RoundContext, occ: Occurrence, fault: Fault) -> Step:
         note = _record(RecordKind.SENSOR, fault=str(fault), detail=occ.detail)
@@ -993,11 +1254,22 @@ class _Rules:
         return self._latch(ctx, Fault.MOTOR_OVERRUN, occ.detail)
 
     def tamper(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        # N.J.A.C. 13:69E-1.16A: the shaker is secured to the table; removed or tilted latches.
-        return self._latch(replace(ctx, is_secured=False), Fault.TAMPER, occ.detail)
+        """N.J.A.C. 13:69E-1.16A: the shaker is secured to the table; removed or tilted latches.
+        The loop's opening is recorded (and counted), whatever the state."""
+        opened = [] if not ctx.is_secured else [self._tamper_loop(ctx, closed=False)]
+        ctx, actions = self._latch(replace(ctx, is_secured=False), Fault.TAMPER, occ.detail)
+        return ctx, [*opened, *actions]
 
     def secured(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        return replace(ctx, is_secured=True), []
+        """The tamper loop closed again: recorded; the fault stays until cleared."""
+        if ctx.is_secured:
+            return ctx, []
+        return replace(ctx, is_secured=True), [self._tamper_loop(ctx, closed=True)]
+
+    def _tamper_loop(self, ctx: RoundContext, *, closed: bool) -> Action:
+        return _record(
+            RecordKind.TAMPER_LOOP, round=ctx.round_number, closed=closed, state=str(ctx.state)
+        )
 
     def fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         return self._latch(ctx, _need(occ.fault, occ), occ.detail)
@@ -1052,7 +1324,10 @@ class _Rules:
                 return _refuse(ctx, "the reshake limit is cleared with the supervisor key")
             ctx = replace(ctx, state=S.ARMED, no_rolls=0)
             record = _record(
-                RecordKind.SUPERVISOR_ACTION, **self._round(ctx), action="clear_reshake_limit"
+                RecordKind.SUPERVISOR_ACTION,
+                **self._round(ctx),
+                action="clear_reshake_limit",
+                **self._who(ctx, occ),
             )
             return ctx, [record, *self._enter_screen(ctx)]
         clearable = {
@@ -1087,6 +1362,7 @@ class _Rules:
             round=ctx.round_number,
             faults=sorted(str(f) for f in clearable),
             supervisor=occ.supervisor,
+            **self._who(ctx, occ),
         )
         ctx = replace(ctx, active_faults=frozenset(remaining))
         # The supervisor accepts the log as it is: its checkpoint becomes the new anchor.
@@ -1098,9 +1374,11 @@ class _Rules:
 
     def dice_replaced(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """Proposed 621a.5(c): a new dice set, its id typed at the service terminal or the
-        next number; the 24 hours start again. Between shakes, with the supervisor key."""
+        next number; the 24 hours start again, in the table's time. Between shakes, with the
+        supervisor key and the supervisor's employee id."""
         if not occ.supervisor:
             return _refuse(ctx, "replacing the dice needs the supervisor key")
+        employee = _need_employee(occ)
         wall = _need(occ.wall, occ)
         dice_set = occ.dice_set if occ.dice_set is not None else _next_dice_set(ctx.dice_set)
         check_dice_set_id(dice_set)
@@ -1112,12 +1390,21 @@ class _Rules:
             round=ctx.round_number,
             dice_set=dice_set,
             previous=ctx.dice_set,
-            previous_age_ms=_dice_age(ctx, wall),
+            previous_age_ms=DICE_LIFE.age(ctx, wall),
             wall_ms=wall,
+            table_ms=ctx.table_ms,
+            employee=employee,
+            **self._uid(occ),
             **alarm_cleared,
         )
         counts = ctx.dice_counts.replaced()
-        ctx = replace(ctx, dice_set=dice_set, dice_since=wall, dice_counts=counts)
+        ctx = replace(
+            ctx,
+            dice_set=dice_set,
+            dice_since=wall,
+            dice_since_table=ctx.table_ms,
+            dice_counts=counts,
+        )
         return self._dice_acted(ctx, record)
 
     def dice_kept(self, ctx: RoundContext, occ: Occurrence) -> Step:
@@ -1125,6 +1412,7 @@ class _Rules:
         note says what was checked); the monitor's test starts again on them."""
         if not occ.supervisor:
             return _refuse(ctx, "keeping the dice after an alarm needs the supervisor key")
+        employee = _need_employee(occ)
         if ctx.dice_alarm is None:
             return _refuse(ctx, "there is no dice alarm to clear")
         record = _record(
@@ -1135,6 +1423,8 @@ class _Rules:
             alarm=ctx.dice_alarm.as_record(),
             counts=ctx.dice_counts.test.as_record(),
             wall_ms=_need(occ.wall, occ),
+            employee=employee,
+            **self._uid(occ),
         )
         ctx = replace(ctx, dice_counts=ctx.dice_counts.kept())
         return self._dice_acted(ctx, record)
@@ -1143,15 +1433,17 @@ class _Rules:
         """AGCO 13.1.1: with the supervisor key the display recalls one of the last rounds
         (``back`` 1 is the newest, the round in play), clearly marked; it steps through them,
         and leaving shows where the table was. Nothing changes in the round meanwhile (see
-        ``step``); a fault ends it. Entering and leaving are recorded."""
+        ``step``); a fault ends it. Entering and leaving are recorded, with who."""
         if not occ.supervisor:
             return _refuse(ctx, "game recall needs the supervisor key")
+        employee = _need_employee(occ)
+        who = {"employee": employee, **self._uid(occ)}
         if occ.back is None:
             if ctx.recall is None:
                 return _refuse(ctx, "the display is not recalling a round")
             ctx = replace(ctx, recall=None)
             left = _record(
-                RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_left"
+                RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_left", **who
             )
             if ctx.state is S.FAULT:
                 return ctx, [left, self._fault_screen(ctx, ctx.active_faults)]
@@ -1163,7 +1455,10 @@ class _Rules:
         if ctx.recall is None:
             actions.append(
                 _record(
-                    RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_entered"
+                    RecordKind.SUPERVISOR_ACTION,
+                    round=ctx.round_number,
+                    action="recall_entered",
+                    **who,
                 )
             )
         ctx = replace(ctx, recall=occ.back)
@@ -1179,45 +1474,70 @@ class _Rules:
             action="shaker_inspected",
             detail=occ.detail,
             wall_ms=_need(occ.wall, occ),
+            employee=_need_employee(occ),
+            **self._uid(occ),
         )
         return ctx, [record]
 
-    def void_result(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        """N.J.A.C. 13:69E-1.28P: the supervisor voids a result with its reason, to rectify a
-        dealer error or address a patron complaint. The result and its reading stay in the log;
-        the void follows them. The round goes on as a new attempt: reshaken (or set on the
-        reader again), or redrawn in RNG mode."""
+    def correct_result(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """N.J.A.C. 13:69E-1.28P(d): the supervisor corrects a result to the dice as they lie
+        (a misread, a patron's complaint, surveillance's review), with the supervisor key, a
+        reason and an employee id. Never a re-roll and never a redraw (N.J.A.C. 13:69E-1.28G:
+        no secondary selection): the round keeps its one ``result``; ``result_corrected``
+        follows it with the dice read and the dice seen, and the wagers settle on the dice
+        seen. The dealer deals from the corrected count; once tiles went to the wrong
+        positions the remedy is the round's void (621a.12(c)). An RNG result is never
+        corrected: the RNG's number is the selection (N.J.A.C. 13:69E-1.28G)."""
         if not occ.supervisor:
-            return _refuse(ctx, "voiding a result needs the supervisor key")
-        reason = _need(occ.reason, occ)
-        # The result meant is named: a command repeated (or two supervisors at once) must not
-        # void the result decided after the first void, which nobody asked to void.
-        meant = _need(occ.voids, occ)
+            return _refuse(ctx, "correcting a result needs the supervisor key")
+        employee = _need_employee(occ)
+        reason = _need(occ.correction, occ)
+        seen = _need(occ.dice_seen, occ)
+        meant = _need(occ.result_meant, occ)
+        result = ctx.result
+        assert result is not None
         if meant != (ctx.round_number, ctx.attempt):
+            # a command repeated, or two supervisors at once, never corrects another result
             return _refuse(
                 ctx,
                 f"round {meant[0]} attempt {meant[1]} is not the result shown (round"
-                f" {ctx.round_number} attempt {ctx.attempt}): nothing voided",
+                f" {ctx.round_number} attempt {ctx.attempt}): nothing corrected",
             )
+        if ctx.service_round is not None:
+            return _refuse(ctx, "a test round of service mode has no wagers to correct")
+        if self._mode(ctx) is Mode.RNG or result.roll is None or result.wagers is None:
+            return _refuse(
+                ctx,
+                "an RNG result is never corrected or redrawn (N.J.A.C. 13:69E-1.28G); void"
+                " the round if it cannot stand",
+            )
+        if ctx.correction is not None:
+            return _refuse(
+                ctx, "this result was corrected already: void the round if the correction is wrong"
+            )
+        read = ctx.correction.dice_read if ctx.correction is not None else result.roll
+        if seen == read:
+            return _refuse(ctx, "the dice seen are the dice read: nothing to correct")
+        corrected = result_of_roll(
+            self.settings.game,
+            seen,
+            bank_seat=ctx.bank_seat,
+            paytables=self.settings.paytables,
+        )
+        correction = Correction(read, reason, employee)
         record = _record(
-            RecordKind.RESULT_VOIDED,
+            RecordKind.RESULT_CORRECTED,
             **self._round(ctx),
+            dice_read=read.as_record(),
+            dice_seen=seen.as_record(),
             reason=str(reason),
-            detail=occ.detail,
+            employee=employee,
+            note=occ.detail,
+            result=corrected.as_record(),
+            **self._uid(occ),
         )
-        ctx = replace(
-            ctx,
-            state=S.DRAWING if self._mode(ctx) is Mode.RNG else S.ARMED,
-            attempt=ctx.attempt + 1,
-            result=None,
-            deadline=None,
-            read_progress=ReadProgress(),
-        )
-        shown = [
-            replace(a, data={**a.data, "voided": str(reason)}) if a.kind is ActionKind.SHOW else a
-            for a in self._enter_screen(ctx)
-        ]
-        return ctx, [record, *shown]
+        ctx = replace(ctx, result=corrected, correction=correction)
+        return ctx, [record, *self._enter_screen(ctx)]
 
     def mode_switch(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """Current 621a.6(a): the supervisor switches between the modes this table allows,
@@ -1227,6 +1547,7 @@ class _Rules:
         is void (its RNG commitment, or its dice, belong to the old one)."""
         if not occ.supervisor:
             return _refuse(ctx, "switching the mode needs the supervisor key")
+        employee = _need_employee(occ)
         if ctx.service_round is not None:
             return _refuse(ctx, "leave service mode to switch the mode")
         to = _need(occ.mode, occ)
@@ -1244,7 +1565,11 @@ class _Rules:
         resume = ctx.resume_state
         in_play = ctx.state is S.FAULT and resume not in (None, S.IDLE, S.RESULT)
         if in_play:
-            actions.append(self._voided_by_supervisor(ctx, resume, f"mode switch to {to}"))
+            actions.append(
+                self._void_record(
+                    ctx, VoidReason.MODE_SWITCH, occ, state=resume, note=f"mode switch to {to}"
+                )
+            )
         actions.append(
             _record(
                 RecordKind.MODE_CHANGED,
@@ -1252,6 +1577,8 @@ class _Rules:
                 previous=str(current),
                 mode=str(to),
                 cleared=sorted(str(f) for f in cleared),
+                employee=employee,
+                **self._uid(occ),
             )
         )
         if current is Mode.RNG:
@@ -1267,11 +1594,26 @@ class _Rules:
         ctx, resumed = self._resume(ctx)
         return ctx, [*actions, *resumed]
 
-    def _voided_by_supervisor(self, ctx: RoundContext, state: State | None, detail: str) -> Action:
-        """The record of a round in play voided by a supervisor action (``state``: where the
-        round stood), before the table changes how it plays."""
+    def _void_record(
+        self,
+        ctx: RoundContext,
+        reason: VoidReason,
+        occ: Occurrence,
+        *,
+        state: State | None = None,
+        note: str = "",
+    ) -> Action:
+        """The record of the whole round void (621a.12(c),(e)): where the round stood, why,
+        who, that every wager is returned, and whether the tiles are reshuffled (a new game)."""
         return _record(
-            RecordKind.VOID, **self._round(ctx), state=str(state), supervisor=True, detail=detail
+            RecordKind.VOID,
+            **self._round(ctx),
+            state=str(ctx.state if state is None else state),
+            reason=str(reason),
+            wagers="returned",
+            reshuffle=reason.reshuffles,
+            note=note or occ.detail,
+            **self._who(ctx, occ),
         )
 
     def service_mode(self, ctx: RoundContext, occ: Occurrence) -> Step:
@@ -1283,6 +1625,7 @@ class _Rules:
         to the fault, if one is active)."""
         if not occ.supervisor:
             return _refuse(ctx, "service mode needs the supervisor key")
+        employee = _need_employee(occ)
         if ctx.service_round is not None:
             return self._leave_service(ctx, occ)
         if ctx.state is S.RESULT:
@@ -1291,10 +1634,18 @@ class _Rules:
             return _refuse(ctx, "service mode is entered with bets open, or between shakes")
         actions: list[Action] = []
         if ctx.state is not S.IDLE:  # bets closed, no result: the round is void
-            actions.append(self._voided_by_supervisor(ctx, ctx.state, "service mode"))
+            actions.append(self._void_record(ctx, VoidReason.SERVICE_MODE, occ))
             ctx = replace(next_round(ctx), is_round_open=True)
             actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
-        actions.append(_record(RecordKind.SERVICE_MODE, round=ctx.round_number, entered=True))
+        actions.append(
+            _record(
+                RecordKind.SERVICE_MODE,
+                round=ctx.round_number,
+                entered=True,
+                employee=employee,
+                **self._uid(occ),
+            )
+        )
         ctx = replace(ctx, service_round=ctx.round_number)
         shown = [_in_service(a) for a in self._enter_screen(ctx) if a.kind is ActionKind.SHOW]
         return ctx, [*actions, *shown, Action(ActionKind.LAMP_TEST)]
@@ -1339,29 +1690,66 @@ class _Rules:
         return ctx, [Action(ActionKind.LAMP_TEST)]
 
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        return self._open_next_round(ctx, [_record(RecordKind.CLOSE, round=ctx.round_number)])
+        record = _record(RecordKind.CLOSE, round=ctx.round_number, **self._who(ctx, occ))
+        return self._open_next_round(ctx, [record])
 
     def void_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        needs_key = ctx.state in (S.RESULT, S.LOCKED, S.FAULT)
-        if needs_key and not occ.supervisor:
-            return _refuse(ctx, "voiding now needs the supervisor key")
-        actions = [
-            Action(ActionKind.STOP_MOTOR),
-            _record(
-                RecordKind.VOID,
-                **self._round(ctx),
-                state=str(ctx.state),
-                supervisor=occ.supervisor,
-                detail=occ.detail,
-            ),
-        ]
+        """621a.12(c),(e): all hands void, every wager returned, and the round ends without a
+        result (it is never played again: the next round opens). The dealer's void key does
+        it only before any dice are at rest (bets closed, a shake, a no roll, the RNG's
+        draw); from then on, and over a result, a fault or a locked table, the supervisor
+        does it at the service terminal with the supervisor key, a reason and an employee id,
+        naming the round. A void for a wrong count or an exposed tile reshuffles the tiles:
+        the next round is a new game's first (621a.11(b))."""
+        if occ.void_reason is None:
+            if ctx.state not in _DEALER_VOIDS:
+                return _refuse(
+                    ctx,
+                    "the dice are at rest: the supervisor voids the round at the service"
+                    " terminal, with a reason",
+                )
+            reason = VoidReason.DEALER_KEY
+        else:
+            if not occ.supervisor:
+                return _refuse(ctx, "voiding a round needs the supervisor key")
+            _need_employee(occ)
+            reason = occ.void_reason
+            if not reason.is_typed:
+                raise GameRuleError(f"{reason} is the table's own reason for a void")
+            meant = _need(occ.round_meant, occ)
+            if meant != ctx.round_number:
+                return _refuse(
+                    ctx,
+                    f"round {meant} is not the round in play (round {ctx.round_number}):"
+                    " nothing voided",
+                )
+        if ctx.state is S.FAULT and ctx.resume_state in (None, S.IDLE):
+            return _refuse(ctx, "no round is in play: its bets are open")
+        actions = [Action(ActionKind.STOP_MOTOR), self._void_record(ctx, reason, occ)]
         if ctx.state is S.FAULT:
             # The round is void; the fault stays until cleared (AGCO 11.1). What the next round
             # shows (and prepares) waits for the clear.
-            ctx, opened = self._open_next_round(ctx, actions)
+            ctx, opened = self._open_next_round(ctx, actions, reshuffled=reason.reshuffles)
             opened = [a for a in opened if a.kind in (ActionKind.STOP_MOTOR, ActionKind.RECORD)]
             return replace(ctx, state=S.FAULT, resume_state=S.IDLE), opened
+        return self._open_next_round(ctx, actions, reshuffled=reason.reshuffles)
+
+    def rng_interrupted(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The RNG cannot draw for this round: the session committed before its bets closed
+        ended with a restart (its seed is gone with the process; its escrow is the auditor's).
+        A number from a session committed after the bets closed would be a selection the
+        players could not have seen committed (621a.8(a)(1)), so the round is void, every wager
+        returned, and the next round's session is committed when its bets open."""
+        actions = [self._void_record(ctx, VoidReason.RNG_INTERRUPTED, occ, note=occ.detail)]
         return self._open_next_round(ctx, actions)
+
+    def table_time(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The table's time, kept in the log now and then so that dice and tile life survive
+        a power cut however long the table stood idle (the loop sends this periodically)."""
+        record = _record(
+            RecordKind.TABLE_TIME, round=ctx.round_number, table_ms=ctx.table_ms, wall_ms=self.wall
+        )
+        return ctx, [record]
 
     def power_on(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """The first step after power on, from the context the log holds (AGCO 5.1: an
@@ -1370,7 +1758,8 @@ class _Rules:
 
         A committed result is shown again, never re-drawn or re-read; a shake (or a reading)
         without a committed result is void and the player shakes again (the next attempt); a
-        pending RNG draw is taken up again (the shell uses the recorded number if there is one);
+        pending RNG draw is taken up again: the shell uses the number recorded for it, and
+        without one the round is void (``RNG_INTERRUPTED``: its session ended with the power);
         a fault stays active with every output safe. ``occ.fault`` is a fault the shell found
         while opening the log (a log rolled back behind its anchor): it latches last.
 
@@ -1406,6 +1795,10 @@ class _Rules:
             read_progress=ReadProgress(),
             recall=None,
         )
+        if ctx.dice_since is not None and ctx.dice_since_table is None and occ.wall is not None:
+            # a set recorded before the table kept its time: from now on in the table's time
+            since = ctx.table_ms - max(0, occ.wall - ctx.dice_since)
+            ctx = replace(ctx, dice_since_table=since)
         if not ctx.is_round_open:
             actions.append(_record(RecordKind.ROUND_OPENED, round=ctx.round_number))
             ctx = replace(ctx, is_round_open=True)
@@ -1461,8 +1854,8 @@ class _Rules:
 
     def shutdown(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """An orderly stop: the motor off, a round in play recorded as interrupted (a shake in
-        progress is void), the RNG session revealed unless a draw is pending for a round whose
-        bets are closed (its number must come from the session committed before)."""
+        progress is void), the RNG session revealed (its seed lives in memory only: a round
+        whose bets closed under it without a number recorded is void after the restart)."""
         actions = [Action(ActionKind.STOP_MOTOR)]
         if ctx.state is not S.IDLE:
             actions.append(
@@ -1475,11 +1868,15 @@ class _Rules:
             )
         if ctx.state in _SHAKE_IN_PROGRESS:
             ctx = replace(ctx, state=S.ARMED, attempt=ctx.attempt + 1, deadline=None)
-        is_draw_pending = S.DRAWING in (ctx.state, ctx.resume_state)
-        if self._mode(ctx) is Mode.RNG and not is_draw_pending:
+        if self._mode(ctx) is Mode.RNG:
             actions.append(Action(ActionKind.CLOSE_RNG))
         actions.append(_record(RecordKind.SHUTDOWN, round=ctx.round_number))
         return replace(ctx, is_running=False), actions
+
+
+_NO_PLAYER_BANK = (
+    "the casino's Rules Submission offers no player bank at this table (621a.11(a), 645a.12(a))"
+)
 
 
 def _after(choices: Sequence[_T], current: _T) -> _T:
@@ -1494,30 +1891,96 @@ def _live_only(ctx: RoundContext, what: str) -> None:
         raise GameRuleError(f"{what} is a live event: leave service mode first")
 
 
-def _dice_age(ctx: RoundContext, wall: int | None) -> int | None:
-    """How long the dice have been on the table, when both ends are known (a clock set back
-    counts as no time)."""
-    if ctx.dice_since is None or wall is None:
-        return None
-    return max(0, wall - ctx.dice_since)
+def age_of(table_ms: int, since_table: int | None, since_wall: int | None, wall: int | None) -> int:
+    """How long something has been on the table: the table's time since it was put in, and
+    never less than the wall clock says (either may be unknown: a set recorded by an older
+    version has no table time, an event without a wall clock has no wall time; with both
+    unknown it counts as expired: dice and tiles life fails closed)."""
+    ages = []
+    if since_table is not None:
+        ages.append(max(0, table_ms - since_table))
+    if since_wall is not None and wall is not None:
+        ages.append(max(0, wall - since_wall))
+    return max(ages) if ages else _EXPIRED
 
 
-def _dice_minutes_left(ctx: RoundContext, wall: int | None) -> int | None:
-    """From 23 hours on the table, the minutes the dice have left (0: their 24 hours are up);
-    None before (proposed 621a.5(c))."""
-    age = _dice_age(ctx, wall)
-    if age is None or age < DICE_WARNING_MS:
-        return None
-    return max(0, -(-(DICE_LIFE_MS - age) // 60_000))
+_EXPIRED = 2**62  # an age past any life
 
 
-def _dice_warning(minutes: int | None) -> str | None:
-    """The warning for the minutes the dice have left (``_dice_minutes_left``)."""
-    if minutes is None:
-        return None
-    if minutes == 0:
-        return "the dice have been on the table 24 hours: the supervisor replaces them (621a.5(c))"
-    return f"replace the dice within {minutes} min: 24 hours on the table (621a.5(c))"
+@dataclass(frozen=True, slots=True)
+class _Life:
+    """A limit on how long a thing stays on the table: the dice in the shaker (proposed
+    621a.5(c): 24 hours) or a set of tiles (621a.3(e): changed at least every 12 hours)."""
+
+    life_ms: int
+    warning_ms: int
+    missing: str  # the refusal when none is recorded
+    expired: str  # the refusal once its life is over
+    warning: str  # the warning before, with {minutes}
+
+    def age(self, ctx: RoundContext, wall: int | None) -> int | None:
+        """None when nothing is recorded."""
+        since_table, since_wall, present = self._of(ctx)
+        if present is None:
+            return None
+        return age_of(ctx.table_ms, since_table, since_wall, wall)
+
+    def _of(self, ctx: RoundContext) -> tuple[int | None, int | None, str | None]:
+        if self is DICE_LIFE:
+            return ctx.dice_since_table, ctx.dice_since, ctx.dice_set
+        return ctx.tiles_since_table, ctx.tiles_since, ctx.tiles_set
+
+    def minutes_left(self, ctx: RoundContext, wall: int | None) -> int | None:
+        """From the warning on, the minutes left (0: its life is over); None before."""
+        age = self.age(ctx, wall)
+        if age is None or age < self.warning_ms:
+            return None
+        return max(0, -(-(self.life_ms - age) // 60_000))
+
+    def notice(self, ctx: RoundContext, wall: int | None) -> str | None:
+        """What the screens say: none recorded, over, or the warning; None while fine."""
+        if self.age(ctx, wall) is None:
+            return self.missing
+        minutes = self.minutes_left(ctx, wall)
+        if minutes is None:
+            return None
+        return self.expired if minutes == 0 else self.warning.format(minutes=minutes)
+
+    def refusal(self, ctx: RoundContext, wall: int | None) -> str | None:
+        """Why play may not go on with it (None: it may): none recorded, or its life over."""
+        age = self.age(ctx, wall)
+        if age is None:
+            return self.missing
+        return self.expired if age >= self.life_ms else None
+
+
+DICE_LIFE = _Life(
+    DICE_LIFE_MS,
+    DICE_WARNING_MS,
+    missing="no dice set is recorded in the shaker: the supervisor records the dice put in",
+    expired="the dice have been on the table 24 hours: the supervisor replaces them (621a.5(c))",
+    warning="replace the dice within {minutes} min: 24 hours on the table (621a.5(c))",
+)
+TILES_LIFE = _Life(
+    TILE_LIFE_MS,
+    TILE_WARNING_MS,
+    missing=(
+        "no set of tiles is inspected at this table: the dealer inspects one and the"
+        " floorperson verifies it (621a.6(a))"
+    ),
+    expired="the tiles have been in play 12 hours: change them (621a.3(e))",
+    warning="change the tiles within {minutes} min: 12 hours in play (621a.3(e))",
+)
+
+
+def _life_shown(
+    life: _Life, present: str | None, ctx: RoundContext, wall: int | None
+) -> dict[str, object]:
+    shown: dict[str, object] = {"set": present, "warning": life.notice(ctx, wall)}
+    minutes = life.minutes_left(ctx, wall)
+    if minutes is not None:  # the warning's figure, for the page's own words
+        shown["minutes_left"] = minutes
+    return shown
 
 
 def _next_dice_set(current: str | None) -> str:
@@ -1527,16 +1990,34 @@ def _next_dice_set(current: str | None) -> str:
     return "1"
 
 
-def check_dice_set_id(dice_set: str) -> None:
-    """A dice set's id: 1..16 ASCII letters, digits or "-" (it is shown and recorded)."""
+def check_dice_set_id(dice_set: str, *, what: str = "a dice set id") -> None:
+    """A dice set's (or a tile set's) id: 1..16 ASCII letters, digits or "-" (it is shown and
+    recorded)."""
     if not (
         0 < len(dice_set) <= MAX_DICE_SET_ID
         and dice_set.isascii()
         and all(c.isalnum() or c == "-" for c in dice_set)
     ):
         raise GameRuleError(
-            f"a dice set id is 1 to {MAX_DICE_SET_ID} letters, digits or '-', not {dice_set[:20]!r}"
+            f"{what} is 1 to {MAX_DICE_SET_ID} letters, digits or '-', not {dice_set[:20]!r}"
         )
+
+
+def check_employee_id(employee: str) -> None:
+    """An employee id: 1..16 ASCII letters and digits (it is recorded and shown)."""
+    if not (0 < len(employee) <= MAX_EMPLOYEE_ID and employee.isascii() and employee.isalnum()):
+        raise GameRuleError(
+            f"an employee id is 1 to {MAX_EMPLOYEE_ID} ASCII letters and digits, not"
+            f" {employee[:20]!r}"
+        )
+
+
+def _need_employee(occ: Occurrence) -> str:
+    """Every action of a person at the service terminal names who did it."""
+    if occ.employee is None:
+        raise GameRuleError(f"{occ.event} names the employee who does it")
+    check_employee_id(occ.employee)
+    return occ.employee
 
 
 def _need(value: _T | None, occ: Occurrence) -> _T:
@@ -1584,7 +2065,10 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.SHIFT_CHANGE: _Rules.shift_change,
     E.DICE_REPLACED: _Rules.dice_replaced,
     E.SHAKER_INSPECTED: _Rules.shaker_inspected,
-    E.VOID_RESULT: _Rules.void_result,
+    E.CORRECT_RESULT: _Rules.correct_result,
+    E.TILES_INSPECTED: _Rules.tiles_inspected,
+    E.RNG_INTERRUPTED: _Rules.rng_interrupted,
+    E.TABLE_TIME: _Rules.table_time,
     E.MODE_SWITCH: _Rules.mode_switch,
     E.SERVICE_MODE: _Rules.service_mode,
     E.LAMP_TEST: _Rules.lamp_test,
@@ -1603,11 +2087,18 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
         raise IllegalTransition(ctx.state, occ.event)
     if ctx.recall is not None and occ.event in _WAIT_IN_RECALL:
         return _refuse(ctx, "leave recall first: nothing changes in the round meanwhile")
+    ctx = advance_table_time(ctx, occ)
     new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), ctx, occ)
     if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
         raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
     if ctx.service_round is not None and new_ctx.service_round is not None:
         actions = [a for a in (_in_service(a) for a in actions) if a.kind not in _NOT_IN_SERVICE]
+    meters = new_ctx.meters
+    for action in actions:
+        if action.kind is ActionKind.RECORD and action.record is not None:
+            meters = counted(meters, action.record, action.data)
+    if meters is not new_ctx.meters:
+        new_ctx = replace(new_ctx, meters=meters)
     return new_ctx, actions
 
 
@@ -1627,7 +2118,8 @@ _WAIT_IN_RECALL = frozenset(
         E.SHIFT_CHANGE,
         E.DICE_REPLACED,
         E.SHAKER_INSPECTED,
-        E.VOID_RESULT,
+        E.CORRECT_RESULT,
+        E.TILES_INSPECTED,
         E.MODE_SWITCH,
         E.SERVICE_MODE,
         E.LAMP_TEST,
@@ -1642,6 +2134,7 @@ _TEST_RECORDS = frozenset(
         RecordKind.ROUND_OPENED,
         RecordKind.NO_MORE_BETS,
         RecordKind.SHUFFLE,
+        RecordKind.TILES_SHUFFLED,
         RecordKind.SHAKE,
         RecordKind.READING,
         RecordKind.NO_ROLL,
