@@ -721,6 +721,7 @@ class _Rules:
                 **self._dice(ctx),
                 **self._tiles(ctx),
                 **self._stats(ctx),
+                meters=ctx.meters.as_record(),  # the supervisor's view (never the players')
             )
             if self._mode(ctx) is Mode.RNG:
                 # 621a.8(a)(1): the session's commitment is recorded and shown before bets
