@@ -117,6 +117,12 @@ class RngVerificationError(RngError):
     """A revealed RNG session does not match its commitment or its recorded draws."""
 
 
+class RngSessionLost(RngError):
+    """The session committed before the round's bets closed ended with a restart: the round
+    cannot be drawn from it and is voided by the table, never drawn from a session committed
+    after its bets closed."""
+
+
 # --- audit log ------------------------------------------------------------------------------
 
 

@@ -89,6 +89,7 @@ class PanelPins:
     key_bank_seat: int | str
     key_style: int | str
     key_shift_change: int | str
+    key_shuffle: int | str
     supervisor_key: int | str
     lamp_red: int | str
     lamp_green: int | str
@@ -152,6 +153,7 @@ class GpioPanel:
                 ("key_bank_seat", pins.key_bank_seat, Event.BANK_SEAT_KEY),
                 ("key_style", pins.key_style, Event.STYLE_KEY),
                 ("key_shift_change", pins.key_shift_change, Event.SHIFT_CHANGE),
+                ("key_shuffle", pins.key_shuffle, Event.SHUFFLED),
                 ("shake_button", pins.shake_button, Event.SHAKE_PRESSED),
             ]
             for name, pin, event in keys:

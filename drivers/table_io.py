@@ -38,6 +38,7 @@ def panel_pins(pins: PinsConfig) -> PanelPins:
         key_bank_seat=pins.key_bank_seat,
         key_style=pins.key_style,
         key_shift_change=pins.key_shift_change,
+        key_shuffle=pins.key_shuffle,
         supervisor_key=pins.supervisor_key,
         lamp_red=pins.lamp_red,
         lamp_green=pins.lamp_green,

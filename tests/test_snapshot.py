@@ -1,5 +1,6 @@
 """The stored round context: what the encoder writes is read back, contexts of versions 1 (before
-the delivery style) and 2 (before the dice set) are still read, and anything else is refused."""
+the delivery style), 2 (before the dice set) and 4 (before the table's time, the tiles, the
+dealer, corrections and the meters) are still read, and anything else is refused."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import pytest
 
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
+from controller.core.dice import Roll
+from controller.core.meters import Meters
+from controller.core.position import Game
+from controller.core.result import result_of_roll
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
-from controller.core.state import Mode, RoundContext, State
+from controller.core.state import Correction, CorrectionReason, Mode, RoundContext, State
+from controller.core.wagers import sum_paytable_a
 
 
 def _raw(ctx: RoundContext) -> dict[str, object]:
@@ -42,6 +48,39 @@ def test_a_context_with_its_dice_set_and_mode_reads_back() -> None:
     assert decode_context(encode_context(ctx)) == ctx
 
 
+def test_a_context_with_its_time_tiles_dealer_correction_and_meters_reads_back() -> None:
+    result = result_of_roll(
+        Game.TILES, Roll(6, (2, 5)), bank_seat=None, paytables=[sum_paytable_a()]
+    )
+    ctx = replace(
+        RoundContext(),
+        state=State.RESULT,
+        round_number=12,
+        result=result,
+        correction=Correction(Roll(1, (2, 5)), CorrectionReason.MISREAD, "S1021"),
+        dice_set="4",
+        dice_since=1_764_000_000_000,
+        dice_since_table=-3_600_000,  # put in before the table kept its time
+        tiles_set="T-9",
+        tiles_since=1_764_000_100_000,
+        tiles_since_table=86_400_000,
+        table_ms=90_000_000,
+        last_wall=1_764_000_200_000,
+        dealer="D2207",
+        meters=Meters(games=11, no_rolls={"not_flat": 2}, corrections=1, power_ups=3),
+    )
+    assert decode_context(encode_context(ctx)) == ctx
+
+
+def test_a_version_4_context_is_read_with_no_table_time_tiles_or_meters() -> None:
+    raw = _raw(replace(RoundContext(), round_number=6, dice_set="3", dice_since=1_764_000_000_000))
+    assert not {"table_ms", "tiles_set", "dealer", "meters", "correction"} & set(raw)
+    raw["v"] = 4
+    ctx = decode_context(canonical.encode(raw))
+    assert (ctx.table_ms, ctx.tiles_set, ctx.dealer, ctx.meters) == (0, None, None, Meters())
+    assert (ctx.dice_set, ctx.dice_since, ctx.dice_since_table) == ("3", 1_764_000_000_000, None)
+
+
 def test_a_version_2_context_is_read_with_no_dice_set_recorded() -> None:
     raw = _raw(replace(RoundContext(), round_number=4, delivery_style=DeliveryStyle.JUNG_QUAT))
     assert not {"dice_set", "dice_since", "mode", "service_round", "co_bank"} & set(raw)
@@ -63,7 +102,18 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"v": 5}, "version"),
+        ({"v": 6}, "version"),
+        ({"v": 4, "table_ms": 5}, "keys"),  # a version 4 context has no table time
+        ({"table_ms": 0}, "table_ms"),  # written only when it is not 0
+        ({"table_ms": None}, "only when it is set"),
+        ({"dealer": "D 1"}, "employee id"),
+        ({"tiles_set": "T1"}, "table's time"),  # a tile set without when it was inspected
+        ({"meters": {}}, "meters"),
+        ({"meters": {"games": 0}}, "meters"),
+        ({"meters": {"games": True}}, "meters"),
+        ({"meters": {"no_rolls": {"sneezed": 1}}}, "meters"),
+        ({"meters": {"jackpots": 1}}, "meters"),
+        ({"correction": {"dice_read": {"red": 1, "blue": [2, 3]}}}, "correction"),
         ({"v": 3, "dice_alarm": None}, "keys"),  # a version 3 context has no dice monitor
         ({"v": 0}, "version"),
         ({"v": True}, "version"),
@@ -82,7 +132,7 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
         ({"service_round": 0}, "service_round"),
         ({"service_round": 2}, "service mode returns"),
         ({"co_bank": 1}, "co_bank"),
-        ({"style": "pin-say-right"}, "pin-say-right"),  # 621a.9(6) is not offered
+        ({"style": "pin-say-up"}, "pin-say-up"),  # no style of 621a.9
         ({"style": 4}, "not a string"),
         ({"shake_delay": -1}, "shake_delay"),
     ],

@@ -1,13 +1,14 @@
-"""Issue 14's supervisor actions in the core: the dice's 24 hours on the table (proposed
-621a.5(c)), the end-of-day shaker inspection (N.J.A.C. 13:69E-1.16A), and a result voided
-with its reason and played again as a new attempt (N.J.A.C. 13:69E-1.28P)."""
+"""The supervisor's actions in the core: the dice's 24 hours on the table (proposed 621a.5(c)),
+the end-of-day shaker inspection (N.J.A.C. 13:69E-1.16A), the mode switch (current 621a.6(a)),
+service mode (9 NYCRR 5319.58) and co-banking (621a.11(e), 645a.12(e)). Corrections and round
+voids are tests/test_corrections.py's; the tiles and the table's time tests/test_table_life.py's."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
-from test_state import SETTINGS, WALL, Table, good_reading
+from test_state import OPENED, SETTINGS, WALL, Table, good_reading
 
 from controller.core.position import Game
 from controller.core.records import RecordKind
@@ -18,19 +19,21 @@ from controller.core.state import (
     ActionKind,
     Event,
     Mode,
+    RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
     State,
-    VoidReason,
 )
 from controller.errors import GameRuleError
 
 MIN = 60_000
+SUPERVISOR = "S1021"
+NO_DICE = replace(OPENED, dice_set=None, dice_since_table=None)  # the tiles inspected only
 
 
 def replaced(t: Table, wall: int, dice_set: str | None = None) -> Table:
-    t.send(Event.DICE_REPLACED, supervisor=True, wall=wall, dice_set=dice_set)
+    t.send(Event.DICE_REPLACED, supervisor=True, wall=wall, dice_set=dice_set, employee=SUPERVISOR)
     return t
 
 
@@ -41,8 +44,8 @@ def dice_shown(t: Table, screen: Screen) -> object:
 # --- the dice's 24 hours -----------------------------------------------------------------------
 
 
-def test_a_replacement_is_recorded_with_its_id_and_the_time_and_shown() -> None:
-    t = Table()
+def test_a_replacement_is_recorded_with_its_id_the_time_and_who_and_shown() -> None:
+    t = Table(context=NO_DICE)
     t.send(Event.LID_CLOSED)
     replaced(t, WALL, "A-7")
     record = next(a for a in t.actions if a.record is RecordKind.DICE_REPLACED)
@@ -52,6 +55,8 @@ def test_a_replacement_is_recorded_with_its_id_and_the_time_and_shown() -> None:
         "previous": None,
         "previous_age_ms": None,
         "wall_ms": WALL,
+        "table_ms": 10,  # the table's own time: the second event after the first
+        "employee": SUPERVISOR,
     }
     assert dice_shown(t, Screen.READY) == {"set": "A-7", "warning": None}
     assert (t.machine.context.dice_set, t.machine.context.dice_since) == ("A-7", WALL)
@@ -63,7 +68,7 @@ def test_a_replacement_is_recorded_with_its_id_and_the_time_and_shown() -> None:
 
 @pytest.mark.parametrize(("current", "following"), [(None, "1"), ("1", "2"), ("41", "42")])
 def test_the_next_number_follows_a_numbered_set(current: str | None, following: str) -> None:
-    t = Table()
+    t = Table(context=NO_DICE)
     if current is not None:
         replaced(t, WALL, current)
     replaced(t, WALL + MIN)
@@ -79,10 +84,15 @@ def test_a_dice_set_id_is_short_plain_ascii(bad: str) -> None:
     assert t.machine.context is before
 
 
-def test_only_the_supervisor_replaces_the_dice() -> None:
-    t = Table()
-    t.send(Event.DICE_REPLACED, wall=WALL, dice_set="2")
+def test_only_the_supervisor_replaces_the_dice_and_names_who() -> None:
+    t = Table(context=NO_DICE)
+    t.send(Event.DICE_REPLACED, wall=WALL, dice_set="2", employee=SUPERVISOR)
     assert t.screens() == [Screen.REFUSED]
+    assert t.machine.context.dice_set is None
+    with pytest.raises(GameRuleError, match="names the employee"):
+        t.send(Event.DICE_REPLACED, supervisor=True, wall=WALL, dice_set="2")
+    with pytest.raises(GameRuleError, match="employee id"):
+        t.send(Event.DICE_REPLACED, supervisor=True, wall=WALL, dice_set="2", employee="S 1")
     assert t.machine.context.dice_set is None
 
 
@@ -137,9 +147,12 @@ def test_a_manual_shaker_is_not_read_with_dice_past_24_hours() -> None:
 
 
 def test_rng_mode_shows_and_checks_no_dice() -> None:
-    t = replaced(Table(replace(SETTINGS, mode=Mode.RNG)), WALL)
+    t = Table(replace(SETTINGS, mode=Mode.RNG), context=NO_DICE)
     t.send(Event.LID_CLOSED)
     t.send(Event.NO_MORE_BETS, wall=WALL + 2 * DICE_LIFE_MS)
+    assert t.state is State.ARMED
+    assert "dice" not in t.shown(Screen.BETS_CLOSED).data
+    t.send(Event.DICE_SET, wall=WALL + 2 * DICE_LIFE_MS)
     assert t.state is State.DRAWING
     assert "dice" not in t.shown(Screen.DRAWING).data
 
@@ -157,11 +170,15 @@ def test_the_dice_clock_survives_a_restart() -> None:
     assert (after.state, after.screens()) == (State.ARMED, [Screen.REFUSED])
 
 
-def test_a_clock_set_back_counts_as_no_time_on_the_table() -> None:
-    t = replaced(Table(), WALL)
+def test_a_clock_set_back_never_lengthens_the_dice_life() -> None:
+    t = replaced(Table(), WALL, "2")
     t.send(Event.LID_CLOSED)
-    t.send(Event.NO_MORE_BETS, wall=WALL - DICE_LIFE_MS)
-    assert dice_shown(t, Screen.BETS_CLOSED) == {"set": "1", "warning": None}
+    t.send(Event.NO_MORE_BETS, wall=WALL - DICE_LIFE_MS)  # the clock set back a day
+    assert dice_shown(t, Screen.BETS_CLOSED) == {"set": "2", "warning": None}
+    t.send(Event.TICK, advance=DICE_LIFE_MS)  # a day of the table's own time
+    t.send(Event.SHAKE_PRESSED, wall=WALL - DICE_LIFE_MS)
+    assert (t.state, t.screens()) == (State.ARMED, [Screen.REFUSED])
+    assert "24 hours" in str(t.shown(Screen.REFUSED).data["reason"])
 
 
 # --- the shaker's inspection ---------------------------------------------------------------------
@@ -169,97 +186,26 @@ def test_a_clock_set_back_counts_as_no_time_on_the_table() -> None:
 
 def test_the_end_of_day_inspection_is_a_supervisor_record() -> None:
     t = Table()
-    t.send(Event.SHAKER_INSPECTED, wall=WALL, detail="cup and lid intact")
+    t.send(Event.SHAKER_INSPECTED, wall=WALL, detail="cup and lid intact", employee=SUPERVISOR)
     assert t.screens() == [Screen.REFUSED]
-    t.send(Event.SHAKER_INSPECTED, supervisor=True, wall=WALL, detail="cup and lid intact")
+    t.send(
+        Event.SHAKER_INSPECTED,
+        supervisor=True,
+        wall=WALL,
+        detail="cup and lid intact",
+        employee=SUPERVISOR,
+        uid=1001,
+    )
     record = next(a for a in t.actions if a.record is RecordKind.SUPERVISOR_ACTION)
     assert record.data == {
         "round": 1,
         "action": "shaker_inspected",
         "detail": "cup and lid intact",
         "wall_ms": WALL,
+        "employee": SUPERVISOR,
+        "uid": 1001,
     }
     assert t.state is State.IDLE
-
-
-# --- a result voided -------------------------------------------------------------------------
-
-
-def test_a_voided_result_is_kept_and_the_round_is_reshaken_as_a_new_attempt() -> None:
-    t = Table().to_result(good_reading(1, 2, 3))
-    first = next(a for a in t.actions if a.record is RecordKind.RESULT)
-    assert first.data["attempt"] == 1
-    t.send(
-        Event.VOID_RESULT,
-        supervisor=True,
-        reason=VoidReason.DICE_DISTURBED,
-        detail="bumped",
-        voids=(1, 1),
-    )
-    assert t.records() == [RecordKind.RESULT_VOIDED]
-    voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
-    assert voided.data == {
-        "round": 1,
-        "attempt": 1,
-        "reason": "dice_disturbed",
-        "detail": "bumped",
-    }
-    ctx = t.machine.context
-    assert (ctx.state, ctx.round_number, ctx.attempt, ctx.result) == (State.ARMED, 1, 2, None)
-    assert t.screens() == [Screen.BETS_CLOSED]
-    assert t.shown(Screen.BETS_CLOSED).data["voided"] == "dice_disturbed"
-    t.send(Event.SHAKE_PRESSED)
-    t.send(Event.SHAKE_DONE, advance=3000, cycles=4)
-    t.send(Event.TICK, advance=SETTINGS.settle_ms)
-    t.read(good_reading(4, 5, 6, shift=5)).read(good_reading(4, 5, 6, shift=5))
-    second = next(a for a in t.actions if a.record is RecordKind.RESULT)
-    assert (second.data["round"], second.data["attempt"]) == (1, 2)
-    assert second.data["dice"] != first.data["dice"]
-    t.send(Event.CLOSE_ROUND)
-    assert t.machine.context.round_number == 2
-
-
-def test_an_rng_result_voided_is_drawn_again_as_a_new_attempt() -> None:
-    t = Table(replace(SETTINGS, mode=Mode.RNG))
-    t.send(Event.LID_CLOSED)
-    t.send(Event.NO_MORE_BETS)
-    t.send(Event.RNG_DRAWN, rng_number=3)
-    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.EQUIPMENT, voids=(1, 1))
-    assert t.state is State.DRAWING
-    draw = next(a for a in t.actions if a.kind is ActionKind.DRAW_NUMBER)
-    assert draw.data == {"round": 1, "attempt": 2}
-
-
-def test_voiding_a_result_needs_the_supervisor_key_and_a_reason() -> None:
-    t = Table().to_result()
-    before = t.machine.context
-    t.send(Event.VOID_RESULT, reason=VoidReason.MISREAD, voids=(1, 1))
-    assert (t.machine.context, t.screens()) == (before, [Screen.REFUSED])
-    with pytest.raises(GameRuleError, match="lacks its data"):
-        t.send(Event.VOID_RESULT, supervisor=True, voids=(1, 1))
-    assert t.machine.context is before
-
-
-def test_a_void_names_the_result_shown_so_a_repeated_one_voids_nothing_more() -> None:
-    t = Table().to_result(good_reading(1, 2, 3))
-    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.MISREAD, voids=(1, 1))
-    t.send(Event.SHAKE_PRESSED)
-    t.send(Event.SHAKE_DONE, advance=3000, cycles=4)
-    t.send(Event.TICK, advance=SETTINGS.settle_ms)
-    t.read(good_reading(4, 5, 6, shift=5)).read(good_reading(4, 5, 6, shift=5))
-    assert (t.state, t.machine.context.attempt) == (State.RESULT, 2)
-    before = t.machine.context
-    t.send(Event.VOID_RESULT, supervisor=True, reason=VoidReason.MISREAD, voids=(1, 1))
-    assert (t.machine.context, t.screens()) == (before, [Screen.REFUSED])
-    assert "round 1 attempt 1 is not the result shown" in str(t.shown(Screen.REFUSED).data)
-
-
-def test_every_void_reason_is_recorded_as_itself() -> None:
-    for reason in VoidReason:
-        t = Table().to_result()
-        t.send(Event.VOID_RESULT, supervisor=True, reason=reason, voids=(1, 1))
-        voided = next(a for a in t.actions if a.record is RecordKind.RESULT_VOIDED)
-        assert voided.data["reason"] == reason.value
 
 
 # --- the mode switch ---------------------------------------------------------------------------
@@ -268,7 +214,7 @@ SWITCHING = replace(SETTINGS, modes=(Mode.RNG, Mode.MANUAL))
 
 
 def switch(t: Table, mode: Mode, *, supervisor: bool = True) -> Table:
-    t.send(Event.MODE_SWITCH, supervisor=supervisor, mode=mode)
+    t.send(Event.MODE_SWITCH, supervisor=supervisor, mode=mode, employee=SUPERVISOR)
     return t
 
 
@@ -277,14 +223,22 @@ def test_between_rounds_the_supervisor_switches_to_the_rng_and_back() -> None:
     t.send(Event.LID_CLOSED)
     switch(t, Mode.RNG)
     changed = next(a for a in t.actions if a.record is RecordKind.MODE_CHANGED)
-    assert changed.data == {"round": 1, "previous": "shaker", "mode": "rng", "cleared": []}
+    assert changed.data == {
+        "round": 1,
+        "previous": "shaker",
+        "mode": "rng",
+        "cleared": [],
+        "employee": SUPERVISOR,
+    }
     # 621a.8(a)(1): the session is committed and shown before the bets close
     assert t.kinds() == [ActionKind.RECORD, ActionKind.PREPARE_RNG, ActionKind.SHOW]
     assert t.shown(Screen.READY).data["mode"] == "rng"
     assert "dice" not in t.shown(Screen.READY).data
     t.send(Event.NO_MORE_BETS)
-    assert t.state is State.DRAWING
+    assert t.state is State.ARMED  # 621a.11(i): the style of delivery before the draw
     assert next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS).data["mode"] == "rng"
+    t.send(Event.DICE_SET)
+    assert t.state is State.DRAWING
     t.send(Event.RNG_DRAWN, rng_number=4)
     t.send(Event.CLOSE_ROUND)
     switch(t, Mode.SHAKER)
@@ -329,7 +283,7 @@ def test_a_sensor_fault_offers_the_rng_and_one_action_switches_the_table_to_it()
     assert (ctx.state, ctx.round_number, ctx.active_faults) == (State.IDLE, 2, frozenset())
     assert ActionKind.PREPARE_RNG in t.kinds()
     t.send(Event.NO_MORE_BETS)
-    assert t.state is State.DRAWING
+    assert t.state is State.ARMED
 
 
 def test_a_fault_the_rng_cannot_do_without_stays_after_the_switch() -> None:
@@ -386,7 +340,7 @@ def test_the_mode_switched_to_survives_a_restart_while_the_table_allows_it() -> 
 
 
 def service(t: Table, *, supervisor: bool = True) -> Table:
-    t.send(Event.SERVICE_MODE, supervisor=supervisor)
+    t.send(Event.SERVICE_MODE, supervisor=supervisor, employee="T0042")
     return t
 
 
@@ -396,12 +350,12 @@ def test_service_mode_is_entered_with_the_key_and_lights_every_lamp() -> None:
     assert service(t, supervisor=False).screens() == [Screen.REFUSED]
     service(t)
     assert t.records() == [RecordKind.SERVICE_MODE]
-    assert t.actions[0].data == {"round": 1, "entered": True}
+    assert t.actions[0].data == {"round": 1, "entered": True, "employee": "T0042"}
     assert t.shown(Screen.READY).data["service"] is True
     assert t.kinds()[-1] is ActionKind.LAMP_TEST
-    t.send(Event.LAMP_TEST)
+    t.send(Event.LAMP_TEST, employee="T0042")
     assert t.screens() == [Screen.REFUSED]  # the key is needed for each test
-    t.send(Event.LAMP_TEST, supervisor=True)
+    t.send(Event.LAMP_TEST, supervisor=True, employee="T0042")
     assert t.kinds() == [ActionKind.LAMP_TEST]
 
 
@@ -531,7 +485,13 @@ def test_a_player_bank_co_banks_with_the_dealer_and_no_more_bets_carries_it() ->
     t = poker_with_a_player_bank()
     t.send(Event.STYLE_KEY)
     record = next(a for a in t.actions if a.record is RecordKind.BANK_SELECTED)
-    assert record.data == {"round": 2, "bank": "seat 2", "refused": None, "co_bank": True}
+    assert record.data == {
+        "round": 2,
+        "bank": "seat 2",
+        "refused": None,
+        "co_bank": True,
+        "employee": None,  # a panel key, no dealer signed on
+    }
     assert t.shown(Screen.READY).data["co_bank"] is True
     t.send(Event.NO_MORE_BETS)
     closed = next(a for a in t.actions if a.record is RecordKind.NO_MORE_BETS)
@@ -596,4 +556,4 @@ def test_live_events_wait_until_service_mode_is_left(event: Event) -> None:
     assert t.machine.context is before
     service(t)
     t.send(event)
-    assert t.records()[0] in (RecordKind.SHIFT_CHANGE, RecordKind.SHUFFLE)
+    assert t.records()[0] in (RecordKind.SHIFT_CHANGE, RecordKind.TILES_SHUFFLED)

@@ -34,7 +34,14 @@ from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
-from controller.app.watch import CLOCK_EVERY_MS, ClockWatch, SoftwareWatch, last_software_identity
+from controller.app.watch import (
+    CLOCK_EVERY_MS,
+    TABLE_TIME_EVERY_MS,
+    ClockWatch,
+    SoftwareWatch,
+    last_software_identity,
+    table_time,
+)
 from controller.audit.archive import Policy, Retention, RetentionWorker
 from controller.audit.log import AuditLog, origin_for
 from controller.core.config import Config, RoundConfig
@@ -143,6 +150,7 @@ class Appliance:
         duties = [
             Duty("software", config.software.check_every_s * 1000, software.check),
             Duty("clock", CLOCK_EVERY_MS, clock.check),
+            Duty("table time", TABLE_TIME_EVERY_MS, table_time),
         ]
         self.loop = ControlLoop(
             machine,

@@ -54,6 +54,7 @@ from controller.errors import (
     IllegalTransition,
     OutputsLatched,
     RngError,
+    RngSessionLost,
 )
 from controller.ports import (
     AuditLog,
@@ -80,6 +81,8 @@ IDLE_FULL_EVERY = 16
 OPERATOR_EVENTS = frozenset(
     {
         Event.NO_MORE_BETS,
+        Event.CORRECT_RESULT,
+        Event.TILES_INSPECTED,
         Event.SHUFFLED,
         Event.SHAKE_PRESSED,
         Event.DICE_SET,
@@ -91,7 +94,6 @@ OPERATOR_EVENTS = frozenset(
         Event.SHIFT_CHANGE,
         Event.DICE_REPLACED,
         Event.SHAKER_INSPECTED,
-        Event.VOID_RESULT,
         Event.MODE_SWITCH,
         Event.SERVICE_MODE,
         Event.LAMP_TEST,
@@ -432,6 +434,14 @@ class ControlLoop:
             except AuditLogError as exc:  # a record the RNG makes itself
                 log.error("%s failed: %s", action.kind, exc)
                 self._follow(Fault(exc.fault), str(exc))
+                break
+            except RngSessionLost as exc:
+                # the round's bets closed under a session that ended with a restart: the core
+                # voids the round (never a number from a session committed after its bets)
+                log.warning("%s", exc)
+                self._follow_ups.append(
+                    Occurrence(Event.RNG_INTERRUPTED, at=self.clock(), detail=str(exc))
+                )
                 break
             except OutputsLatched as exc:
                 # The latch tripped after this step was decided: the fault that tripped it comes

@@ -12,25 +12,37 @@ it. Nothing the client sends can say it holds the key.
 most ``MAX_REQUEST_BYTES`` (512) bytes with the newline, holding a JSON object in the canonical
 form of the audit records (``controller/core/canonical.py``: keys sorted, no spaces)::
 
-    {"action":"dice_replaced"}                       the next number
-    {"action":"dice_replaced","id":"B-0417"}         1..16 ASCII letters, digits or '-'
-    {"action":"shaker_inspected","note":"lid ok"}    note optional
-    {"action":"void_result","note":"seat 3","reason":"misread"}
-    {"action":"mode_switch","mode":"rng"}            shaker, rng or manual
-    {"action":"service_mode"}                        into service mode, or out of it
-    {"action":"lamp_test"}                           in service mode: every lamp lit
-    {"action":"dice_kept","note":"weighed, calipered"}  after a dice alarm; note optional
-    {"action":"recall","back":"3"}                   the display recalls a round (1: newest)
-    {"action":"recall_leave"}                        the display returns to the table
+    {"action":"correct_result","dice":"4,2,3","employee":"S1021","reason":"misread","result":"30.1"}
+    {"action":"void_round","employee":"S1021","note":"seat 3","reason":"tile_exposed","round":"30"}
+    {"action":"dice_replaced","employee":"S1021"}            the next number
+    {"action":"dice_replaced","employee":"S1021","id":"B-0417"}
+    {"action":"tiles_inspected","dealer":"D2207","employee":"F0310","set":"T-0921"}
+    {"action":"tiles_shuffled","employee":"D2207"}           reason new_game (default) or remix
+    {"action":"shift_change","employee":"D2207"}             the dealer coming on
+    {"action":"clear_fault","employee":"S1021"}
+    {"action":"shaker_inspected","employee":"S1021","note":"lid ok"}
+    {"action":"mode_switch","employee":"S1021","mode":"rng"}  shaker, rng or manual
+    {"action":"service_mode","employee":"T0042"}             into service mode, or out of it
+    {"action":"lamp_test","employee":"T0042"}                in service mode: every lamp lit
+    {"action":"dice_kept","employee":"S1021","note":"weighed"}  after a dice alarm
+    {"action":"recall","back":"3","employee":"S1021"}        the display recalls a round
+    {"action":"recall_leave","employee":"S1021"}             the display returns to the table
 
-``action`` is one of the nine above and no other key is taken than those shown; a note is at
-most ``MAX_NOTE_CHARS`` (120) printable ASCII characters; a reason is one of
-:class:`~controller.core.state.VoidReason`, a mode one of :class:`~controller.core.state.Mode`.
+``action`` is one of those above (``ACTIONS``) and no other key is taken than those it shows;
+every action names the employee who does it (1..16 ASCII letters and digits), and the record
+also carries the operating system's account that sent it (SO_PEERCRED). A note is at most
+``MAX_NOTE_CHARS`` (120) printable ASCII characters; a reason is one of the action's
+(:class:`~controller.core.state.CorrectionReason`, the typed
+:class:`~controller.core.state.VoidReason`, :class:`~controller.core.state.ShuffleReason`),
+dice are ``R,B,B`` (the red die, then the two blue), a mode one of
+:class:`~controller.core.state.Mode`. Who needs the supervisor key is the core's rule: a
+correction, a round's void, a tile inspection (the floorperson's verification), the dice, the
+mode, service mode, recall; a shuffle and a shift change are the dealer's.
 The reply is one line of JSON (ASCII), then the connection closes::
 
     {"action":"dice_replaced","ok":true,"records":[{"kind":"dice_replaced","seq":42}]}
     {"action":"service_mode","in_service":true,"ok":true,"records":[...]}
-    {"action":"void_result","ok":false,"records":[],"refused":"voiding a result needs ..."}
+    {"action":"correct_result","ok":false,"records":[],"refused":"correcting a result needs ..."}
     {"error":"bad_request","ok":false,"detail":"unknown action 'x'"}
 
 ``records`` are those the table made durable for the action (with what followed from it);
@@ -65,18 +77,22 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from controller.audit.log import AuditLog
 from controller.core import canonical
+from controller.core.dice import Roll
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.core.state import (
     RECALL_DEPTH,
+    CorrectionReason,
     Event,
     Mode,
     Occurrence,
+    ShuffleReason,
     VoidReason,
     check_dice_set_id,
+    check_employee_id,
 )
 from controller.display.log_reader import SqliteLogReader
 from controller.errors import ControllerError, GameRuleError
@@ -98,24 +114,49 @@ ANSWER_TIMEOUT_S = 5.0  # for the control thread to step the action
 CLIENT_TIMEOUT_S = READ_TIMEOUT_S + ANSWER_TIMEOUT_S + 3.0
 _SUN_PATH_MAX = 107  # sockaddr_un.sun_path, without its NUL
 
-# action -> (event, keys it takes besides "action", keys it needs)
+_WHO = frozenset({"employee"})
+# action -> (event, keys it takes besides "action", keys it needs): every action names the
+# employee who does it (1..16 ASCII letters and digits)
 ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
-    "dice_replaced": (Event.DICE_REPLACED, frozenset({"id"}), frozenset()),
-    "shaker_inspected": (Event.SHAKER_INSPECTED, frozenset({"note"}), frozenset()),
-    "void_result": (
-        Event.VOID_RESULT,
-        frozenset({"note", "reason", "result"}),
-        frozenset({"reason", "result"}),
+    "dice_replaced": (Event.DICE_REPLACED, frozenset({"id", "employee"}), _WHO),
+    "shaker_inspected": (Event.SHAKER_INSPECTED, frozenset({"note", "employee"}), _WHO),
+    "correct_result": (
+        Event.CORRECT_RESULT,
+        frozenset({"result", "dice", "reason", "note", "employee"}),
+        frozenset({"result", "dice", "reason", "employee"}),
     ),
-    "mode_switch": (Event.MODE_SWITCH, frozenset({"mode"}), frozenset({"mode"})),
-    "service_mode": (Event.SERVICE_MODE, frozenset(), frozenset()),
-    "lamp_test": (Event.LAMP_TEST, frozenset(), frozenset()),
-    "dice_kept": (Event.DICE_KEPT, frozenset({"note"}), frozenset()),
-    "recall": (Event.RECALL, frozenset({"back"}), frozenset({"back"})),
-    "recall_leave": (Event.RECALL, frozenset(), frozenset()),
+    "void_round": (
+        Event.VOID_ROUND,
+        frozenset({"round", "reason", "note", "employee"}),
+        frozenset({"round", "reason", "employee"}),
+    ),
+    "tiles_inspected": (
+        Event.TILES_INSPECTED,
+        frozenset({"set", "dealer", "employee"}),
+        frozenset({"set", "dealer", "employee"}),
+    ),
+    "tiles_shuffled": (Event.SHUFFLED, frozenset({"reason", "employee"}), _WHO),
+    "shift_change": (Event.SHIFT_CHANGE, _WHO, _WHO),
+    "clear_fault": (Event.CLEAR_FAULT, _WHO, _WHO),
+    "mode_switch": (
+        Event.MODE_SWITCH,
+        frozenset({"mode", "employee"}),
+        frozenset({"mode", "employee"}),
+    ),
+    "service_mode": (Event.SERVICE_MODE, _WHO, _WHO),
+    "lamp_test": (Event.LAMP_TEST, _WHO, _WHO),
+    "dice_kept": (Event.DICE_KEPT, frozenset({"note", "employee"}), _WHO),
+    "recall": (Event.RECALL, frozenset({"back", "employee"}), frozenset({"back", "employee"})),
+    "recall_leave": (Event.RECALL, _WHO, _WHO),
 }
 # done without a record: the lamps are lit; the display steps to another recalled round
 RECORDS_NOTHING = frozenset({"lamp_test", "recall"})
+# what "reason" means for each action that takes one
+_REASONS: Mapping[str, tuple[str, ...]] = {
+    "correct_result": tuple(str(r) for r in CorrectionReason),
+    "void_round": tuple(str(r) for r in VoidReason if r.is_typed),
+    "tiles_shuffled": tuple(str(r) for r in ShuffleReason),
+}
 
 
 class ServiceTerminalError(ControllerError, OSError):
@@ -175,87 +216,110 @@ def socket_path(state_dir: Path, environ: Mapping[str, str] | None = None) -> Pa
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """One action at the terminal, checked: what :func:`parse_request` gives and
+    :meth:`encode` writes."""
+
     action: str
+    employee: str  # who does it
     dice_set: str | None = None  # dice_replaced: None is the next number
     note: str = ""
-    reason: VoidReason | None = None  # void_result
+    reason: str | None = None  # correct_result, void_round, tiles_shuffled (see _REASONS)
     mode: Mode | None = None  # mode_switch: the mode to switch to
-    result: tuple[int, int] | None = None  # void_result: the (round, attempt) shown, voided
+    result: tuple[int, int] | None = None  # correct_result: the (round, attempt) shown
+    dice: Roll | None = None  # correct_result: the dice as they lie
+    round: int | None = None  # void_round: the round in play, as shown
     back: int | None = None  # recall: the round recalled, 1 the newest
+    tile_set: str | None = None  # tiles_inspected
+    dealer: str | None = None  # tiles_inspected: the dealer who inspected (employee verified)
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise RequestError(f"unknown action {_shown(self.action)}")
-        if self.dice_set is not None:
-            if self.action != "dice_replaced":
-                raise RequestError("an id goes with dice_replaced only")
-            try:
+        _, takes, needs = ACTIONS[self.action]
+        given = {key for key, value in self._fields().items() if value is not None}
+        if not needs <= given:
+            raise RequestError(f"{self.action} needs {', '.join(sorted(needs - given))}")
+        if not given <= takes:
+            raise RequestError(f"{self.action} takes no {', '.join(sorted(given - takes))}")
+        try:
+            check_employee_id(self.employee)
+            if self.dealer is not None:
+                check_employee_id(self.dealer)
+            if self.dice_set is not None:
                 check_dice_set_id(self.dice_set)
-            except GameRuleError as exc:
-                raise RequestError(str(exc)) from None
-        if self.note and "note" not in ACTIONS[self.action][1]:
-            raise RequestError(f"{self.action} takes no note")
+            if self.tile_set is not None:
+                check_dice_set_id(self.tile_set, what="a tile set id")
+        except GameRuleError as exc:
+            raise RequestError(str(exc)) from None
         if len(self.note) > MAX_NOTE_CHARS or not all(" " <= c <= "~" for c in self.note):
             raise RequestError(f"a note is at most {MAX_NOTE_CHARS} printable ASCII characters")
-        if (self.reason is None) == (self.action == "void_result"):
-            raise RequestError("a reason goes with void_result, and only with it")
-        if (self.mode is None) == (self.action == "mode_switch"):
-            raise RequestError("a mode goes with mode_switch, and only with it")
-        if (self.result is None) == (self.action == "void_result"):
-            raise RequestError("the result (round.attempt) goes with void_result, and only with it")
+        if self.reason is not None and self.reason not in _REASONS.get(self.action, ()):
+            raise RequestError(
+                f"reason {_shown(self.reason)} is not one of"
+                f" {', '.join(_REASONS.get(self.action, ()))}"
+            )
         if self.result is not None and not all(1 <= n <= MAX_SEQ for n in self.result):
             raise RequestError("a result is named by its round and attempt, each 1 or more")
-        if (self.back is None) == (self.action == "recall"):
-            raise RequestError("back goes with recall, and only with it")
+        if self.round is not None and not 1 <= self.round <= MAX_SEQ:
+            raise RequestError("a round is 1 or more")
         if self.back is not None and not 1 <= self.back <= RECALL_DEPTH:
             raise RequestError(f"recall goes back 1 to {RECALL_DEPTH} rounds")
 
+    def _fields(self) -> dict[str, str | None]:
+        """The request's keys and their text, as the line carries them (None: absent)."""
+        return {
+            "employee": self.employee,
+            "id": self.dice_set,
+            "note": self.note or None,
+            "reason": self.reason,
+            "mode": None if self.mode is None else str(self.mode),
+            "result": None if self.result is None else f"{self.result[0]}.{self.result[1]}",
+            "dice": None if self.dice is None else dice_text(self.dice),
+            "round": None if self.round is None else str(self.round),
+            "back": None if self.back is None else str(self.back),
+            "set": self.tile_set,
+            "dealer": self.dealer,
+        }
+
     def encode(self) -> bytes:
         """The request line, as ``parse_request`` takes it."""
-        fields: dict[str, str] = {"action": self.action}
-        if self.dice_set is not None:
-            fields["id"] = self.dice_set
-        if self.note:
-            fields["note"] = self.note
-        if self.reason is not None:
-            fields["reason"] = str(self.reason)
-        if self.mode is not None:
-            fields["mode"] = str(self.mode)
-        if self.result is not None:
-            fields["result"] = f"{self.result[0]}.{self.result[1]}"
-        if self.back is not None:
-            fields["back"] = str(self.back)
+        fields = {"action": self.action}
+        fields.update({k: v for k, v in self._fields().items() if v is not None})
         line = canonical.encode(fields) + b"\n"
         if len(line) > MAX_REQUEST_BYTES:  # pragma: no cover - the fields' bounds keep it short
             raise RequestError(f"the request is longer than {MAX_REQUEST_BYTES} bytes")
         return line
 
-    def occurrence(self, *, at: int, supervisor: bool) -> Occurrence:
+    def occurrence(self, *, at: int, supervisor: bool, uid: int | None = None) -> Occurrence:
         event = ACTIONS[self.action][0]
+        reason = self.reason
         return Occurrence(
             event,
             at=at,
             supervisor=supervisor,
             detail=self.note,
+            employee=self.employee,
+            uid=uid,
             dice_set=self.dice_set,
-            reason=self.reason,
             mode=self.mode,
-            voids=self.result,
             back=self.back,
+            result_meant=self.result,
+            dice_seen=self.dice,
+            correction=CorrectionReason(reason)
+            if self.action == "correct_result" and reason
+            else None,
+            void_reason=VoidReason(reason) if self.action == "void_round" and reason else None,
+            round_meant=self.round,
+            shuffle=ShuffleReason(reason) if self.action == "tiles_shuffled" and reason else None,
+            tile_set=self.tile_set,
+            dealer=self.dealer,
         )
 
     def summary(self) -> str:
         parts = [self.action]
-        if self.dice_set is not None:
-            parts.append(f"id={self.dice_set}")
-        if self.reason is not None:
-            parts.append(f"reason={self.reason}")
-        if self.mode is not None:
-            parts.append(f"mode={self.mode}")
-        if self.result is not None:
-            parts.append(f"result={self.result[0]}.{self.result[1]}")
-        if self.back is not None:
-            parts.append(f"back={self.back}")
+        for key, value in self._fields().items():
+            if value is not None and key != "note":
+                parts.append(f"{key}={value}")
         if self.note:
             parts.append(f"note={self.note!r}")
         return " ".join(parts)
@@ -290,30 +354,40 @@ def parse_request(data: bytes) -> Request:
         raise RequestError(f"{action} needs {', '.join(missing)}")
     if not all(isinstance(value, str) for value in fields.values()):
         raise RequestError("every value is a string")
-    reason = fields.get("reason")
-    if reason is not None and reason not in {str(r) for r in VoidReason}:
-        raise RequestError(
-            f"reason {_shown(reason)} is not one of {', '.join(str(r) for r in VoidReason)}"
-        )
     mode = fields.get("mode")
     if mode is not None and mode not in {str(m) for m in Mode}:
         raise RequestError(f"mode {_shown(mode)} is not one of {', '.join(str(m) for m in Mode)}")
-    result = fields.get("result")
-    back = fields.get("back")
-    if back is not None:
-        try:
-            back = parse_bounded_int(back, low=1, high=RECALL_DEPTH, what="back")
-        except NumberError as exc:
-            raise RequestError(f"back {_shown(fields['back'])}: {exc}") from None
     return Request(
         action,
+        employee=fields["employee"],
         dice_set=fields.get("id"),
         note=fields.get("note", ""),
-        reason=None if reason is None else VoidReason(reason),
+        reason=fields.get("reason"),
         mode=None if mode is None else Mode(mode),
-        result=None if result is None else parse_result(result),
-        back=back,
+        result=_optional(parse_result, fields, "result"),
+        dice=_optional(parse_dice, fields, "dice"),
+        round=_optional(_number("round", MAX_SEQ), fields, "round"),
+        back=_optional(_number("back", RECALL_DEPTH), fields, "back"),
+        tile_set=fields.get("set"),
+        dealer=fields.get("dealer"),
     )
+
+
+_P = TypeVar("_P")
+
+
+def _optional(parse: Callable[[str], _P], fields: Mapping[str, str], key: str) -> _P | None:
+    return None if key not in fields else parse(fields[key])
+
+
+def _number(what: str, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return parse_bounded_int(text, low=1, high=high, what=what)
+        except NumberError as exc:
+            raise RequestError(f"{what} {_shown(text)}: {exc}") from None
+
+    return parse
 
 
 def parse_result(text: str) -> tuple[int, int]:
@@ -327,6 +401,21 @@ def parse_result(text: str) -> tuple[int, int]:
     except NumberError as exc:
         raise RequestError(f"result {_shown(text)} is not ROUND.ATTEMPT: {exc}") from None
     return number, attempt
+
+
+def parse_dice(text: str) -> Roll:
+    """``R,B,B``: the red die, then the two blue, each an ASCII digit 1..6."""
+    faces = text.split(",")
+    if len(faces) != 3 or not all(len(f) == 1 and f in "123456" for f in faces):
+        raise RequestError(
+            f"dice {_shown(text)} are not R,B,B (the red die, then the two blue, each 1..6)"
+        )
+    red, first, second = (int(f) for f in faces)
+    return Roll(red, (first, second))
+
+
+def dice_text(roll: Roll) -> str:
+    return f"{roll.red},{roll.blue[0]},{roll.blue[1]}"
 
 
 def _shown(value: object) -> str:
@@ -587,7 +676,8 @@ class ServiceTerminal:
             request.summary(),
             "on" if supervisor else "off",
         )
-        outcome = self.loop.submit(request.occurrence(at=self.loop.clock(), supervisor=supervisor))
+        occ = request.occurrence(at=self.loop.clock(), supervisor=supervisor, uid=_peer_uid(conn))
+        outcome = self.loop.submit(occ)
         if not outcome.wait_for_step(self.answer_timeout_s):
             self.loop.withdraw(outcome)
             self._count("no_answer")
@@ -663,16 +753,31 @@ class ServiceTerminal:
             self.counts[what] += 1
 
 
-def _peer(conn: socket.socket) -> str:
-    """Who connected, for the journal: the kernel's word (SO_PEERCRED), not the client's."""
+def _credentials(conn: socket.socket) -> tuple[int, int, int] | None:
+    """The kernel's word on who connected (SO_PEERCRED: pid, uid, gid), not the client's."""
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:  # pragma: no cover - Linux has it
-        return "a client"
+        return None
     try:
         pid, uid, gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, 12))
     except OSError:
+        return None
+    return int(pid), int(uid), int(gid)
+
+
+def _peer(conn: socket.socket) -> str:
+    """Who connected, for the journal."""
+    credentials = _credentials(conn)
+    if credentials is None:
         return "a client"
+    pid, uid, gid = credentials
     return f"uid {uid} gid {gid} pid {pid}"
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The operating system's account that sent the request, for the record."""
+    credentials = _credentials(conn)
+    return None if credentials is None else credentials[1]
 
 
 def _said(reply: Mapping[str, object]) -> str:

@@ -8,12 +8,19 @@ real pseudo-terminal. A simulated dealer and player press the panel's keys and t
 button on the mock pins as rounds ask for them, and a supervisor clears faults. Faults are
 injected by chance per shake (``--faults``).
 
-Unless the rounds are plain (``--plain-rounds``), the supervisor also does what a shift asks of
-one (issue 14): the first result of every tenth round is voided with a reason (N.J.A.C.
-13:69E-1.28P; the round is shaken again), the dice are replaced when their 24 hours on the table
-are up (proposed 621a.5(c)), and the shaker is inspected at the start of each day (N.J.A.C.
-13:69E-1.16A); with ``[table] modes`` every fifteenth round is played in another mode, and
-before round 25 a technician plays a test round in service mode (9 NYCRR 5319.58).
+The table is opened before the first round, plain rounds or not: the supervisor records the
+dice set in the shaker (proposed 621a.5(c)) and, at tiles, a set of tiles the dealer inspected
+and the floorperson verified (621a.6(a)); each is put in again when its life is up (24 hours,
+12 for the tiles, 621a.3(e)). Unless the rounds are plain (``--plain-rounds``), the crew also
+does what a shift asks (issue 14): the dealer signs on at the terminal; in every tenth round the
+sensor misreads the red die and the supervisor, looking at the dice, corrects the result to
+them (N.J.A.C. 13:69E-1.28P(d): never a re-roll), and in RNG mode, where a result is never
+corrected, voids the round instead; in every tenth round from the fifth the supervisor voids
+the whole round with the next reason in turn (621a.12(c),(e): every wager returned); the
+dealer shuffles for a new game at round 20 (621a.11(b)); the shaker is inspected at the start
+of each day (N.J.A.C. 13:69E-1.16A); with ``[table] modes`` every fifteenth round is played in
+another mode, and before round 25 a technician plays a test round in service mode (9 NYCRR
+5319.58). Every action at the terminal names its employee.
 ``--table-minutes-per-round M`` gives the table a simulated wall clock that
 moves M minutes with each round closed, so that a day of play passes in a few seconds.
 """
@@ -35,14 +42,19 @@ from typing import Protocol, TextIO
 from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
-from controller.app.service import ACTIONS, SOCKET_NAME, Request, ServiceTerminalError, send_request
+from controller.app.service import (
+    SOCKET_NAME,
+    Request,
+    ServiceTerminalError,
+    send_request,
+)
 from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle
-from controller.core.dice import DieColour
+from controller.core.dice import DieColour, Roll
 from controller.core.dice_monitor import loaded_face_probabilities
 from controller.core.digits import quoted
 from controller.core.position import Game
-from controller.core.state import Event, Fault, Mode, Screen, VoidReason
+from controller.core.state import Fault, Mode, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
 from controller.ports import wall_ms
@@ -72,16 +84,19 @@ SHAKER_FAULTS = ("few_cycles", "lid", "tamper", "motor_stuck")
 FAULT_NAMES = (*SENSOR_FAULTS, *SHAKER_FAULTS)
 _DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,9})?|\.[0-9]{1,9}")  # ASCII, no exponent
 SUPERVISOR_TRIES = 3  # a supervisor's action the controller refused, tried again at most so often
-VOID_EVERY = 10  # the first result of every tenth round is voided (not with plain rounds)
+CORRECT_EVERY = 10  # every tenth round's result is misread and corrected (not with plain rounds)
+VOID_EVERY = 10  # every tenth round from VOID_FROM is voided whole (not with plain rounds)
+VOID_FROM = 5
+SHUFFLE_AT = 20  # the dealer shuffles for a new game before this round (not with plain rounds)
 MODE_EVERY = 15  # every fifteenth round is played in another mode the table allows
 SERVICE_AT = 25  # a test round in service mode before round 25 (not with plain rounds)
 DAY_MS = 86_400_000
-# the requests the crew's supervisor types (recall is the pit's, not the crew's)
-TERMINAL_ACTIONS = {
-    event: action
-    for action, (event, _, _) in ACTIONS.items()
-    if action not in ("recall", "recall_leave")
-}
+# the crew's employee ids, as the terminal records them
+SUPERVISOR = "S1021"
+DEALER = "D2207"
+FLOORPERSON = "F0310"
+TECHNICIAN = "T0042"
+TYPED_VOIDS = tuple(r for r in VoidReason if r.is_typed)
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
 
@@ -173,11 +188,17 @@ class SimulatedWallClock:
 
 
 class CrewSensor(Protocol):
-    """What the crew does to the dice sensor: rolls the dice in its tray, injects a fault."""
+    """What the crew does to the dice sensor: rolls the dice in its tray, injects a fault, has
+    it misread the next roll; and what a person sees of the dice (None: they cannot be seen
+    from here, a real sensor's tray)."""
 
     def roll(self) -> object: ...
 
     def inject(self, fault: SimFault, count: int = 1) -> None: ...
+
+    def misread_next_roll(self) -> None: ...
+
+    def dice_as_they_lie(self) -> Roll | None: ...
 
 
 class BenchSensor:
@@ -194,8 +215,23 @@ class BenchSensor:
     def inject(self, fault: SimFault, count: int = 1) -> None:
         raise UsageError(f"a fault cannot be injected into the sensor at {self.url}")
 
+    def misread_next_roll(self) -> None:
+        return None
+
+    def dice_as_they_lie(self) -> Roll | None:
+        return None
+
     def close(self) -> None:
         return None
+
+
+class CrewsSimulatedSensor(SimulatedSensor):
+    """The simulated sensor, whose dice the crew can look at (a supervisor correcting a
+    misread result, N.J.A.C. 13:69E-1.28P(d))."""
+
+    def dice_as_they_lie(self) -> Roll | None:
+        red, first, second = self.dice
+        return Roll(red.face, (first.face, second.face))
 
 
 @dataclass
@@ -213,6 +249,7 @@ class Crew:
     on_done: threading.Event
     is_manual: bool = False
     has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
+    styles: tuple[DeliveryStyle, ...] = tuple(DeliveryStyle)  # those the Rules Submission allows
     makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
     modes: tuple[Mode, ...] = ()  # the modes the supervisor may switch to ([table] modes)
     configured: Mode = Mode.SHAKER  # the table's configured mode ([table] mode)
@@ -234,7 +271,9 @@ class Crew:
         self._last_data: dict[str, object] = {}
         self._wanted: dict[object, tuple[str | None, str]] = {}  # round: (bank, style) chosen
         self._voids = 0
-        self._voided: set[int] = set()
+        self._handled: set[tuple[str, int]] = set()  # (what, round) a supervisor saw to
+        self._signed_on = False
+        self._tile_sets = 0
         self._failures: Counter[tuple[str, int]] = Counter()
         self._inspected_day: int | None = None
         self.mode: Mode | None = None  # as the last READY showed it
@@ -296,10 +335,12 @@ class Crew:
                 self.mode = Mode(str(data["mode"]))
                 self.is_manual = self.mode is Mode.MANUAL
             if (
-                self._inspect_shaker()
-                or self._replace_dice(data)
+                self._open_table(data)
+                or self._sign_on()
+                or self._inspect_shaker()
                 or self._switch_mode(data)
                 or self._enter_service(data)
+                or self._shuffle(data)
             ):
                 return
             if self._choose_bank(data):
@@ -308,10 +349,15 @@ class Crew:
             screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self._replace_dice(data)
         ):
             return  # a key stepped, or the dice replaced: the screen shown next says more
+        elif screen is Screen.BETS_CLOSED and data.get("mode") == Mode.RNG:
+            # 621a.11(i): the style of delivery settled, the dealer has the RNG draw
+            self._pause()
+            self._press("key_dice_set")
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
             # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
             self._pause()
             self._inject_faults()
+            self._misread(data)
             self.sensor.roll()
             self._press("key_dice_set")
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
@@ -320,10 +366,11 @@ class Crew:
                 self.shaker.close_lid()  # 621a.11(i): covered again before the reshake
                 self.stopping.wait(self.press_s)
             self._inject_faults()
+            self._misread(data)
             self._press("shake_button")
         elif screen is Screen.RESULT:
             self._pause()
-            if self._void(data):
+            if self._correct(data) or self._void(data):
                 return
             if "result" in data:  # a nudge, or a result shown again, is not a new round
                 self.rounds_done.add(data.get("round"))
@@ -335,7 +382,7 @@ class Crew:
             faults = data.get("faults")
             if isinstance(faults, list) and str(Fault.DICE_ALARM) in faults:
                 # the table locked on a dice alarm: the supervisor takes the dice out
-                self._as_supervisor(Event.DICE_REPLACED)
+                self._at_terminal("dice_replaced", SUPERVISOR)
             self._clear(data)
 
     def _enter_service(self, data: Mapping[str, object]) -> bool:
@@ -346,7 +393,7 @@ class Crew:
         if self._serviced or self.mode is Mode.RNG:
             return False
         self._serviced = True
-        self._as_supervisor(Event.SERVICE_MODE)
+        self._at_terminal("service_mode", TECHNICIAN)
         return True
 
     def _act_in_service(self, screen: Screen, data: Mapping[str, object]) -> None:
@@ -355,7 +402,7 @@ class Crew:
         self._pause()
         if screen is Screen.READY:
             if self._test_rounds >= 1:
-                self._as_supervisor(Event.SERVICE_MODE)
+                self._at_terminal("service_mode", TECHNICIAN)
             else:
                 self._press("key_no_more_bets")
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
@@ -372,65 +419,111 @@ class Crew:
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._clear(data)
 
-    def _as_supervisor(
-        self,
-        event: Event,
-        *,
-        reason: VoidReason | None = None,
-        mode: Mode | None = None,
-        detail: str = "",
-        result: tuple[int, int] | None = None,
-    ) -> bool:
-        """The supervisor turns the key, types the action at the service terminal (what
-        ``paigow-controller supervise`` sends, on the controller's socket) and turns the key
-        back; whether the controller took it. A refusal or an error is logged; the crew acts on
-        the next screen (or on this one again), and tries once more where it still applies."""
+    def _at_terminal(self, action: str, employee: str, **fields: object) -> bool:
+        """The action typed at the service terminal by ``employee`` (what ``paigow-controller
+        supervise`` sends, on the controller's socket), with the supervisor key turned for it;
+        whether the controller took it. A refusal or an error is logged; the crew acts on the
+        next screen (or on this one again), and tries once more where it still applies."""
         if self.control_socket is None:
             return False
-        request = Request(
-            TERMINAL_ACTIONS[event], note=detail, reason=reason, mode=mode, result=result
-        )
+        request = Request(action, employee=employee, **fields)  # type: ignore[arg-type]
         self.panel.turn_supervisor_key(True)
         self.stopping.wait(self.press_s)  # the key switch settles
         try:
             reply = send_request(self.control_socket, request)
         except (ServiceTerminalError, OSError) as exc:
-            log.warning("the simulated supervisor: %s: %s", request.summary(), exc)
+            log.warning("the simulated crew: %s: %s", request.summary(), exc)
             return False
         else:
             if reply.get("ok") is not True:
                 why = reply.get("refused") or f"{reply.get('error')}: {reply.get('detail')}"
-                log.warning("the simulated supervisor: %s: %s", request.summary(), why)
+                log.warning("the simulated crew: %s: %s", request.summary(), why)
                 return False
+            log.info("the simulated crew: %s", request.summary())
             return True
         finally:
             self.stopping.wait(self.press_s)
             self.panel.turn_supervisor_key(False)
 
+    def _once(self, what: str, number: int, action: str, employee: str, **fields: object) -> bool:
+        """A supervisor's task of round ``number`` done once: True while it is being tried (the
+        screen shown next says more), False once it was done or given up."""
+        if (what, number) in self._handled:
+            return False
+        done = self._at_terminal(action, employee, **fields)
+        if done or self._gave_up((what, number)):
+            self._handled.add((what, number))
+        return True
+
+    def _misread(self, data: Mapping[str, object]) -> None:
+        """Every CORRECT_EVERY-th round the sensor misreads the red die of its first shake."""
+        number = data.get("round")
+        if (
+            self.makes_choices
+            and isinstance(number, int)
+            and number % CORRECT_EVERY == 0
+            and data.get("attempt") == 1
+        ):
+            self.sensor.misread_next_roll()
+
+    def _correct(self, data: Mapping[str, object]) -> bool:
+        """N.J.A.C. 13:69E-1.28P(d): the supervisor looks at the dice and, where the result
+        shown is not what they show, corrects it to them (never a re-roll). An RNG result is
+        never corrected: in RNG mode the supervisor voids the round instead."""
+        number, result = data.get("round"), data.get("result")
+        if not (self.makes_choices and isinstance(number, int) and isinstance(result, dict)):
+            return False
+        if number % CORRECT_EVERY != 0 or "corrected" in data:
+            return False
+        if data.get("mode") == Mode.RNG:
+            return self._void_round(number, VoidReason.DEALER_ERROR, "simulated: RNG mode")
+        seen = self.sensor.dice_as_they_lie()
+        shown = result.get("dice")
+        if seen is None or not isinstance(shown, dict):
+            return False
+        read = (shown.get("red"), sorted(shown.get("blue") or []))
+        if read == (seen.red, sorted(seen.blue)):
+            return False
+        attempt = data.get("attempt")
+        if not isinstance(attempt, int):
+            return False
+        return self._once(
+            "correct",
+            number,
+            "correct_result",
+            SUPERVISOR,
+            result=(number, attempt),
+            dice=seen,
+            reason="misread",
+            note="simulated: the red die seen on the camera's recording",
+        )
+
     def _void(self, data: Mapping[str, object]) -> bool:
-        """N.J.A.C. 13:69E-1.28P: the first result of every tenth round is voided, with the
-        next reason in turn (a patron's complaint, a misread, ...); the round is shaken again."""
+        """621a.12(c),(e): every tenth round from the fifth, the supervisor voids the whole
+        round with the next reason in turn (a wrong count dealt, a tile exposed, ...); every
+        wager is returned and the next round opens."""
         number = data.get("round")
         if not (
             self.makes_choices
             and isinstance(number, int)
-            and number % VOID_EVERY == 0
-            and number not in self._voided
+            and number % VOID_EVERY == VOID_FROM
             and "result" in data
         ):
             return False
-        reasons = list(VoidReason)
-        reason = reasons[self._voids % len(reasons)]
-        attempt = data.get("attempt")
-        shown = (number, attempt) if isinstance(attempt, int) else None
-        # Named by its round and attempt, a void that did go through is refused if sent again.
-        done = self._as_supervisor(
-            Event.VOID_RESULT, reason=reason, detail="simulated", result=shown
+        return self._void_round(number, TYPED_VOIDS[self._voids % len(TYPED_VOIDS)], "simulated")
+
+    def _void_round(self, number: int, reason: VoidReason, note: str) -> bool:
+        if ("void", number) in self._handled:
+            return False
+        trying = self._once(
+            "void", number, "void_round", SUPERVISOR, round=number, reason=str(reason), note=note
         )
-        if done or self._gave_up(("void", number)):
-            self._voided.add(number)  # its first result, whatever attempt decided it
-            self._voids += done
-        return True
+        if ("void", number) in self._handled:
+            self._voids += 1
+            self.rounds_done.add(number)  # a round played, though void
+            if self.clock is not None:
+                self.clock.round_closed()
+        return trying
 
     def _gave_up(self, task: tuple[str, int]) -> bool:
         """A supervisor's action refused (a key that had not settled on a loaded machine, say)
@@ -440,17 +533,56 @@ class Crew:
 
     def _replace_dice(self, data: Mapping[str, object]) -> bool:
         """Proposed 621a.5(c): the supervisor records the dice set in the shaker when none is
-        recorded, and puts in a new one once its 24 hours on the table are up (the shake would
-        be refused)."""
+        recorded (no shake is taken before), and puts in a new one once its 24 hours on the
+        table are up."""
         dice = data.get("dice")
-        if not (self.makes_choices and isinstance(dice, dict)):
+        if not isinstance(dice, dict) or self.control_socket is None:
             return False
         warning = dice.get("warning")
         if dice.get("set") is not None and not (
             isinstance(warning, str) and "24 hours:" in warning
         ):
             return False
-        self._as_supervisor(Event.DICE_REPLACED)
+        self._at_terminal("dice_replaced", SUPERVISOR)
+        return True
+
+    def _open_table(self, data: Mapping[str, object]) -> bool:
+        """The table opened for play (bets open): a dice set recorded in the shaker, and at
+        tiles a set of tiles the dealer inspected and the floorperson verified (621a.6(a)),
+        each put in again when its life is up (621a.3(e): the tiles every 12 hours)."""
+        if self._replace_dice(data):
+            return True
+        tiles = data.get("tiles")
+        if not isinstance(tiles, dict) or self.control_socket is None:
+            return False
+        warning = tiles.get("warning")
+        if tiles.get("set") is not None and not (
+            isinstance(warning, str) and "12 hours:" in warning
+        ):
+            return False
+        self._tile_sets += 1
+        self._at_terminal(
+            "tiles_inspected", FLOORPERSON, tile_set=f"T-{self._tile_sets}", dealer=DEALER
+        )
+        return True
+
+    def _sign_on(self) -> bool:
+        """The dealer signs on at the terminal once: the records of the dealer's keys name
+        the dealer from then on."""
+        if self._signed_on or not self.makes_choices or self.control_socket is None:
+            return False
+        self._signed_on = self._at_terminal("shift_change", DEALER) or self._gave_up(("on", 0))
+        return True
+
+    def _shuffle(self, data: Mapping[str, object]) -> bool:
+        """621a.11(b): once, before round SHUFFLE_AT, the dealer shuffles the tiles for a new
+        game (the dealer's key): no player banks its first round."""
+        if not (self.makes_choices and self.has_styles and data.get("round") == SHUFFLE_AT):
+            return False
+        if ("shuffle", SHUFFLE_AT) in self._handled:
+            return False
+        self._handled.add(("shuffle", SHUFFLE_AT))
+        self._press("key_shuffle")
         return True
 
     def _switch_mode(self, data: Mapping[str, object]) -> bool:
@@ -468,7 +600,7 @@ class Crew:
             target = self.configured
         else:
             return False
-        self._as_supervisor(Event.MODE_SWITCH, mode=target)
+        self._at_terminal("mode_switch", SUPERVISOR, mode=target)
         return True
 
     def _inspect_shaker(self) -> bool:
@@ -478,18 +610,21 @@ class Crew:
         day = self.clock() // DAY_MS
         if self._inspected_day == day:
             return False
-        done = self._as_supervisor(Event.SHAKER_INSPECTED, detail="cup, lid and tilt switch intact")
+        done = self._at_terminal(
+            "shaker_inspected", SUPERVISOR, note="cup, lid and tilt switch intact"
+        )
         if done or self._gave_up(("inspection", day)):
             self._inspected_day = day
         return True
 
     def _wants(self, data: Mapping[str, object]) -> tuple[str | None, str]:
         """The bank and the style this round is played with, chosen once per round: mostly the
-        dealer banks, now and then a seat; a style now and then (621a.11(i))."""
+        dealer banks, now and then a seat; a style the casino allows now and then
+        (621a.11(i))."""
         number = data.get("round")
         if number not in self._wanted:
             bank = None if self.random.random() < 0.7 else f"seat {self.random.randint(1, 6)}"
-            styles = [s.value for s in DeliveryStyle]
+            styles = [DeliveryStyle.STANDARD.value, *(s.value for s in self.styles)]
             style = styles[0] if self.random.random() < 0.6 else self.random.choice(styles)
             self._wanted[number] = (bank or "dealer", style)
         return self._wanted[number]
@@ -588,11 +723,12 @@ def run_simulation(
     timed = simulation_config(config, fast=fast)
     config = timed if sensor_url is None else dataclasses.replace(timed, sensor=config.sensor)
     factory = MockFactory(pin_class=SimPin)
-    sensor: SimulatedSensor | BenchSensor = (
-        SimulatedSensor(seed=seed, dice_bias=dice_bias).start()
-        if sensor_url is None
-        else BenchSensor(sensor_url)
-    )
+    sensor: CrewsSimulatedSensor | BenchSensor
+    if sensor_url is None:
+        sensor = CrewsSimulatedSensor(seed=seed, dice_bias=dice_bias)
+        sensor.start()
+    else:
+        sensor = BenchSensor(sensor_url)
 
     def dice_land() -> None:
         sensor.roll()  # the dice come to rest in new places with new faces
@@ -622,6 +758,7 @@ def run_simulation(
         modes=config.table.modes,
         configured=config.table.mode,
         has_styles=config.table.game is Game.TILES,
+        styles=config.rules.delivery_styles,
         makes_choices=not plain_rounds,
         control_socket=control_socket,
         clock=clock,

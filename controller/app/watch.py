@@ -21,6 +21,14 @@ log = logging.getLogger("paigow.appliance")
 # rounds): it is paid in full only at the first start of a log without software checks.
 SOFTWARE_LOOKBACK_RECORDS = 20_000
 CLOCK_EVERY_MS = 60_000  # how often the clock's status is asked (its change is recorded)
+# How often the table's time goes in the log (``table_time``): the dice's 24 hours and the
+# tiles' 12 are counted in it, so a power cut after hours of idling loses at most this much
+TABLE_TIME_EVERY_MS = 15 * 60_000
+
+
+def table_time(at: int) -> Occurrence:
+    """The periodic note of the table's time (the core records it with the wall clock)."""
+    return Occurrence(Event.TABLE_TIME, at=at)
 
 
 def last_software_identity(audit: AuditLog) -> SoftwareIdentity | None:

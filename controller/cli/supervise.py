@@ -26,9 +26,14 @@ EX_NOPERM = 77
 REFUSED = 1
 
 _ACTIONS = {  # command-line name -> the protocol's action
+    "correct-result": "correct_result",
+    "void-round": "void_round",
     "dice-replaced": "dice_replaced",
+    "tiles-inspected": "tiles_inspected",
+    "tiles-shuffled": "tiles_shuffled",
+    "shift-change": "shift_change",
+    "clear-fault": "clear_fault",
     "shaker-inspected": "shaker_inspected",
-    "void-result": "void_result",
     "mode-switch": "mode_switch",
     "service-mode": "service_mode",
     "lamp-test": "lamp_test",
@@ -36,43 +41,74 @@ _ACTIONS = {  # command-line name -> the protocol's action
     "recall": "recall",
     "recall-leave": "recall_leave",
 }
-_WITH_NOTE = ("shaker_inspected", "void_result", "dice_kept")
+_GONE = {
+    "void-result": "void-result is gone: a result is corrected to the dice as they lie"
+    " (correct-result), or the whole round is void, every wager returned (void-round)",
+}
+# option -> the protocol's key it fills
+_OPTIONS = {
+    "id": "id",
+    "reason": "reason",
+    "result": "result",
+    "dice": "dice",
+    "round": "round",
+    "to": "mode",
+    "note": "note",
+    "back": "back",
+    "set": "set",
+    "dealer": "dealer",
+}
 _DONE = {
     "lamp_test": "every lamp is lit until the next screen",
     "recall": "the display shows the round recalled",
 }
 _DESCRIPTION = """\
-A supervisor's action, recorded by the running controller. The physical supervisor key must be
-on: the controller reads it when the command arrives, and the table refuses the action without
-it. The command talks to the controller over its Unix socket (by default
+An action of the supervisor (or the dealer) at the service terminal, recorded by the running
+controller with the employee id given. The physical supervisor key must be on where the rules
+ask for the supervisor: the controller reads it when the command arrives, and the table refuses
+the action without it. The command talks to the controller over its Unix socket (by default
 /run/paigow-controller/control.sock, open to root and the service's group)."""
 _EXAMPLES = """\
 examples:
-  paigow-controller supervise dice-replaced --id B-0417
-  paigow-controller supervise shaker-inspected --note "cup, lid and tilt switch intact"
-  paigow-controller supervise void-result --result 30.1 --reason misread --note "seat 3 complaint"
-  paigow-controller supervise mode-switch --to rng
-  paigow-controller supervise service-mode      # in; the same command again: out
-  paigow-controller supervise lamp-test
-  paigow-controller supervise dice-kept --note "weighed and calipered: within tolerance"
-  paigow-controller supervise recall --back 3     # the display shows the third newest round
-  paigow-controller supervise recall-leave
-  paigow-controller supervise dice-replaced --state-dir demo-state --json"""
+  paigow-controller supervise correct-result --result 30.1 --dice 4,2,3 --reason misread \\
+      --employee S1021
+  paigow-controller supervise void-round --round 30 --reason tile_exposed --employee S1021
+  paigow-controller supervise dice-replaced --id B-0417 --employee S1021
+  paigow-controller supervise tiles-inspected --set T-0921 --dealer D2207 --employee F0310
+  paigow-controller supervise tiles-shuffled --employee D2207
+  paigow-controller supervise shift-change --employee D2207     # the dealer coming on
+  paigow-controller supervise clear-fault --employee S1021
+  paigow-controller supervise shaker-inspected --note "cup, lid, tilt switch" --employee S1021
+  paigow-controller supervise mode-switch --to rng --employee S1021
+  paigow-controller supervise service-mode --employee T0042     # in; the same command again: out
+  paigow-controller supervise lamp-test --employee T0042
+  paigow-controller supervise dice-kept --note "weighed and calipered" --employee S1021
+  paigow-controller supervise recall --back 3 --employee S1021  # the third newest round
+  paigow-controller supervise recall-leave --employee S1021
+  paigow-controller supervise dice-replaced --employee S1021 --state-dir demo-state --json"""
 
 
 def supervise_arguments(p: argparse.ArgumentParser) -> None:
     from controller.app.service import DEFAULT_SOCKET
-    from controller.core.state import Mode, VoidReason
+    from controller.core.state import Mode
 
     p.description = _DESCRIPTION
     p.epilog = _EXAMPLES
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument(
         "action",
-        choices=list(_ACTIONS),
-        help="dice-replaced: a new dice set is in the shaker (proposed 621a.5(c)); "
+        choices=[*_ACTIONS, *_GONE],
+        metavar="action",
+        help="correct-result: the result shown corrected to the dice as they lie, never"
+        " re-rolled (N.J.A.C. 13:69E-1.28P(d)); "
+        "void-round: the whole round void, every wager returned (621a.12(c),(e)); "
+        "dice-replaced: a new dice set is in the shaker (proposed 621a.5(c)); "
+        "tiles-inspected: a set of tiles inspected by the dealer and verified by the"
+        " floorperson (621a.6(a)); its 12 hours start (621a.3(e)); "
+        "tiles-shuffled: the dealer shuffled for a new game (621a.11(b)); "
+        "shift-change: a new dealer signs on; "
+        "clear-fault: the faults the key allows cleared; "
         "shaker-inspected: the end-of-day inspection (N.J.A.C. 13:69E-1.16A); "
-        "void-result: the result shown is void, the round goes on (N.J.A.C. 13:69E-1.28P); "
         "mode-switch: another mode this table allows, between rounds, or to the RNG out of a "
         "fault of the dice (current 621a.6(a)); "
         "service-mode: into service mode with bets open, or out of it (9 NYCRR 5319.58); "
@@ -82,20 +118,43 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
         "recall-leave: the display returns to the table",
     )
     p.add_argument(
-        "--id",
-        help="dice-replaced: the new set's id, 1 to 16 letters, digits or '-'"
-        " (default: the next number)",
-    )
-    p.add_argument(
-        "--reason",
-        choices=[str(r) for r in VoidReason],
-        help="void-result (required): why the result is void",
+        "--employee",
+        metavar="ID",
+        help="(required) who does it: an employee id, 1 to 16 ASCII letters and digits",
     )
     p.add_argument(
         "--result",
         metavar="ROUND.ATTEMPT",
-        help="void-result (required): the result shown, as the display numbers it (e.g. 30.1);"
-        " a repeated command never voids the result decided after the first",
+        help="correct-result (required): the result shown, as the display numbers it (e.g."
+        " 30.1); a repeated command never corrects another result",
+    )
+    p.add_argument(
+        "--dice",
+        metavar="R,B,B",
+        help="correct-result (required): the dice as they lie: the red die, then the two blue",
+    )
+    p.add_argument(
+        "--round",
+        metavar="N",
+        help="void-round (required): the round in play, as the display numbers it",
+    )
+    p.add_argument(
+        "--reason",
+        help="correct-result (required): misread, patron_complaint or surveillance_review;"
+        " void-round (required): wrong_count (621a.12(c)), tile_exposed (621a.12(e)),"
+        " dealer_error, patron_complaint or equipment; tiles-shuffled: new_game (default)"
+        " or remix (621a.6(e))",
+    )
+    p.add_argument(
+        "--id",
+        help="dice-replaced: the new set's id, 1 to 16 letters, digits or '-'"
+        " (default: the next number)",
+    )
+    p.add_argument("--set", help="tiles-inspected (required): the tile set's id, like --id")
+    p.add_argument(
+        "--dealer",
+        metavar="ID",
+        help="tiles-inspected (required): the dealer who sorted and inspected the tiles",
     )
     p.add_argument(
         "--to",
@@ -104,7 +163,8 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--note",
-        help="shaker-inspected, void-result, dice-kept: up to 120 printable ASCII characters",
+        help="correct-result, void-round, shaker-inspected, dice-kept: up to 120 printable"
+        " ASCII characters",
     )
     p.add_argument(
         "--back",
@@ -125,48 +185,43 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
 
 def supervise(args: argparse.Namespace) -> int:
     from controller.app.service import (
+        ACTIONS,
         DEFAULT_SOCKET,
         SOCKET_NAME,
-        Request,
         RequestError,
         ServiceTerminalError,
         TerminalUnavailable,
-        parse_result,
+        parse_request,
         send_request,
     )
-    from controller.core.digits import NumberError, parse_bounded_int
-    from controller.core.state import RECALL_DEPTH, Mode, VoidReason
+    from controller.core import canonical
 
+    if args.action in _GONE:
+        raise UsageError(_GONE[args.action])
     action = _ACTIONS[args.action]
-    if args.id is not None and action != "dice_replaced":
-        raise UsageError(f"--id goes with dice-replaced, not {args.action}")
-    if args.note is not None and action not in _WITH_NOTE:
-        raise UsageError("--note goes with shaker-inspected, void-result or dice-kept")
-    if args.back is not None and action != "recall":
-        raise UsageError(f"--back goes with recall, not {args.action}")
-    back = None
+    if args.employee is None:
+        raise UsageError(f"{args.action} needs --employee ID (who does it)")
+    _, takes, needs = ACTIONS[action]
+    fields = {"action": action, "employee": args.employee}
+    for option, key in _OPTIONS.items():
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if key not in takes:
+            raise UsageError(f"--{option} does not go with {args.action}")
+        fields[key] = str(value)
     if action == "recall":
-        try:
-            back = parse_bounded_int(args.back or "1", low=1, high=RECALL_DEPTH, what="--back")
-        except NumberError as exc:
-            raise UsageError(str(exc)) from None
-    if (args.reason is None) == (action == "void_result"):
-        raise UsageError("--reason goes with void-result, and void-result needs one")
-    if (args.to is None) == (action == "mode_switch"):
-        raise UsageError("--to goes with mode-switch, and mode-switch needs one")
-    if (args.result is None) == (action == "void_result"):
-        raise UsageError("--result goes with void-result, and void-result needs one")
-    try:
-        request = Request(
-            action,
-            dice_set=args.id,
-            note=args.note or "",
-            reason=None if args.reason is None else VoidReason(args.reason),
-            mode=None if args.to is None else Mode(args.to),
-            result=None if args.result is None else parse_result(args.result),
-            back=back,
+        fields.setdefault("back", "1")
+    missing = sorted(needs - set(fields))
+    if missing:
+        shown = {v: k for k, v in _OPTIONS.items()}
+        raise UsageError(
+            f"{args.action} needs {', '.join('--' + shown.get(k, k) for k in missing)}"
         )
-    except RequestError as exc:
+    try:
+        # the one grammar: the request as the controller will parse it
+        request = parse_request(canonical.encode(fields) + b"\n")
+    except (RequestError, canonical.EncodingError) as exc:
         raise UsageError(str(exc)) from None
     if args.socket is not None:
         path = Path(args.socket)

@@ -84,6 +84,7 @@ DEALER_KEYS: tuple[tuple[str, str], ...] = (
     ("key_bank_seat", "BANK"),
     ("key_style", "STYLE"),
     ("key_shift_change", "SHIFT CHANGE"),
+    ("key_shuffle", "SHUFFLE"),
 )
 SHAKE_BUTTON = "shake_button"
 SUPERVISOR_KEY = "supervisor_key"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
+from controller.core.dealing import DeliveryStyle
 from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
 from controller.core.note import ALG_COSIGNATURE_V1, NoteError, Verifier
@@ -53,10 +54,23 @@ class TableConfig:
     # current 621a.6(a): the other modes the supervisor may switch the table to (and to the RNG
     # out of a fault of the dice); none by default
     modes: tuple[Mode, ...] = ()
-    co_banking: bool = False  # 645a.12(e): Pai Gow Poker, if the casino's Rules Submission says so
     # Issue 15: on a dice alarm the table locks after the round (bets do not open again until
     # the supervisor replaces the dice or keeps them after inspection); by default play goes on
     lock_on_dice_alarm: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RulesConfig:
+    """The casino's Rules Submission (601a.2), as far as it decides what the controller
+    offers: the styles of delivery the bank may choose besides 621a.8(d) (621a.9; tiles only),
+    whether players may bank (621a.11(a), 645a.12(a)) and co-bank with the dealer (621a.11(e),
+    645a.12(e))."""
+
+    delivery_styles: tuple[DeliveryStyle, ...] = tuple(
+        s for s in DeliveryStyle if s is not DeliveryStyle.STANDARD
+    )
+    player_bank: bool = True
+    co_banking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,11 +349,13 @@ class PinsConfig:
     key_bank_seat: int = field(default=4, metadata=_range(0, 27))
     key_style: int = field(default=18, metadata=_range(0, 27))
     key_shift_change: int = field(default=7, metadata=_range(0, 27))
+    key_shuffle: int = field(default=8, metadata=_range(0, 27))
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     table: TableConfig = TableConfig()
+    rules: RulesConfig = RulesConfig()
     round: RoundConfig = RoundConfig()
     shaker: ShakerConfig = ShakerConfig()
     sensor: SensorConfig = SensorConfig()
@@ -361,7 +377,9 @@ class Config:
             game=self.table.game,
             mode=self.table.mode,
             modes=self.table.modes,
-            co_banking=self.table.co_banking,
+            styles=tuple(s for s in self.rules.delivery_styles if s is not DeliveryStyle.STANDARD),
+            player_bank=self.rules.player_bank,
+            co_banking=self.rules.co_banking,
             lock_on_dice_alarm=self.table.lock_on_dice_alarm,
             rng_mode=self.rng.mode,
             min_shake_cycles=r.min_shake_cycles,
@@ -376,6 +394,7 @@ class Config:
 
 _SECTIONS: Mapping[str, type[Any]] = {
     "table": TableConfig,
+    "rules": RulesConfig,
     "round": RoundConfig,
     "shaker": ShakerConfig,
     "sensor": SensorConfig,
@@ -419,6 +438,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         limits = _limits(raw["limits"], config.paytables)
         config = dataclasses.replace(config, limits=limits)
     _check_pins_distinct(config.pins)
+    _check_rules(config, raw)
     if config.shaker.cycles < config.round.min_shake_cycles:
         raise ConfigError(
             "round.min_shake_cycles",
@@ -427,6 +447,35 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         )
     config.round_settings()
     return config
+
+
+_MOVED = {"table.co_banking": "rules.co_banking"}
+
+
+def _check_rules(config: Config, raw: Mapping[str, Any]) -> None:
+    """What the table cannot honour is refused: a style of delivery at Pai Gow Poker, which
+    deals cards (621a.9 is for tiles); co-banking without a player bank (621a.11(e),
+    645a.12(e)); a side wager's limits on a table whose every mode is the RNG (current
+    621a.5(e)(2)-(4): Sum, Match and Beat It are settled on the physical dice only)."""
+    rules = raw.get("rules", {})
+    if config.table.game is Game.POKER and rules.get("delivery_styles"):
+        raise ConfigError(
+            "rules.delivery_styles",
+            "Pai Gow Poker has no styles of delivery (621a.9 is for tiles): leave it out",
+        )
+    if config.rules.co_banking and not config.rules.player_bank:
+        raise ConfigError(
+            "rules.co_banking", "co-banking is for a player bank, and rules.player_bank is false"
+        )
+    modes = {config.table.mode, *config.table.modes}
+    if modes == {Mode.RNG} and config.limits is not None:
+        for name in config.limits.configured():
+            if name != "table":
+                raise ConfigError(
+                    f"limits.{name}",
+                    f"every mode of this table is the RNG: its {name} wager is settled on"
+                    " the physical dice only (current 621a.5(e)(2)-(4))",
+                )
 
 
 def _check_pins_distinct(pins: PinsConfig) -> None:
@@ -445,6 +494,9 @@ def _section(name: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
     for key, value in values.items():
         spec = known.get(key)
         if spec is None:
+            moved = _MOVED.get(f"{name}.{key}")
+            if moved is not None:
+                raise ConfigError(f"{name}.{key}", f"is now {moved} (the Rules Submission)")
             raise ConfigError(f"{name}.{key}", "unknown key")
         kwargs[key] = _value(f"{name}.{key}", hints[key], spec.metadata, value)
     return cls(**kwargs)

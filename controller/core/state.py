@@ -1517,7 +1517,7 @@ class _Rules:
                 ctx, "this result was corrected already: void the round if the correction is wrong"
             )
         read = ctx.correction.dice_read if ctx.correction is not None else result.roll
-        if seen == read:
+        if _same_dice(seen, read):
             return _refuse(ctx, "the dice seen are the dice read: nothing to correct")
         corrected = result_of_roll(
             self.settings.game,
@@ -1880,6 +1880,11 @@ _NO_PLAYER_BANK = (
 )
 
 
+def _same_dice(one: Roll, other: Roll) -> bool:
+    """The same three dice: the red die alike and the two blue alike in either order."""
+    return one.red == other.red and sorted(one.blue) == sorted(other.blue)
+
+
 def _after(choices: Sequence[_T], current: _T) -> _T:
     """What a key that steps through ``choices`` selects next, round and round."""
     return choices[(choices.index(current) + 1) % len(choices)]
@@ -2088,8 +2093,12 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
         raise IllegalTransition(ctx.state, occ.event)
     if ctx.recall is not None and occ.event in _WAIT_IN_RECALL:
         return _refuse(ctx, "leave recall first: nothing changes in the round meanwhile")
-    ctx = advance_table_time(ctx, occ)
-    new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), ctx, occ)
+    advanced = advance_table_time(ctx, occ)
+    new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), advanced, occ)
+    if new_ctx is advanced and not any(a.kind is ActionKind.RECORD for a in actions):
+        # nothing changed but the time (a refusal, a tick): the context stays as it was, its
+        # time counted from the same instant by the next event that changes it
+        new_ctx = ctx
     if new_ctx.state not in allowed:  # pragma: no cover - a bug in this file
         raise AssertionError(f"{ctx.state} --{occ.event}--> {new_ctx.state} is not in the table")
     if ctx.service_round is not None and new_ctx.service_round is not None:

@@ -323,6 +323,7 @@ PANEL_KEYS = (
     "key_bank_seat",
     "key_style",
     "key_shift_change",
+    "key_shuffle",
     "supervisor_key",
 )
 

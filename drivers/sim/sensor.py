@@ -188,6 +188,8 @@ class SimulatedSensor:
         self._lock = threading.Lock()
         self._faults: Counter[SimFault] = Counter()
         self._dice: tuple[VirtualDie, ...] = ()
+        self._misread_next = False  # the next roll's red die is read as another face
+        self._misread = False  # this roll's is
         self._rolls = 0
         self._images = 0
         self._parser = FrameParser()
@@ -287,7 +289,15 @@ class SimulatedSensor:
         with self._lock:
             self._dice = dice
             self._rolls += 1
+            self._misread, self._misread_next = self._misread_next, False
         return dice
+
+    def misread_next_roll(self) -> None:
+        """The camera misreads the red die of the next roll, every time it is read: the face
+        one above (6: 1), with full confidence. The dice themselves (``dice``) are as they
+        lie; a supervisor who looks at them corrects the result."""
+        with self._lock:
+            self._misread_next = True
 
     @property
     def dice(self) -> tuple[VirtualDie, ...]:
@@ -499,7 +509,10 @@ class SimulatedSensor:
             dice = self._dice
             self._images += 1
             image = f"seed {self._seed} roll {self._rolls} image {self._images} {dice}"
+            misread = self._misread
         objects = [DieField(d.colour, d.face, True, True, d.position, d.confidence) for d in dice]
+        if misread and objects and objects[0].face is not None:
+            objects[0] = replace(objects[0], face=objects[0].face % 6 + 1)
         if self._take(SimFault.TILTED_DIE):
             objects[0] = replace(objects[0], is_flat=False)
         if self._take(SimFault.DIE_OUT):
