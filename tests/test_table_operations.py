@@ -19,7 +19,6 @@ from controller.core.state import (
     ActionKind,
     Event,
     Mode,
-    RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
