@@ -3,8 +3,10 @@ that fail (with nothing written, or written and still reported failed, as SQLite
 failed fsync), and power cuts at any point, each followed by a start from what the log holds.
 
 After every step:
-- every result ever shown was in the log, with the same data, when it was shown;
-- no (round, attempt) is decided twice, and no RNG (round, attempt) is drawn twice;
+- every result ever shown was in the log, with the same data, when it was shown (a corrected
+  one with its correction);
+- no round is decided twice (one ``result`` per round, ever: corrected, or void, never
+  re-rolled or redrawn), and no RNG (round, attempt) is drawn twice;
 - the context a start recovers is the one the loop had when its last step became durable;
 - the log verifies (chain, signatures, shape: no round closed without its result).
 """
@@ -29,7 +31,7 @@ from controller.audit.dice_stats import dice_stats
 from controller.audit.log import AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
-from controller.core.dice import DiceReading, DieColour, DieReading
+from controller.core.dice import DiceReading, DieColour, DieReading, Roll
 from controller.core.dice_monitor import Window
 from controller.core.merkle import CompactRange
 from controller.core.position import Game
@@ -37,6 +39,7 @@ from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
+    CorrectionReason,
     Event,
     Fault,
     Mode,
@@ -44,6 +47,7 @@ from controller.core.state import (
     RoundMachine,
     RoundSettings,
     Screen,
+    ShuffleReason,
     VoidReason,
 )
 from controller.errors import AuditLogError
@@ -52,6 +56,7 @@ from controller.rng.session import RngPort, RngSessionManager
 from drivers.sim.hardware import StillTable
 
 pytestmark = pytest.mark.slow
+SUPERVISOR, FLOOR, DEALER = "S1021", "F0310", "D2207"
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))
 WALL = 1_764_500_000_000  # UTC milliseconds at the table clock's zero
@@ -164,7 +169,22 @@ class Table(StillTable):
             if kind is RecordKind.RESULT:
                 assert len(recorded) == 1, f"result {key} shown with {len(recorded)} records"
             shown = json.loads(json.dumps(data["result"]))
-            assert shown == {k: v for k, v in recorded[-1].items() if k not in ("round", "attempt")}
+            corrections = [
+                r.data
+                for r in self.real.records()
+                if r.kind == RecordKind.RESULT_CORRECTED
+                and (r.data["round"], r.data["attempt"]) == key
+            ]
+            if data.get("corrected") is not None:
+                # N.J.A.C. 13:69E-1.28P(d): the result shown is the correction's, in the log
+                assert kind is RecordKind.RESULT
+                assert len(corrections) == 1
+                assert shown == corrections[0]["result"]
+            else:
+                assert not corrections or kind is not RecordKind.RESULT
+                assert shown == {
+                    k: v for k, v in recorded[-1].items() if k not in ("round", "attempt")
+                }
         self.shown.append((screen, dict(data)))
 
     def send(self, occ_event: Event, **data: Any) -> None:
@@ -201,6 +221,15 @@ class ControllerUnderFaults(RuleBasedStateMachine):
         self.table = Table(self.state, self.settings, None)
         self.table.loop.power_on(config=config_loaded_data(Config()))
         self.faces = (1, 2, 3)
+        # the table opened: a dice set in the shaker and a set of tiles inspected
+        self.table.send(Event.DICE_REPLACED, supervisor=True, employee=SUPERVISOR)
+        self.table.send(
+            Event.TILES_INSPECTED,
+            supervisor=True,
+            employee=FLOOR,
+            tile_set="T-1",
+            dealer=DEALER,
+        )
 
     def teardown(self) -> None:
         try:
@@ -257,45 +286,102 @@ class ControllerUnderFaults(RuleBasedStateMachine):
     @rule(supervisor=st.booleans(), dice_set=st.sampled_from([None, "A-1", "7"]))
     def dice_replaced(self, supervisor: bool, dice_set: str | None) -> None:
         """The dice set and its time: in the context, taken up again after a restart."""
-        self.table.send(Event.DICE_REPLACED, supervisor=supervisor, dice_set=dice_set)
+        self.table.send(
+            Event.DICE_REPLACED, supervisor=supervisor, dice_set=dice_set, employee=SUPERVISOR
+        )
+
+    @rule(supervisor=st.booleans(), tile_set=st.sampled_from(["T-2", "T-3"]))
+    def tiles_inspected(self, supervisor: bool, tile_set: str) -> None:
+        """621a.6(a), 621a.3(e): a set of tiles and its time, a new game (621a.11(b))."""
+        self.table.send(
+            Event.TILES_INSPECTED,
+            supervisor=supervisor,
+            employee=FLOOR,
+            tile_set=tile_set,
+            dealer=DEALER,
+        )
+
+    @rule(terminal=st.booleans(), reason=st.sampled_from(list(ShuffleReason)))
+    def shuffled(self, terminal: bool, reason: ShuffleReason) -> None:
+        """621a.11(b): a new game's shuffle, by the dealer's key or at the terminal."""
+        if terminal:
+            self.table.send(Event.SHUFFLED, employee=DEALER, shuffle=reason)
+        else:
+            self.table.send(Event.SHUFFLED)
 
     @rule()
     def shaker_inspected(self) -> None:
-        self.table.send(Event.SHAKER_INSPECTED, supervisor=True, detail="intact")
-
-    @rule(supervisor=st.booleans(), reason=st.sampled_from(list(VoidReason)))
-    def void_result(self, supervisor: bool, reason: VoidReason) -> None:
-        ctx = self.table.loop.machine.context  # the result shown, as the supervisor names it
         self.table.send(
-            Event.VOID_RESULT,
+            Event.SHAKER_INSPECTED, supervisor=True, detail="intact", employee=SUPERVISOR
+        )
+
+    @rule(
+        supervisor=st.booleans(),
+        reason=st.sampled_from(list(CorrectionReason)),
+        faces=st.tuples(*[st.integers(1, 6)] * 3),
+        named=st.booleans(),
+    )
+    def correct_result(
+        self,
+        supervisor: bool,
+        reason: CorrectionReason,
+        faces: tuple[int, int, int],
+        named: bool,
+    ) -> None:
+        """N.J.A.C. 13:69E-1.28P(d): the result shown corrected to the dice as they lie (or a
+        stale name of it, which corrects nothing)."""
+        ctx = self.table.loop.machine.context
+        self.table.send(
+            Event.CORRECT_RESULT,
             supervisor=supervisor,
-            reason=reason,
-            voids=(ctx.round_number, ctx.attempt),
+            employee=SUPERVISOR,
+            correction=reason,
+            dice_seen=Roll(faces[0], (faces[1], faces[2])),
+            result_meant=(ctx.round_number, ctx.attempt if named else ctx.attempt + 1),
         )
 
     @rule(supervisor=st.booleans())
     def dice_kept(self, supervisor: bool) -> None:
         """After a dice alarm (refused without one): the test starts again."""
-        self.table.send(Event.DICE_KEPT, supervisor=supervisor, detail="weighed")
+        self.table.send(
+            Event.DICE_KEPT, supervisor=supervisor, detail="weighed", employee=SUPERVISOR
+        )
 
     @rule(back=st.sampled_from([None, 1, 2, 11]))
     def recall(self, back: int | None) -> None:
         """AGCO 13.1.1: the display recalls a round; a view, never kept across a start."""
-        self.table.send(Event.RECALL, supervisor=True, back=back)
+        self.table.send(Event.RECALL, supervisor=True, back=back, employee=SUPERVISOR)
 
     @rule()
     def service_mode(self) -> None:
         """In or out of service mode: its test rounds never become live results."""
-        self.table.send(Event.SERVICE_MODE, supervisor=True)
+        self.table.send(Event.SERVICE_MODE, supervisor=True, employee="T0042")
 
     @rule(mode=st.sampled_from([Mode.SHAKER, Mode.RNG]))
     def mode_switch(self, mode: Mode) -> None:
         """Between rounds, or out of a fault of the dice: the mode is in the context."""
-        self.table.send(Event.MODE_SWITCH, supervisor=True, mode=mode)
+        self.table.send(Event.MODE_SWITCH, supervisor=True, mode=mode, employee=SUPERVISOR)
 
-    @rule(supervisor=st.booleans())
-    def void_round(self, supervisor: bool) -> None:
-        self.table.send(Event.VOID_ROUND, supervisor=supervisor)
+    @rule()
+    def dealer_voids(self) -> None:
+        """The dealer's void key: taken only before any dice are at rest."""
+        self.table.send(Event.VOID_ROUND)
+
+    @rule(
+        supervisor=st.booleans(),
+        reason=st.sampled_from([r for r in VoidReason if r.is_typed]),
+        named=st.booleans(),
+    )
+    def void_round(self, supervisor: bool, reason: VoidReason, named: bool) -> None:
+        """621a.12(c),(e): the whole round void at the terminal (or a stale name of it)."""
+        ctx = self.table.loop.machine.context
+        self.table.send(
+            Event.VOID_ROUND,
+            supervisor=supervisor,
+            employee=SUPERVISOR,
+            void_reason=reason,
+            round_meant=ctx.round_number if named else ctx.round_number - 1 or 2,
+        )
 
     @rule(supervisor=st.booleans())
     def clear(self, supervisor: bool) -> None:
@@ -337,6 +423,10 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             before = decode_context(self.table.recovered)
             after = self.table.loop.machine.context
             assert (after.dice_set, after.dice_since) == (before.dice_set, before.dice_since)
+            assert (after.tiles_set, after.tiles_since) == (before.tiles_set, before.tiles_since)
+            assert after.table_ms >= before.table_ms  # the table's time never goes back
+            assert after.meters.power_ups == before.meters.power_ups + 1
+            assert after.correction == before.correction
             assert after.mode == before.mode
             assert (after.bank_seat, after.co_bank) == (before.bank_seat, before.co_bank)
             assert (after.dice_counts, after.dice_alarm) == (before.dice_counts, before.dice_alarm)
@@ -355,16 +445,31 @@ class ControllerUnderFaults(RuleBasedStateMachine):
 
     @invariant()
     def nothing_is_decided_twice(self) -> None:
+        """One result per round, ever (N.J.A.C. 13:69E-1.28G); at most one correction of it,
+        never of an RNG round's; one draw per RNG (round, attempt)."""
         if self.table.real.is_poisoned:
             return
-        results: set[tuple[int, int]] = set()
+        results: set[int] = set()
+        corrected: set[int] = set()
         draws: set[tuple[int, int]] = set()
+        modes: dict[int, str] = {}
         for record in self.table.real.records():
-            if record.kind in (RecordKind.RESULT, RecordKind.RNG_DRAW):
-                key = (record.data["round"], record.data["attempt"])
-                seen = results if record.kind == RecordKind.RESULT else draws
-                assert key not in seen, f"{record.kind} for {key} twice"
-                seen.add(key)
+            data = record.data
+            if record.kind == RecordKind.NO_MORE_BETS:
+                modes[data["round"]] = data["mode"]
+            elif record.kind == RecordKind.RESULT:
+                assert data["round"] not in results, f"round {data['round']} decided twice"
+                results.add(data["round"])
+            elif record.kind == RecordKind.RESULT_CORRECTED:
+                assert data["round"] in results
+                assert data["round"] not in corrected
+                assert modes[data["round"]] != "rng", "an RNG result corrected"
+                corrected.add(data["round"])
+            elif record.kind == RecordKind.RNG_DRAW:
+                key = (data["round"], data["attempt"])
+                assert key not in draws, f"an RNG draw for {key} twice"
+                draws.add(key)
+            assert record.kind != RecordKind.RESULT_VOIDED
 
     @invariant()
     def service_mode_makes_no_live_round(self) -> None:
@@ -432,7 +537,7 @@ def test_a_service_round_is_never_a_live_result() -> None:
     try:
         table = machine.table
         table.send(Event.LID_CLOSED)
-        table.send(Event.SERVICE_MODE, supervisor=True)
+        table.send(Event.SERVICE_MODE, supervisor=True, employee="T0042")
         table.send(Event.NO_MORE_BETS)
         table.send(Event.SHAKE_PRESSED)
         table.send(Event.SHAKE_DONE, cycles=4)
