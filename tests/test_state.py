@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from support import OPENED
 
 from controller.core.dice import DiceReading, DieColour, DieReading, NoRollReason, Roll
 from controller.core.position import Game
@@ -41,9 +42,6 @@ from controller.errors import BankRuleError, ConfigError, GameRuleError, Illegal
 
 WALL = 1_764_500_000_000  # UTC milliseconds of some day in 2025
 SETTINGS = RoundSettings(max_reshakes=2, settle_ms=1000, read_timeout_ms=2000, motor_max_ms=5000)
-# A table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of tiles
-# inspected (621a.6(a)), both put in at the table's time 0
-OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
 
 
 def die(colour: DieColour, face: int | None, x: int, *, flat: bool = True) -> DieReading:

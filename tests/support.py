@@ -1,0 +1,34 @@
+"""What many tests need of a table: one place (the tests' own, not the product's).
+
+A table plays only once it is opened: a dice set recorded in the shaker (proposed 621a.5(c)) and,
+at tiles, a set of tiles inspected and verified (621a.6(a)). ``OPENED`` is such a context, for a
+machine made by hand; ``opening`` the events that open a table run by the loop, for a log that
+starts empty."""
+
+from __future__ import annotations
+
+from controller.core.state import Event, Occurrence, RoundContext
+
+SUPERVISOR = "S1021"  # the employee ids the tests' people act with
+DEALER = "D2207"
+FLOORPERSON = "F0310"
+TECHNICIAN = "T0042"
+
+# both put in at the table's time 0
+OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
+
+
+def opening(at: int) -> list[Occurrence]:
+    """The supervisor records the dice in the shaker, the floorperson verifies the tiles the
+    dealer inspected (both with the supervisor key)."""
+    return [
+        Occurrence(Event.DICE_REPLACED, at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
+        Occurrence(
+            Event.TILES_INSPECTED,
+            at=at,
+            supervisor=True,
+            employee=FLOORPERSON,
+            tile_set="T1",
+            dealer=DEALER,
+        ),
+    ]
