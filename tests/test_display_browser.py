@@ -162,6 +162,11 @@ def test_the_bank_its_refusal_and_the_delivery_style_are_shown_as_text(
         ("house-way-left", "House Way From the Left"),
         ("cup-say-left", "Cup Say From the Left"),
         ("cup-say-right", "Cup Say From the Right"),
+        ("chee-yee", "Chee Yee"),
+        ("pin-say-right", "Pin Say From the Right"),
+        ("pin-say-left", "Pin Say From the Left"),
+        ("dragon-phoenix-right", "Dragon Phoenix From the Right"),
+        ("dragon-phoenix-left", "Dragon Phoenix From the Left"),
     ]:
         table.show(Screen.BETS_CLOSED, round=1, attempt=1, delivery_style=style)
         page.wait_for_function(
@@ -173,8 +178,8 @@ def test_the_bank_its_refusal_and_the_delivery_style_are_shown_as_text(
 
 
 def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, table: Table) -> None:
-    """621a.8(d), 621a.9: the eight positions in dealing order with their stacks, clear of the
-    dice, the total and the first hand."""
+    """621a.8(d), 621a.9: the eight positions in dealing order with their stacks and the tiles
+    of them each takes, clear of the dice, the total and the first hand."""
     roll = Roll(3, (4, 5))
     result = result_of_roll(Game.TILES, roll, bank_seat=None, paytables=PAYTABLES)
     plan = dealing_plan(Game.TILES, DeliveryStyle.CUP_SAY_RIGHT, result.position)
@@ -188,13 +193,13 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
     )
     wait_current(page, "result", 1, timeout_ms=5000)
     assert page.text_content("#dealing-style") == "Cup Say From the Right"
-    # each turn with its stacks, under the part of the stacks it takes
-    assert texts(page, "#dealing-plan .part-head") == ["top", "bottom"]
+    # each turn with its stacks and their tiles (1 the top tile), the words said once
+    assert page.text_content("#dealing-key") == "tiles: 1 = top"
     turns = dealing_turns(page)
     assert turns[:3] == [
-        ["seat 3", "1", "1 + 2", "top"],
-        ["seat 4", "2", "1 + 2", "bottom"],
-        ["seat 5", "3", "3 + 4", "top"],
+        ["seat 3", "1", "1+2: 1–2"],
+        ["seat 4", "2", "1+2: 3–4"],
+        ["seat 5", "3", "3+4: 1–2"],
     ]
     assert len(turns) == 8
     # and each turn drawn at its position on the table
@@ -221,20 +226,78 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
     page.wait_for_function(
         "() => document.getElementById('dealing-style').textContent === 'Standard (621a.8(d))'"
     )
-    assert dealing_turns(page)[0] == ["dealer", "1", "1", ""]
-    assert texts(page, "#dealing-plan .part-head") == []  # whole stacks
+    assert dealing_turns(page)[0] == ["dealer", "1", "1"]
+    assert page.is_hidden("#dealing-key")  # whole stacks: no tiles to name
     table.show(Screen.NO_ROLL, round=1, attempt=2, reason="not_flat", words="a die is not flat")
     wait_current(page, "no_roll", 1, timeout_ms=5000)
     assert page.is_hidden("#dealing")
 
 
 def dealing_turns(page: Any) -> list[list[str]]:
-    """The dealing plan as shown: position, turn, stacks, part (none for whole stacks)."""
+    """The dealing plan as shown: position, turn, and its stacks with their tiles ("1+2: 1-2";
+    the stacks alone for whole stacks)."""
     return page.eval_on_selector_all(  # type: ignore[no-any-return]
         "#dealing-plan li[data-position]",
         "els => els.map(e => [e.dataset.position, e.querySelector('.order').textContent,"
-        " e.querySelector('.stacks').textContent, e.dataset.part || ''])",
+        " [...e.querySelectorAll('.group')].map(g => g.textContent).join(', ')])",
     )
+
+
+# 621a.9(5)-(9) as the page shows them, written from the rule text: the stacks of each turn
+# in the order the dealer takes them (a run as "first–last"), and the tiles (1 the top).
+SHOWN_PLANS = {
+    DeliveryStyle.CHEE_YEE: [
+        "1+8: 1–2", "1+8: 3–4", "2+7: 1–2", "2+7: 3–4",
+        "3+6: 1–2", "3+6: 3–4", "4+5: 1–2", "4+5: 3–4",
+    ],
+    DeliveryStyle.PIN_SAY_RIGHT: [
+        "1–4: 1", "8–5: 1", "1–4: 2", "8–5: 2", "1–4: 3", "8–5: 3", "1–4: 4", "8–5: 4",
+    ],
+    DeliveryStyle.PIN_SAY_LEFT: [
+        "8–5: 1", "1–4: 1", "8–5: 2", "1–4: 2", "8–5: 3", "1–4: 3", "8–5: 4", "1–4: 4",
+    ],
+    DeliveryStyle.DRAGON_PHOENIX_RIGHT: [
+        "1+2: 1–2", "8–5: 1", "1+2: 3–4", "8–5: 2",
+        "3+4: 1–2", "8–5: 3", "3+4: 3–4", "8–5: 4",
+    ],
+    DeliveryStyle.DRAGON_PHOENIX_LEFT: [
+        "8+7: 1–2", "1–4: 1", "8+7: 3–4", "1–4: 2",
+        "6+5: 1–2", "1–4: 3", "6+5: 3–4", "1–4: 4",
+    ],
+}  # fmt: skip
+
+
+def test_each_new_style_shows_each_turn_s_tiles(page: Any, table: Table) -> None:
+    """621a.9(5)-(9): tile by tile, in dealing order from the starting position (seat 2 banks,
+    total 12: seat 5 first), each turn drawn at its position, all inside the plan's box."""
+    result = result_of_roll(Game.TILES, Roll(3, (4, 5)), bank_seat=2, paytables=PAYTABLES)
+    order = ["seat 5", "seat 6", "dead hand", "dealer", "seat 1", "seat 2", "seat 3", "seat 4"]
+    for style, shown in SHOWN_PLANS.items():
+        plan = dealing_plan(Game.TILES, style, result.position)
+        table.record(RecordKind.RESULT, round=1, attempt=1, **result.as_record())
+        table.show(
+            Screen.RESULT,
+            round=1,
+            attempt=1,
+            result=result.as_record(),
+            dealing_plan=plan.as_record(),
+        )
+        page.wait_for_function(
+            "t => [...document.querySelectorAll('#dealing-plan .group')]"
+            ".map(g => g.textContent).join('|') === t",
+            arg="|".join(shown),
+        )
+        turns = dealing_turns(page)
+        assert turns == [
+            [p, str(k + 1), t] for k, (p, t) in enumerate(zip(order, shown, strict=True))
+        ]
+        assert page.text_content("#dealing-key") == "tiles: 1 = top"
+        box = page.locator("#dealing").bounding_box()
+        for item in page.locator("#dealing-plan li").all():
+            inner = item.bounding_box()
+            assert box["x"] <= inner["x"]
+            assert inner["x"] + inner["width"] <= box["x"] + box["width"]
+        shot(page, f"dealing-plan-{style.value}")
 
 
 def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:

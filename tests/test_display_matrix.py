@@ -155,8 +155,9 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
 
     table.record(RecordKind.BANK_SELECTED, round=n, bank="seat 2", refused=None)
     table.record(RecordKind.NO_MORE_BETS, round=n, bank="seat 2", mode="shaker")
-    table.show(Screen.BETS_CLOSED, round=n, attempt=1, delivery_style="cup-say-right")
-    show_result(table, Roll(3, (4, 5)), 2, DeliveryStyle.CUP_SAY_RIGHT)
+    # 621a.9(8): the longest style name, and a plan tile by tile with its key
+    table.show(Screen.BETS_CLOSED, round=n, attempt=1, delivery_style="dragon-phoenix-right")
+    show_result(table, Roll(3, (4, 5)), 2, DeliveryStyle.DRAGON_PHOENIX_RIGHT)
     screens.wait(latest("result", n), None)
     screens.check("result")
 
@@ -265,7 +266,7 @@ def test_one_language_alone_fits_and_reads_at_1080p_and_on_the_small_display(
         table.show(Screen.READY, round=n, mode="shaker", bank="dealer", stats=stats_payload())
         screens.wait(latest("ready", n), None)
         screens.check("ready")
-        show_result(table, Roll(6, (6, 6)), None, DeliveryStyle.STANDARD)
+        show_result(table, Roll(6, (6, 6)), None, DeliveryStyle.PIN_SAY_LEFT)  # with its key
         screens.wait(latest("result", n), None)
         screens.check("result")
     finally:

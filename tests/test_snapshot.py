@@ -132,7 +132,7 @@ def test_a_version_1_context_is_read_with_the_standard_style() -> None:
         ({"service_round": 0}, "service_round"),
         ({"service_round": 2}, "service mode returns"),
         ({"co_bank": 1}, "co_bank"),
-        ({"style": "pin-say-up"}, "pin-say-up"),  # no style of 621a.9
+        ({"style": "pin-say"}, "pin-say"),  # 621a.9(6),(7) are pin-say-right, pin-say-left
         ({"style": 4}, "not a string"),
         ({"shake_delay": -1}, "shake_delay"),
     ],

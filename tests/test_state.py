@@ -1064,7 +1064,7 @@ def test_the_style_key_steps_through_the_styles_before_the_first_shake() -> None
     t = Table().to_armed()
     assert t.shown(Screen.BETS_CLOSED).data["delivery_style"] == "standard"
     seen = []
-    for _ in range(5):
+    for _ in range(10):
         t.send(Event.STYLE_KEY)
         assert t.records() == [RecordKind.DELIVERY_STYLE]
         record = t.actions[0]
@@ -1075,6 +1075,11 @@ def test_the_style_key_steps_through_the_styles_before_the_first_shake() -> None
         ("cup-say-right", "621a.9(2)"),
         ("cup-say-left", "621a.9(3)"),
         ("jung-quat", "621a.9(4)"),
+        ("chee-yee", "621a.9(5)"),
+        ("pin-say-right", "621a.9(6)"),
+        ("pin-say-left", "621a.9(7)"),
+        ("dragon-phoenix-right", "621a.9(8)"),
+        ("dragon-phoenix-left", "621a.9(9)"),
         ("standard", "621a.8(d)"),
     ]
     t.send(Event.STYLE_KEY)
@@ -1094,11 +1099,11 @@ def test_the_style_key_steps_through_the_styles_before_the_first_shake() -> None
     assert plan["starting_position"] == "dealer"
     assert plan["plan"][0] == {
         "position": "dealer",
-        "tiles": [{"stack": 1, "part": "top"}, {"stack": 2, "part": "top"}],
+        "tiles": [{"stack": 1, "levels": [1, 2]}, {"stack": 2, "levels": [1, 2]}],
     }
     assert plan["plan"][1]["tiles"] == [
-        {"stack": 1, "part": "bottom"},
-        {"stack": 2, "part": "bottom"},
+        {"stack": 1, "levels": [3, 4]},
+        {"stack": 2, "levels": [3, 4]},
     ]
     t.send(Event.CLOSE_ROUND)
     assert t.machine.context.delivery_style.value == "standard"

@@ -73,9 +73,21 @@ def position(args: argparse.Namespace) -> int:
 DEAL_PLAN_DESCRIPTION = """\
 The dealing plan of a Pai Gow (tiles) round: the eight positions in dealing order,
 counterclockwise from the starting position (621a.8(c), or 621a.11(j) when a player banks),
-the dealer and the Dead Hand included, each with the tiles it receives, for the standard
-procedure of 621a.8(d) or a delivery style of 621a.9(1)-(4). Stacks are numbered 1..8 from
-the dealer's right; "top" is a stack's top two tiles, "bottom" the two under them."""
+the dealer and the Dead Hand included, each with the four tiles it receives, for the standard
+procedure of 621a.8(d) or one of the nine delivery styles of 621a.9 the bank may choose
+(621a.11(i)).
+
+Prints JSON: the style, its section, the starting position and the plan, tile by tile: each
+position's tiles as {"stack": 1..8, "levels": [...]} items in the order the dealer takes them.
+Stacks are numbered 1..8 from the dealer's right as they lie when dealing begins; level 1 is a
+stack's top tile, 4 its bottom tile."""
+
+
+def _styles_help() -> str:
+    width = max(len(s.value) for s in DeliveryStyle)
+    rows = "\n".join(f"  {s.value:<{width}}  {s.section:<9}  {s.rule_name}" for s in DeliveryStyle)
+    return f"styles:\n{rows}"
+
 
 DEAL_PLAN_EXAMPLE = """\
 example:
@@ -83,12 +95,14 @@ example:
 
 
 def deal_plan_arguments(p: argparse.ArgumentParser) -> None:
-    describe(p, DEAL_PLAN_DESCRIPTION, DEAL_PLAN_EXAMPLE)
+    describe(p, DEAL_PLAN_DESCRIPTION, f"{_styles_help()}\n\n{DEAL_PLAN_EXAMPLE}")
     p.add_argument(
         "--style",
         required=True,
         choices=[s.value for s in DeliveryStyle],
-        help="the delivery style the bank chose (standard when it chose none, 621a.11(i))",
+        metavar="STYLE",
+        help="the delivery style the bank chose (standard when it chose none, 621a.11(i));"
+        " one of the styles below",
     )
     p.add_argument("--total", required=True, help="the dice total, 3..18")
     p.add_argument("--bank-seat", help="the seat of the player who banks, 1..6")

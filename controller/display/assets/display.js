@@ -443,40 +443,75 @@ function renderStyle(style) {
   text("delivery-style-name", style != null ? styleName(style) : "");
 }
 
-// Which stacks go to which position, in dealing order (621a.8(d), 621a.9); tiles only. Each
-// turn's number is drawn at its position on the table; here each turn has its stacks, under
-// the part of the stack it takes (the top or the bottom tiles, or the whole stack), so that
-// no word is repeated on every line.
+// Which tiles go to which position, in dealing order (621a.8(d), 621a.9); tiles only. Each
+// turn's number is drawn at its position on the table; here each turn has its stacks (numbered
+// from the dealer's right) and, unless it takes whole stacks, which of their tiles it takes
+// (1 the top tile), once for all the stacks of the turn when they are the same levels, as they
+// are in every style of 621a.9: "1+2: 1–2". The words are said once, in a key after the style's
+// name, so that no word is repeated on every line. A style of whole stacks (621a.8(d),
+// 621a.9(1)) takes no tiles apart and has no key.
 function renderDealing(plan) {
   const list = $("dealing-plan");
   list.replaceChildren();
   show("dealing", !!plan);
+  show("dealing-key", false);
   $("right").classList.toggle("with-plan", !!plan);
   text("dealing-label", tr("dealing.label"));
   text("dealing-style", plan ? styleName(plan.style) : "");
   if (!plan) return;
-  const partOf = (e) => {
-    const tiles = e && Array.isArray(e.tiles) ? e.tiles : [];
-    return tiles.length && tiles[0] && tiles[0].part !== "whole" ? String(tiles[0].part) : "";
-  };
-  const parts = [...new Set(plan.plan.map(partOf))].filter(Boolean);
-  list.dataset.columns = String(parts.length || 4);
-  for (const part of parts) {
-    list.append(el("li", "part-head", trOr("part." + part, {}, part)));
+  const turns = plan.plan.map((e) => [String(e && e.position), dealingGroups(e)]);
+  const whole = turns.every(([, groups]) => groups.every((g) => g.levels === ""));
+  list.dataset.columns = whole ? "4" : "2";
+  // the key in each language shown, each unbroken: "tiles: 1 = top / 張：1 = 頂"
+  const key = $("dealing-key");
+  key.replaceChildren();
+  show("dealing-key", !whole);
+  if (!whole) {
+    msgs("dealing.key").forEach((m, i) => {
+      const span = el("span", "", m.text);
+      span.lang = m.lang;
+      key.append(...(i ? [" / ", span] : [span]));
+    });
   }
-  plan.plan.forEach((e, k) => {
+  turns.forEach(([position, groups], k) => {
     const li = el("li", k === 0 ? "first" : "");
-    li.dataset.position = String(e && e.position);
-    const part = partOf(e);
-    if (part) {
-      li.dataset.part = part;
-      li.style.gridColumn = String(parts.indexOf(part) + 1);
+    li.dataset.position = position;
+    li.dataset.levels = groups.map((g) => g.levels).join(" ");
+    li.append(el("span", "order", k + 1));
+    for (const g of groups) {
+      const group = el("span", "group");
+      group.append(el("span", "stacks", g.stacks));
+      if (g.levels) group.append(": ", el("span", "levels", g.levels));
+      li.append(group);
     }
-    const tiles = e && Array.isArray(e.tiles) ? e.tiles : [];
-    li.append(el("span", "order", k + 1),
-      el("span", "stacks", tiles.map((t) => String(t && t.stack)).join(" + ")));
     list.append(li);
   });
+}
+
+// One position's delivery, its items in the order the dealer takes them, as groups of stacks
+// that give the same levels: the stacks ("1+2", or "1–4" for a run of three or more) and
+// the levels ("1–2", "3"; "" for whole stacks).
+function dealingGroups(e) {
+  const groups = [];
+  for (const t of e && Array.isArray(e.tiles) ? e.tiles : []) {
+    const stack = t && Number.isInteger(t.stack) ? t.stack : "?";
+    const levels = t && Array.isArray(t.levels) ? t.levels.map(String).join(",") : "?";
+    const last = groups[groups.length - 1];
+    if (last && last.levels === levels) last.stacks.push(stack);
+    else groups.push({ stacks: [stack], levels });
+  }
+  return groups.map((g) => ({
+    stacks: g.stacks.length >= 3 ? run(g.stacks, "+") : g.stacks.join("+"),
+    levels: g.levels === "1,2,3,4" ? "" : run(g.levels.split(","), ","),
+  }));
+}
+
+// Numbers one apart, up or down, as "first–last"; otherwise each, joined.
+function run(list, joiner) {
+  const n = list.map(Number);
+  const step = n.length >= 2 ? n[1] - n[0] : 0;
+  const isRun = Math.abs(step) === 1 && n.every((v, i) => i === 0 || v - n[i - 1] === step);
+  return isRun ? list[0] + "–" + list[list.length - 1] : list.join(joiner);
 }
 
 function die(face, colour) {
