@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from support import opening
 
 from controller.app.adapters import NoShaker
 from controller.app.loop import IDLE_COLLECTION_MIN, ControlLoop, Ports
@@ -92,13 +93,16 @@ class Table:
         self.at = 0
         self.loop = ControlLoop(RoundMachine(settings), ports, clock=lambda: self.at)
         self.loop.power_on(config=config_loaded_data(Config()))
+        for occ in opening(self.at):
+            self.loop.dispatch(occ)
 
     def send(self, event: Event, **data: object) -> None:
         self.at += 100
         self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
 
     def round(self) -> None:
-        self.send(Event.NO_MORE_BETS)  # 621a.8(a)(1): the RNG selects the number at once
+        self.send(Event.NO_MORE_BETS)
+        self.send(Event.DICE_SET)  # 621a.11(i): the style settled, 621a.8(a)(1): the RNG draws
         self.send(Event.CLOSE_ROUND)
 
 
@@ -235,6 +239,7 @@ def test_the_loop_collects_garbage_when_idle_on_its_own_thread(tmp_path: Path) -
         runner.start()
         assert collected.wait(5)
         table.loop.events.put(Occurrence(Event.NO_MORE_BETS, at=table.at))
+        table.loop.events.put(Occurrence(Event.DICE_SET, at=table.at))
         assert shown_result.wait(5)  # the RNG draws at once: the round's result
         table.loop.stop()
         runner.join(timeout=5)

@@ -411,7 +411,8 @@ class ControlLoop:
                 committed = self.ports.log.commit(batch, context=encode_context(after))
             except AuditLogError as exc:
                 if not must_adopt:
-                    self._storage_failed(before, exc, [str(kind) for kind, _ in batch])
+                    lid = after.is_lid_closed
+                    self._storage_failed(before, exc, [str(kind) for kind, _ in batch], lid=lid)
                     return False
                 log.error("the fault could not be recorded either: %s", exc)
             else:
@@ -543,13 +544,17 @@ class ControlLoop:
         else:
             self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, rng_number=value))
 
-    def _storage_failed(self, before: RoundContext, exc: AuditLogError, kinds: list[str]) -> None:
+    def _storage_failed(
+        self, before: RoundContext, exc: AuditLogError, kinds: list[str], *, lid: bool
+    ) -> None:
         """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
         The log is reopened and read as it really is; the machine takes the storage fault from
         the context of the last commit (or, if the failed one reached the disk, the log's)."""
         log.error("audit log failed: %s; not recorded: %s", exc, ", ".join(kinds))
         self.is_storage_failed = True
-        base = replace(self._durable, is_lid_closed=before.is_lid_closed)
+        # where the lid is, is the hardware's (reported once, by the event of this step): a lid
+        # record lost with the commit does not move the lid back
+        base = replace(self._durable, is_lid_closed=lid)
         detail = f"{exc}; not recorded: {', '.join(kinds)}"
         try:
             reopened = self.ports.log.reopen()
@@ -561,7 +566,7 @@ class ControlLoop:
                     f"; the log holds {reopened.size} records where {reopened.acknowledged}"
                     " were acknowledged: it is taken as it is"
                 )
-                base = self._context_in_log(before)
+                base = self._context_in_log(before, lid=lid)
                 log.error("%s", detail)
         try:
             after, actions = step(
@@ -576,7 +581,7 @@ class ControlLoop:
             return
         self._carry_out(base, after, actions, must_adopt=True)
 
-    def _context_in_log(self, before: RoundContext) -> RoundContext:
+    def _context_in_log(self, before: RoundContext, *, lid: bool) -> RoundContext:
         try:
             stored = self.ports.log.latest_context()
             if stored is None:
@@ -585,7 +590,7 @@ class ControlLoop:
         except (AuditLogError, SnapshotError) as exc:
             log.error("the context in the log cannot be read: %s", exc)
             return before
-        return replace(ctx, is_lid_closed=before.is_lid_closed)
+        return replace(ctx, is_lid_closed=lid)
 
     def _safe(self, reason: str) -> None:
         for drive in (self.ports.shaker.drive_safe, lambda: self.ports.latch.trip(reason)):
