@@ -55,7 +55,8 @@ from controller.ports import Committed
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.sim.hardware import StillTable
 
-pytestmark = pytest.mark.slow
+# a hang fails the run; a slow or loaded machine only takes longer (hundreds of examples)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 SUPERVISOR, FLOOR, DEALER = "S1021", "F0310", "D2207"
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from support import SUPERVISOR, opening
 from test_daemon import ScreenLog
 from test_display_server import wait_until
 
@@ -44,6 +45,7 @@ from controller.app.service import (
 )
 from controller.audit.log import DB_NAME, AuditLog
 from controller.core.config import Config
+from controller.core.dice import Roll
 from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.state import (
@@ -55,7 +57,6 @@ from controller.core.state import (
     RoundSettings,
     Screen,
     State,
-    VoidReason,
 )
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.safety import FaultLatch
@@ -122,6 +123,8 @@ class Table:
         )
         self.loop = ControlLoop(RoundMachine(RoundSettings(mode=Mode.RNG, modes=modes)), ports)
         self.loop.power_on(config=config_loaded_data(Config()))
+        for occ in opening(self.loop.clock()):  # the tiles inspected (an RNG table needs no dice)
+            self.loop.dispatch(occ)
         self.thread = threading.Thread(target=self.loop.run, name="control", daemon=True)
         self.thread.start()
         self.key = Key()
@@ -136,7 +139,8 @@ class Table:
         return outcome
 
     def to_result(self) -> None:
-        self.step(Event.NO_MORE_BETS)  # 621a.8(a)(1): the RNG selects the number at once
+        self.step(Event.NO_MORE_BETS)
+        self.step(Event.DICE_SET)  # 621a.11(i): the style settled, the RNG draws
         assert self.loop.machine.state is State.RESULT
 
     def kinds(self) -> list[str]:
@@ -205,6 +209,7 @@ def read_reply(conn: socket.socket) -> dict[str, Any]:
 
 
 def request(table: Table, action: str, **fields: Any) -> dict[str, Any]:
+    fields.setdefault("employee", SUPERVISOR)
     return send_request(table.socket, Request(action, **fields), timeout_s=WAIT_S)
 
 
@@ -228,18 +233,24 @@ def test_each_command_with_the_key_on_is_recorded(table: Table) -> None:
     assert inspected["ok"] is True, inspected
     assert [r["kind"] for r in inspected["records"]] == ["supervisor_action"]
     table.to_result()
+    uncorrected = request(
+        table, "correct_result", result=shown(table), dice=Roll(6, (6, 6)), reason="misread"
+    )
+    assert uncorrected["ok"] is False  # an RNG result is never corrected (nor redrawn)
+    assert "never corrected or redrawn" in uncorrected["refused"]
     voided = request(
         table,
-        "void_result",
-        reason=VoidReason.PATRON_COMPLAINT,
+        "void_round",
+        reason="patron_complaint",
         note="seat 3 saw a misdeal",
-        result=shown(table),
+        round=shown(table)[0],
     )
     assert voided["ok"] is True, voided
     kinds = [r["kind"] for r in voided["records"]]
-    assert kinds[0] == "result_voided"
-    assert "result" in kinds  # the round goes on: drawn again at once in RNG mode
-    assert table.loop.machine.state is State.RESULT
+    assert kinds[0] == "void"  # the round ends without a result: never drawn again
+    assert "result" not in kinds
+    assert "rng_draw" not in kinds
+    assert table.loop.machine.state is State.IDLE
     table.close()
 
     records = table.records()
@@ -254,14 +265,17 @@ def test_each_command_with_the_key_on_is_recorded(table: Table) -> None:
         'lid, cup and tilt switch "ok"',
     )
     kind, data = records[voided["records"][0]["seq"]]
-    assert (kind, data["reason"], data["detail"]) == (
-        "result_voided",
+    assert (kind, data["reason"], data["note"], data["employee"], data["wagers"]) == (
+        "void",
         "patron_complaint",
         "seat 3 saw a misdeal",
+        SUPERVISOR,
+        "returned",
     )
+    assert data["uid"] == os.getuid()  # the account that sent it, as the kernel says
     for record in voided["records"]:  # every record named in the reply is the log's
         assert records[record["seq"]][0] == record["kind"]
-    assert table.terminal.counts["accepted"] == 4
+    assert table.terminal.counts["accepted"] == 5
 
 
 def test_with_the_key_off_the_table_refuses_and_records_nothing(table: Table) -> None:
@@ -269,7 +283,7 @@ def test_with_the_key_off_the_table_refuses_and_records_nothing(table: Table) ->
     before = table.kinds()
     for action, fields in (
         ("dice_replaced", {"dice_set": "C7"}),
-        ("void_result", {"reason": VoidReason.MISREAD, "result": shown(table)}),
+        ("void_round", {"reason": "wrong_count", "round": shown(table)[0]}),
     ):
         reply = request(table, action, **fields)
         assert reply["ok"] is False, reply
@@ -371,61 +385,106 @@ def test_the_client_cannot_claim_the_key(table: Table) -> None:
 def test_an_action_the_state_does_not_allow_is_refused_with_the_reason(table: Table) -> None:
     table.key.is_supervisor_key_on = True
     before = table.kinds()
-    reply = request(table, "void_result", reason=VoidReason.EQUIPMENT, result=(1, 1))  # bets open
+    reply = request(table, "void_round", reason="equipment", round=1)  # bets open
     assert reply["ok"] is False
-    assert "void_result" in reply["refused"]
+    assert "void_round" in reply["refused"]
     assert "idle" in reply["refused"]
     assert table.kinds() == before
 
 
 # --- the grammar ---------------------------------------------------------------------------------
 
+_E = b'"employee":"S1021"'  # a line that is right but for what its name says names its employee
 BAD_LINES = {
     "garbage": b"hello\n",
     "empty line": b"\n",
-    "not ASCII": '{"action":"shaker_inspected","note":"café"}\n'.encode(),
-    "a control byte": b'{"action":"shaker_inspected","note":"a\x07b"}\n',
-    "over-long": b'{"action":"shaker_inspected","note":"' + b"x" * 600 + b'"}\n',
-    "no newline": b'{"action":"shaker_inspected"}',
-    "two lines": b'{"action":"shaker_inspected"}\n{"action":"shaker_inspected"}\n',
-    "CRLF": b'{"action":"shaker_inspected"}\r\n',
-    "unknown verb": b'{"action":"open_the_cash_box"}\n',
+    "not ASCII": b'{"action":"shaker_inspected",' + _E + b',"note":"caf\xc3\xa9"}\n',
+    "a control byte": b'{"action":"shaker_inspected",' + _E + b',"note":"a\x07b"}\n',
+    "over-long": b'{"action":"shaker_inspected",' + _E + b',"note":"' + b"x" * 600 + b'"}\n',
+    "no newline": b'{"action":"shaker_inspected",' + _E + b"}",
+    "two lines": b'{"action":"shaker_inspected",' + _E + b'}\n{"action":"shaker_inspected"}\n',
+    "CRLF": b'{"action":"shaker_inspected",' + _E + b"}\r\n",
+    "unknown verb": b'{"action":"open_the_cash_box",' + _E + b"}\n",
     "no verb": b'{"note":"x"}\n',
-    "unknown key": b'{"action":"dice_replaced","colour":"red"}\n',
-    "key of another verb": b'{"action":"dice_replaced","reason":"misread"}\n',
-    "keys out of order": b'{"reason":"misread","action":"void_result"}\n',
-    "spaces": b'{"action": "shaker_inspected"}\n',
-    "duplicate key": b'{"action":"shaker_inspected","action":"dice_replaced"}\n',
+    "no employee": b'{"action":"shaker_inspected"}\n',
+    "an empty employee": b'{"action":"shaker_inspected","employee":""}\n',
+    "an employee with a space": b'{"action":"shaker_inspected","employee":"S 1021"}\n',
+    "an employee too long": b'{"action":"shaker_inspected","employee":"' + b"S" * 17 + b'"}\n',
+    "an employee in other digits": b'{"action":"shaker_inspected","employee":"S\\u0663"}\n',
+    "unknown key": b'{"action":"dice_replaced","colour":"red",' + _E + b"}\n",
+    "key of another verb": b'{"action":"dice_replaced",' + _E + b',"reason":"misread"}\n',
+    "keys out of order": b'{"reason":"misread","action":"void_round",' + _E + b',"round":"1"}\n',
+    "spaces": b'{"action": "shaker_inspected", ' + _E + b"}\n",
+    "duplicate key": b'{"action":"shaker_inspected","action":"dice_replaced",' + _E + b"}\n",
     "an array": b'["shaker_inspected"]\n',
-    "a number": b'{"action":"dice_replaced","id":7}\n',
-    "bad id": b'{"action":"dice_replaced","id":"a b"}\n',
-    "empty id": b'{"action":"dice_replaced","id":""}\n',
-    "long id": b'{"action":"dice_replaced","id":"' + b"A" * 17 + b'"}\n',
-    "bad reason": b'{"action":"void_result","reason":"boredom"}\n',
-    "no reason": b'{"action":"void_result","result":"1.1"}\n',
-    "no result": b'{"action":"void_result","reason":"misread"}\n',
-    "a result without its attempt": b'{"action":"void_result","reason":"misread","result":"1"}\n',
-    "a result of round 0": b'{"action":"void_result","reason":"misread","result":"0.1"}\n',
-    "a signed result": b'{"action":"void_result","reason":"misread","result":"+1.1"}\n',
-    "escaped newline in a note": b'{"action":"shaker_inspected","note":"a\\nb"}\n',
-    "escaped non-ASCII": b'{"action":"shaker_inspected","note":"caf\\u00e9"}\n',
-    "long note": b'{"action":"shaker_inspected","note":"' + b"n" * 121 + b'"}\n',
-    "bad mode": b'{"action":"mode_switch","mode":"roulette"}\n',
-    "mode in capitals": b'{"action":"mode_switch","mode":"RNG"}\n',
-    "no mode": b'{"action":"mode_switch"}\n',
-    "mode of another verb": b'{"action":"service_mode","mode":"rng"}\n',
-    "a note to a toggle": b'{"action":"service_mode","note":"x"}\n',
-    "a lamp test with data": b'{"action":"lamp_test","on":"all"}\n',
-    "a mode as a number": b'{"action":"mode_switch","mode":1}\n',
-    "the toggle's state": b'{"action":"service_mode","entered":"true"}\n',
-    "recall without a round": b'{"action":"recall"}\n',
-    "recall of round 0": b'{"action":"recall","back":"0"}\n',
-    "recall too far back": b'{"action":"recall","back":"12"}\n',
-    "recall in Arabic-Indic digits": b'{"action":"recall","back":"\\u0663"}\n',
-    "recall as a number": b'{"action":"recall","back":3}\n',
-    "recall with a sign": b'{"action":"recall","back":"+3"}\n',
-    "leaving recall to a round": b'{"action":"recall_leave","back":"1"}\n',
-    "dice kept with an id": b'{"action":"dice_kept","id":"B-1"}\n',
+    "a number": b'{"action":"dice_replaced",' + _E + b',"id":7}\n',
+    "bad id": b'{"action":"dice_replaced",' + _E + b',"id":"a b"}\n',
+    "empty id": b'{"action":"dice_replaced",' + _E + b',"id":""}\n',
+    "long id": b'{"action":"dice_replaced",' + _E + b',"id":"' + b"A" * 17 + b'"}\n',
+    "the gone void_result": b'{"action":"void_result",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a void's bad reason": b'{"action":"void_round",' + _E + b',"reason":"boredom","round":"1"}\n',
+    "a void with the table's own reason": b'{"action":"void_round",'
+    + _E
+    + b',"reason":"dealer_key","round":"1"}\n',
+    "a void without its reason": b'{"action":"void_round",' + _E + b',"round":"1"}\n',
+    "a void without its round": b'{"action":"void_round",' + _E + b',"reason":"wrong_count"}\n',
+    "a void of round 0": b'{"action":"void_round",'
+    + _E
+    + b',"reason":"wrong_count","round":"0"}\n',
+    "a void of a signed round": b'{"action":"void_round",'
+    + _E
+    + b',"reason":"wrong_count","round":"+1"}\n',
+    "a correction's void reason": b'{"action":"correct_result","dice":"1,2,3",'
+    + _E
+    + b',"reason":"wrong_count","result":"1.1"}\n',
+    "a correction without dice": b'{"action":"correct_result",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a correction of a 7": b'{"action":"correct_result","dice":"7,2,3",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a correction of two dice": b'{"action":"correct_result","dice":"1,2",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a correction with spaces": b'{"action":"correct_result","dice":"1, 2, 3",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a correction in other digits": b'{"action":"correct_result","dice":"\\u0663,2,3",'
+    + _E
+    + b',"reason":"misread","result":"1.1"}\n',
+    "a result without its attempt": b'{"action":"correct_result","dice":"1,2,3",'
+    + _E
+    + b',"reason":"misread","result":"1"}\n',
+    "a result of round 0": b'{"action":"correct_result","dice":"1,2,3",'
+    + _E
+    + b',"reason":"misread","result":"0.1"}\n',
+    "tiles without a set": b'{"action":"tiles_inspected","dealer":"D1",' + _E + b"}\n",
+    "tiles without a dealer": b'{"action":"tiles_inspected",' + _E + b',"set":"T1"}\n',
+    "tiles with a bad dealer": b'{"action":"tiles_inspected","dealer":"D-1",'
+    + _E
+    + b',"set":"T1"}\n',
+    "a shuffle's bad reason": b'{"action":"tiles_shuffled",' + _E + b',"reason":"misread"}\n',
+    "escaped newline in a note": b'{"action":"shaker_inspected",' + _E + b',"note":"a\\nb"}\n',
+    "escaped non-ASCII": b'{"action":"shaker_inspected",' + _E + b',"note":"caf\\u00e9"}\n',
+    "long note": b'{"action":"shaker_inspected",' + _E + b',"note":"' + b"n" * 121 + b'"}\n',
+    "bad mode": b'{"action":"mode_switch",' + _E + b',"mode":"roulette"}\n',
+    "mode in capitals": b'{"action":"mode_switch",' + _E + b',"mode":"RNG"}\n',
+    "no mode": b'{"action":"mode_switch",' + _E + b"}\n",
+    "mode of another verb": b'{"action":"service_mode",' + _E + b',"mode":"rng"}\n',
+    "a note to a toggle": b'{"action":"service_mode",' + _E + b',"note":"x"}\n',
+    "a lamp test with data": b'{"action":"lamp_test",' + _E + b',"on":"all"}\n',
+    "a mode as a number": b'{"action":"mode_switch",' + _E + b',"mode":1}\n',
+    "the toggle's state": b'{"action":"service_mode",' + _E + b',"entered":"true"}\n',
+    "recall without a round": b'{"action":"recall",' + _E + b"}\n",
+    "recall of round 0": b'{"action":"recall","back":"0",' + _E + b"}\n",
+    "recall too far back": b'{"action":"recall","back":"12",' + _E + b"}\n",
+    "recall in Arabic-Indic digits": b'{"action":"recall","back":"\\u0663",' + _E + b"}\n",
+    "recall as a number": b'{"action":"recall","back":3,' + _E + b"}\n",
+    "recall with a sign": b'{"action":"recall","back":"+3",' + _E + b"}\n",
+    "leaving recall to a round": b'{"action":"recall_leave","back":"1",' + _E + b"}\n",
+    "dice kept with an id": b'{"action":"dice_kept",' + _E + b',"id":"B-1"}\n',
 }
 
 
@@ -453,36 +512,50 @@ def test_requests_outside_the_grammar_are_refused_and_never_become_events(table:
 def test_the_grammar_takes_what_the_client_writes() -> None:
     """What ``Request.encode`` writes, ``parse_request`` gives back, at the longest too."""
     longest = "~" * 120
+    e = "S" * 16
     for request_ in (
-        Request("dice_replaced"),
-        Request("dice_replaced", dice_set="Z" * 16),
-        Request("shaker_inspected", note=longest),
-        Request("void_result", reason=VoidReason.DICE_DISTURBED, note='\\"' * 60, result=(9, 2)),
-        *(Request("mode_switch", mode=mode) for mode in Mode),
-        Request("service_mode"),
-        Request("lamp_test"),
-        Request("dice_kept", note=longest),
-        Request("recall", back=1),
-        Request("recall", back=11),
-        Request("recall_leave"),
+        Request("dice_replaced", employee="S1"),
+        Request("dice_replaced", employee=e, dice_set="Z" * 16),
+        Request("shaker_inspected", employee=e, note=longest),
+        Request(
+            "correct_result",
+            employee=e,
+            result=(9, 2),
+            dice=Roll(6, (1, 6)),
+            reason="surveillance_review",
+            note='\\"' * 60,
+        ),
+        Request("void_round", employee=e, round=9, reason="tile_exposed", note=longest),
+        Request("tiles_inspected", employee=e, tile_set="T" * 16, dealer="D" * 16),
+        Request("tiles_shuffled", employee=e),
+        Request("tiles_shuffled", employee=e, reason="remix"),
+        Request("shift_change", employee=e),
+        Request("clear_fault", employee=e),
+        *(Request("mode_switch", employee=e, mode=mode) for mode in Mode),
+        Request("service_mode", employee=e),
+        Request("lamp_test", employee=e),
+        Request("dice_kept", employee=e, note=longest),
+        Request("recall", employee=e, back=1),
+        Request("recall", employee=e, back=11),
+        Request("recall_leave", employee=e),
     ):
         line = request_.encode()
         assert len(line) <= MAX_REQUEST_BYTES
         assert parse_request(line) == request_
-    with pytest.raises(RequestError):
-        Request("void_result")  # a reason goes with it
-    with pytest.raises(RequestError):
-        Request("shaker_inspected", note="é")
-    with pytest.raises(RequestError):
-        Request("mode_switch")  # a mode goes with it
-    with pytest.raises(RequestError):
-        Request("service_mode", mode=Mode.RNG)
-    with pytest.raises(RequestError):
-        Request("lamp_test", note="all of them")
-    with pytest.raises(RequestError):
-        Request("recall")  # the round recalled goes with it
-    with pytest.raises(RequestError):
-        Request("recall_leave", back=1)
+    for wrong in (
+        {"action": "void_round", "employee": e, "round": 1},  # a reason goes with it
+        {"action": "shaker_inspected", "employee": e, "note": "é"},
+        {"action": "shaker_inspected", "employee": "S-1"},
+        {"action": "mode_switch", "employee": e},  # a mode goes with it
+        {"action": "service_mode", "employee": e, "mode": Mode.RNG},
+        {"action": "lamp_test", "employee": e, "note": "all of them"},
+        {"action": "recall", "employee": e},  # the round recalled goes with it
+        {"action": "recall_leave", "employee": e, "back": 1},
+        {"action": "correct_result", "employee": e, "result": (1, 1), "reason": "misread"},
+        {"action": "void_round", "employee": e, "round": 1, "reason": "rng_interrupted"},
+    ):
+        with pytest.raises(RequestError):
+            Request(**wrong)  # type: ignore[arg-type]
 
 
 def test_recall_from_the_terminal_shows_the_rounds_the_log_holds(table: Table) -> None:
@@ -558,7 +631,7 @@ def test_more_clients_than_the_limit_are_told_busy(tmp_path: Path, short_dir: Pa
         for conn in silent:
             conn.connect(str(table.socket))
         # Taken in turn by the one accepting thread: the two silent ones hold both places.
-        busy = exchange(table.socket, Request("shaker_inspected").encode())
+        busy = exchange(table.socket, Request("shaker_inspected", employee=SUPERVISOR).encode())
         assert busy["error"] == "busy"
         for conn in silent:
             conn.settimeout(WAIT_S)
@@ -652,20 +725,21 @@ def test_the_socket_is_in_the_runtime_directory_else_the_state_directory() -> No
 
 def test_no_controller_at_the_path_is_said_so(short_dir: Path) -> None:
     with pytest.raises(TerminalUnavailable, match="is paigow-controller running"):
-        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected"))
+        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected", employee=SUPERVISOR))
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(short_dir / SOCKET_NAME))
     stale.close()
     with pytest.raises(TerminalUnavailable):  # a socket left by a crash: refused
-        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected"))
+        send_request(short_dir / SOCKET_NAME, Request("shaker_inspected", employee=SUPERVISOR))
 
 
 # --- the command line, end to end ------------------------------------------------------------
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, employee: str | None = SUPERVISOR) -> subprocess.CompletedProcess[str]:
+    who = () if employee is None else ("--employee", employee)
     return subprocess.run(
-        [sys.executable, "-m", "controller", "supervise", *args],
+        [sys.executable, "-m", "controller", "supervise", *args, *who],
         capture_output=True,
         text=True,
         timeout=60,
@@ -704,8 +778,14 @@ def test_the_command_line_end_to_end(table: Table) -> None:
     kinds = table.kinds()
     for bad in (
         ("dice-replaced", "--id", "not an id"),
-        ("void-result", "--reason", "boredom"),
-        ("void-result",),
+        ("void-result", "--reason", "misread", "--result", "1.1"),  # gone: a clear line
+        ("void-round", "--reason", "boredom", "--round", "1"),
+        ("void-round", "--round", "1"),
+        ("void-round", "--reason", "wrong_count"),
+        ("void-round", "--reason", "dealer_key", "--round", "1"),
+        ("correct-result", "--result", "1.1", "--dice", "7,1,1", "--reason", "misread"),
+        ("correct-result", "--result", "1.1", "--reason", "misread"),
+        ("tiles-inspected", "--set", "T1"),
         ("shaker-inspected", "--note", "n" * 121),
         ("shaker-inspected", "--note", "caf\u00e9"),
         ("open-the-cash-box",),
@@ -720,6 +800,11 @@ def test_the_command_line_end_to_end(table: Table) -> None:
     ):
         assert_usage_error(cli(*bad, *where), bad)
     assert table.kinds() == kinds
+    for who in ("", "S 1", "S" * 17):
+        assert_usage_error(cli("shaker-inspected", *where, employee=who), who)
+    assert_usage_error(cli("shaker-inspected", *where, employee=None), "no --employee")
+    gone = cli("void-result", "--result", "1.1", "--reason", "misread", *where)
+    assert "correct-result" in gone.stderr and "void-round" in gone.stderr  # noqa: PT018
 
     table.close()
     missing = cli("shaker-inspected", *where)
@@ -784,11 +869,14 @@ def assert_usage_error(usage: subprocess.CompletedProcess[str], args: object) ->
 
 
 def test_help_has_a_description_and_an_example() -> None:
-    out = cli("void-result", "--help")
+    out = cli("correct-result", "--help")
     assert out.returncode == 0
     assert "supervisor key" in out.stdout
     assert "examples:" in out.stdout
     assert "--reason" in out.stdout
+    assert "--employee" in out.stdout
+    assert "supervise correct-result --result 30.1 --dice 4,2,3" in out.stdout
+    assert "supervise void-round --round 30 --reason tile_exposed" in out.stdout
     assert "supervise mode-switch --to rng" in out.stdout
     assert "supervise service-mode" in out.stdout
     assert "supervise lamp-test" in out.stdout
@@ -819,13 +907,14 @@ def test_the_appliance_serves_the_terminal_with_the_panels_key(
         runner.start()
         path = short_dir / SOCKET_NAME
         assert stat.S_ISSOCK(path.lstat().st_mode)
-        refused = send_request(path, Request("shaker_inspected"), timeout_s=WAIT_S)
+        inspect = Request("shaker_inspected", employee=SUPERVISOR, note="ok")
+        refused = send_request(path, inspect, timeout_s=WAIT_S)
         assert "supervisor key" in refused["refused"]
         panel.turn_supervisor_key(True)
         io = appliance.table_io
         assert io is not None
         assert wait_until(lambda: io.panel.is_supervisor_key_on)  # the switch's input settles
-        reply = send_request(path, Request("shaker_inspected", note="ok"), timeout_s=WAIT_S)
+        reply = send_request(path, inspect, timeout_s=WAIT_S)
         assert reply["ok"] is True, reply
     finally:
         appliance.stop()
