@@ -433,6 +433,13 @@ def test_the_meters_count_what_the_records_say_happened() -> None:
     assert recount == meters
 
 
+def test_the_screen_a_step_shows_counts_that_steps_records() -> None:
+    t = Table().to_result()
+    t.send(Event.CLOSE_ROUND)
+    assert t.shown(Screen.READY).data["meters"]["games"] == 1  # type: ignore[index]
+    assert t.machine.context.meters.games == 1
+
+
 def test_a_test_round_of_service_mode_counts_as_no_game() -> None:
     t = Table()
     t.send(Event.SERVICE_MODE, supervisor=True, employee="T0042")

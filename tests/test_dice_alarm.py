@@ -97,9 +97,15 @@ def test_the_table_locks_after_the_round_when_configured_and_only_the_dice_clear
     t.send(Event.CLEAR_FAULT, supervisor=True)
     assert t.state is State.FAULT
     assert "replacing the dice" in t.shown(Screen.REFUSED).data["reason"]
-    t.send(Event.DICE_KEPT, wall=WALL)  # no key
+    t.send(Event.DICE_KEPT, wall=WALL, employee="S1021")  # no key
     assert t.state is State.FAULT
-    t.send(Event.DICE_KEPT, supervisor=True, wall=WALL, detail="weighed: within tolerance")
+    t.send(
+        Event.DICE_KEPT,
+        supervisor=True,
+        employee="S1021",
+        wall=WALL,
+        detail="weighed: within tolerance",
+    )
     assert t.state is State.IDLE
     kept = next(a for a in t.actions if a.record is RecordKind.SUPERVISOR_ACTION).data
     assert kept["action"] == "dice_kept"
@@ -114,7 +120,7 @@ def test_dice_replaced_clears_the_alarm_and_starts_the_set_again() -> None:
     t = Table(LOCKS)
     until_alarm(t)
     t.send(Event.CLOSE_ROUND)
-    t.send(Event.DICE_REPLACED, supervisor=True, wall=WALL)
+    t.send(Event.DICE_REPLACED, supervisor=True, employee="S1021", wall=WALL)
     assert t.state is State.IDLE
     record = next(a for a in t.actions if a.record is RecordKind.DICE_REPLACED).data
     assert record["alarm_cleared"] == "red"
@@ -129,7 +135,7 @@ def test_a_dice_alarm_stays_with_another_fault_until_both_are_cleared() -> None:
     t.send(Event.CLOSE_ROUND)
     t.send(Event.TAMPER)
     t.send(Event.SECURED)
-    t.send(Event.DICE_REPLACED, supervisor=True, wall=WALL)
+    t.send(Event.DICE_REPLACED, supervisor=True, employee="S1021", wall=WALL)
     assert t.state is State.FAULT
     assert t.machine.context.active_faults == {Fault.TAMPER}
     t.send(Event.CLEAR_FAULT, supervisor=True)
@@ -138,7 +144,7 @@ def test_a_dice_alarm_stays_with_another_fault_until_both_are_cleared() -> None:
 
 def test_keeping_the_dice_needs_an_alarm() -> None:
     t = Table()
-    t.send(Event.DICE_KEPT, supervisor=True, wall=WALL)
+    t.send(Event.DICE_KEPT, supervisor=True, employee="S1021", wall=WALL)
     assert t.shown(Screen.REFUSED).data["reason"] == "there is no dice alarm to clear"
     assert t.records() == []
 
@@ -155,12 +161,13 @@ def test_a_shift_change_starts_the_shift_window_only() -> None:
 def test_rng_results_and_service_test_rounds_are_not_counted() -> None:
     rng = Table(replace(SETTINGS, mode=Mode.RNG))
     rng.send(Event.NO_MORE_BETS)
+    rng.send(Event.DICE_SET)  # the style settled: the RNG draws
     rng.send(Event.RNG_DRAWN, rng_number=3)
     rng.send(Event.CLOSE_ROUND)
     assert rng.machine.context.dice_counts == DiceWindows()
     assert "stats" not in rng.shown(Screen.READY).data  # RNG mode uses no dice
     t = Table()
-    t.send(Event.SERVICE_MODE, supervisor=True)
+    t.send(Event.SERVICE_MODE, supervisor=True, employee="S1021")
     t.to_result()
     t.send(Event.CLOSE_ROUND)
     assert t.machine.context.dice_counts == DiceWindows()
@@ -183,12 +190,12 @@ def test_the_counts_and_the_alarm_survive_a_power_cut() -> None:
 
 
 def recalled(t: Table, back: int | None) -> None:
-    t.send(Event.RECALL, supervisor=True, back=back)
+    t.send(Event.RECALL, supervisor=True, employee="S1021", back=back)
 
 
 def test_recall_needs_the_supervisor_key() -> None:
     t = Table()
-    t.send(Event.RECALL, back=1)
+    t.send(Event.RECALL, back=1, employee="S1021")
     assert t.machine.context.recall is None
     assert "supervisor" in t.shown(Screen.REFUSED).data["reason"]
 
@@ -221,7 +228,7 @@ def test_nothing_changes_in_the_round_while_the_display_recalls() -> None:
         assert t.screens() == [Screen.REFUSED]
         assert t.records() == []
         assert t.machine.context == before
-    t.send(Event.DICE_REPLACED, supervisor=True, wall=WALL)
+    t.send(Event.DICE_REPLACED, supervisor=True, employee="S1021", wall=WALL)
     assert t.machine.context == before
 
 

@@ -12,7 +12,7 @@ from controller.core.config import PinsConfig
 ROOT = Path(__file__).resolve().parent.parent
 ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*`(\w+)`\s*\|", re.MULTILINE)
 # BCM -> physical header pin on the 40-pin header.
-HEADER = {4: 7, 5: 29, 6: 31, 7: 26, 12: 32, 13: 33, 16: 36, 17: 11, 18: 12, 19: 35, 20: 38,
+HEADER = {4: 7, 5: 29, 6: 31, 7: 26, 8: 24, 12: 32, 13: 33, 16: 36, 17: 11, 18: 12, 19: 35, 20: 38,
           21: 40, 22: 15, 23: 16, 24: 18, 25: 22, 26: 37, 27: 13}  # fmt: skip
 
 

@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from support import OPENED
+
 from controller.app.appliance import draw_shake_delay
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.log import DB_NAME, AuditLog
@@ -31,7 +33,7 @@ def test_the_loop_puts_the_drawn_delay_on_the_press_and_the_shake_records_it(
     log = AuditLog.open(tmp_path)
     now = [0]
     loop = ControlLoop(
-        RoundMachine(RoundSettings()),
+        RoundMachine(RoundSettings(), OPENED),
         Ports(log=log, display=table, panel=table, shaker=table, latch=table, sensor=table),
         clock=lambda: now[0],
         shake_delay=lambda: 321,

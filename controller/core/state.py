@@ -2109,6 +2109,14 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
             meters = counted(meters, action.record, action.data)
     if meters is not new_ctx.meters:
         new_ctx = replace(new_ctx, meters=meters)
+        # a screen built in this step shows the meters with this step's own records counted
+        shown = meters.as_record()
+        actions = [
+            replace(a, data={**a.data, "meters": shown})
+            if a.kind is ActionKind.SHOW and "meters" in a.data
+            else a
+            for a in actions
+        ]
     return new_ctx, actions
 
 
