@@ -360,8 +360,8 @@ class DisplayHub:
             self._cond.notify_all()
 
     def _board_record(self, record: StoredRecord) -> bool:
-        """A correction, a void or a voided result on the trend board, and the first two in
-        the supervisor's list with who made them. True when something changed."""
+        """A correction, a void or a voided result on the trend board, and a correction or a
+        void in the supervisor's list with who made them. True when something changed."""
         entry = record.entry()
         data = entry.get("data")
         if not isinstance(data, dict):
