@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from display_table import PAYTABLES, Table, start_display
+from display_table import OPENED, PAYTABLES, SUPERVISOR, CoreTable, Table, start_display
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -20,7 +20,19 @@ from controller.core.dice import NoRollReason, Roll
 from controller.core.position import DEALER, Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
-from controller.core.state import ActionKind, Event, Occurrence, RoundMachine, RoundSettings, Screen
+from controller.core.state import (
+    ActionKind,
+    CorrectionReason,
+    Event,
+    Mode,
+    Occurrence,
+    RngMode,
+    RoundContext,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+    VoidReason,
+)
 from controller.display.hub import sse
 
 pytestmark = pytest.mark.browser
@@ -382,7 +394,6 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
     from controller.core.config import Config
     from controller.core.position import Game
     from controller.core.record_data import config_loaded_data
-    from controller.core.state import Event, Mode, Occurrence, RngMode, RoundMachine, RoundSettings
     from controller.rng.session import RngPort, RngSessionManager
     from drivers.safety import FaultLatch
 
@@ -414,7 +425,7 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
         records=[],
     )
     loop = ControlLoop(
-        RoundMachine(RoundSettings(mode=Mode.RNG)),
+        RoundMachine(RoundSettings(mode=Mode.RNG), OPENED),
         Ports(
             log=table.log,
             display=display,
@@ -431,12 +442,14 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
         page.goto(display.url)
         wait_current(page, "ready", 1, timeout_ms=5000)
         loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+        wait_current(page, "bets_closed", 1, timeout_ms=5000)  # 621a.11(i): the style first
+        loop.dispatch(Occurrence(Event.DICE_SET, at=2))  # the dealer's key: the RNG draws
         wait_current(page, "result", 1, timeout_ms=5000)
         (draw,) = [r.data for r in table.log.records() if r.kind == RecordKind.RNG_DRAW]
         assert page.text_content("#rng-value") == str(draw["number"])
         assert "DRAWING" not in (page.text_content("#headline") or "")
         screens = [e["screen"] for e in rendered(page)]
-        assert screens[-2:] == ["drawing", "result"]
+        assert screens[-3:] == ["bets_closed", "drawing", "result"]
         assert lamps.shown[-1] is Screen.RESULT
         shot(page, "rng-round-of-the-loop")
     finally:
@@ -604,9 +617,7 @@ def test_the_stats_panel_is_not_shown_when_the_setting_is_off(browser: Any, tmp_
         page.goto(table.display.url)
         table.open_round()
         table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(), dice=DICE)
-        page.wait_for_function(
-            "() => document.getElementById('dice-warning').textContent.includes('23 h')"
-        )
+        wait_current(page, "ready", 1, timeout_ms=5000)
         assert page.is_hidden("#stats")
         assert "HOT" not in page.inner_text("body")
         assert "THIS SHIFT" not in page.inner_text("body")
@@ -700,12 +711,12 @@ def wait_recall(page: Any, back: int) -> None:
     )
 
 
-# Eleven rounds for recall (AGCO 13.1.1): banks, styles, no rolls and a void among them.
+# Eleven rounds for recall (AGCO 13.1.1): banks, styles, no rolls and a correction among them.
 RECALL_PLAYS: list[tuple[tuple[int, tuple[int, int]], dict[str, Any]]] = [
     ((3, (4, 5)), {"bank_seat": 2, "style": DeliveryStyle.JUNG_QUAT}),
     ((6, (6, 2)), {"no_rolls": [NoRollReason.NOT_FLAT]}),
     ((1, (1, 1)), {}),
-    ((2, (5, 6)), {"voided": (4, (4, 4))}),
+    ((2, (5, 6)), {"corrected": (4, (4, 4))}),  # the sensor read 4, 4 4: a misread
     ((6, (6, 6)), {"style": DeliveryStyle.STANDARD}),
     ((4, (1, 2)), {}),
     ((5, (3, 1)), {"bank_seat": 5}),
@@ -761,11 +772,17 @@ def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
         if back == 4:
             shot(page, "recall")
     # What the rounds hold beyond their result.
-    table.show(Screen.RECALL, round=12, back=9, rounds=rounds)  # round 4: a voided result
+    table.show(Screen.RECALL, round=12, back=9, rounds=rounds)  # round 4: a corrected result
     wait_recall(page, 9)
-    voided = page.locator("#recall-actions li[data-kind=result_voided] .what").text_content()
-    assert voided == "attempt 1 · misread · the dice show other faces"
+    corrected = page.locator("#recall-actions li[data-kind=result_corrected] .what")
+    assert corrected.text_content() == (
+        "attempt 1 · misread · read red 4, blue 4 4 → seen red 2, blue 5 6 · total 13"
+        " · first hand SEAT 4"
+    )
     assert page.text_content("#recall-outcome") == "CLOSED"
+    assert page.text_content("#recall-corrected") == "CORRECTED"
+    assert "first read red 4, blue 4 4" in (page.text_content(".recall-meta") or "")
+    assert "S100" not in page.inner_text("body")  # who corrected it is the supervisor's
     table.show(Screen.RECALL, round=12, back=4, rounds=rounds)  # round 9: three attempts
     wait_recall(page, 4)
     verdicts = texts(page, "#recall-readings .verdict")
@@ -874,7 +891,6 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
     from controller.core.config import Config
     from controller.core.dice import DiceReading, DieColour, DieReading
     from controller.core.record_data import config_loaded_data
-    from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
     from drivers.safety import FaultLatch
     from drivers.sim.hardware import StillTable
 
@@ -883,7 +899,7 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
     hardware = StillTable()
     settings = RoundSettings(settle_ms=10)
     loop = ControlLoop(
-        RoundMachine(settings),
+        RoundMachine(settings, OPENED),
         Ports(
             log=table.log,
             display=display,
@@ -940,7 +956,7 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
         send(Event.TAMPER)  # a simulated fault: the shaker is tilted off its mount
         wait_current(page, "fault", 13, timeout_ms=5000)
         for back in range(1, 11):
-            send(Event.RECALL, key=True, back=back)
+            send(Event.RECALL, key=True, back=back, employee=SUPERVISOR)
             page.wait_for_function(
                 "b => { const l = window.displayLog; const e = l[l.length - 1];"
                 " return e && e.screen === 'recall' && e.back === b; }",
@@ -957,7 +973,7 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
             if back == 4:
                 shot(page, "loop-recall-after-fault")
         assert loop.machine.state.value == "fault"
-        send(Event.RECALL, key=True)  # leave: the table as it was, in its fault
+        send(Event.RECALL, key=True, employee=SUPERVISOR)  # leave: the table as it was
         wait_current(page, "fault", 13, timeout_ms=5000)
         page.wait_for_selector("#recall", state="hidden", timeout=5000)
         records = table.log.records()
@@ -1099,13 +1115,14 @@ def test_the_page_speaks_the_languages_the_settings_name_in_their_order(
             table.close()
 
 
-def test_the_core_s_bank_refusal_and_dice_warning_are_worded_in_the_page_s_languages(
+def test_the_core_s_bank_refusal_is_worded_in_the_page_s_languages_and_the_dice_warning_is_not(
     browser: Any, tmp_path: Path
 ) -> None:
-    """The bank refused (621a.11(b)) and the dice's last hour (621a.5(c)) as the core sends
-    them, on a Chinese-only page: the page's own words from the catalogue, with the seat and
-    the minutes the core gave, not the core's English sentence."""
-    machine = RoundMachine(RoundSettings())
+    """The bank refused (621a.11(b)) as the core sends it, on a Chinese-only page: the page's
+    own words from the catalogue, with the seat the core gave, not the core's English
+    sentence. The dice's last hour (621a.5(c)) is the supervisor's: the players read nothing of
+    it, until play stops by it, and then only that the table is not ready."""
+    machine = RoundMachine(RoundSettings(), OPENED)
     machine.handle(Occurrence(Event.LID_CLOSED, at=0))
     actions = machine.handle(Occurrence(Event.BANK_SEAT_KEY, at=1))
     (ready,) = [a for a in actions if a.kind is ActionKind.SHOW and a.screen is Screen.READY]
@@ -1122,10 +1139,373 @@ def test_the_core_s_bank_refusal_and_dice_warning_are_worded_in_the_page_s_langu
         wait_current(page, "ready", 1, timeout_ms=5000)
         refused = page.text_content("#bank-refused") or ""
         assert refused == "不可坐莊 — 洗牌後第一局，閒家 1 不可坐莊 (621a.11(b))"
-        warning = page.text_content("#dice-warning") or ""
-        assert warning == "骰子 — 請於 12 分鐘內更換骰子：已在檯上 24 小時 (621a.5(c))"
-        assert not any(word in refused + warning for word in ("seat", "shuffle", "dice"))
-        shot(page, "bank-refused-dice-warning-zh-Hant")
+        assert not any(word in refused for word in ("seat", "shuffle"))
+        assert texts(page, "#headline .ln") == ["請下注"]
+        body = page.inner_text("body")
+        assert "12" not in body.replace("12:", "")  # nor the minutes left (the clock aside)
+        assert "621a.5" not in body
+        assert page.is_hidden("#not-ready")
+        shot(page, "bank-refused-zh-Hant")
+        over = {
+            **dice,
+            "warning": "the dice have been on the table 24 hours: ...",
+            "minutes_left": 0,
+        }
+        table.show(Screen.READY, **{**ready.data, "dice": over})
+        page.wait_for_function(
+            "() => document.getElementById('headline').textContent === '枱面未準備好'"
+        )
+        assert page.text_content("#subline") == "請稍候：枱面準備中。"
+        assert "621a.5" not in page.inner_text("body")
     finally:
         context.close()
         table.close()
+
+
+# --- corrections, round voids, RNG rounds, a table not ready, the supervisor's meters ---------
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[CoreTable]:
+    """A table played through the round state machine, bets open for round 1."""
+    t = CoreTable(tmp_path)
+    t.start()
+    yield t
+    t.close()
+
+
+def open_pages(browser: Any, url: str, *paths: str) -> list[Any]:
+    pages = []
+    for path in paths:
+        context = browser.new_context(viewport={"width": 1920, "height": 1080})
+        p = context.new_page()
+        p.on("pageerror", lambda exc: pytest.fail(f"page error: {exc}"))
+        p.goto(url + path)
+        pages.append(p)
+    return pages
+
+
+def test_a_corrected_result_says_corrected_and_takes_its_place_on_the_trend_board(
+    browser: Any, core: CoreTable
+) -> None:
+    """N.J.A.C. 13:69E-1.28P(d): the result corrected to the dice as they lie is shown again,
+    CORRECTED with the dice first read: the corrected dice, total, first hand and wagers; the
+    trend board's cell of the round is the corrected result, marked; who corrected it and why
+    are on the supervisor's view only. A page that connects later has it so too."""
+    (page, sup) = open_pages(browser, core.display.url, "", "supervisor")
+    wait_current(page, "ready", 1, timeout_ms=5000)
+    core.shake(3, (4, 5))  # the sensor reads 3, 4 5: seat 3
+    wait_current(page, "result", 1, timeout_ms=5000)
+    assert page.is_hidden("#corrected")
+    core.correct(3, (4, 6), CorrectionReason.SURVEILLANCE_REVIEW)  # the dice lie 3, 4 6
+    page.wait_for_selector("#corrected:not([hidden])", timeout=5000)
+    assert page.text_content("#corrected") == "CORRECTEDfirst read345"
+    assert texts(page, "#corrected .mini span") == ["3", "4", "5"]
+    assert texts(page, "#dice .die", "data-face") == ["3", "4", "6"]
+    assert page.text_content("#total") == "13"
+    assert page.text_content("#starting-label") == "SEAT 4"
+    assert page.get_attribute(".spot.first", "data-position") == "seat 4"
+    assert page.is_visible("#wagers")
+    assert texts(page, "#dealing-plan li[data-position]", "data-position")[0] == "seat 4"
+    cell = page.locator("#trend li").first
+    assert cell.get_attribute("class") == "cell corrected"
+    assert cell.locator(".rnd").text_content() == "R1✱"
+    assert cell.locator(".num").text_content() == "13"
+    assert texts(page, "#trend li:first-child .mini span") == ["3", "4", "6"]
+    assert page.text_content("#trend-hint") == "newest first · ✱ corrected"
+    shown = page.inner_text("body")
+    assert "S100" not in shown
+    assert "surveillance" not in shown
+    shot(page, "corrected-result")
+    sup.wait_for_function(
+        "() => [...document.querySelectorAll('#sup-details li')]"
+        ".some(l => l.textContent.startsWith('CORRECTED'))"
+    )
+    assert (
+        "CORRECTED (surveillance review) by employee S100: read red 3, blue 4 5, the dice as"
+        " they lie red 3, blue 4 6" in texts(sup, "#sup-details li")
+    )
+    (listed,) = texts(sup, "#sup-interventions li")
+    assert listed.startswith(
+        "employee S100ROUND 1 CORRECTED — surveillance review: read red 3, blue 4 5 → red 3,"
+        " blue 4 6 (total 13)"
+    )
+    core.send(Event.CLOSE_ROUND)
+    wait_current(page, "ready", 2, timeout_ms=5000)
+    page.reload()  # a kiosk restarted: the board from the snapshot
+    wait_current(page, "ready", 2, timeout_ms=5000)
+    assert page.locator("#trend li").first.get_attribute("class") == "cell corrected"
+    assert page.text_content("#trend li:first-child .num") == "13"
+    assert page.is_hidden("#corrected")
+    sup.context.close()
+    page.context.close()
+
+
+def test_a_corrected_result_in_traditional_chinese(browser: Any, tmp_path: Path) -> None:
+    table = CoreTable(tmp_path, languages=("zh-Hant",))
+    try:
+        (page,) = open_pages(browser, table.display.url, "")
+        table.start()
+        table.shake(6, (6, 2))
+        table.correct(6, (6, 3))
+        page.wait_for_selector("#corrected:not([hidden])", timeout=5000)
+        assert page.text_content("#corrected .corrected-word") == "已更正"
+        assert page.text_content("#corrected .first-read") == "原讀數"
+        assert page.text_content("#total") == "15"
+        assert page.text_content("#trend-hint") == "最新在左 · ✱ 已更正"
+        shot(page, "corrected-result-zh-Hant")
+        page.context.close()
+    finally:
+        table.close()
+
+
+def test_a_void_round_is_void_on_the_trend_board_with_wagers_returned(
+    browser: Any, core: CoreTable
+) -> None:
+    """621a.12(c),(e): a round void after its result (a tile exposed) and one void before any
+    (the dealer's key) are each VOID, wagers returned, with no total, dice or first hand;
+    neither counts among the first hands of the statistics."""
+    (page,) = open_pages(browser, core.display.url, "")
+    core.shake(3, (4, 5))
+    core.send(Event.CLOSE_ROUND)  # round 1: seat 3
+    core.shake(6, (6, 2))
+    wait_current(page, "result", 2, timeout_ms=5000)
+    core.void(VoidReason.TILE_EXPOSED)  # round 2: void after its result
+    core.send(Event.NO_MORE_BETS)
+    core.send(Event.VOID_ROUND)  # round 3: the dealer's key before any dice
+    wait_current(page, "ready", 4, timeout_ms=5000)
+    page.wait_for_function("() => document.querySelectorAll('#trend li').length === 3")
+    assert texts(page, "#trend li", "data-round") == ["3", "2", "1"]
+    for n in ("3", "2"):
+        cell = page.locator(f"#trend li[data-round='{n}']")
+        assert cell.get_attribute("class") == "cell void returned"
+        assert cell.locator(".voidword").text_content() == "VOID"
+        assert cell.locator(".pos").text_content() == "wagers returned"
+        assert cell.locator(".num, .mini").count() == 0  # nothing of a result
+    assert page.text_content("#trend li[data-round='1'] .num") == "12"
+    assert page.text_content("#stats-first-title") == "FIRST HAND · LAST 1"
+    assert "14" not in texts(page, "#trend li .num")  # round 2's total is not shown
+    shot(page, "void-rounds-on-the-trend-board")
+    page.context.close()
+
+
+def test_an_older_logs_voided_result_is_shown_as_before(page: Any, table: Table) -> None:
+    """Logs in the field hold a result voided and its round played again: the voided
+    attempt's cell keeps its dice, its total struck out and VOID; the next attempt's stands."""
+    table.result(6, (6, 2))
+    table.old_voided_result()
+    table.record(RecordKind.RESULT, round=1, attempt=2, **recorded_result(table))
+    table.show(Screen.RESULT, round=1, attempt=2, result=recorded_result(table))
+    table.close_round()
+    wait_current(page, "ready", 2, timeout_ms=5000)
+    cells = page.locator("#trend li")
+    assert cells.count() == 2
+    assert cells.nth(1).get_attribute("class") == "cell void"
+    assert cells.nth(1).locator(".pos").text_content() == "VOID"
+    assert cells.nth(1).locator(".num").text_content() == "14"
+    assert texts(page, "#trend li:nth-child(2) .mini span") == ["6", "6", "2"]
+
+
+SIDE_WAGER_WORDS = ("SUM", "MATCH", "BEAT IT", "PAYS", "8·16·17", "總和", "配對", "比大", "賠率")
+
+
+@pytest.mark.parametrize("rng_mode", [RngMode.POSITION, RngMode.DICE])
+def test_an_rng_round_shows_nothing_of_the_side_wagers(
+    browser: Any, tmp_path: Path, rng_mode: RngMode
+) -> None:
+    """Current 621a.5(e)(2)-(4): Sum, Match and Beat It are the physical dice's, so an RNG
+    round shows none of them (their limits, paytables or outcomes) on any screen, in both
+    languages. Bets closed says plainly that the bank may choose the style of delivery and
+    the RNG draws next (621a.11(i)); the draw shows the style chosen."""
+    limits = LimitsConfig(
+        currency="USD", table=BetLimits(25, 5000), sum=BetLimits(5, 500), beat_it=BetLimits(5, 50)
+    )
+    table = CoreTable(
+        tmp_path,
+        RoundSettings(mode=Mode.RNG, rng_mode=rng_mode),
+        languages=("en", "zh-Hant"),
+        limits=limits,
+        paytables=PAYTABLES,
+    )
+    try:
+        (page,) = open_pages(browser, table.display.url, "")
+        table.start()
+
+        def no_side_wager(screen: str) -> None:
+            wait_current(page, screen, 1, timeout_ms=5000)
+            body = page.inner_text("body")
+            for word in SIDE_WAGER_WORDS:
+                assert word not in body, (screen, word)
+            assert page.is_hidden("#wagers")
+            assert page.is_hidden("#paytables")
+
+        no_side_wager("ready")
+        assert texts(page, "#limits .limits-name") == ["PAI GOW / 牌九"]
+        table.send(Event.NO_MORE_BETS)
+        table.send(Event.STYLE_KEY)  # the bank chooses a style of delivery
+        no_side_wager("bets_closed")
+        assert texts(page, "#subline .ln") == [
+            "Bets are closed. The bank may choose the style of delivery; then the RNG draws"
+            " the number.",
+            "已停止下注。坐莊者可選擇派牌方式，隨後由電子隨機數抽出號碼。",
+        ]
+        style = page.text_content("#delivery-style-name")
+        assert style == "House Way From the Left / House Way 由左起"
+        shot(page, f"rng-bets-closed-{rng_mode}")
+        table.send(Event.DICE_SET)  # the dealer's dice-set key: the RNG draws
+        no_side_wager("drawing")
+        assert page.text_content("#delivery-style-name") == style
+        if rng_mode is RngMode.DICE:
+            table.send(Event.RNG_DRAWN, roll=Roll(5, (1, 1)))
+        else:
+            table.send(Event.RNG_DRAWN, rng_number=4)
+        no_side_wager("result")
+        assert page.is_visible("#starting")
+        if rng_mode is RngMode.DICE:
+            assert texts(page, "#dice .die", "data-face") == ["5", "1", "1"]
+            assert page.text_content("#total") == "7"
+        shot(page, f"rng-result-{rng_mode}")
+        page.context.close()
+    finally:
+        table.close()
+
+
+def test_the_table_is_not_ready_without_dice_or_tiles_and_the_supervisor_is_told_why(
+    browser: Any, tmp_path: Path
+) -> None:
+    """No dice set recorded (proposed 621a.5(c)), or tiles past their 12 hours (621a.3(e)):
+    play stops (the shake, or "no more bets", is refused) and the players read only that the
+    table is not ready; the core's warning, with its rule, is on the supervisor's view. An
+    hour's warning before is the supervisor's alone."""
+    hour = 3_600_000
+    table = CoreTable(tmp_path, context=RoundContext(tiles_set="T1", tiles_since_table=0))
+    try:
+        page, sup = open_pages(browser, table.display.url, "", "supervisor")
+        table.start()  # no dice set recorded
+        wait_current(page, "ready", 1, timeout_ms=5000)
+        assert page.text_content("#headline") == "TABLE NOT READY"
+        assert page.text_content("#subline") == "Please wait: the table is being prepared."
+        body = page.inner_text("body").lower()
+        for word in ("621a", "supervisor", "dice set", "record", "place your bets"):
+            assert word not in body, word
+        shot(page, "not-ready-no-dice")
+        sup.wait_for_selector("#sup-set-warning:not([hidden])", timeout=5000)
+        assert sup.text_content("#sup-set") == "NONE RECORDED"
+        assert sup.text_content("#sup-set-warning") == (
+            "PLAY STOPPED — no dice set is recorded in the shaker: the supervisor records the"
+            " dice put in"
+        )
+        table.send(Event.DICE_REPLACED, supervisor=True, dice_set="D-1", employee=SUPERVISOR)
+        page.wait_for_function(
+            "() => document.getElementById('headline').textContent === 'PLACE YOUR BETS'"
+        )
+        table.send(Event.TICK, advance=11 * hour + 60_000)  # the tiles' last hour
+        table.send(Event.DICE_REPLACED, supervisor=True, dice_set="D-2", employee=SUPERVISOR)
+        sup.wait_for_function(
+            "() => document.getElementById('sup-tiles-warning').textContent.includes('59 min')"
+        )
+        assert page.text_content("#headline") == "PLACE YOUR BETS"
+        assert "59" not in page.inner_text("body")
+        table.send(Event.TICK, advance=hour)  # the tiles' 12 hours are over
+        table.send(Event.DICE_REPLACED, supervisor=True, dice_set="D-3", employee=SUPERVISOR)
+        page.wait_for_function(
+            "() => document.getElementById('headline').textContent === 'TABLE NOT READY'"
+        )
+        sup.wait_for_function(
+            "() => document.getElementById('sup-tiles-warning').textContent"
+            ".startsWith('PLAY STOPPED — the tiles have been in play 12 hours')"
+        )
+        table.send(Event.NO_MORE_BETS)  # refused: the notice says why, over the trend board
+        page.wait_for_selector("#notice:not([hidden])", timeout=5000)
+        sup.context.close()
+        page.context.close()
+    finally:
+        table.close()
+
+
+def test_the_supervisors_view_shows_the_meters_the_tiles_and_who_corrected_or_voided(
+    browser: Any, core: CoreTable
+) -> None:
+    (page, sup) = open_pages(browser, core.display.url, "", "supervisor")
+    core.shake(3, (4, 5))
+    core.correct(3, (4, 6))
+    core.send(Event.CLOSE_ROUND)
+    core.shake(2, (2, 2))
+    core.void(VoidReason.WRONG_COUNT)
+    core.send(Event.NO_MORE_BETS)
+    core.send(Event.VOID_ROUND)
+    wait_current(sup, "ready", 4, timeout_ms=5000)
+    meters = core.shown(Screen.READY)["meters"]  # as bets open carries them
+    assert meters["corrections"] == 1
+    sup.wait_for_selector("#sup-meters [data-meter=games]", timeout=5000)
+    shown = dict(
+        zip(
+            texts(sup, "#sup-meters .sup-meter-item", "data-meter"),
+            texts(sup, "#sup-meters dd"),
+            strict=True,
+        )
+    )
+    assert shown == {k: str(meters[k]) for k in shown if k != "no_rolls"} | {"no_rolls": "0"}
+    assert sup.text_content("#sup-tiles") == "T1"
+    assert sup.is_hidden("#sup-tiles-warning")
+    listed = texts(sup, "#sup-interventions li")
+    assert [item.split("ROUND ")[1].split(" —")[0] for item in listed] == [
+        "3 VOID",
+        "2 VOID",
+        "1 CORRECTED",
+    ]
+    assert listed[0].startswith("no employee id")  # the dealer's key: the dealer signed on
+    assert listed[1].startswith("employee S100ROUND 2 VOID — wrong count, wagers returned,")
+    assert "tiles reshuffled" in listed[1]
+    shot(sup, "supervisor-meters-and-interventions")
+    body = page.inner_text("body")
+    for word in ("S100", "employee", "corrections", "lid openings", "meters"):
+        assert word not in body.lower(), word
+    sup.context.close()
+    page.context.close()
+
+
+def test_recall_shows_a_void_round_as_void_and_a_correction_as_corrected(
+    browser: Any, core: CoreTable
+) -> None:
+    """AGCO 13.1.1 from the log as the control loop reads it (controller.audit.recall): a round
+    void after its result is VOID, every wager returned, with no result shown (its records say
+    what happened); a corrected round shows the corrected result, CORRECTED, with the dice
+    first read. Who did it is on the supervisor's view only."""
+    (page, sup) = open_pages(browser, core.display.url, "", "supervisor")
+    core.shake(3, (4, 5))
+    core.correct(3, (4, 6))
+    core.send(Event.CLOSE_ROUND)  # round 1: corrected
+    core.shake(6, (6, 2))
+    core.void(VoidReason.TILE_EXPOSED)  # round 2: void after its result
+    wait_current(page, "ready", 3, timeout_ms=5000)
+    core.send(Event.RECALL, supervisor=True, employee=SUPERVISOR, back=2)
+    for shown in (page, sup):
+        wait_recall(shown, 2)
+        assert shown.text_content("#recall-round") == "2"
+        assert shown.text_content("#recall-outcome") == "VOID"
+        assert texts(shown, "#recall-void .ln") == [
+            "ROUND VOID — NO RESULT",
+            "Every wager returned",
+        ]
+        assert shown.locator("#recall-dice, #recall-total, #recall-starting").count() == 0
+    detail = "in result · tile exposed · wagers returned · tiles reshuffled"
+    assert page.text_content("#recall-actions li[data-kind=void] .what") == detail
+    on_sup = sup.text_content("#recall-actions li[data-kind=void] .what")
+    assert on_sup == detail + " · employee S100"
+    shot(page, "recall-void-round")
+    core.send(Event.RECALL, supervisor=True, employee=SUPERVISOR, back=3)
+    for shown in (page, sup):
+        wait_recall(shown, 3)
+        assert shown.text_content("#recall-round") == "1"
+        assert shown.text_content("#recall-corrected") == "CORRECTED"
+        assert texts(shown, "#recall-dice .die", "data-face") == ["3", "4", "6"]
+        assert shown.text_content("#recall-total") == "13"
+        assert shown.text_content("#recall-starting") == "SEAT 4"
+        meta = shown.text_content(".recall-game .recall-meta") or ""
+        assert meta.endswith("first read red 3, blue 4 5")
+    assert "S100" not in page.inner_text("body")
+    assert "employee S100" in sup.inner_text("body")
+    shot(page, "recall-corrected-round")
+    sup.context.close()
+    page.context.close()

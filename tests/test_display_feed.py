@@ -19,7 +19,7 @@ from test_display_server import EmptyLog, handler_threads, reset, wait_until
 
 from controller.core import canonical
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.state import Screen
+from controller.core.state import Screen, VoidReason
 from controller.display import feed as display_feed
 from controller.display.events import EventId
 from controller.display.feed import FeedRequestError, FeedServer, parse_request
@@ -184,6 +184,67 @@ def test_the_page_stream_replays_after_last_event_id_from_history_and_log(tmp_pa
     assert (name, event_id) == ("snapshot", f"{result_2 + 2}.1")
     assert snapshot["current"]["screen"] == "bets_closed"
     assert [t["round"] for t in snapshot["trend"]] == [1, 2]
+
+
+def test_a_correction_and_a_void_are_fed_replayed_and_seeded_again_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The feed's line of a correction names the corrected result (its dice, total and first
+    hand); a page catching up from the log is given the result shown again corrected and the
+    round's void; and a display started on the log has its trend board and its list of
+    corrections and voids as they were."""
+    table = Table(tmp_path)
+    table.display = start_display(table.log, history=2)  # the catch-up comes from the log
+    try:
+        table.open_round()
+        table.play_round(3, (4, 5))
+        seen = table.last_seq
+        assert seen is not None
+        table.recorded_round(3, (4, 6), corrected=(3, (4, 5)))  # round 2, corrected, closed
+        table.recorded_round(6, (6, 6), void=VoidReason.TILE_EXPOSED)  # round 3, void
+        table.record(RecordKind.NO_MORE_BETS, round=4, bank="dealer", mode="shaker")
+        table.void_round(VoidReason.DEALER_KEY)  # round 4: void before any result
+        assert table.display.feed_address is not None
+        client = FeedClient(table.display.feed_address, b'{"from": 1}\n')
+        lines = client.records_until(table.log.size)
+        client.close()
+        (fed,) = [line for line in lines if line["kind"] == RecordKind.RESULT_CORRECTED]
+        assert (fed["round"], fed["attempt"]) == (2, 1)
+        assert (fed["dice"], fed["total"], fed["count"]) == ({"red": 3, "blue": [4, 6]}, 13, 13)
+        assert fed["starting_position"] == "seat 4"
+        assert fed["data"]["dice_read"] == {"red": 3, "blue": [4, 5]}
+        events = read_stream(table.display.http_address, str(seen))
+    finally:
+        table.close()
+    replayed = [(d["screen"], d["round"], d["data"]) for name, _, d in events if name == "replay"]
+    corrected = [d for screen, n, d in replayed if screen == "result" and "corrected" in d]
+    assert [(d["round"], d["result"]["total"]) for d in corrected] == [(2, 13)]
+    assert corrected[0]["corrected"] == {
+        "dice_read": {"red": 3, "blue": [4, 5]},
+        "reason": "misread",
+        "employee": "S100",
+    }
+    voids = [(n, d["reason"], d["wagers"]) for screen, n, d in replayed if screen == "void"]
+    assert voids == [(3, "tile_exposed", "returned"), (4, "dealer_key", "returned")]
+
+    again = Table(tmp_path)
+    again.display = start_display(again.log)  # a restart: the board from the log alone
+    try:
+        snapshot = read_stream(again.display.http_address, None)[-1][2]
+    finally:
+        again.close()
+    board = [
+        (c["round"], c["total"], c["corrected"], c["wagers_returned"]) for c in snapshot["trend"]
+    ]
+    assert board == [(1, 12, False, False), (2, 13, True, False), (3, None, False, True),
+                     (4, None, False, True)]  # fmt: skip
+    interventions = [(i["kind"], i["round"], i["reason"]) for i in snapshot["interventions"]]
+    assert interventions == [
+        ("correction", 2, "misread"),
+        ("void", 3, "tile_exposed"),
+        ("void", 4, "dealer_key"),
+    ]
+    assert snapshot["interventions"][0]["employee"] == "S100"
 
 
 def test_event_ids_order_screens_between_records() -> None:

@@ -91,44 +91,165 @@ def test_a_live_feed_client_that_falls_behind_gets_every_line_in_order() -> None
     theirs.close()
 
 
-def test_a_result_shown_again_is_one_cell_of_the_trend_and_a_voided_one_is_marked() -> None:
+def test_a_result_shown_again_is_one_cell_of_the_trend() -> None:
     hub = DisplayHub()
     result = {"count": 7, "total": 7, "dice": {"red": 1, "blue": [2, 4]}, "bank": "dealer"}
     hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": result}, 10)
     hub.publish(Screen.FAULT, {"faults": ["tamper"]}, 11)
     hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": result}, 12)  # cleared
     assert [(e["round"], e["attempt"]) for e in hub.snapshot()[1]["trend"]] == [(1, 1)]
-    voided = StoredRecord(
-        13,
-        str(RecordKind.RESULT_VOIDED),
-        canonical.encode(
-            {
-                "seq": 13,
-                "kind": "result_voided",
-                "time": "t",
-                "prev": "0" * 64,
-                "data": {"round": 1, "attempt": 1, "reason": "misread"},
-            }
-        ),
-    )
-    hub.committed([voided], LoggedCheckpoint(13, "note"))
-    hub.publish(Screen.RESULT, {"round": 1, "attempt": 2, "result": result}, 17)
-    trend = hub.snapshot()[1]["trend"]
-    assert [(e["attempt"], e["void"]) for e in trend] == [(1, True), (2, False)]
     # a test result in service mode is not a cell at all
     hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": result, "service": True}, 20)
+    assert len(hub.snapshot()[1]["trend"]) == 1
+
+
+def test_an_older_logs_voided_result_keeps_its_cell_marked_beside_the_next_attempt() -> None:
+    """Logs in the field hold results voided and their rounds played again (nothing writes
+    them now): the voided attempt keeps its cell, marked void, its dice still shown."""
+    hub = DisplayHub()
+    result = {"count": 7, "total": 7, "dice": {"red": 1, "blue": [2, 4]}, "bank": "dealer"}
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": result}, 10)
+    voided = {"round": 1, "attempt": 1, "reason": "misread"}
+    hub.committed([_record(13, RecordKind.RESULT_VOIDED, voided)], LoggedCheckpoint(13, "note"))
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 2, "result": result}, 17)
+    trend = hub.snapshot()[1]["trend"]
+    assert [(e["attempt"], e["void"], e["dice"]) for e in trend] == [
+        (1, True, result["dice"]),
+        (2, False, result["dice"]),
+    ]
+    assert hub.snapshot()[1]["interventions"] == []  # not a correction, nor a round's void
+
+
+READ = {"red": 3, "blue": [4, 5]}
+SEEN = {"red": 3, "blue": [4, 6]}
+CORRECTED = {
+    "count": 13,
+    "total": 13,
+    "dice": SEEN,
+    "bank": "dealer",
+    "starting_position": "seat 4",
+}
+
+
+def correction(seq: int, round_number: int) -> StoredRecord:
+    """A ``result_corrected`` record as the core writes it."""
+    data = {
+        "round": round_number,
+        "attempt": 1,
+        "dice_read": READ,
+        "dice_seen": SEEN,
+        "reason": "misread",
+        "employee": "S100",
+        "note": "seat 3 saw it",
+        "result": CORRECTED,
+    }
+    return _record(seq, RecordKind.RESULT_CORRECTED, data)
+
+
+def void(seq: int, round_number: int, reason: str = "tile_exposed") -> StoredRecord:
+    data = {
+        "round": round_number,
+        "attempt": 1,
+        "state": "result",
+        "reason": reason,
+        "wagers": "returned",
+        "reshuffle": True,
+        "note": "",
+        "employee": "S100",
+    }
+    return _record(seq, RecordKind.VOID, data)
+
+
+def test_a_correction_takes_its_results_place_on_the_board_marked() -> None:
+    """N.J.A.C. 13:69E-1.28P(d): the result corrected to the dice as they lie stands in the
+    place of the one first read, marked corrected; the supervisor's list names who did it.
+    The record and the screen shown again after it agree: one cell."""
+    hub = DisplayHub()
+    read = {"count": 12, "total": 12, "dice": READ, "bank": "dealer", "starting_position": "seat 3"}
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": RESULT}, 5)
+    hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": read}, 10)
+    hub.committed([correction(11, 2)], LoggedCheckpoint(11, "note"))
+    corrected = {"dice_read": READ, "reason": "misread", "employee": "S100"}
+    hub.publish(
+        Screen.RESULT, {"round": 2, "attempt": 1, "result": CORRECTED, "corrected": corrected}, 11
+    )
+    messages, _ = hub.wait_messages(0, 0)
+    assert [m.event for m in messages] == ["screen", "screen", "board", "screen"]
+    _, view, _ = hub.snapshot()
+    assert [(c["round"], c["total"], c["corrected"]) for c in view["trend"]] == [
+        (1, 7, False),
+        (2, 13, True),
+    ]
+    assert view["trend"][1]["dice"] == SEEN
+    assert view["trend"][1]["starting_position"] == "seat 4"
+    (shown,) = view["interventions"]
+    assert shown == {
+        "kind": "correction",
+        "seq": 11,
+        "time": "t",
+        "round": 2,
+        "attempt": 1,
+        "reason": "misread",
+        "employee": "S100",
+        "note": "seat 3 saw it",
+        "dice_read": READ,
+        "dice_seen": SEEN,
+        "total": 13,
+    }
+    # the result shown again after a restart is the corrected one, and the same cell
+    hub.publish(
+        Screen.RESULT, {"round": 2, "attempt": 1, "result": CORRECTED, "corrected": corrected}, 30
+    )
     assert len(hub.snapshot()[1]["trend"]) == 2
 
 
-def test_the_snapshot_keeps_the_last_statistics_and_dice_set_a_screen_carried() -> None:
-    """Issue 15: bets open carries the dice's statistics and the set, the screens after it do
-    not; a page that connects in between is given them with the snapshot. An RNG table has
-    none."""
+def test_a_void_round_is_void_on_the_board_with_wagers_returned_never_a_result() -> None:
+    """621a.12(c),(e): a round void after its result shows none of it (not its dice, total or
+    first hand); a round void before a result has a cell of its own; every wager returned."""
     hub = DisplayHub()
-    assert {k: hub.snapshot()[1][k] for k in ("stats", "dice")} == {"stats": None, "dice": None}
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": RESULT}, 5)
+    hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": RESULT}, 8)
+    hub.committed([void(9, 2)], LoggedCheckpoint(9, "note"))
+    hub.committed([void(12, 3, reason="dealer_key")], LoggedCheckpoint(12, "note"))
+    hub.committed([void(12, 3, reason="dealer_key")], LoggedCheckpoint(12, "note"))  # again
+    trend = hub.snapshot()[1]["trend"]
+    assert [(c["round"], c["void"], c["wagers_returned"]) for c in trend] == [
+        (1, False, False),
+        (2, True, True),
+        (3, True, True),
+    ]
+    for cell in trend[1:]:
+        assert (cell["dice"], cell["total"], cell["count"], cell["starting_position"]) == (
+            None,
+            None,
+            None,
+            None,
+        )
+    # the void's round is never shown as a result again
+    hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": RESULT}, 20)
+    assert hub.snapshot()[1]["trend"][1]["wagers_returned"] is True
+    shown = hub.snapshot()[1]["interventions"]
+    assert [(i["kind"], i["round"], i["reason"], i["employee"]) for i in shown] == [
+        ("void", 2, "tile_exposed", "S100"),
+        ("void", 3, "dealer_key", "S100"),
+    ]
+    assert shown[0]["reshuffle"] is True
+
+
+def test_the_snapshot_keeps_the_last_statistics_dice_tiles_and_meters_a_screen_carried() -> None:
+    """Issue 15: bets open carries the dice's statistics and the set, the set of tiles and the
+    meters, the screens after it do not; a page that connects in between is given them with
+    the snapshot. An RNG table has no dice: no statistics, no dice set; its tiles and meters
+    stay."""
+    hub = DisplayHub()
+    kept = ("stats", "dice", "tiles", "meters")
+    assert {k: hub.snapshot()[1][k] for k in kept} == dict.fromkeys(kept)
     stats = {"shift": {"red": [1, 0, 0, 0, 0, 0]}, "alarm": None}
     dice = {"set": "D-7", "warning": None}
-    hub.publish(Screen.READY, {"round": 3, "mode": "shaker", "stats": stats, "dice": dice}, 4)
+    tiles = {"set": "T1", "warning": None}
+    meters = {"games": 4, "corrections": 1}
+    ready = {"round": 3, "mode": "shaker", "stats": stats, "dice": dice, "tiles": tiles}
+    hub.publish(Screen.READY, {**ready, "meters": meters}, 4)
     hub.publish(Screen.BETS_CLOSED, {"round": 3, "dice": {"set": "D-7", "warning": "23 h"}}, 5)
     hub.publish(Screen.RESULT, {"round": 3, "attempt": 1, "result": RESULT}, 6)
     hub.publish(Screen.REFUSED, {"reason": "not now", "stats": None, "mode": "rng"}, None)
@@ -136,12 +257,14 @@ def test_the_snapshot_keeps_the_last_statistics_and_dice_set_a_screen_carried() 
     assert view["current"]["screen"] == "result"
     assert view["stats"] == stats
     assert view["dice"] == {"set": "D-7", "warning": "23 h"}
+    assert (view["tiles"], view["meters"]) == (tiles, meters)
     newer = {"shift": {"red": [1, 1, 0, 0, 0, 0]}, "alarm": None}
     hub.publish(Screen.READY, {"round": 4, "mode": "shaker", "stats": newer, "dice": dice}, 7)
     assert hub.snapshot()[1]["stats"] == newer
-    hub.publish(Screen.READY, {"round": 5, "mode": "rng"}, 9)  # switched to the RNG
+    hub.publish(Screen.READY, {"round": 5, "mode": "rng", "tiles": tiles}, 9)  # the RNG
     view = hub.snapshot()[1]
     assert (view["stats"], view["dice"]) == (None, None)
+    assert (view["tiles"], view["meters"]) == (tiles, meters)
 
 
 @given(

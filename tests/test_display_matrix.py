@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
-from display_table import PAYTABLES, Table, start_display
+from display_table import PAYTABLES, CoreTable, Table, start_display
 from test_display_browser import DICE, RECALL_PLAYS, stats_payload, wait_current
 
 from controller.audit.recall import recall
@@ -46,7 +46,16 @@ from controller.core.dice import NoRollReason, Roll
 from controller.core.position import Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_number, result_of_roll
-from controller.core.state import Fault, Mode, Screen, VoidReason
+from controller.core.state import (
+    CorrectionReason,
+    Event,
+    Fault,
+    Mode,
+    RoundContext,
+    RoundSettings,
+    Screen,
+    VoidReason,
+)
 
 ASSETS = Path(__file__).resolve().parents[1] / "controller" / "display" / "assets"
 
@@ -76,7 +85,7 @@ class Screens:
     def __init__(
         self,
         browser: Any,
-        table: Table,
+        table: Table | CoreTable,
         language: str,
         viewports: Sequence[tuple[int, int]] = VIEWPORTS,
     ) -> None:
@@ -135,7 +144,7 @@ def played_table(state_dir: Path, languages: Sequence[str]) -> Table:
     )
     table.open_round()
     for (red, blue), options in RECALL_PLAYS:
-        table.recorded_round(red, blue, **options)  # type: ignore[arg-type]
+        table.recorded_round(red, blue, **options)
     return table
 
 
@@ -281,6 +290,92 @@ def test_one_language_alone_fits_and_reads_at_1080p_and_on_the_small_display(
     assert min(t["ratio"] for texts in screens.figures.values() for t in texts) >= MIN_CONTRAST
 
 
+@pytest.mark.browser
+def test_a_correction_voids_rng_delivery_and_a_table_not_ready_fit_in_both_languages(
+    browser: Any, tmp_path: Path
+) -> None:
+    """English and Traditional Chinese together at 800x480 and 1920x1080, played through the
+    round state machine: a result corrected (CORRECTED over the corrected outcome), bets open
+    after a round void and a correction (their cells on the trend board), the table not ready
+    (no dice set), and an RNG round's bets closed with the style of delivery and its draw."""
+    table = CoreTable(
+        tmp_path,
+        languages=("en", "zh-Hant"),
+        brand=BRAND,
+        limits=LIMITS,
+        paytables=PAYTABLES,
+        synchronised=False,
+    )
+    screens = Screens(browser, table, "en+zh-Hant", viewports=[(800, 480), (1920, 1080)])
+    try:
+        table.start()
+        for red, blue in [(3, (4, 5)), (6, (6, 2)), (1, (2, 3)), (5, (5, 5))]:
+            table.shake(red, blue)
+            table.send(Event.CLOSE_ROUND)
+        table.shake(2, (2, 2))
+        table.void(VoidReason.TILE_EXPOSED)  # round 5: void after its result
+        table.send(Event.NO_MORE_BETS)
+        table.send(Event.VOID_ROUND)  # round 6: the dealer's key
+        table.shake(3, (4, 5))
+        table.correct(3, (4, 6))  # round 7: corrected, with the dealing plan of seat 4
+        screens.wait(latest("result", 7), None)
+        screens.wait("() => !document.getElementById('corrected').hidden", None)
+        screens.check("corrected")
+        table.send(Event.CLOSE_ROUND)
+        screens.wait(latest("ready", 8), None)
+        screens.check("ready-after-voids")
+    finally:
+        screens.close()
+        table.close()
+
+    rng = CoreTable(
+        tmp_path / "rng",
+        RoundSettings(mode=Mode.RNG),
+        languages=("en", "zh-Hant"),
+        brand=BRAND,
+        limits=LIMITS,
+        paytables=PAYTABLES,
+    )
+    more = Screens(browser, rng, "en+zh-Hant", viewports=[(800, 480), (1920, 1080)])
+    try:
+        rng.start()
+        rng.send(Event.NO_MORE_BETS)
+        for _ in range(2):
+            rng.send(Event.STYLE_KEY)  # to Cup Say From the Right: the longest name
+        more.wait(latest("bets_closed", 1), None)
+        more.check("rng-bets-closed")
+        rng.send(Event.DICE_SET)
+        more.wait(latest("drawing", 1), None)
+        more.check("rng-drawing")
+    finally:
+        more.close()
+        rng.close()
+
+    bare = CoreTable(
+        tmp_path / "bare",
+        context=RoundContext(tiles_set="T1", tiles_since_table=0),
+        languages=("en", "zh-Hant"),
+        limits=LIMITS,
+        paytables=PAYTABLES,
+    )
+    last = Screens(browser, bare, "en+zh-Hant", viewports=[(800, 480), (1920, 1080)])
+    try:
+        bare.start()  # no dice set recorded: the table is not ready
+        last.wait(latest("ready", 1), None)
+        last.check("not-ready")
+    finally:
+        last.close()
+        bare.close()
+    problems = screens.problems + more.problems + last.problems
+    assert screens.errors + more.errors + last.errors == []
+    assert problems == [], "\n".join(problems)
+    figures = {**screens.figures, **more.figures, **last.figures}
+    at_1080 = [t for (_, w, _), texts in figures.items() if w == 1920 for t in texts]
+    low = smallest(at_1080)
+    assert low["size"] >= MIN_PLAYER_FONT_PX - 0.05, low
+    assert min(t["ratio"] for texts in figures.values() for t in texts) >= MIN_CONTRAST
+
+
 # --- the message catalogue ------------------------------------------------------------------
 
 
@@ -288,7 +383,7 @@ def test_the_catalogue_has_every_message_the_page_names_in_both_languages() -> N
     """messages.json: the same keys in English and Traditional Chinese, none empty, each with
     the same placeholders; every key the scripts name is there, and the words for everything
     the controller can send (faults, no rolls, delivery styles, record kinds, screens, void
-    reasons, modes)."""
+    and correction reasons, modes)."""
     catalogue = json.loads((ASSETS / "messages.json").read_text(encoding="utf-8"))
     assert set(catalogue) == {"en", "zh-Hant"}
     en, zh = catalogue["en"], catalogue["zh-Hant"]
@@ -311,6 +406,7 @@ def test_the_catalogue_has_every_message_the_page_names_in_both_languages() -> N
     expected |= {f"style.{s}" for s in DeliveryStyle} | {f"kind.{k}" for k in RecordKind}
     expected |= {f"headline.{s}" for s in Screen if s is not Screen.REFUSED}
     expected |= {f"void.{r}" for r in VoidReason} | {f"mode.{m}" for m in Mode}
+    expected |= {f"correction.{r}" for r in CorrectionReason}
     assert sorted(expected - set(en)) == []
     # and no message is left that nothing shows: each is named, or of a family the scripts
     # name by its prefix ("fault." + code), or a position's name in one of its forms, or the

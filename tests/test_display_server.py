@@ -24,7 +24,6 @@ import pytest
 from display_table import FixedClockStatus
 from gpiozero.pins.mock import MockFactory, MockPWMPin
 
-from controller.app.appliance import Appliance, Options
 from controller.core.config import DisplayConfig, parse_config
 from controller.core.records import StoredRecord
 from controller.core.state import Screen
@@ -512,6 +511,9 @@ def test_the_message_catalogue_is_served_as_json(display: DisplayServer) -> None
 
 def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: Path) -> None:
     """The composition root hands the config's [limits] and paytables to the page."""
+    # the composition root, for this test alone: the display's own tests need none of it
+    from controller.app.appliance import Appliance, Options
+
     config = parse_config(
         {
             "table": {"mode": "rng", "name": "t16"},

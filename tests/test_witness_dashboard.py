@@ -177,6 +177,57 @@ def test_the_page_follows_the_floor_live(
 
 
 @pytest.mark.browser
+def test_a_card_shows_the_corrected_result_and_a_void_round(
+    browser: Any, dashboard: DashboardServer, floor: Floor
+) -> None:
+    """The last result is the corrected one, marked, with the dice first read and who; a round
+    void shows no result, every wager returned; an older log's voided result stays marked."""
+    from playwright.sync_api import expect
+
+    one, two = two_tables(floor)
+    one.record("round_opened", round=8)
+    one.result(8, 6, (2, 2), "dead hand")
+    one.record(
+        "result_corrected",
+        round=8,
+        attempt=1,
+        dice_read={"red": 6, "blue": [2, 2]},
+        dice_seen={"red": 6, "blue": [2, 3]},
+        reason="surveillance_review",
+        employee="S100",
+        note="",
+        result={
+            "game": "tiles",
+            "bank": "dealer",
+            "count": 11,
+            "total": 11,
+            "starting_position": "seat 3",
+            "dice": {"red": 6, "blue": [2, 3]},
+            "wagers": {"sum": {"pair": False}, "match": {}, "beat_it": {}},
+            "payouts": {},
+        },
+    )
+    page = open_page(browser, dashboard, 1920, 1080)
+    result = card(page, "table-1", "dd.result")
+    expect(result).to_contain_text("Round 8CORRECTED")
+    expect(result).to_contain_text("Red 6 · Blue 2 3 · total 11")
+    expect(result).to_contain_text("Start: seat 3")
+    expect(result).to_contain_text("First read Red 6 · Blue 2 2 · surveillance review by S100")
+    two.result(1, 1, (1, 1), "dealer")
+    two.record(
+        "void", round=1, attempt=1, state="result", reason="wrong_count", wagers="returned",
+        reshuffle=True, note="", employee="S200",
+    )  # fmt: skip
+    voided = card(page, "table-2", "dd.result")
+    expect(voided).to_contain_text("Round 1VOID")
+    expect(voided).to_contain_text("No result: wagers returned")
+    expect(voided).to_contain_text("wrong count · tiles reshuffled · by S200")
+    assert "total" not in (voided.text_content() or "")
+    shot(page, "floor-corrected-and-void")
+    page.context.close()
+
+
+@pytest.mark.browser
 @pytest.mark.slow  # the page waits 3.5 s of silence before it says so
 def test_a_page_that_lost_the_witness_says_it_is_not_live(
     browser: Any, dashboard: DashboardServer, floor: Floor

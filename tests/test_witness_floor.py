@@ -32,8 +32,10 @@ from controller.witness.floor import (
     Floor,
     FloorFold,
     FloorSettings,
+    corrected_summary,
     result_summary,
     time_ms,
+    void_summary,
 )
 
 SEED = 7
@@ -116,7 +118,8 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 
 
 def counted_rounds(lines: list[dict[str, Any]]) -> int:
-    """A plain count of the rounds closed with a result (the module docstring's definition)."""
+    """A plain count of the rounds closed with a result (the module docstring's definition): a
+    correction leaves its result standing; a void, or (older logs) a voided result, does not."""
     pending: tuple[int, int] | None = None
     closed = 0
     for line in lines:
@@ -151,9 +154,18 @@ def test_a_real_run_folds_into_the_view_a_supervisor_reads(export: list[dict[str
     results = [line for line in export if line["kind"] == "result"]
     assert view["games_per_hour"] == counted_rounds(export) > 20  # a run lasts seconds
     last = results[-1]
-    assert view["last_result"] == result_summary(last["seq"], last["time"], last["data"])
-    assert view["last_result"]["dice"] == last["data"]["dice"]
-    assert view["last_result"]["wagers"][0].startswith("Sum: ")
+    summary = {
+        "result": result_summary,
+        "result_corrected": corrected_summary,
+        "void": void_summary,
+    }
+    ends = [line for line in export if line["kind"] in summary]
+    end = ends[-1]  # the run's last result, its correction, or its round's void
+    assert view["last_result"] == summary[end["kind"]](end["seq"], end["time"], end["data"])
+    if end is last:
+        assert view["last_result"]["dice"] == last["data"]["dice"]
+    if end["kind"] != "void":
+        assert view["last_result"]["wagers"][0].startswith("Sum: ")
     assert view["log_size"] == export[-1]["seq"]
     assert view["last_seen"] == export[-1]["time"]
     assert view["mode"] == "shaker"
@@ -178,7 +190,7 @@ def test_the_same_lines_again_change_nothing_shown(export: list[dict[str, Any]])
 
 # --- games per hour -----------------------------------------------------------------------------
 
-EVENTS = ("result", "voided", "void", "close")
+EVENTS = ("result", "corrected", "voided", "void", "close")
 
 
 def feed(fold: FloorFold, events: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -189,11 +201,13 @@ def feed(fold: FloorFold, events: tuple[str, ...]) -> list[dict[str, Any]]:
         t = float(step)
         if event == "result":
             sent.append(result(lines, t, number, attempt))
+        elif event == "corrected":
+            sent.append(correction(lines, t, number, attempt))
         elif event == "voided":
             sent.append(lines("result_voided", t, round=number, attempt=attempt, reason="misread"))
             attempt += 1
         elif event == "void":
-            sent.append(lines("void", t, round=number, state="armed", supervisor=True))
+            sent.append(void(lines, t, number))
             number, attempt = number + 1, 1
         else:
             sent.append(lines("close", t, round=number))
@@ -203,7 +217,8 @@ def feed(fold: FloorFold, events: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def test_every_small_table_counts_the_rounds_closed_with_a_result() -> None:
-    """Exhaustive: every sequence of up to five results, voided results, voids and closes."""
+    """Exhaustive: every sequence of up to five results, corrections, voided results (older
+    logs), voids and closes."""
     walked = 0
     for length in range(6):
         for events in itertools.product(EVENTS, repeat=length):
@@ -213,7 +228,7 @@ def test_every_small_table_counts_the_rounds_closed_with_a_result() -> None:
             expected = counted_rounds(sent)
             assert (view["games_per_hour"] if view else 0) == expected, events
             walked += 1
-    assert walked == sum(4**n for n in range(6))
+    assert walked == sum(len(EVENTS) ** n for n in range(6))
 
 
 def test_games_per_hour_counts_the_last_hour_of_the_tables_own_time() -> None:
@@ -364,7 +379,104 @@ def test_faults_open_and_close_as_the_table_records_them() -> None:
     assert fold.table("t")["faults"] == ["storage"]  # type: ignore[index]
 
 
-def test_a_voided_result_stays_shown_marked_void() -> None:
+def correction(lines: Lines, t: float, number: int, attempt: int = 1) -> dict[str, Any]:
+    """A ``result_corrected`` record as the core writes it: the dice read 1, 2 6; seen 1, 2 2."""
+    return lines(
+        "result_corrected",
+        t,
+        round=number,
+        attempt=attempt,
+        dice_read={"red": 1, "blue": [2, 6]},
+        dice_seen={"red": 1, "blue": [2, 2]},
+        reason="misread",
+        employee="S100",
+        note="",
+        result={
+            "game": "tiles",
+            "bank": "dealer",
+            "count": 5,
+            "total": 5,
+            "starting_position": "seat 4",
+            "dice": {"red": 1, "blue": [2, 2]},
+            "wagers": {
+                "sum": {"3-8-9": False, "8-16-17": False, "pair": True, "series": False},
+                "match": {"1": 1, "2": 2, "3": 0, "4": 0, "5": 0, "6": 0},
+                "beat_it": {"any": False, "red": False},
+            },
+            "payouts": {},
+        },
+    )
+
+
+def void(lines: Lines, t: float, number: int, reason: str = "tile_exposed") -> dict[str, Any]:
+    """A ``void`` record as the core writes it: the whole round, every wager returned."""
+    return lines(
+        "void",
+        t,
+        round=number,
+        attempt=1,
+        state="result",
+        reason=reason,
+        wagers="returned",
+        reshuffle=reason in ("wrong_count", "tile_exposed"),
+        note="",
+        employee="S100",
+    )
+
+
+def test_a_corrected_result_is_the_last_result_marked_corrected() -> None:
+    """N.J.A.C. 13:69E-1.28P(d): the corrected result stands in the place of the one first
+    read, with the dice read, why and who; it is still the round's one result."""
+    fold = FloorFold()
+    lines = Lines()
+    fold.record("t", result(lines, 0, 3), T0)
+    sent = correction(lines, 1, 3)
+    fold.record("t", sent, T0)
+    shown = fold.table("t")["last_result"]  # type: ignore[index]
+    assert shown == corrected_summary(sent["seq"], sent["time"], sent["data"])
+    assert (shown["round"], shown["attempt"], shown["total"]) == (3, 1, 5)
+    assert shown["dice"] == {"red": 1, "blue": [2, 2]}
+    assert shown["starting_position"] == "seat 4"
+    assert shown["wagers"][0] == "Sum: pair"
+    assert shown["corrected"] == {
+        "dice_read": {"red": 1, "blue": [2, 6]},
+        "reason": "misread",
+        "employee": "S100",
+    }
+    assert (shown["voided"], shown["void"]) == (None, None)
+    fold.record("t", lines("close", 2, round=3), T0)
+    assert fold.table("t")["games_per_hour"] == 1  # type: ignore[index]
+
+
+def test_a_void_makes_the_round_void_not_its_result() -> None:
+    """621a.12(c),(e): a round void after its result shows no result of it; a round void
+    before one is the table's latest round all the same; neither is a game."""
+    fold = FloorFold()
+    lines = Lines()
+    fold.record("t", result(lines, 0, 3), T0)
+    sent = void(lines, 1, 3)
+    fold.record("t", sent, T0)
+    shown = fold.table("t")["last_result"]  # type: ignore[index]
+    assert shown == void_summary(sent["seq"], sent["time"], sent["data"])
+    assert (shown["round"], shown["dice"], shown["total"], shown["wagers"]) == (3, None, None, [])
+    assert shown["void"] == {
+        "reason": "tile_exposed",
+        "employee": "S100",
+        "state": "result",
+        "reshuffle": True,
+        "wagers": "returned",
+    }
+    fold.record("t", lines("void", 2, round=4, state="armed", reason="dealer_key"), T0)
+    shown = fold.table("t")["last_result"]  # type: ignore[index]
+    assert (shown["round"], shown["void"]["reason"], shown["void"]["employee"]) == (
+        4,
+        "dealer_key",
+        None,
+    )
+    assert fold.table("t")["games_per_hour"] == 0  # type: ignore[index]
+
+
+def test_a_voided_result_of_an_older_log_stays_shown_marked_voided() -> None:
     fold = FloorFold()
     lines = Lines()
     fold.record("t", result(lines, 0, 3), T0)
@@ -384,7 +496,8 @@ JSON = (
     | st.dictionaries(st.text(max_size=8), SCALAR | st.lists(SCALAR, max_size=3), max_size=4)
 )
 KINDS = st.sampled_from(
-    ["result", "close", "void", "result_voided", "fault", "fault_cleared", "dice_alarm",
+    ["result", "close", "void", "result_voided", "result_corrected", "fault", "fault_cleared",
+     "dice_alarm",
      "dice_replaced", "supervisor_action", "recovery", "mode_changed", "config_loaded",
      "service_mode", "x"]
 )  # fmt: skip
@@ -398,7 +511,9 @@ KINDS = st.sampled_from(
             {"seq": st.integers(-3, 2**64) | JSON, "kind": KINDS | JSON, "time": st.text() | JSON},
             optional={"data": st.dictionaries(st.sampled_from(
                 ["round", "attempt", "fault", "faults", "dice", "wagers", "payouts", "mode",
-                 "cleared", "entered", "action", "test", "face", "reason"]), JSON, max_size=6)},
+                 "cleared", "entered", "action", "test", "face", "reason", "result",
+                 "dice_read", "employee", "state"]), JSON | st.fixed_dictionaries(
+                     {"dice": JSON, "wagers": JSON, "round": JSON}), max_size=6)},
         ),
         max_size=12,
     )
@@ -463,6 +578,12 @@ class FloorWalk(RuleBasedStateMachine):
     def a_result(self, table: str) -> None:
         self.floor.apply_record(table, result(self.lines[table], self.t[table], self.round[table]))
         self.pending[table] = (self.round[table], 1)
+
+    @rule(table=st.sampled_from("ab"))
+    def corrected(self, table: str) -> None:
+        self.floor.apply_record(
+            table, correction(self.lines[table], self.t[table], self.round[table])
+        )
 
     @rule(table=st.sampled_from("ab"))
     def voided(self, table: str) -> None:

@@ -40,19 +40,18 @@ class ConsoleDisplay:
             elif screen is Screen.FAULT:
                 self.faults += 1
                 self._write(f"  FAULT {', '.join(map(str, _list(data.get('faults'))))}\n")
-            elif "voided" in data:
-                self._write(
-                    f"  result of round {data.get('round')} voided ({data['voided']}):"
-                    " played again\n"
-                )
             elif screen is Screen.RESULT and data.get("service"):
                 self._write("  SERVICE test " + result_line(data, []) + "\n")
             elif screen is Screen.RESULT:
                 self._result(data, seq)
 
     def _result(self, data: Mapping[str, object], seq: int | None) -> None:
-        # A round counts once: a result voided and decided again, or shown again after a
-        # restart, is the same round.
+        # A round counts once: a result corrected, or shown again after a restart, is the same
+        # round.
+        if isinstance(data.get("corrected"), dict) and data.get("round") in self._decided:
+            if not self.progress_every:
+                self._write("  corrected: " + result_line(data) + "\n")
+            return
         self._decided.add(data.get("round"))
         is_new = len(self._decided) > self.rounds
         self.rounds = len(self._decided)
@@ -89,15 +88,16 @@ def result_line(data: Mapping[str, object], reasons: Sequence[str] = ()) -> str:
     where = f"first stack: {result.get('starting_position')}"
     if "dice" in result:
         dice = result["dice"]
-        wagers = result["wagers"]
-        sums = ",".join(k for k, v in wagers["sum"].items() if v) or "-"
-        match = ",".join(f"{k}x{v}" for k, v in wagers["match"].items() if v >= 2) or "-"
-        beat = ",".join(k for k, v in wagers["beat_it"].items() if v) or "-"
         body = (
             f"dice R{dice['red']} B{dice['blue'][0]} B{dice['blue'][1]}"
             f"  total {result.get('total'):>2}  {where:<24}"
-            f"  sum {sums:<14} match {match:<5} beat-it {beat}"
         )
+        wagers = result.get("wagers")  # none for an RNG's dice (current 621a.5(e)(2)-(4))
+        if isinstance(wagers, dict):
+            sums = ",".join(k for k, v in wagers["sum"].items() if v) or "-"
+            match = ",".join(f"{k}x{v}" for k, v in wagers["match"].items() if v >= 2) or "-"
+            beat = ",".join(k for k, v in wagers["beat_it"].items() if v) or "-"
+            body += f"  sum {sums:<14} match {match:<5} beat-it {beat}"
     else:
         body = f"RNG number {result.get('count'):>2}  {where}"
     tail = f"  no rolls: {', '.join(reasons)}" if reasons else ""

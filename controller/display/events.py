@@ -26,6 +26,8 @@ from controller.core.state import Screen
 from controller.ports import LoggedCheckpoint
 
 TREND_LENGTH = 20  # the trend board: the last 20 results
+INTERVENTIONS = 6  # the supervisor's view: the last corrections and voids, with who
+_MAX_NOTE = 120  # a person's note on a record, as the core bounds it
 
 # Records that the page can show again when it catches up from the log.
 REPLAYED_KINDS = frozenset(
@@ -34,6 +36,7 @@ REPLAYED_KINDS = frozenset(
         RecordKind.NO_MORE_BETS,
         RecordKind.NO_ROLL,
         RecordKind.RESULT,
+        RecordKind.RESULT_CORRECTED,
         RecordKind.VOID,
         RecordKind.RESULT_VOIDED,
         RecordKind.FAULT,
@@ -152,10 +155,18 @@ def _plain_words(reason: object) -> str:
 
 
 def trend_entry(
-    seq: int, round_number: int | None, result: Mapping[str, Any], attempt: object = None
+    seq: int,
+    round_number: int | None,
+    result: Mapping[str, Any],
+    attempt: object = None,
+    *,
+    corrected: bool = False,
 ) -> dict[str, Any]:
-    """One cell of the trend board: the result of ``attempt`` of a round (a round whose result
-    was voided has a cell for each)."""
+    """One cell of the trend board: the result of ``attempt`` of a round; ``corrected``: the
+    result corrected to the dice as they lie (N.J.A.C. 13:69E-1.28P(d)), which stands in the
+    place of the one first read. ``void`` is a cell that is no result: a result voided in
+    the logs of older versions (a round played again has a cell for each attempt), or a round
+    void (``wagers_returned``, :func:`void_entry`)."""
     return {
         "seq": seq,
         "round": round_number,
@@ -166,7 +177,167 @@ def trend_entry(
         "starting_position": result.get("starting_position"),
         "bank": result.get("bank"),
         "void": False,
+        "corrected": corrected,
+        "wagers_returned": False,
     }
+
+
+def void_entry(seq: int, round_number: int | None) -> dict[str, Any]:
+    """The trend board's cell of a round void (621a.12(c),(e)): every wager returned and no
+    result, so it shows none (not the dice nor the first hand of a result it may have had)."""
+    return {
+        "seq": seq,
+        "round": round_number,
+        "attempt": None,
+        "count": None,
+        "total": None,
+        "dice": None,
+        "starting_position": None,
+        "bank": None,
+        "void": True,
+        "corrected": False,
+        "wagers_returned": True,
+    }
+
+
+_RESULT_FIELDS = ("count", "total", "dice", "starting_position", "bank")
+
+
+class TrendBoard:
+    """The trend board: the cells of the last ``TREND_LENGTH`` rounds, oldest first, each
+    kept serialised as well (a message of the page's stream is joined from them).
+
+    A result is a cell, and a result shown again (a restart, a fault cleared) the same cell.
+    A correction puts the corrected result in its result's cell, marked corrected. A round
+    void makes the cell of its result (or a new cell, where it had none) VOID, wagers
+    returned: never a result. In the logs of older versions a result voided (its round played
+    again) keeps its cell, marked void, beside the next attempt's. Pure: no I/O."""
+
+    def __init__(self, encode: Any = None) -> None:
+        self._encode = encode or _DUMPS
+        self._cells: list[dict[str, Any]] = []
+        self._json: list[str] = []
+
+    @property
+    def cells(self) -> list[dict[str, Any]]:
+        """A copy of the cells, oldest first."""
+        return [dict(c) for c in self._cells]
+
+    @property
+    def json(self) -> list[str]:
+        """Each cell serialised, oldest first."""
+        return list(self._json)
+
+    def add(self, cell: Mapping[str, Any]) -> None:
+        """A cell as it was made (the board as the log has it, at start), after the others."""
+        self._cells.append(dict(cell))
+        self._json.append(self._encode(self._cells[-1]))
+        if len(self._cells) > TREND_LENGTH:
+            del self._cells[0], self._json[0]
+
+    def result(self, cell: Mapping[str, Any]) -> bool:
+        """A result's cell (``trend_entry``); True when the board changed."""
+        key = (cell.get("round"), cell.get("attempt"))
+        for index, known in enumerate(self._cells):
+            same = known.get("seq") == cell.get("seq") or (
+                key[1] is not None and (known.get("round"), known.get("attempt")) == key
+            )
+            if known.get("wagers_returned") and known.get("round") == key[0]:
+                return False  # the round is void: nothing shows it as a result
+            if not same:
+                continue
+            if not cell.get("corrected") or known.get("void") or _shown_alike(known, cell):
+                return False
+            self._put(index, cell)
+            return True
+        self.add(cell)
+        return True
+
+    def record(self, kind: str, seq: int, data: Mapping[str, Any]) -> bool:
+        """A record of the log that the board shows: a ``result``, a ``result_corrected``, a
+        ``void`` or (older logs) a ``result_voided``; True when the board changed."""
+        number = _int(data.get("round"))
+        attempt = _int(data.get("attempt"))
+        if kind == RecordKind.RESULT:
+            return self.result(trend_entry(seq, number, data, attempt))
+        if kind == RecordKind.RESULT_CORRECTED:
+            result = data.get("result")
+            if not isinstance(result, Mapping):
+                return False
+            return self.result(trend_entry(seq, number, result, attempt, corrected=True))
+        if kind == RecordKind.RESULT_VOIDED:  # older logs: that attempt, played again
+            changed = False
+            for index, cell in enumerate(self._cells):
+                if (
+                    cell["round"] == number
+                    and not cell["void"]
+                    and (attempt is None or cell.get("attempt") == attempt)
+                ):
+                    self._put(index, {**cell, "void": True})
+                    changed = True
+            return changed
+        if kind == RecordKind.VOID and data.get("service") is not True:
+            if any(c.get("wagers_returned") and c["round"] == number for c in self._cells):
+                return False
+            standing = [i for i, c in enumerate(self._cells) if c["round"] == number]
+            standing = [i for i in standing if not self._cells[i]["void"]] or standing
+            if standing:
+                self._put(standing[-1], void_entry(seq, number))
+            else:
+                self.add(void_entry(seq, number))
+            return True
+        return False
+
+    def _put(self, index: int, cell: Mapping[str, Any]) -> None:
+        self._cells[index] = dict(cell)
+        self._json[index] = self._encode(self._cells[index])
+
+
+def _shown_alike(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return a.get("corrected") == b.get("corrected") and all(
+        a.get(k) == b.get(k) for k in _RESULT_FIELDS
+    )
+
+
+def _note(value: object) -> str | None:
+    return value[:_MAX_NOTE] if isinstance(value, str) and value else None
+
+
+def intervention_of(
+    kind: str, seq: int, time: object, data: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A result corrected (N.J.A.C. 13:69E-1.28P(d)) or a round voided (621a.12(c),(e)) as the
+    supervisor's view lists it: which round, why, and who (the employee id the record names);
+    None for any other record."""
+    if data.get("service") is True:
+        return None
+    shown: dict[str, Any] = {
+        "seq": seq,
+        "time": time if isinstance(time, str) else None,
+        "round": _int(data.get("round")),
+        "attempt": _int(data.get("attempt")),
+        "reason": _note(data.get("reason")),
+        "employee": _note(data.get("employee")),
+        "note": _note(data.get("note")) or _note(data.get("detail")),
+    }
+    if kind == RecordKind.RESULT_CORRECTED:
+        result = data.get("result")
+        total = result.get("total") if isinstance(result, Mapping) else None
+        return {
+            "kind": "correction",
+            **shown,
+            "dice_read": data.get("dice_read"),
+            "dice_seen": data.get("dice_seen"),
+            "total": _int(total),
+        }
+    if kind == RecordKind.VOID:
+        return {
+            "kind": "void",
+            **shown,
+            "state": _note(data.get("state")),
+            "reshuffle": data.get("reshuffle") is True,
+        }
+    return None
 
 
 def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -186,6 +357,10 @@ def replay_event(record: StoredRecord) -> dict[str, Any] | None:
     if kind is RecordKind.RESULT:
         screen = Screen.RESULT
         shown.update(attempt=data.get("attempt"), result=_result_fields(data))
+    elif kind is RecordKind.RESULT_CORRECTED:  # N.J.A.C. 13:69E-1.28P(d): shown again, corrected
+        screen = Screen.RESULT
+        corrected = {k: data.get(k) for k in ("dice_read", "reason", "employee")}
+        shown.update(attempt=data.get("attempt"), result=data.get("result"), corrected=corrected)
     elif kind is RecordKind.NO_ROLL:
         screen = Screen.NO_ROLL
         shown.update(attempt=data.get("attempt"), reason=data.get("reason"))
@@ -197,7 +372,7 @@ def replay_event(record: StoredRecord) -> dict[str, Any] | None:
         shown.update(no_rolls=data.get("no_rolls"))
     elif kind is RecordKind.NO_MORE_BETS:
         screen = Screen.BETS_CLOSED
-    elif kind is RecordKind.RESULT_VOIDED:  # N.J.A.C. 13:69E-1.28P: the round is played again
+    elif kind is RecordKind.RESULT_VOIDED:  # older logs: a result voided, its round played again
         screen = Screen.BETS_CLOSED
         attempt = _int(data.get("attempt"))
         shown.update(attempt=None if attempt is None else attempt + 1, voided=data.get("reason"))
@@ -207,7 +382,7 @@ def replay_event(record: StoredRecord) -> dict[str, Any] | None:
         shown = {"commitment": data.get("commitment"), "rng_session": data.get("session")}
         return {**screen_event("commitment", shown, EventId(record.seq), round_number=None)}
     else:  # VOID: there is no void screen; the page marks the round void on its trend board
-        shown["void"] = True
+        shown.update(void=True, reason=data.get("reason"), wagers=data.get("wagers"))
         return screen_event("void", shown, EventId(record.seq), round_number=round_number)
     return screen_event(screen, shown, EventId(record.seq), round_number=round_number)
 
@@ -235,7 +410,10 @@ def _feed_line(
 ) -> dict[str, Any]:
     data = entry.get("data", {})
     data = data if isinstance(data, dict) else {}
-    is_result = record.kind == RecordKind.RESULT
+    # a result's, or a correction's: the result corrected to the dice as they lie
+    result = data if record.kind == RecordKind.RESULT else None
+    if record.kind == RecordKind.RESULT_CORRECTED and isinstance(data.get("result"), dict):
+        result = data["result"]
     return {
         "type": "record",
         "seq": record.seq,
@@ -243,10 +421,10 @@ def _feed_line(
         "time": entry.get("time"),
         "round": _int(data.get("round")),
         "attempt": _int(data.get("attempt")),
-        "dice": data.get("dice") if is_result else None,
-        "total": data.get("total") if is_result else None,
-        "count": data.get("count") if is_result else None,
-        "starting_position": data.get("starting_position") if is_result else None,
+        "dice": None if result is None else result.get("dice"),
+        "total": None if result is None else result.get("total"),
+        "count": None if result is None else result.get("count"),
+        "starting_position": None if result is None else result.get("starting_position"),
         "data": data,
         "hash": record.hash,
         "prev": entry.get("prev"),

@@ -30,12 +30,14 @@ from typing import Any
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import (
-    TREND_LENGTH,
+    INTERVENTIONS,
     EventId,
+    TrendBoard,
     anchor_of,
     checkpoint_json,
     commitment_of,
     committed_feed_line,
+    intervention_of,
     screen_event,
     trend_entry,
 )
@@ -44,9 +46,14 @@ from controller.ports import LoggedCheckpoint
 # Screens that are a notice over what is shown, not a new state of the table.
 NOTICE_SCREENS = frozenset({Screen.REFUSED})
 # What some screens carry and the others do not repeat, kept for a page that connects later
-# (its snapshot): the dice's statistics (bets open carries them; issue 15) and the dice set
-# with its warning (bets open, bets closed, a no roll; proposed 621a.5(c)).
-KEPT_KEYS = ("stats", "dice")
+# (its snapshot): the dice's statistics (bets open carries them; issue 15), the dice set with
+# its warning (bets open, bets closed, a no roll; proposed 621a.5(c)), the set of tiles with
+# its warning (bets open at tiles; 621a.6(a), 621a.3(e)) and the table's meters (bets open).
+KEPT_KEYS = ("stats", "dice", "tiles", "meters")
+# What only the dice have: an RNG table has none of it.
+_DICE_KEYS = ("stats", "dice")
+# The board's changes a record makes without a screen: a correction, a void, a voided result.
+_BOARD_KINDS = frozenset({RecordKind.RESULT_CORRECTED, RecordKind.VOID, RecordKind.RESULT_VOIDED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +148,10 @@ class DisplayHub:
         self._number = 0
         self._last_id = EventId(-1)
         self._current: dict[str, Any] | None = None
-        self._trend: deque[dict[str, Any]] = deque(maxlen=TREND_LENGTH)
-        self._trend_json: deque[str] = deque(maxlen=TREND_LENGTH)  # each cell, serialised
+        self._trend = TrendBoard(_COMPACT)  # each cell kept serialised as well
+        # the last results corrected and rounds voided, with who (the supervisor's view)
+        self._interventions: deque[dict[str, Any]] = deque(maxlen=INTERVENTIONS)
+        self._interventions_json = "[]"
         self._commitment: dict[str, Any] | None = None
         self._anchor: dict[str, Any] | None = None  # the witness's latest cosignature (fleet)
         self._round: int | None = None
@@ -160,11 +169,16 @@ class DisplayHub:
         commitment: dict[str, Any] | None,
         last_seq: int,
         anchor: dict[str, Any] | None = None,
+        interventions: Sequence[dict[str, Any]] = (),
     ) -> None:
-        """What the log already says, before the first screen of this run."""
+        """What the log already says, before the first screen of this run: the trend board's
+        cells as the log has them (events.TrendBoard), oldest first, and the last corrections
+        and voids (events.intervention_of)."""
         with self._cond:
             for entry in trend:
-                self._add_trend(entry)
+                self._trend.add(entry)
+            for intervention in interventions:
+                self._add_intervention(intervention)
             if commitment is not None:
                 self._commitment = commitment
             if anchor is not None:
@@ -187,17 +201,24 @@ class DisplayHub:
             self._round = payload["round"]
             self._keep(payload["data"])
             if screen is Screen.RESULT and not data.get("service"):  # a test result: no trend
-                result = payload["data"].get("result")
+                shown = payload["data"]
+                result = shown.get("result")
                 if isinstance(result, dict):
-                    attempt = payload["data"].get("attempt")
-                    self._add_trend(trend_entry(event_id.seq, payload["round"], result, attempt))
+                    cell = trend_entry(
+                        event_id.seq,
+                        payload["round"],
+                        result,
+                        shown.get("attempt"),
+                        corrected=isinstance(shown.get("corrected"), dict),
+                    )
+                    self._trend.result(cell)
             self._current = payload
             self._append("screen", payload, event_id, with_board=True)
 
     def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
         """Records just committed (from the log, on the control thread): the feed's lines, sent
         at once to the live feed clients, and the board's changes a record makes without a
-        screen (a void, an RNG commitment)."""
+        screen (a correction, a void, an RNG commitment)."""
         lines = [(r.seq, _line(committed_feed_line(r, checkpoint))) for r in records]
         changed = False
         with self._cond:
@@ -209,8 +230,8 @@ class DisplayHub:
             if lines and self._live_feeds:
                 self._send_lines(lines)
             for record in records:
-                if record.kind in (RecordKind.VOID, RecordKind.RESULT_VOIDED):
-                    changed = self._mark_void(record.data.get("round")) or changed
+                if record.kind in _BOARD_KINDS:
+                    changed = self._board_record(record) or changed
                 elif record.kind == RecordKind.RNG_COMMIT:
                     data = record.data
                     commitment = commitment_of(
@@ -338,18 +359,25 @@ class DisplayHub:
             self._log_version += 1
             self._cond.notify_all()
 
-    def mark_void(self, round_number: int) -> bool:
-        """A voided round stays on the trend board, marked void. True when something changed."""
-        with self._cond:
-            return self._mark_void(round_number)
-
-    def _mark_void(self, round_number: object) -> bool:
-        changed = False
-        for index, entry in enumerate(self._trend):
-            if entry["round"] == round_number and not entry["void"]:
-                entry["void"] = changed = True
-                self._trend_json[index] = _compact(entry)
+    def _board_record(self, record: StoredRecord) -> bool:
+        """A correction, a void or a voided result on the trend board, and a correction or a
+        void in the supervisor's list with who made them. True when something changed."""
+        entry = record.entry()
+        data = entry.get("data")
+        if not isinstance(data, dict):
+            return False
+        changed = self._trend.record(record.kind, record.seq, data)
+        intervention = intervention_of(record.kind, record.seq, entry.get("time"), data)
+        if intervention is not None:
+            changed = self._add_intervention(intervention) or changed
         return changed
+
+    def _add_intervention(self, intervention: dict[str, Any]) -> bool:
+        if any(i["seq"] == intervention["seq"] for i in self._interventions):
+            return False
+        self._interventions.append(intervention)
+        self._interventions_json = _compact(list(self._interventions))
+        return True
 
     def set_commitment(self, commitment: dict[str, Any]) -> bool:
         with self._cond:
@@ -388,23 +416,11 @@ class DisplayHub:
 
     def _keep(self, data: dict[str, Any]) -> None:
         if data.get("mode") == "rng":  # an RNG table uses no dice: no statistics, no set
-            self._kept.clear()
+            for key in _DICE_KEYS:
+                self._kept.pop(key, None)
         for key in KEPT_KEYS:
             if key in data:
                 self._kept[key] = data[key]
-
-    def _add_trend(self, entry: dict[str, Any]) -> None:
-        # A result shown again (after a restart, a fault cleared, a mode switch) is the same
-        # result, not a new one: the same record, or the same attempt of the same round.
-        key = (entry.get("round"), entry.get("attempt"))
-        if any(
-            e.get("seq") == entry.get("seq")
-            or (key[1] is not None and (e.get("round"), e.get("attempt")) == key)
-            for e in self._trend
-        ):
-            return
-        self._trend.append(entry)
-        self._trend_json.append(_compact(entry))
 
     def _append(
         self,
@@ -414,18 +430,18 @@ class DisplayHub:
         *,
         with_board: bool = False,
     ) -> None:
-        """A message of the page's stream, ``with_board``: the trend board, the commitment and
-        the table's name after the payload's members; serialised once, here, with each cell of
-        the trend board serialised when it was added (the whole board was four fifths of the
-        cost of a result's message)."""
+        """A message of the page's stream, ``with_board``: the trend board, the commitment, the
+        anchor, the table's name and the last corrections and voids after the payload's
+        members; serialised once, here, with each cell of the trend board serialised when it
+        was added (the whole board was four fifths of the cost of a result's message)."""
         self._number += 1
         event_id_text = None if event_id is None else str(event_id)
         if with_board:
             members = _COMPACT(payload)[1:-1]
             board = (
-                f'"trend":[{",".join(self._trend_json)}],"commitment":'
+                f'"trend":[{",".join(self._trend.json)}],"commitment":'
                 f'{_compact(self._commitment)},"anchor":{_compact(self._anchor)},'
-                f'"table":{_compact(self._table)}'
+                f'"table":{_compact(self._table)},"interventions":{self._interventions_json}'
             )
             whole = "{" + (members + "," if members else "") + board + "}"
             data = _sse_of_json(event, whole, event_id_text)
@@ -444,10 +460,11 @@ class DisplayHub:
 
     def _board(self) -> dict[str, Any]:
         return {
-            "trend": [dict(e) for e in self._trend],
+            "trend": self._trend.cells,
             "commitment": self._commitment,
             "anchor": self._anchor,
             "table": self._table,
+            "interventions": [dict(i) for i in self._interventions],
         }
 
     # --- readers ---------------------------------------------------------------------------
@@ -458,7 +475,7 @@ class DisplayHub:
 
     def snapshot(self) -> tuple[int, dict[str, Any], EventId | None]:
         """The message number it is current at, the page's whole view, and its event id. The
-        view has the last ``stats`` and ``dice`` any screen carried (None if none did)."""
+        view has the last of each of ``KEPT_KEYS`` any screen carried (None if none did)."""
         with self._cond:
             current = None if self._current is None else dict(self._current)
             event_id = EventId.parse(current["id"]) if current else None

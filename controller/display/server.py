@@ -14,9 +14,15 @@ The page's stream (``GET /events``):
   commitment changed) events, and ``heartbeat`` every ``heartbeat_s``.
 - The page treats about three seconds without any event as a lost stream and shows
   "OFFLINE — NO RESULT" until a fresh snapshot arrives: an old result is never shown as current.
-- The snapshot also carries the page's settings (``settings``, below) and the last ``stats``
-  and ``dice`` a screen carried, so a page that connects between two screens that carry them
-  still has them.
+- The snapshot also carries the page's settings (``settings``, below) and the last ``stats``,
+  ``dice``, ``tiles`` and ``meters`` a screen carried, so a page that connects between two
+  screens that carry them still has them.
+- Every snapshot, screen and board carries the trend board (``trend``: corrected results
+  marked ``corrected``, a round void as a cell with ``void`` and ``wagers_returned`` and no
+  result), the RNG commitment, the witness's anchor, the table's name and ``interventions``:
+  the last results corrected and rounds voided, each with its round, reason and the employee
+  who did it (the supervisor's view lists them; the players' page has no code that shows
+  them).
 - ``settings``: ``stats_panel`` (``[display] stats_panel``); ``languages`` and ``brand``
   (``[display]``); ``limits`` (``[limits]``: the currency and the wagers given limits, or null);
   ``paytables`` (each as the ``config_loaded`` record has it, odds as "N to M"); ``instance``,
@@ -27,9 +33,12 @@ The page's stream (``GET /events``):
 - ``GET /messages.json`` is the page's message catalogue (English and Traditional Chinese).
 
 Two pages read the same stream: the table's (``/``), for the players, and the supervisor's
-(``/supervisor``), for the pit podium: the dice monitor's state (issue 15), the dice set, the
-counts with their p-values and game recall. The players' page never shows the monitor's
-evidence or its alarm (the supervisor's page has the code that renders them).
+(``/supervisor``), for the pit podium: the dice monitor's state (issue 15), the dice set and
+the set of tiles with their warnings, the table's meters, the last corrections and voids with
+who made them, the counts with their p-values and game recall. The players' page never shows
+the monitor's evidence or its alarm, the meters, the warnings' words or an employee id (the
+supervisor's page has the code that renders them); where the dice or the tiles stop play it
+says only that the table is not ready.
 
 Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
 the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
@@ -61,13 +70,15 @@ from controller.core.state import Screen
 from controller.core.wagers import Paytable
 from controller.display.clock import SystemClockStatus, page_clock
 from controller.display.events import (
+    INTERVENTIONS,
     REPLAYED_KINDS,
     TREND_LENGTH,
     EventId,
+    TrendBoard,
     anchor_of,
     commitment_of,
+    intervention_of,
     replay_event,
-    trend_entry,
 )
 from controller.display.feed import CappedServer, ClientLimits, FeedServer
 from controller.display.hub import DisplayHub, sse
@@ -275,7 +286,8 @@ class DisplayServer:
 
     def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
         """Called by the audit log on the control thread after each commit: the records go to
-        the hub, serialised for the feed, and a void or an RNG commitment to the board."""
+        the hub, serialised for the feed, and a correction, a void or an RNG commitment to the
+        board."""
         self.hub.committed(records, checkpoint)
 
     def anchored(self, anchor: Mapping[str, object]) -> None:
@@ -317,35 +329,43 @@ class DisplayServer:
     # --- the log ---------------------------------------------------------------------------
 
     def _seed(self) -> int:
-        """The trend board and the RNG commitment as the log has them; returns the log size.
-        Only the log's newest records are looked at (a commitment older than a session's
-        life is not the current one)."""
+        """The trend board, the last corrections and voids and the RNG commitment as the log
+        has them; returns the log size. Only the log's newest records are looked at (a
+        commitment older than a session's life is not the current one)."""
         try:
             size = self.log_reader.size()
-            results = self.log_reader.latest_of(
-                {RecordKind.RESULT, RecordKind.VOID, RecordKind.RESULT_VOIDED},
-                limit=2 * TREND_LENGTH,
+            # a result, its correction and its round's void each take a record: three a round
+            board_records = self.log_reader.latest_of(
+                {
+                    RecordKind.RESULT,
+                    RecordKind.RESULT_CORRECTED,
+                    RecordKind.VOID,
+                    RecordKind.RESULT_VOIDED,
+                },
+                limit=3 * TREND_LENGTH,
+            )
+            amended = self.log_reader.latest_of(
+                {RecordKind.RESULT_CORRECTED, RecordKind.VOID}, limit=INTERVENTIONS
             )
             commits = self.log_reader.latest_of({RecordKind.RNG_COMMIT}, limit=1)
             cosigned = self.log_reader.latest_of({RecordKind.COSIGNED}, limit=1)
         except AuditLogError as exc:
             log.warning("display: cannot read the audit log: %s", exc)
             return 0
-        trend: list[dict[str, Any]] = []
-        voided = set()
-        for record in results:
+        trend = TrendBoard()
+        for record in board_records:
             data = record.entry().get("data", {})
-            if record.kind == RecordKind.VOID:  # the round is void, whatever it showed
-                voided.add(data.get("round"))
-            elif record.kind == RecordKind.RESULT_VOIDED:  # that result only: played again
-                for entry in reversed(trend):
-                    if entry["round"] == data.get("round"):
-                        entry["void"] = True
-                        break
-            else:
-                trend.append(trend_entry(record.seq, data.get("round"), data, data.get("attempt")))
-        for entry in trend:
-            entry["void"] = entry["void"] or entry["round"] in voided
+            if isinstance(data, dict):
+                trend.record(record.kind, record.seq, data)
+        interventions = []
+        for record in amended:
+            entry = record.entry()
+            data = entry.get("data", {})
+            shown = None
+            if isinstance(data, dict):
+                shown = intervention_of(record.kind, record.seq, entry.get("time"), data)
+            if shown is not None:
+                interventions.append(shown)
         commitment = None
         if commits:
             data = commits[-1].entry().get("data", {})
@@ -355,7 +375,11 @@ class DisplayServer:
             )
         anchor = anchor_of(cosigned[-1].entry().get("data", {})) if cosigned else None
         self.hub.seed(
-            trend=trend[-TREND_LENGTH:], commitment=commitment, last_seq=size, anchor=anchor
+            trend=trend.cells,
+            commitment=commitment,
+            last_seq=size,
+            anchor=anchor,
+            interventions=interventions,
         )
         return size
 

@@ -20,11 +20,18 @@ Definitions (the README's "The floor dashboard" says the same):
 
 - **Games per hour**: the rounds closed with a result (a ``close`` record for a round whose
   latest ``result`` was not voided since) whose ``close`` record's time falls in the 60
-  minutes up to the table's time now. The table's time now is the latest time the table
-  itself wrote (a record's or a status's ``time``), moved on by the witness's clock since that
-  time arrived, and never back: a table that stops sending is still counted down. Only that
-  last hour's close times are kept (at most ``MAX_CLOSES``). Service test rounds
-  (``service_test``) and voided rounds never count.
+  minutes up to the table's time now. A result corrected (``result_corrected``) is still its
+  round's one result; a round void (``void``) is closed by no ``close``. The table's time now
+  is the latest time the table itself wrote (a record's or a status's ``time``), moved on by
+  the witness's clock since that time arrived, and never back: a table that stops sending is
+  still counted down. Only that last hour's close times are kept (at most ``MAX_CLOSES``).
+  Service test rounds (``service_test``) and voided rounds never count.
+- **Last result**: the table's latest ``result``; the corrected result in its place when a
+  ``result_corrected`` follows it (N.J.A.C. 13:69E-1.28P(d): marked ``corrected``, with the
+  dice first read, why and who); a ``void`` makes the round void (621a.12(c),(e): every
+  wager returned, no result: the round shown as ``void``, whatever result it had). In the
+  logs of older versions a ``result_voided`` marks that result ``voided`` (its round was
+  played again, and its next ``result`` follows).
 - **Floor alerts** (derived here, next to the witness's own): ``device offline`` while the
   table's status says offline; ``biased dice`` while the dice monitor's alarm stands (a
   ``dice_alarm`` record, until ``dice_replaced`` or the supervisor's ``dice_kept``);
@@ -149,14 +156,7 @@ def rfc3339(now: float) -> str:
 def result_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """What the floor shows of a ``result`` record: the round, the dice (or the RNG's number),
     the starting position, the bank and the side wagers' outcomes in a few words."""
-    dice = data.get("dice")
-    shown: dict[str, Any] | None = None
-    if isinstance(dice, Mapping):
-        red, blue = _int(dice.get("red")), dice.get("blue")
-        if red is not None and isinstance(blue, list) and len(blue) == 2:
-            blues = [_int(b) for b in blue]
-            if all(b is not None for b in blues):
-                shown = {"red": red, "blue": blues}
+    shown = _dice_of(data.get("dice"))
     return {
         "seq": seq,
         "time": time,
@@ -170,8 +170,54 @@ def result_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, An
         "dice": shown,
         "rng": shown is None,  # a result without dice is the RNG's number (count)
         "wagers": wagers_summary(data),
-        "voided": None,
+        "voided": None,  # older logs: this result voided, its round played again (the reason)
+        "corrected": None,  # this result is a correction's: the dice read, why, who
+        "void": None,  # the round is void: no result (why, who, whether reshuffled)
     }
+
+
+def _dice_of(value: object) -> dict[str, Any] | None:
+    """``{red, blue: [b1, b2]}`` of whole numbers, as a record writes dice; None otherwise."""
+    if not isinstance(value, Mapping):
+        return None
+    red, blue = _int(value.get("red")), value.get("blue")
+    if red is None or not isinstance(blue, list) or len(blue) != 2:
+        return None
+    blues = [_int(b) for b in blue]
+    return {"red": red, "blue": blues} if all(b is not None for b in blues) else None
+
+
+def corrected_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the floor shows of a ``result_corrected`` record: its corrected result as a
+    ``result`` is shown, marked with the dice first read, the reason and the employee; None
+    for a record without its result."""
+    result = data.get("result")
+    if not isinstance(result, Mapping):
+        return None
+    shown = result_summary(
+        seq, time, {**result, "round": data.get("round"), "attempt": data.get("attempt")}
+    )
+    shown["corrected"] = {
+        "dice_read": _dice_of(data.get("dice_read")),
+        "reason": _text(data.get("reason"), 32),
+        "employee": _text(data.get("employee"), 32),
+    }
+    return shown
+
+
+def void_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the floor shows of a round void (a ``void`` record): the round, why, who, and that
+    every wager was returned; no result."""
+    shown = result_summary(seq, time, {"round": data.get("round"), "attempt": data.get("attempt")})
+    shown.update(dice=None, rng=False, wagers=[])
+    shown["void"] = {
+        "reason": _text(data.get("reason"), 32),
+        "employee": _text(data.get("employee"), 32),
+        "state": _text(data.get("state"), 32),
+        "reshuffle": data.get("reshuffle") is True,
+        "wagers": "returned",
+    }
+    return shown
 
 
 def wagers_summary(data: Mapping[str, Any]) -> list[str]:
@@ -503,16 +549,19 @@ class FloorFold:
         elif kind == "result":
             state.last_result = result_summary(seq, time, data)
             state.pending = (number, attempt)
-        elif kind == "result_voided":  # N.J.A.C. 13:69E-1.28P: that attempt, played again
+        elif kind == "result_corrected":  # N.J.A.C. 13:69E-1.28P(d): the dice as they lie
+            corrected = corrected_summary(seq, time, data)
+            if corrected is not None:
+                state.last_result = corrected
+        elif kind == "result_voided":  # older logs: that attempt voided, its round played again
             last = state.last_result
             if last is not None and (last["round"], last["attempt"]) == (number, attempt):
                 last["voided"] = _text(data.get("reason"), 32) or "voided"
             if state.pending == (number, attempt):
                 state.pending = None
-        elif kind == "void":  # the whole round
-            last = state.last_result
-            if last is not None and last["round"] == number:
-                last["voided"] = "round void"
+        elif kind == "void":  # 621a.12(c),(e): the whole round void, no result
+            if data.get("service") is not True:
+                state.last_result = void_summary(seq, time, data)
             state.pending = None
         elif kind == "close":
             if state.pending is not None and state.pending[0] == number:

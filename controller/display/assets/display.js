@@ -19,10 +19,13 @@ const PIPS = { 1: [[50, 50]], 2: [[27, 27], [73, 73]], 3: [[27, 27], [50, 50], [
 // The three dice's totals 3..18: the ways out of 216 each comes up with fair dice.
 const TOTAL_WAYS = [1, 3, 6, 10, 15, 21, 25, 27, 27, 25, 21, 15, 10, 6, 3, 1];
 const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
+// The side wagers: current 621a.5(e)(2)-(4) has them on the physical dice, so an RNG round shows
+// none of them (their limits, paytables or outcomes); the table's own wager stays.
+const SIDE_WAGERS = new Set(["sum", "match", "beat_it"]);
 
 const view = { live: false, current: null, trend: [], commitment: null, anchor: null, table: "", game: null,
-  bank: "dealer", stats: null, dice: null, settings: readSettings({}), settingsKnown: false,
-  instance: null, clock: null };
+  bank: "dealer", stats: null, dice: null, tiles: null, meters: null, interventions: [], mode: null,
+  settings: readSettings({}), settingsKnown: false, instance: null, clock: null };
 let catalogue = null;
 let source = null;
 let lastEventAt = 0;
@@ -136,7 +139,10 @@ function connect() {
     handler(e.data ? JSON.parse(e.data) : {});
   });
   on("heartbeat", (beat) => { readClock(beat && beat.clock ? beat.clock : beat); renderClock(); });
-  on("replay", (ev) => { if (ev.screen === "result") addTrend(ev); });
+  on("replay", (ev) => {
+    if (ev.screen === "result") addTrend(ev);
+    else if (ev.screen === "void") voidTrend(ev);
+  });
   on("snapshot", (snap) => {
     const s = snap.settings && typeof snap.settings === "object" ? snap.settings : null;
     if (s && typeof s.instance === "string") {
@@ -151,8 +157,8 @@ function connect() {
       view.settingsKnown = true;
       readClock(s.clock);
     }
-    if (snap.stats !== undefined) view.stats = snap.stats;
-    if (snap.dice !== undefined) view.dice = snap.dice;
+    for (const key of KEPT_KEYS) if (snap[key] !== undefined) view[key] = snap[key];
+    if (snap.current && snap.current.data) keepMode(snap.current);
     board(snap);
     clearNotice();  // a new screen: nothing covers it
     render();
@@ -160,7 +166,7 @@ function connect() {
   on("screen", (ev) => {
     if (!view.live) return;
     view.current = ev;
-    keep(ev.data || {});
+    keep(ev);
     board(ev);
     clearNotice();
     render();
@@ -171,11 +177,27 @@ function connect() {
 }
 
 // What some screens carry and later screens do not repeat (as the hub keeps it): the dice's
-// statistics (bets open; issue 15) and the dice set (bets open, bets closed, a no roll).
-function keep(d) {
+// statistics (bets open; issue 15), the dice set (bets open, bets closed, a no roll), the set of
+// tiles and the table's meters (bets open); and the mode the table plays in.
+const KEPT_KEYS = ["stats", "dice", "tiles", "meters"];
+
+function keep(ev) {
+  const d = ev.data || {};
   if (d.mode === "rng") { view.stats = null; view.dice = null; }  // an RNG table has no dice
-  if (d.stats !== undefined) view.stats = d.stats;
-  if (d.dice !== undefined) view.dice = d.dice;
+  for (const key of KEPT_KEYS) if (d[key] !== undefined) view[key] = d[key];
+  keepMode(ev);
+}
+
+// Bets open, bets closed and a result say the mode; the RNG's draw is the RNG's; a screen that
+// does not say (a shake, a fault) is in the mode last said.
+function keepMode(ev) {
+  const d = ev.data || {};
+  if (typeof d.mode === "string") view.mode = d.mode;
+  else if (ev.screen === "drawing") view.mode = "rng";
+}
+
+function isRng() {
+  return view.mode === "rng";
 }
 
 function board(b) {
@@ -183,14 +205,37 @@ function board(b) {
   if (b.commitment !== undefined) view.commitment = b.commitment;
   if (b.anchor !== undefined) view.anchor = b.anchor;
   if (b.table !== undefined) view.table = b.table;
+  if (Array.isArray(b.interventions)) view.interventions = b.interventions;
 }
 
+// A result replayed from the log, as the hub's trend board has it (the snapshot that follows
+// brings the board itself): a result shown again is its cell; a correction takes its place.
 function addTrend(ev) {
-  const r = ev.data && ev.data.result;
-  if (!r || view.trend.some((t) => t.seq === ev.seq)) return;
-  view.trend.push({ seq: ev.seq, round: ev.round, total: r.total ?? null, count: r.count,
-    dice: r.dice || null, starting_position: r.starting_position, bank: r.bank, void: false });
+  const d = ev.data || {};
+  const r = d.result;
+  if (!r || typeof r !== "object" || view.trend.some((t) => t.seq === ev.seq)) return;
+  const cell = { seq: ev.seq, round: ev.round, attempt: d.attempt ?? null, total: r.total ?? null,
+    count: r.count, dice: r.dice || null, starting_position: r.starting_position, bank: r.bank,
+    void: false, corrected: !!(d.corrected && typeof d.corrected === "object"), wagers_returned: false };
+  if (view.trend.some((t) => t.wagers_returned && t.round === ev.round)) return;
+  const k = view.trend.findIndex((t) => t.round === ev.round && t.attempt != null
+    && t.attempt === cell.attempt && !t.void);
+  if (k >= 0) {
+    if (cell.corrected) view.trend[k] = cell;
+    return;
+  }
+  view.trend.push(cell);
   view.trend = view.trend.slice(-20);
+}
+
+// A round void replayed from the log: its result's cell (or a new one) is VOID, wagers returned.
+function voidTrend(ev) {
+  if (view.trend.some((t) => t.wagers_returned && t.round === ev.round)) return;
+  const cell = { seq: ev.seq, round: ev.round, attempt: null, total: null, count: null, dice: null,
+    starting_position: null, bank: null, void: true, corrected: false, wagers_returned: true };
+  const k = view.trend.map((t) => t.round === ev.round && !t.void).lastIndexOf(true);
+  if (k >= 0) view.trend[k] = cell;
+  else view.trend = [...view.trend, cell].slice(-20);
 }
 
 function offline(why) {
@@ -269,10 +314,12 @@ function renderTablePage(cur) {
   live.classList.toggle("wide-main", screen === "fault" || screen === "locked");
   renderHeader(cur, d);
   const result = screen === "result" && d.result && typeof d.result === "object" ? d.result : null;
-  renderHeadline(cur, d, result);
+  const notReady = isNotReady(screen, d);
+  renderHeadline(cur, d, result, notReady);
+  renderCorrected(result && d.corrected && typeof d.corrected === "object" ? d.corrected : null);
   renderBank(screen === "ready" ? d : result ? { bank: result.bank ?? "dealer" } : null);
-  renderStyle(screen === "bets_closed" ? d.delivery_style : null);
-  renderDiceWarning(["ready", "bets_closed", "no_roll"].includes(screen) ? d.dice : null);
+  renderStyle(["bets_closed", "drawing"].includes(screen) ? d.delivery_style : null);
+  renderNotReady(notReady && screen !== "ready");
   renderResult(result);
   const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
   renderDealing(plan);
@@ -280,23 +327,32 @@ function renderTablePage(cur) {
   // While the table waits: its limits (and with bets open the paytables) fill the space.
   renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing", "no_roll"]
     .includes(screen));
-  renderPaytables(screen === "ready");
+  renderPaytables(screen === "ready" && !isRng());
   renderTable(result, plan, screen === "ready" ? d : null);
   renderTrend();
   renderStats();
   renderCommitment();
   renderAnchor();
   // What the table waits with gives way, in this order, to what it must say (a bank refused,
-  // the dice's 24 hours, service mode) where a column has no room for both.
-  fit($("main"), ["limits"]);
+  // the table not ready, service mode) where a column has no room for both; then the dice, the
+  // total and the first hand are drawn smaller (a correction over a result, a board of voids),
+  // and last the bank's line goes (the drawing rings the bank).
+  live.classList.remove("compact");
+  if (!fit($("main"), ["limits"])) {
+    live.classList.add("compact");
+    fit($("main"), ["bank-line"]);
+  }
   fit($("right"), ["paytables"]);
 }
 
+// Whether ``column`` fits, once the ``optional`` elements it needed to leave out are hidden.
 function fit(column, optional) {
+  const fits = () => column.scrollHeight <= column.clientHeight + 1;
   for (const id of optional) {
-    if (column.scrollHeight <= column.clientHeight + 1) return;
+    if (fits()) return true;
     $(id).hidden = true;
   }
+  return fits();
 }
 
 function renderHeader(cur, d) {
@@ -334,7 +390,7 @@ function headlineKey(screen) {
   return known("headline." + screen) ? "headline." + screen : null;
 }
 
-function renderHeadline(cur, d, result) {
+function renderHeadline(cur, d, result, notReady) {
   const screen = String(cur.screen);
   const head = $("headline");
   head.className = "headline " + screen.replace("_", "-");
@@ -349,6 +405,7 @@ function renderHeadline(cur, d, result) {
     vars = { words: (lang) => noRollWords(lang, d) };
   }
   if (result && !d.service) key = null;
+  if (screen === "ready" && notReady) key = "headline.not_ready";  // bets are not taken
   if (key && d.service) {
     vars = { headline: ((k, v) => (lang) => msg1(lang, k, v))(key, vars) };
     key = "headline.service";
@@ -363,10 +420,12 @@ function renderHeadline(cur, d, result) {
   } else if (screen === "fault") {
     lines(sub, "sub.fault");
     if (d.fallback === "rng") sub.append(...msgs("sub.fault_rng").map(line));
-  } else if (d.voided) {  // N.J.A.C. 13:69E-1.28P: the supervisor voided the result
-    lines(sub, "sub.voided", { reason: inLang("void." + d.voided, {}, words(d.voided)) });
+  } else if (screen === "ready" && notReady) {
+    lines(sub, "sub.not_ready");
   } else if (screen === "ready" && d.mode === "rng") {
     lines(sub, "sub.mode_rng");
+  } else if (screen === "bets_closed" && d.mode === "rng" && d.delivery_style != null) {
+    lines(sub, "sub.rng_closed");  // 621a.11(i): the style chosen before the RNG draws
   }
   sub.hidden = !sub.childElementCount;
 }
@@ -379,7 +438,7 @@ function noRollWords(lang, d) {
 function renderResult(r) {
   show("outcome", !!r);
   show("starting", !!r);
-  show("wagers", !!(r && r.wagers));
+  show("wagers", !!(r && r.wagers) && !isRng());
   const dice = $("dice");
   dice.replaceChildren();
   if (!r) return;
@@ -400,16 +459,55 @@ function renderResult(r) {
   renderWagers($("wagers"), r);
 }
 
-// The dice's 24 hours on the table (621a.5(c)): the warning from 23 hours, the refusal at 24.
-// The controller's sentence stands where the page has no words of its own for it.
-function renderDiceWarning(dice) {
-  const warning = dice && dice.warning != null ? String(dice.warning) : "";
-  const left = dice && Number.isInteger(dice.minutes_left) ? dice.minutes_left : null;
-  let words = warning;
-  if (warning && left === 0) words = tr("dice_warning.replace_now");
-  else if (warning && left !== null) words = tr("dice_warning.replace_within", { minutes: left });
-  show("dice-warning", !!warning);
-  text("dice-warning", warning ? tr("dice.label") + " — " + words : "");
+// The dice in the shaker (proposed 621a.5(c): 24 hours) and the set of tiles (621a.6(a),
+// 621a.3(e): inspected, changed every 12 hours) stop play when none is recorded or its life is
+// over: the shake, or "no more bets", is refused until the supervisor acts. Their warnings are
+// the supervisor's (supervisor.js); the players read only that the table is not ready.
+function stops(life) {
+  return !!(life && typeof life === "object" && (life.set == null || life.minutes_left === 0));
+}
+
+function isNotReady(screen, d) {
+  if (d.service) return false;  // service mode tests with any dice
+  const dice = ["ready", "bets_closed", "no_roll"].includes(screen) && stops(d.dice);
+  return dice || (screen === "ready" && stops(d.tiles));
+}
+
+function renderNotReady(on) {
+  show("not-ready", on);
+  if (on) lines($("not-ready"), "not_ready.line");
+  else $("not-ready").replaceChildren();
+}
+
+// A result corrected to the dice as they lie (N.J.A.C. 13:69E-1.28P(d)): said over the
+// corrected outcome, with the dice first read. Why, and who, are the supervisor's.
+function renderCorrected(c) {
+  const box = $("corrected");
+  box.replaceChildren();
+  show("corrected", !!c);
+  if (!c) return;
+  const read = c.dice_read && typeof c.dice_read === "object" ? c.dice_read : null;
+  const first = el("span", "corrected-read");
+  first.append(el("span", "first-read", tr("corrected.first_read")), miniDice(read));
+  box.append(el("b", "corrected-word", tr("corrected.word")), first);
+}
+
+// The dice as the trend board draws them: a small red chip, then the blue.
+function miniDice(dice) {
+  const mini = el("span", "mini");
+  if (!dice || typeof dice !== "object") return mini;
+  const blue = Array.isArray(dice.blue) ? dice.blue : [];
+  for (const [v, cls] of [[dice.red, "r"], ...blue.map((b) => [b, "b"])]) {
+    mini.append(el("span", cls, v));
+  }
+  return mini;
+}
+
+// The dice as words in one language: "red 3, blue 4 5".
+function diceIn(lang, dice) {
+  if (!dice) return "–";
+  const blue = Array.isArray(dice.blue) ? dice.blue.join(" ") : "";
+  return msg1(lang, "dice.text", { red: dice.red, blue });
 }
 
 // The bank rules the controller names (621a.11(b), (c)), in the page's own words.
@@ -641,7 +739,7 @@ function renderLimits(on) {
   box.replaceChildren();
   const limits = view.settings.limits;
   const rows = limits ? WAGER_KEYS.filter((k) => limits[k] && typeof limits[k] === "object"
-    && isAmount(limits[k].min) && isAmount(limits[k].max)) : [];
+    && isAmount(limits[k].min) && isAmount(limits[k].max) && !(isRng() && SIDE_WAGERS.has(k))) : [];
   show("limits", on && rows.length > 0);
   if (!on || !rows.length) return;
   const title = el("div", "limits-title", tr("limits.title"));
@@ -773,26 +871,45 @@ function renderTable(result, plan, ready) {
 
 function renderTrend() {
   text("trend-title", tr("trend.title"));
-  text("trend-hint", tr("trend.hint"));
   const list = $("trend");
   list.replaceChildren();
-  for (const t of [...view.trend].reverse()) {
-    const li = el("li", "cell" + (t.void ? " void" : ""));
-    const top = el("div", "top");
-    top.append(el("span", "rnd", tr("trend.round", { n: t.round ?? "?" })));
-    top.append(el("span", "num", t.total ?? t.count));
-    const mid = el("div", "mid");
-    if (t.dice) {
-      const mini = el("span", "mini");
-      const blue = Array.isArray(t.dice.blue) ? t.dice.blue : [];
-      for (const [v, cls] of [[t.dice.red, "r"], ...blue.map((b) => [b, "b"])]) {
-        mini.append(el("span", cls, v));
-      }
-      mid.append(mini);
-    } else {
-      mid.append(el("span", "rng", tr("trend.rng")));
+  for (const t of [...view.trend].reverse()) list.append(trendCell(t));
+  // the mark of a corrected result, said once beside the board's title while a cell shows it
+  // (the board shows fewer cells on a narrow screen)
+  const marked = [...list.querySelectorAll(".cell.corrected")].some((c) => c.offsetParent !== null);
+  text("trend-hint", tr(marked ? "trend.hint_corrected" : "trend.hint"));
+}
+
+// One round on the board: its number and total, the dice (or RNG), the first hand. A corrected
+// result is marked (N.J.A.C. 13:69E-1.28P(d)); a round void is VOID, wagers returned, and shows
+// no result (621a.12(c),(e)); a result voided in an older log keeps its dice, struck out.
+function trendCell(t) {
+  const returned = !!t.wagers_returned;
+  const corrected = !!t.corrected && !t.void;
+  const li = el("li", "cell" + (t.void ? " void" : "") + (returned ? " returned" : "")
+    + (corrected ? " corrected" : ""));
+  li.dataset.round = String(t.round ?? "");
+  const top = el("div", "top");
+  top.append(el("span", "rnd", tr(corrected ? "trend.round_corrected" : "trend.round",
+    { n: t.round ?? "?" })));
+  const mid = el("div", "mid");
+  const pos = el("div", "pos");
+  if (returned) {
+    // VOID where the total stands, in the first language, and under it in the others
+    const [first, ...others] = msgs("trend.void");
+    if (first) {
+      const word = line(first);
+      word.classList.add("voidword");
+      top.append(word);
     }
-    const pos = el("div", "pos");
+    mid.classList.add("voidmark");
+    mid.replaceChildren(...others.map(line));
+    pos.classList.add("returned-words");
+    lines(pos, "trend.returned");
+  } else {
+    top.append(el("span", "num", t.total ?? t.count));
+    if (t.dice) mid.append(miniDice(t.dice));
+    else mid.append(el("span", "rng", tr("trend.rng")));
     if (t.void) {
       pos.classList.add("voidmark");
       pos.textContent = tr("trend.void");
@@ -801,9 +918,10 @@ function renderTrend() {
       pos.replaceChildren(...(k ? msgs(k[0], k[1]).map(line)
         : [el("span", "ln", String(t.starting_position ?? ""))]));
     }
-    li.append(top, mid, pos);
-    list.append(li);
   }
+  if (mid.childElementCount) li.append(top, mid, pos);
+  else li.append(top, pos);
+  return li;
 }
 
 // --- the players' statistics panel (issue 15; [display] stats_panel) ------------------------
@@ -982,7 +1100,9 @@ function placeNotice() {
 
 // Never on the players' page: the monitor's alarm and its evidence (issue 15).
 const SUPERVISOR_ONLY_KINDS = new Set(["dice_alarm"]);
-const SUPERVISOR_ONLY_FIELDS = new Set(["alarm", "alarm_cleared", "counts", "log_e", "threshold"]);
+// Never on the players' page either: who did it (an employee id, an account) and a person's note.
+const SUPERVISOR_ONLY_FIELDS = new Set(["alarm", "alarm_cleared", "counts", "log_e", "threshold",
+  "employee", "uid", "dealer", "note"]);
 
 function words(value) {
   return String(value).replaceAll("_", " ");
@@ -1044,6 +1164,23 @@ function renderRecall(box, cur, forSupervisor) {
   return back;
 }
 
+// The result that stands in a recalled round: the last correction's (N.J.A.C. 13:69E-1.28P(d):
+// the dice as they lie, with the dice first read), else the round's result; none for a round
+// void (621a.12(c),(e)), whatever result it had. Read from the round's records, so a recall
+// that names its correction, or gives the corrected result as its result, reads the same.
+function recalledResult(game, records) {
+  const isVoid = game.outcome === "void" || records.some((x) => x.kind === "void");
+  if (isVoid) return { isVoid, r: null, correction: null, at: null };
+  const correction = records.filter((x) => x.kind === "result_corrected"
+    && x.data && typeof x.data.result === "object" && x.data.result).pop() || null;
+  if (correction) {
+    const d = correction.data;
+    return { isVoid, r: { ...d.result, attempt: d.attempt }, correction: d, at: correction };
+  }
+  const r = game.result && typeof game.result === "object" ? game.result : null;
+  return { isVoid, r, correction: null, at: records.filter((x) => x.kind === "result").pop() };
+}
+
 function recallGame(game, records) {
   const col = el("section", "recall-game");
   const head = el("div", "recall-head");
@@ -1051,20 +1188,35 @@ function recallGame(game, records) {
   number.id = "recall-round";
   const label = el("span", "recall-round");
   label.append(tr("recall.round_label"), number);
-  const outcome = el("span", "recall-outcome " + String(game.outcome).replace(" ", "-"),
-    trOr("outcome." + game.outcome, {}, String(game.outcome).toUpperCase()));
+  const { isVoid, r, correction, at } = recalledResult(game, records);
+  const word = isVoid ? "void" : String(game.outcome);
+  const outcome = el("span", "recall-outcome " + word.replace(" ", "-"),
+    trOr("outcome." + word, {}, word.toUpperCase()));
   outcome.id = "recall-outcome";
   head.append(label, outcome);
+  if (correction) {
+    const mark = el("span", "recall-outcome corrected", tr("corrected.word"));
+    mark.id = "recall-corrected";
+    head.append(mark);
+  }
   col.append(head);
-  const r = game.result && typeof game.result === "object" ? game.result : null;
+  if (isVoid) {
+    const box = el("div", "recall-void");
+    box.id = "recall-void";
+    box.append(lines(el("div", "recall-void-title"), "recall.void"),
+      lines(el("div", "recall-void-returned"), "recall.returned"));
+    col.append(box);
+    return col;
+  }
   if (!r) {
     col.append(el("div", "recall-noresult", tr("recall.no_result")));
     return col;
   }
-  const at = records.filter((x) => x.kind === "result").pop();
   col.append(el("div", "recall-meta", [tr("recall.result"),
     r.attempt != null ? tr("recall.attempt", { n: r.attempt }) : "",
-    at ? clock(at.time) : "", r.game ? String(r.game) : ""].filter(Boolean).join(" · ")));
+    at ? clock(at.time) : "", r.game ? String(r.game) : "",
+    correction ? tr("recall.first_read", { dice: (lang) => diceIn(lang, correction.dice_read) }) : ""]
+    .filter(Boolean).join(" · ")));
   const outcomeBox = el("div", "recall-outcome-box");
   if (r.dice && typeof r.dice === "object") {
     const dice = el("div", "recall-dice");
@@ -1173,8 +1325,27 @@ function recordDetail(kind, d, forSupervisor) {
       d.total != null ? tr("detail.total", { n: d.total }) : "",
       tr("detail.first_hand", { who: positionOf(d.starting_position, "pos") }));
     case "result_voided": return join(att, trOr("void." + d.reason, {}, words(d.reason)), d.detail);
+    case "result_corrected": {
+      const r = d.result && typeof d.result === "object" ? d.result : {};
+      return join(att, d.reason ? trOr("correction." + d.reason, {}, words(d.reason)) : "",
+        tr("detail.read_seen", { read: diceText(d.dice_read), seen: diceText(d.dice_seen) }),
+        r.total != null ? tr("detail.total", { n: r.total }) : "",
+        r.starting_position ? tr("detail.first_hand", { who: positionOf(r.starting_position, "pos") }) : "",
+        by(d, forSupervisor));
+    }
     case "void": return join(d.state ? tr("detail.in_state", { state: words(d.state) }) : "",
-      d.supervisor ? tr("detail.by_supervisor") : "", d.detail);
+      d.reason ? trOr("void." + d.reason, {}, words(d.reason)) : "",
+      d.wagers === "returned" ? tr("detail.returned") : "",
+      d.reshuffle === true ? tr("detail.reshuffle") : "",
+      d.supervisor ? tr("detail.by_supervisor") : "", d.detail, by(d, forSupervisor));
+    case "lid": return join(tr(d.opened ? "detail.lid_opened" : "detail.lid_closed"),
+      d.state ? tr("detail.in_state", { state: words(d.state) }) : "");
+    case "tamper_loop": return join(tr(d.closed ? "detail.loop_closed" : "detail.loop_opened"),
+      d.state ? tr("detail.in_state", { state: words(d.state) }) : "");
+    case "tiles_shuffled": return join(d.reason ? trOr("shuffle." + d.reason, {}, words(d.reason)) : "",
+      by(d, forSupervisor));
+    case "tiles_inspected": return join(tr("detail.set", { id: d.tile_set }),
+      d.previous != null ? tr("detail.was", { id: d.previous }) : "", by(d, forSupervisor));
     case "fault": return join(faultWords(d.fault), d.detail);
     case "fault_cleared": return join(faults(d.faults), d.supervisor ? tr("detail.by_supervisor") : "");
     case "supervisor_action": return join(words(d.action), d.detail,
@@ -1192,6 +1363,13 @@ function recordDetail(kind, d, forSupervisor) {
 }
 
 const modeOf = (mode) => inLang("mode." + mode, {}, words(mode));
+
+// Who did it and their note: on the supervisor's page only.
+function by(d, forSupervisor) {
+  if (!forSupervisor) return "";
+  return [d.employee ? "employee " + d.employee : "", d.note ? "“" + d.note + "”" : ""]
+    .filter(Boolean).join(" · ");
+}
 
 // The supervisor's page only (never shown to players): the monitor's alarm in its own terms.
 function alarmWords(a) {

@@ -1,7 +1,9 @@
 // The supervisor's view (pit podium; never shown to players): the dice monitor's state and its
-// alarm (issue 15), the dice set and its warning (proposed 621a.5(c)), the face counts over the
-// set and the shift with their p-values, and what the table shows now. Game recall and the
-// stream are display.js's, which loads after this file and calls renderSupervisor.
+// alarm (issue 15), the dice set and the set of tiles with their warnings (proposed 621a.5(c);
+// 621a.6(a), 621a.3(e)), the table's meters, the last corrections and voids with who made them,
+// the face counts over the set and the shift with their p-values, and what the table shows now.
+// Game recall and the stream are display.js's, which loads after this file and calls
+// renderSupervisor.
 // Everything from the stream is shown with textContent, never parsed as markup.
 "use strict";
 
@@ -16,6 +18,9 @@ function renderSupervisor(cur) {
   $("status-line").classList.toggle("service", !!d.service);
   supNow(cur, d);
   supDiceSet(view.dice);
+  supTiles(view.tiles);
+  supMeters(view.meters);
+  supInterventions(view.interventions);
   const stats = view.stats && typeof view.stats === "object" ? view.stats : null;
   supAlarm(stats);
   supMonitor(stats);
@@ -33,13 +38,21 @@ function supNow(cur, d) {
   if (d.bank != null) line("Bank: " + d.bank + (d.co_bank ? " — co-banking with the dealer" : ""));
   if (d.bank_refused != null) line("Bank refused: " + d.bank_refused);
   if (d.delivery_style != null) line("Delivery style: " + styleName(d.delivery_style));
+  if (screen === "bets_closed" && d.mode === "rng") {
+    line("The bank may choose the style of delivery (621a.11(i)); the dealer's dice-set key has the RNG draw.");
+  }
   if (d.attempt != null) line("Attempt " + d.attempt);
-  if (d.voided) line("Result voided (" + words(d.voided) + "): the round is played again");
   if (screen === "no_roll") line("No roll: " + (d.words || words(d.reason || "")));
   if (screen === "result" && d.result && typeof d.result === "object") {
     const r = d.result;
     line((r.dice ? "Dice " + diceText(r.dice) + " · total " + r.total : "RNG number " + r.count)
       + " · first hand " + positionName(r.starting_position));
+    if (d.mode === "rng") line("An RNG round: no side wager settles (current 621a.5(e)(2)-(4)).");
+    const c = d.corrected && typeof d.corrected === "object" ? d.corrected : null;
+    if (c) {
+      line("CORRECTED (" + words(c.reason || "") + ") by employee " + (c.employee || "?")
+        + ": read " + diceText(c.dice_read) + ", the dice as they lie " + diceText(r.dice));
+    }
   }
   if (screen === "fault") {
     for (const f of Array.isArray(d.faults) ? d.faults : []) line("Fault: " + faultWords(f));
@@ -50,13 +63,80 @@ function supNow(cur, d) {
 }
 
 function supDiceSet(dice) {
-  const known = dice && typeof dice === "object";
-  text("sup-set", known ? String(dice.set ?? "—") : "—");
-  $("sup-set").classList.toggle("sup-dim", !known);
-  if (!known) text("sup-set", "— (shown with bets open; an RNG table has none)");
-  const warning = known && dice.warning != null ? String(dice.warning) : "";
-  show("sup-set-warning", !!warning);
-  text("sup-set-warning", warning);
+  supLife("sup-set", dice, "— (shown with bets open; an RNG table has none)");
+}
+
+function supTiles(tiles) {
+  supLife("sup-tiles", tiles, "— (shown with bets open at tiles)");
+}
+
+// A set in play and the core's warning, in its own words: none recorded, its life over (play
+// stops until the supervisor acts), or the minutes it has left.
+function supLife(id, life, unknown) {
+  const known = life && typeof life === "object";
+  text(id, known ? String(life.set ?? "NONE RECORDED") : unknown);
+  $(id).classList.toggle("sup-dim", !known);
+  const warning = known && life.warning != null ? String(life.warning) : "";
+  const stopped = known && (life.set == null || life.minutes_left === 0);
+  show(id + "-warning", !!warning);
+  text(id + "-warning", (stopped ? "PLAY STOPPED — " : "") + warning);
+  $(id + "-warning").classList.toggle("sup-stopped", stopped);
+}
+
+const SUP_METERS = [["games", "Games"], ["corrections", "Results corrected"],
+  ["round_voids", "Rounds void"], ["lid_openings", "Lid openings"], ["tamper", "Tamper loop opened"],
+  ["power_ups", "Power-ups"], ["service_mode", "Service mode entered"]];
+
+function supMeters(meters) {
+  const list = $("sup-meters");
+  list.replaceChildren();
+  const m = meters && typeof meters === "object" ? meters : null;
+  if (!m) {
+    list.append(el("div", "sup-dim", "No meters yet: they come with bets open."));
+    text("sup-no-rolls", "");
+    return;
+  }
+  for (const [key, name] of SUP_METERS) {
+    const item = el("div", "sup-meter-item");
+    item.dataset.meter = key;
+    item.append(el("dt", "", name), el("dd", "", Number.isSafeInteger(m[key]) ? m[key] : "–"));
+    list.append(item);
+  }
+  const reasons = m.no_rolls && typeof m.no_rolls === "object" ? Object.entries(m.no_rolls) : [];
+  const counted = reasons.filter(([, n]) => Number.isSafeInteger(n));
+  const all = counted.reduce((a, [, n]) => a + n, 0);
+  const item = el("div", "sup-meter-item");
+  item.dataset.meter = "no_rolls";
+  item.append(el("dt", "", "No rolls"), el("dd", "", all));
+  list.append(item);
+  text("sup-no-rolls", counted.filter(([, n]) => n > 0)
+    .map(([reason, n]) => words(reason) + " " + n).join(" · ") || "No no rolls.");
+}
+
+// Who corrected a result or voided a round lately, and why (N.J.A.C. 13:69E-1.28P; 621a.12).
+function supInterventions(list) {
+  const box = $("sup-interventions");
+  box.replaceChildren();
+  const items = Array.isArray(list) ? list.filter((i) => i && typeof i === "object") : [];
+  if (!items.length) {
+    box.append(el("li", "sup-dim", "None since the log's last records of them."));
+    return;
+  }
+  for (const i of [...items].reverse()) {
+    const li = el("li", "sup-intervention " + (i.kind === "void" ? "is-void" : "is-correction"));
+    li.dataset.kind = String(i.kind);
+    li.dataset.round = String(i.round ?? "");
+    const what = i.kind === "void"
+      ? "ROUND " + (i.round ?? "?") + " VOID — " + words(i.reason || "void") + ", wagers returned"
+        + (i.reshuffle ? ", tiles reshuffled" : "")
+      : "ROUND " + (i.round ?? "?") + " CORRECTED — " + words(i.reason || "") + ": read "
+        + diceText(i.dice_read) + " → " + diceText(i.dice_seen)
+        + (i.total != null ? " (total " + i.total + ")" : "");
+    li.append(el("span", "sup-who", i.employee ? "employee " + i.employee : "no employee id"),
+      el("span", "sup-what", what), el("span", "sup-when", clock(i.time)));
+    if (i.note) li.append(el("span", "sup-note", "“" + i.note + "”"));
+    box.append(li);
+  }
 }
 
 // The alarm stands until the supervisor replaces the dice, or inspects and keeps them.

@@ -53,17 +53,38 @@ function fact(dl, name, className, parts) {
   return dd;
 }
 
+function diceText(d) {
+  return d && Array.isArray(d.blue) ? `Red ${d.red} · Blue ${d.blue.join(" ")}` : "?";
+}
+
+// The table's last result: the corrected one, marked, where a correction followed it; a round
+// void shows no result (every wager returned); a result voided in an older log is marked.
 function resultParts(r) {
   if (!r) return ["none yet"];
   const parts = [];
   const head = el("div", "result-head", `Round ${r.round ?? "?"}` + (r.attempt > 1 ? ` (attempt ${r.attempt})` : ""));
   parts.push(head);
+  if (r.void) {
+    const v = r.void;
+    head.append(el("span", "tag tag-bad", "VOID"));
+    parts.push(el("div", "result-dice", "No result: wagers returned"));
+    const why = [v.reason ? words(v.reason) : "", v.reshuffle ? "tiles reshuffled" : "",
+      v.employee ? `by ${v.employee}` : ""].filter(Boolean).join(" · ");
+    if (why) parts.push(el("div", "result-start", why));
+    return parts;
+  }
+  if (r.corrected) head.append(el("span", "tag tag-warn", "CORRECTED"));
   if (r.dice) {
-    parts.push(el("div", "result-dice", `Red ${r.dice.red} · Blue ${r.dice.blue.join(" ")} · total ${r.total}`));
+    parts.push(el("div", "result-dice", `${diceText(r.dice)} · total ${r.total}`));
   } else {
     parts.push(el("div", "result-dice", `RNG number ${r.count ?? "?"}`));
   }
   parts.push(el("div", "result-start", `Start: ${r.starting_position ?? "?"} · bank ${r.bank ?? "?"}`));
+  if (r.corrected) {
+    const c = r.corrected;
+    const why = [c.reason ? words(c.reason) : "", c.employee ? `by ${c.employee}` : ""].filter(Boolean).join(" ");
+    parts.push(el("div", "result-corrected", `First read ${diceText(c.dice_read)}` + (why ? ` · ${why}` : "")));
+  }
   if (r.wagers && r.wagers.length) {
     const ul = el("ul", "wagers");
     for (const line of r.wagers) ul.append(el("li", null, line));
