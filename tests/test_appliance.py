@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from gpiozero import Device
 from gpiozero.pins.mock import MockFactory
+from support import opening
 
 from controller.app.appliance import Appliance, Options
 from controller.audit.log import AuditLog, load_signer
@@ -75,8 +76,11 @@ def crash_after_the_draw(state_dir: Path, factory: MockFactory) -> int:
         raise PowerCut
 
     rng.draw = draw_then_die  # type: ignore[method-assign]
+    for occ in opening(1):  # the tiles inspected (an RNG table needs no dice)
+        appliance.loop.dispatch(occ)
+    appliance.loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
     with pytest.raises(PowerCut):
-        appliance.loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+        appliance.loop.dispatch(Occurrence(Event.DICE_SET, at=1))  # the style settled: draw
     for close in reversed(appliance._closables):  # what the kernel releases; no shutdown step
         close()
     return drawn[0]
