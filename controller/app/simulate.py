@@ -303,12 +303,23 @@ class Crew:
                 # it was shown; a refused "no more bets" with a refused bank selected steps on.
                 screen, data = self._last, self._last_data
             if screen is Screen.REFUSED:
+                self._refused(data)
                 continue
             self._last, self._last_data = screen, data
             try:
                 self._act(screen, data)
             except Exception:  # the crew must never stop the simulation silently
                 log.exception("the simulated crew failed on %s", screen)
+
+    def _refused(self, data: Mapping[str, object]) -> None:
+        """A key refused because the dice or the tiles are due (their time ran out between the
+        screen and the press): the supervisor puts new ones in; the crew then acts on the
+        screen shown next, or on the last one again."""
+        why = str(data.get("reason", ""))
+        if "tiles" in why and ("621a.3(e)" in why or "621a.6(a)" in why):
+            self._new_tiles()
+        elif "dice" in why and ("24 hours" in why or "no dice set" in why):
+            self._at_terminal("dice_replaced", SUPERVISOR)
 
     def _press(self, key: str) -> None:
         self.panel.press(key)
@@ -456,14 +467,10 @@ class Crew:
         return True
 
     def _misread(self, data: Mapping[str, object]) -> None:
-        """Every CORRECT_EVERY-th round the sensor misreads the red die of its first shake."""
+        """Every CORRECT_EVERY-th round the sensor misreads the red die of the roll that
+        decides it (each shake's, until one is not a no roll)."""
         number = data.get("round")
-        if (
-            self.makes_choices
-            and isinstance(number, int)
-            and number % CORRECT_EVERY == 0
-            and data.get("attempt") == 1
-        ):
+        if self.makes_choices and isinstance(number, int) and number % CORRECT_EVERY == 0:
             self.sensor.misread_next_roll()
 
     def _correct(self, data: Mapping[str, object]) -> bool:
@@ -556,15 +563,16 @@ class Crew:
         if not isinstance(tiles, dict) or self.control_socket is None:
             return False
         warning = tiles.get("warning")
-        if tiles.get("set") is not None and not (
-            isinstance(warning, str) and "12 hours:" in warning
-        ):
-            return False
+        if tiles.get("set") is not None and not isinstance(warning, str):
+            return False  # (a warning: due within the hour, or due: a new set now)
+        self._new_tiles()
+        return True
+
+    def _new_tiles(self) -> None:
         self._tile_sets += 1
         self._at_terminal(
             "tiles_inspected", FLOORPERSON, tile_set=f"T-{self._tile_sets}", dealer=DEALER
         )
-        return True
 
     def _sign_on(self) -> bool:
         """The dealer signs on at the terminal once: the records of the dealer's keys name
