@@ -117,6 +117,17 @@ class RngVerificationError(RngError):
     """A revealed RNG session does not match its commitment or its recorded draws."""
 
 
+class RngSessionLost(RngError):
+    """The session committed before the round's bets closed ended with a restart (its seed
+    was in memory only): the round cannot be drawn from it and is voided by the table, never
+    drawn from a session committed after its bets closed (621a.8(a)(1))."""
+
+
+class EscrowError(RngError, ValueError):
+    """An auditor's escrow key, or a session's sealed seed, that is malformed, sealed to
+    another key, altered, or does not match its commitment."""
+
+
 # --- audit log ------------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from display_table import FixedClockStatus
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from rng_fakes import AUDITOR_KEY
 
 from controller.app.appliance import Appliance, Options
 from controller.core.config import DisplayConfig, parse_config
@@ -515,6 +516,7 @@ def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: P
     config = parse_config(
         {
             "table": {"mode": "rng", "name": "t16"},
+            "rng": {"escrow_public_key": AUDITOR_KEY.text},
             "display": {"http_port": 1, "feed_port": 1, "brand": "Casino"},
             "limits": {"table": {"min": 10, "max": 1000}, "sum": {"min": 5, "max": 100}},
         }

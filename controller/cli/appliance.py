@@ -154,7 +154,10 @@ def simulate_command(args: argparse.Namespace) -> int:
     minutes = args.table_minutes_per_round
     per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
     state_dir = directory_argument(args.state_dir)
-    config = Config() if args.config is None else load_config(Path(args.config))
+    # RNG mode without an auditor's key: the simulation makes a throwaway one (run_simulation)
+    config = (
+        Config() if args.config is None else load_config(Path(args.config), escrow_required=False)
+    )
     if args.mode is not None:
         config = dataclasses.replace(
             config, table=dataclasses.replace(config.table, mode=Mode(args.mode))
