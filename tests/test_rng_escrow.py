@@ -8,6 +8,8 @@ import base64
 import hashlib
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +262,49 @@ def test_the_throwaway_key_is_made_once_beside_the_log(tmp_path: Path) -> None:
     assert path.parent == tmp_path / "state"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert throwaway_escrow_key(tmp_path / "state") == (path, key)
+
+
+# --- the daemon's memory --------------------------------------------------------------------
+
+
+def test_the_daemon_can_make_itself_undumpable() -> None:
+    code = (
+        "from controller.app.hardening import is_dumpable, make_undumpable\n"
+        "assert is_dumpable()\n"
+        "make_undumpable()\n"
+        "assert not is_dumpable()\n"
+        "import os\n"
+        "print(os.stat(f'/proc/{os.getpid()}/mem').st_uid)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == 0  # /proc/PID/mem now belongs to root, not the service's user
+
+
+def test_run_makes_itself_undumpable_before_anything_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.app import hardening
+    from controller.cli import main
+
+    calls: list[str] = []
+    monkeypatch.setattr(hardening, "make_undumpable", lambda: calls.append("undumpable"))
+    assert main(["run", "--config", str(tmp_path / "missing.toml")]) == 78  # then the config
+    assert calls == ["undumpable"]
+
+    def refused() -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(hardening, "make_undumpable", refused)
+    capsys.readouterr()
+    assert main(["run", "--config", str(tmp_path / "missing.toml")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot keep the memory from being dumped" in err
+    assert err.count("\n") == 1
+
+
+def test_the_unit_allows_no_core_file() -> None:
+    unit = Path(__file__).resolve().parents[1] / "systemd" / "paigow-controller.service"
+    assert "LimitCORE=0" in unit.read_text().splitlines()

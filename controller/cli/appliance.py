@@ -55,8 +55,15 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from controller.app.appliance import Appliance, Options
+    from controller.app.hardening import make_undumpable
     from controller.app.logs import configure_logging
 
+    # First of all: the RNG's seed (in memory only) is kept from the service's own account,
+    # no core file and no ptrace (controller/app/hardening.py).
+    try:
+        make_undumpable()
+    except OSError as exc:
+        raise ControllerError(f"run: cannot keep the memory from being dumped: {exc}") from None
     config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
     configure_logging(logging.DEBUG if args.debug else logging.INFO)
     # program verification: no manifest installed is a fault unless [software] required = false

@@ -12,9 +12,10 @@ round limit the seed material is revealed in the log; anyone can then replay eve
 (``controller.core.rng_replay``).
 
 The seed material lives in this process's memory only, never in a file: nobody who can read
-the state directory (the service's account included) can foresee a draw. The sealed copy in
-the commitment's record opens only with the auditor's private key, which never comes near the
-table.
+the state directory (the service's account included) can foresee a draw. The daemon also makes
+itself undumpable (no core file, no ptrace by the same user: ``controller.app.hardening``). The
+sealed copy in the commitment's record opens only with the auditor's private key, which never
+comes near the table.
 
 When a session opens (:meth:`RngSessionManager.prepare`): when bets open, never inside a draw,
 so that the commitment is in the log, and on the table display, before the bets of any round it
