@@ -118,9 +118,14 @@ class RngVerificationError(RngError):
 
 
 class RngSessionLost(RngError):
-    """The session committed before the round's bets closed ended with a restart: the round
-    cannot be drawn from it and is voided by the table, never drawn from a session committed
-    after its bets closed."""
+    """The session committed before the round's bets closed ended with a restart (its seed
+    was in memory only): the round cannot be drawn from it and is voided by the table, never
+    drawn from a session committed after its bets closed (621a.8(a)(1))."""
+
+
+class EscrowError(RngError, ValueError):
+    """An auditor's escrow key, or a session's sealed seed, that is malformed, sealed to
+    another key, altered, or does not match its commitment."""
 
 
 # --- audit log ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from gpiozero import Device
 from gpiozero.pins.mock import MockFactory
+from rng_fakes import AUDITOR, AUDITOR_KEY
 from support import opening
 
 from controller.app.appliance import Appliance, Options
@@ -19,6 +20,7 @@ from controller.audit.verify import verify_state_dir
 from controller.cli import main
 from controller.core.config import Config
 from controller.core.records import RecordKind
+from controller.core.rng_audit import open_escrowed_sessions
 from controller.core.state import Event, Mode, Occurrence, Screen, State
 from controller.software.check import (
     build_manifest,
@@ -43,7 +45,9 @@ class Screens:
 
 
 RNG_TABLE = dataclasses.replace(
-    Config(), table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t7")
+    Config(),
+    table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t7"),
+    rng=dataclasses.replace(Config().rng, escrow_public_key=AUDITOR_KEY.text),
 )
 
 
@@ -114,16 +118,22 @@ def test_a_recorded_rng_number_is_shown_again_after_a_power_cut(
     assert shown[-1]["result"]["count"] == number  # type: ignore[index]
     power_on = [data for _, kind, data in rows if kind == RecordKind.POWER_ON]
     assert power_on[-1]["previous"] == "interrupted"
-    # one session, committed before the bets closed, taken up after the power cut; revealed
-    # at the shutdown, and its number replays
+    # one session, committed before the bets closed; its recorded number shown again without
+    # its seed (gone with the power cut, never taken up); at the shutdown it is recorded as
+    # ended by the restart, and the auditor's reveal from its escrow replays its number
     assert kinds.count(RecordKind.RNG_COMMIT) == 1
     assert kinds.index(RecordKind.RNG_COMMIT) < kinds.index(RecordKind.NO_MORE_BETS)
-    assert kinds.count(RecordKind.RNG_REVEAL) == 1
+    assert kinds.count(RecordKind.RNG_REVEAL) == 0
+    [ended] = [data for _, kind, data in rows if kind == RecordKind.RNG_INTERRUPTED]
+    assert (ended["reason"], ended["draws"]) == ("restart", 1)
     signer = load_signer(tmp_path)
     assert signer is not None
     report = verify_state_dir(tmp_path, signer.verifier)
     assert report.results == 1
-    assert "1 revealed" in report.rng
+    assert report.sessions_escrowed == [ended["session"]]
+    [opened] = open_escrowed_sessions(rows, AUDITOR).opened
+    report = verify_state_dir(tmp_path, signer.verifier, rng_reveals=[opened.reveal])
+    assert report.sessions_revealed_by_auditor == [ended["session"]]
 
 
 def test_selftest_passes_on_healthy_hardware(

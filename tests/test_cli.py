@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -189,7 +190,11 @@ FAIL_LATER: dict[str, list[str]] = {
     "release-key": ["--out", "{empty}", "--name", "not a name"],  # {empty} is never replaced
     "witness": ["--state-dir", "{dir}", "--keys", "{missing}", "--db", "{missing}"],
     "witness-key": ["--state-dir", "{empty}", "--name", "not a name"],
+    "rng-reveal": ["--escrow-key", "{missing}", "--state-dir", "{dir}"],
 }
+# Options that name a new file, never replacing one: every garbage value that can be a file's
+# name is made to exist first, so that the command refuses it.
+NEW_FILE_OPTIONS = {("rng-escrow-key", "--out")}
 
 
 def options_of_every_command() -> list[tuple[str, str]]:
@@ -230,6 +235,10 @@ def test_every_option_refuses_garbage_in_one_line(
     base = [places.get(arg, arg) for arg in FAIL_LATER.get(command, [])]
     if option in base:
         del base[base.index(option) : base.index(option) + 2]
+    if (command, option) in NEW_FILE_OPTIONS:
+        for value in GARBAGE:
+            with contextlib.suppress(OSError, ValueError, UnicodeEncodeError):
+                (tmp_path / value).touch()
     problems = []
     for value in GARBAGE:
         code, out, err = run(capsys, command, *base, option, value)

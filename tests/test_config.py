@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from rng_fakes import AUDITOR_KEY
 
 from controller.app.config_file import load_config
 from controller.core.config import BetLimits, Config, Language, LimitsConfig, parse_config
@@ -74,10 +75,41 @@ def test_an_empty_file_gives_the_defaults(tmp_path: Path) -> None:
 
 
 def test_values_are_read() -> None:
-    config = parse_config({"table": {"game": "poker", "mode": "rng", "name": "PG-7"}})
+    config = parse_config(
+        {
+            "table": {"game": "poker", "mode": "rng", "name": "PG-7"},
+            "rng": {"escrow_public_key": AUDITOR_KEY.text},
+        }
+    )
     assert config.table.game is Game.POKER
     assert config.table.mode is Mode.RNG
     assert config.round_settings().game is Game.POKER
+    assert config.rng.escrow_public_key == AUDITOR_KEY.text
+
+
+@pytest.mark.parametrize(
+    "table",
+    ['mode = "rng"', 'modes = ["rng"]', 'mode = "manual"\nmodes = ["shaker", "rng"]'],
+)
+def test_check_config_refuses_rng_mode_without_the_auditors_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str
+) -> None:
+    """Each RNG session's seed is sealed to the auditor's key: a table that may play RNG mode
+    without one is a bad config (exit 78 naming rng.escrow_public_key); with one it is fine."""
+    from controller.cli import main
+
+    path = tmp_path / "config.toml"
+    path.write_text(f"[table]\n{table}\n")
+    assert main(["check-config", "--config", str(path)]) == 78
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "rng.escrow_public_key" in captured.err
+    assert captured.err.count("\n") == 1
+    path.write_text(f'[table]\n{table}\n[rng]\nescrow_public_key = "{AUDITOR_KEY.text}"\n')
+    assert main(["check-config", "--config", str(path), "--json"]) == 0
+    path.write_text(f'[table]\n{table}\n[rng]\nescrow_public_key = "{AUDITOR_KEY.text[1:]}"\n')
+    assert main(["check-config", "--config", str(path)]) == 78
+    assert "rng.escrow_public_key" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

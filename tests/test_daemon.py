@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from rng_fakes import AUDITOR_KEY
 from support import opening
 
 from controller.app.adapters import NoShaker
@@ -81,6 +82,7 @@ class Table:
             mode=RngMode.POSITION,
             max_rounds=1000,
             records=[(r.seq, r.kind, r.data) for r in self.log.records()],
+            escrow=AUDITOR_KEY,
         )
         ports = Ports(
             log=self.log,

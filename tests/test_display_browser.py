@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from display_table import OPENED, PAYTABLES, SUPERVISOR, CoreTable, Table, start_display
+from rng_fakes import AUDITOR_KEY
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -423,6 +424,7 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
         mode=RngMode.POSITION,
         max_rounds=10,
         records=[],
+        escrow=AUDITOR_KEY,
     )
     loop = ControlLoop(
         RoundMachine(RoundSettings(mode=Mode.RNG), OPENED),

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from display_table import FixedClockStatus
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from rng_fakes import AUDITOR_KEY
 
 from controller.core.config import DisplayConfig, parse_config
 from controller.core.records import StoredRecord
@@ -517,6 +518,7 @@ def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: P
     config = parse_config(
         {
             "table": {"mode": "rng", "modes": ["shaker"], "name": "t16"},  # sum: the dice's
+            "rng": {"escrow_public_key": AUDITOR_KEY.text},
             "display": {"http_port": 1, "feed_port": 1, "brand": "Casino"},
             "limits": {"table": {"min": 10, "max": 1000}, "sum": {"min": 5, "max": 100}},
         }

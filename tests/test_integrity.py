@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rng_fakes import AUDITOR_KEY, legacy_session
 from support import SUPERVISOR, opening
 
 from controller.app.instance_lock import InstanceLock
@@ -145,6 +146,7 @@ class Table:
                 mode=self.settings.rng_mode,
                 max_rounds=100,
                 records=[(r.seq, r.kind, r.data) for r in self.real_log.records()],
+                escrow=AUDITOR_KEY,
             )
             rng_port = RngPort(manager)
         self.loop = ControlLoop(
@@ -725,7 +727,7 @@ def _log_rows(state: Path) -> list[tuple[int, str, dict[str, Any]]]:
         log.close()
 
 
-def test_verify_log_lists_sessions_revealed_without_draws_and_never_revealed(
+def test_verify_log_lists_sessions_revealed_without_draws_escrowed_and_never_revealed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = RoundSettings(mode=Mode.RNG)
@@ -735,15 +737,18 @@ def test_verify_log_lists_sessions_revealed_without_draws_and_never_revealed(
     table.send(Event.NO_MORE_BETS)
     table.send(Event.DICE_SET)  # a draw never opens a session: RNG fault
     assert table.state is State.FAULT
-    manager.prepare()  # a new one, then abandoned: its seed file lost
-    (next(tmp_path.glob("rng-seed-*.json"))).unlink()
+    # a session of an older version whose seed file was lost: nobody can ever reveal it
+    lost_for_good = legacy_session(tmp_path, table.log, rounds=range(0), table="table-1")
+    (tmp_path / f"rng-seed-{lost_for_good}.json").unlink()
+    escrowed = manager.prepare().session  # a new one, then lost: its seed gone from memory
     manager._session = None
-    manager.open()
+    newest = manager.open().session
     table.close()
     assert main(["verify-log", "--state-dir", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert len(report["rng_sessions_revealed_without_draws"]) == 1
-    assert len(report["rng_sessions_never_revealed"]) == 1
+    assert report["rng_sessions_never_revealed"] == [lost_for_good]
+    assert report["rng_sessions_escrowed_not_revealed"] == [escrowed, newest]
 
 
 # --- 9. identity and keys -------------------------------------------------------------------

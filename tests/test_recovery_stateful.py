@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from rng_fakes import AUDITOR_KEY
 
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.dice_stats import dice_stats
@@ -132,6 +133,7 @@ class Table(StillTable):
                     mode=settings.rng_mode,
                     max_rounds=3,
                     records=[(r.seq, r.kind, r.data) for r in self.real.records()],
+                    escrow=AUDITOR_KEY,
                 )
             )
         self.loop = ControlLoop(

@@ -1,20 +1,30 @@
-"""``rng-stream`` and ``rng-replay`` on the command line."""
+"""``rng-stream``, ``rng-replay``, and the auditor's ``rng-escrow-key``, ``rng-reveal`` and
+``verify-log --rng-reveals`` on the command line."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from rng_fakes import MemoryLog, counter_source, manager
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from rng_fakes import AUDITOR, MemoryLog, counter_source, manager
 
+from controller.audit.log import AuditLog
 from controller.cli import main
 from controller.cli.rng import write_stream
 from controller.core.drbg import HmacDrbg
 from controller.core.records import RecordKind
+from controller.core.rng_escrow import escrow_key_of
+from controller.errors import RngSessionLost
+from controller.rng.session import RngPort
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -126,3 +136,265 @@ def test_rng_replay_of_a_missing_file_is_a_usage_error(
 ) -> None:
     assert main(["rng-replay", "--log", str(tmp_path / "none.jsonl")]) == 2
     assert capsys.readouterr().out == ""
+
+
+# --- the auditor's escrow: rng-escrow-key, rng-reveal, verify-log --rng-reveals ------------
+
+
+def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in lines[0]
+    return lines[0]
+
+
+def test_rng_escrow_key_makes_a_0600_key_and_prints_the_configs_form(tmp_path: Path) -> None:
+    from controller.core.config import parse_config
+    from controller.rng.escrow import read_escrow_key
+
+    path = tmp_path / "auditor.key"
+    made = run("rng-escrow-key", "--out", str(path))
+    assert made.returncode == 0, made.stderr
+    public = made.stdout.decode().strip()
+    config = parse_config({"table": {"mode": "rng"}, "rng": {"escrow_public_key": public}})
+    assert config.rng.escrow_public_key == public
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert escrow_key_of(read_escrow_key(path)).text == public
+    again = run("rng-escrow-key", "--out", str(path))
+    assert again.returncode == 1
+    assert "never replaced" in one_line(again)
+    assert again.stdout == b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("rng-escrow-key",),
+        ("rng-escrow-key", "--out", ""),
+        ("rng-reveal", "--state-dir", "."),
+        ("rng-reveal", "--escrow-key", "K"),
+        ("rng-reveal", "--escrow-key", "K", "--state-dir", ".", "--log", "x.jsonl"),
+        ("rng-reveal", "--escrow-key", "K", "--state-dir", ".", "--session", "XYZ"),
+        ("rng-reveal", "--escrow-key", "K", "--state-dir", ".", "--session", "ABCDEF0123456789"),
+        ("rng-reveal", "--escrow-key", "missing.key", "--state-dir", "."),
+        ("rng-reveal", "--escrow-key", "junk.key", "--state-dir", "."),
+        ("rng-reveal", "--escrow-key", "auditor.key", "--state-dir", "no-such-dir"),
+        ("rng-reveal", "--escrow-key", "auditor.key", "--log", "no-such.jsonl"),
+        ("rng-reveal", "--escrow-key", "auditor.key", "--state-dir", ".", "--out", "junk.key"),
+        ("verify-log", "--state-dir", ".", "--rng-reveals", "junk.key"),
+        ("verify-log", "--state-dir", ".", "--rng-reveals", "missing.json"),
+        ("verify-log", "--state-dir", ".", "--rng-reveals", "empty.json"),
+    ],
+)
+def test_a_bad_argument_to_the_escrow_commands_is_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    from controller.rng.escrow import create_escrow_key
+
+    create_escrow_key(tmp_path / "auditor.key")
+    (tmp_path / "junk.key").write_text("not a key\n")
+    (tmp_path / "junk.key").chmod(0o600)
+    (tmp_path / "empty.json").write_text("{}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "controller", *args],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == b""
+    one_line(result)
+
+
+def table_log(state: Path) -> tuple[str, str]:
+    """A real log, as the table writes it: a session drawn for rounds 1 to 6, a power cut, the
+    restart (its end recorded), a new session drawn for rounds 8 and 9 and closed. Each draw
+    after the round's bets closed. The ids of the lost session and of the closed one."""
+    log = AuditLog.open(state)
+    try:
+        log.append(RecordKind.POWER_ON, {"boot": 1})
+        before = RngPort(manager(state, log, table="table-1", records=[]))
+        before.prepare()
+        for round_number in range(1, 7):
+            log.append(RecordKind.NO_MORE_BETS, {"round": round_number})
+            before.draw(round_number=round_number, attempt=1)
+        log.append(RecordKind.NO_MORE_BETS, {"round": 7})  # its draw lost in the power cut
+        lost = before.manager.commitment
+        assert lost is not None
+        log.append(RecordKind.POWER_ON, {"boot": 2})
+        records = [(r.seq, r.kind, r.data) for r in log.records()]
+        after = RngPort(manager(state, log, table="table-1", records=records))
+        with pytest.raises(RngSessionLost):
+            after.draw(round_number=7, attempt=1)
+        log.append(RecordKind.VOID, {"round": 7, "reason": "rng_session_lost"})
+        after.prepare()
+        for round_number in (8, 9):
+            log.append(RecordKind.NO_MORE_BETS, {"round": round_number})
+            after.draw(round_number=round_number, attempt=1)
+        closed = after.manager.commitment
+        assert closed is not None
+        after.close("shutdown")
+    finally:
+        log.close()
+    return lost.session, closed.session
+
+
+def verify_json(*args: str) -> tuple[int, dict[str, Any], str]:
+    result = run("verify-log", "--json", *args)
+    return result.returncode, json.loads(result.stdout or b"{}"), result.stderr.decode()
+
+
+def test_rng_reveal_and_verify_log_round_trip_on_a_real_log(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    lost, _ = table_log(state)
+    key = tmp_path / "auditor.key"
+    key.write_bytes(AUDITOR.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    key.chmod(0o600)
+    code, report, err = verify_json("--state-dir", str(state))
+    assert code == 0, err
+    assert report["rng_sessions_escrowed_not_revealed"] == [lost]
+    assert report["rng_sessions_interrupted"] == [lost]
+    assert report["rng_sessions_never_revealed"] == []
+    assert "1 escrowed, not revealed" in report["rng"]
+
+    reveals = tmp_path / "reveals.json"
+    made = run(
+        "rng-reveal", "--escrow-key", str(key), "--state-dir", str(state), "--out", str(reveals)
+    )
+    assert made.returncode == 0, made.stderr
+    assert b"1 RNG session(s) revealed and replayed" in made.stdout
+    assert stat.S_IMODE(reveals.stat().st_mode) == 0o600
+    document = json.loads(reveals.read_text())
+    [reveal] = document["reveals"]
+    assert (reveal["session"], reveal["draws"]) == (lost, 6)
+    assert document["recipient"] == escrow_key_of(AUDITOR).fingerprint
+    printed = run(
+        "rng-reveal", "--escrow-key", str(key), "--state-dir", str(state), "--session", lost
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["reveals"] == [reveal]
+
+    code, report, err = verify_json("--state-dir", str(state), "--rng-reveals", str(reveals))
+    assert code == 0, err
+    assert report["rng_sessions_revealed_by_auditor"] == [lost]
+    assert report["rng_sessions_escrowed_not_revealed"] == []
+    assert "1 revealed by the auditor replayed" in report["rng"]
+
+    # A reveal that is not the session's seed: verify-log names the commitment.
+    commit = reveal["commit_seq"]
+    forged = {**document, "reveals": [{**reveal, "entropy": "ab" * 32}]}
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    code, report, err = verify_json(
+        "--state-dir", str(state), "--rng-reveals", str(tmp_path / "forged.json")
+    )
+    assert code == 1
+    assert report["record"] == commit
+    assert f"record {commit}:" in err
+
+    # The export, read by rng-reveal: a changed draw is named; the same reveals otherwise.
+    export = tmp_path / "audit.jsonl"
+    export.write_bytes(run("export", "--state-dir", str(state)).stdout)
+    from_export = run("rng-reveal", "--escrow-key", str(key), "--log", str(export))
+    assert from_export.returncode == 0, from_export.stderr
+    assert json.loads(from_export.stdout)["reveals"] == [reveal]
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    draw = next(line for line in lines if line["kind"] == "rng_draw" and line["data"]["round"] == 4)
+    draw["data"]["number"] = draw["data"]["number"] % 8 + 1
+    export.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    altered = run("rng-reveal", "--escrow-key", str(key), "--log", str(export))
+    assert altered.returncode == 1
+    assert f"record {draw['seq']}:" in one_line(altered)
+    assert altered.stdout == b""
+
+
+def test_rng_reveal_with_another_key_opens_nothing_and_says_so(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    lost, _ = table_log(state)
+    other = tmp_path / "other.key"
+    run("rng-escrow-key", "--out", str(other))
+    result = run("rng-reveal", "--escrow-key", str(other), "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["reveals"] == []
+    assert [r["session"] for r in document["not_revealed"]] == [lost]
+    assert "another auditor key" in document["not_revealed"][0]["reason"]
+    one = run(
+        "rng-reveal", "--escrow-key", str(other), "--state-dir", str(state), "--session", lost
+    )
+    assert one.returncode == 1
+    assert "another auditor key" in one_line(one)
+
+
+@pytest.mark.slow
+def test_a_simulated_table_killed_mid_session_is_revealed_by_the_auditor(tmp_path: Path) -> None:
+    """simulate --mode rng (its throwaway auditor key beside the log) killed with SIGKILL while
+    a session draws; the next start ends the session (its seed went with the process); the
+    throwaway key opens it, and verify-log replays it."""
+    from controller.audit.log import open_for_reading
+    from controller.rng.escrow import throwaway_escrow_key
+
+    state = tmp_path / "state"
+    output = (tmp_path / "simulate.out").open("wb")
+    simulate = ("simulate", "--mode", "rng", "--fast", "--faults", "none", "--rounds", "100000")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller", *simulate, "--state-dir", str(state)],
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        for _ in range(1200):  # at most two minutes
+            if proc.poll() is not None:
+                break
+            if (state / "audit.db").exists():
+                db = open_for_reading(state)
+                try:
+                    (draws,) = db.execute(
+                        "SELECT count(*) FROM records WHERE kind = 'rng_draw'"
+                    ).fetchone()
+                finally:
+                    db.close()
+                if draws >= 5:
+                    break
+            time.sleep(0.1)
+        assert proc.poll() is None, (tmp_path / "simulate.out").read_text()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        output.close()
+    said = (tmp_path / "simulate.out").read_text()
+    key_file, key = throwaway_escrow_key(state)
+    assert f"throwaway auditor key {key_file}: for a simulation only" in said
+    # The next start: the manager as the appliance builds it, then an orderly stop.
+    log = AuditLog.open(state, origin="paigow-controller/table-1")
+    try:
+        kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL}
+        kinds.add(RecordKind.RNG_INTERRUPTED)
+        recent = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3)
+        records = [(r.seq, r.kind, r.data) for r in recent]
+        restarted = manager(state, log, table="table-1", records=records, escrow=key)
+        restarted.close("shutdown")
+        [ended] = [r.data for r in log.records() if r.kind == RecordKind.RNG_INTERRUPTED]
+    finally:
+        log.close()
+    assert ended["draws"] >= 5
+    for path in state.iterdir():  # the seed rests in no file: only sealed, in its commitment
+        assert not path.name.startswith("rng-seed-")
+    reveals = tmp_path / "reveals.json"
+    made = run(
+        "rng-reveal",
+        "--escrow-key",
+        str(key_file),
+        "--state-dir",
+        str(state),
+        "--out",
+        str(reveals),
+    )
+    assert made.returncode == 0, made.stderr
+    [reveal] = json.loads(reveals.read_text())["reveals"]
+    assert (reveal["session"], reveal["draws"]) == (ended["session"], ended["draws"])
+    code, report, err = verify_json("--state-dir", str(state), "--rng-reveals", str(reveals))
+    assert code == 0, err
+    assert report["rng_sessions_revealed_by_auditor"] == [ended["session"]]
+    assert report["rng_sessions_interrupted"] == [ended["session"]]

@@ -6,17 +6,25 @@ from __future__ import annotations
 import copy
 import hashlib
 import hmac
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rng_fakes import MemoryLog, counter_source, manager
+from rng_fakes import AUDITOR, OTHER_AUDITOR, MemoryLog, counter_source, manager
 
 from controller.core.position import Game
 from controller.core.records import RecordKind
-from controller.core.rng_replay import replay_sessions, verify_rng_records
+from controller.core.rng_audit import EscrowOpening, open_escrowed_sessions, reveals_from_document
+from controller.core.rng_escrow import escrow_key_of
+from controller.core.rng_replay import (
+    SeedReveal,
+    SessionReplayer,
+    replay_sessions,
+    verify_rng_records,
+)
 from controller.core.state import RngMode
-from controller.errors import LogIntegrityError
+from controller.errors import EscrowError, LogIntegrityError, RngError
 
 Records = list[tuple[int, str, dict[str, Any]]]
 
@@ -316,3 +324,228 @@ def test_records_of_other_kinds_are_ignored(tmp_path: Path) -> None:
     records = session_log(tmp_path, rounds=3)
     records.append((len(records) + 1, "result", {"round": 1, "number": 99}))
     assert verify_rng_records(records) == 1
+
+
+# --- the escrow, the end at a restart and the auditor's reveals --------------------------------
+
+
+def interrupted_log(tmp_path: Path, *, rounds: int = 6) -> tuple[Records, str]:
+    """A session drawn for ``rounds`` rounds and ended by a restart, then a new session closed
+    after one more round; and the id of the one that ended."""
+    log = MemoryLog()
+    log.append(RecordKind.POWER_ON, {"boot": 1})
+    before = manager(tmp_path, log, entropy_source=counter_source(b"1"))
+    lost = before.prepare().session
+    for round_number in range(1, rounds + 1):
+        before.draw(round_number, 1)
+    log.append(RecordKind.POWER_ON, {"boot": 2})
+    after = manager(tmp_path, log, entropy_source=counter_source(b"2"))
+    after.prepare()
+    after.draw(rounds + 1, 1)
+    after.close()
+    return log.records, lost
+
+
+def test_a_malformed_escrow_names_its_commitment(tmp_path: Path) -> None:
+    records = session_log(tmp_path, rounds=3)
+    commit = seq_of(records, RecordKind.RNG_COMMIT)
+    data_of(records, commit)["escrow"]["ciphertext"] = "00" * 10
+    with pytest.raises(LogIntegrityError, match="escrow ciphertext") as caught:
+        verify_rng_records(records)
+    assert caught.value.record == commit
+
+
+def test_a_commitment_without_an_escrow_is_of_an_older_version_and_verifies(
+    tmp_path: Path,
+) -> None:
+    records = session_log(tmp_path, rounds=3)
+    del data_of(records, seq_of(records, RecordKind.RNG_COMMIT))["escrow"]
+    assert verify_rng_records(records) == 1
+
+
+def test_an_interrupted_session_verifies_and_is_left_to_the_auditor(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    replayer = SessionReplayer()
+    for record in records:
+        replayer.feed(*record)
+    [pending] = replayer.unrevealed()
+    assert (pending.session, pending.draws) == (lost, 6)
+    assert pending.interrupted_seq == seq_of(records, RecordKind.RNG_INTERRUPTED)
+    assert len(replayer.finish()) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"draws": 5}, "ended with 5 draw"),
+        ({"draws": -1}, "draws is missing"),
+        ({"draws": True}, "draws is missing"),
+        ({"reason": "power"}, "reason is not"),
+        ({"session": "0123456789abcdef"}, "never committed"),
+    ],
+)
+def test_a_wrong_interruption_is_named(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    records, _ = interrupted_log(tmp_path)
+    seq = seq_of(records, RecordKind.RNG_INTERRUPTED)
+    data_of(records, seq).update(change)
+    with pytest.raises(LogIntegrityError, match=message) as caught:
+        verify_rng_records(records)
+    assert caught.value.record == seq
+
+
+def test_a_draw_or_a_reveal_after_the_interruption_is_named(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    draw = copy.deepcopy(data_of(records, seq_of(records, RecordKind.RNG_DRAW, 5)))
+    draw["round"] = 99
+    late = [*records, (len(records) + 1, str(RecordKind.RNG_DRAW), draw)]
+    with pytest.raises(LogIntegrityError, match="after it ended with a restart") as caught:
+        verify_rng_records(late)
+    assert caught.value.record == len(records) + 1
+    reveal = copy.deepcopy(data_of(records, seq_of(records, RecordKind.RNG_REVEAL)))
+    reveal["session"] = lost
+    revealed = [*records, (len(records) + 1, str(RecordKind.RNG_REVEAL), reveal)]
+    with pytest.raises(LogIntegrityError, match="ended unrevealed"):
+        verify_rng_records(revealed)
+    twice = [
+        *records,
+        (len(records) + 1, *records[seq_of(records, RecordKind.RNG_INTERRUPTED) - 1][1:]),
+    ]
+    with pytest.raises(LogIntegrityError, match="interrupted twice"):
+        verify_rng_records(twice)
+
+
+def auditor_opens(records: Records, **kwargs: Any) -> EscrowOpening:
+    return open_escrowed_sessions(records, AUDITOR, **kwargs)
+
+
+def replayed_with(records: Records, reveals: list[SeedReveal]) -> SessionReplayer:
+    replayer = SessionReplayer()
+    for record in records:
+        replayer.feed(*record)
+    replayer.finish(reveals)
+    return replayer
+
+
+def test_the_auditor_opens_the_interrupted_session_and_its_draws_replay(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    opening = auditor_opens(records)
+    [opened] = opening.opened
+    assert opened.session.session == lost
+    assert opening.not_revealed == []
+    [replay] = replayed_with(records, [opened.reveal]).revealed_by_auditor
+    assert replay.reveal_seq is None
+    assert [d.round for d in replay.draws] == [1, 2, 3, 4, 5, 6]
+    draws = [d["number"] for _, k, d in records if k == RecordKind.RNG_DRAW][:6]
+    assert [d.outcome for d in replay.draws] == draws
+
+
+def test_an_auditors_reveal_that_does_not_match_names_the_commitment_or_the_draw(
+    tmp_path: Path,
+) -> None:
+    records, _ = interrupted_log(tmp_path)
+    [opened] = auditor_opens(records).opened
+    reveal = opened.reveal
+    commit = opened.session.commit_seq
+    wrong = SeedReveal(reveal.session, b"\xab" * 32, reveal.nonce, reveal.personalization)
+    with pytest.raises(LogIntegrityError, match="auditor's reveal") as caught:
+        replayed_with(records, [wrong])
+    assert caught.value.record == commit
+    draw = seq_of(records, RecordKind.RNG_DRAW, 3)
+    data_of(records, draw)["number"] = data_of(records, draw)["number"] % 8 + 1
+    with pytest.raises(LogIntegrityError, match="does not replay") as caught:
+        replayed_with(records, [reveal])
+    assert caught.value.record == draw
+    stranger = SeedReveal("0123456789abcdef", reveal.entropy, reveal.nonce, b"x")
+    with pytest.raises(LogIntegrityError, match="never committed"):
+        replayed_with(session_log(tmp_path, rounds=2), [stranger])
+
+
+def test_the_auditor_never_opens_a_session_that_may_still_be_drawing(tmp_path: Path) -> None:
+    log = MemoryLog()
+    log.append(RecordKind.POWER_ON, {"boot": 1})
+    rng = manager(tmp_path, log)
+    open_now = rng.prepare().session
+    rng.draw(1, 1)
+    opening = auditor_opens(log.records)
+    assert opening.opened == []
+    [(session, why)] = opening.not_revealed
+    assert session == open_now
+    assert "may still be open" in why
+    with pytest.raises(RngError, match="may still be open"):
+        auditor_opens(log.records, only=open_now)
+    log.append(RecordKind.POWER_ON, {"boot": 2})  # a restart: its seed is gone from memory
+    [opened] = auditor_opens(log.records).opened  # ended, even before its rng_interrupted
+    assert opened.session.session == open_now
+
+
+def test_the_auditor_opens_one_session_or_says_why_not(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    [opened] = auditor_opens(records, only=lost).opened
+    assert opened.session.session == lost
+    revealed = data_of(records, seq_of(records, RecordKind.RNG_REVEAL))["session"]
+    with pytest.raises(RngError, match="revealed in the log already"):
+        auditor_opens(records, only=revealed)
+    with pytest.raises(RngError, match="not committed"):
+        auditor_opens(records, only="0123456789abcdef")
+    other = open_escrowed_sessions(records, OTHER_AUDITOR)
+    assert other.opened == []
+    assert other.not_revealed == [
+        (lost, f"sealed to another auditor key (fingerprint {escrow_key_of(AUDITOR).fingerprint})")
+    ]
+    with pytest.raises(RngError, match="another auditor key"):
+        open_escrowed_sessions(records, OTHER_AUDITOR, only=lost)
+    del data_of(records, seq_of(records, RecordKind.RNG_COMMIT))["escrow"]
+    [(_, why)] = auditor_opens(records).not_revealed
+    assert "without an escrow" in why
+
+
+def test_an_altered_seal_names_its_commitment(tmp_path: Path) -> None:
+    records, _ = interrupted_log(tmp_path)
+    commit = seq_of(records, RecordKind.RNG_COMMIT)
+    escrow = data_of(records, commit)["escrow"]
+    escrow["ciphertext"] = escrow["ciphertext"][:-2] + (
+        "00" if escrow["ciphertext"][-2:] != "00" else "01"
+    )
+    with pytest.raises(LogIntegrityError, match="does not open") as caught:
+        auditor_opens(records)
+    assert caught.value.record == commit
+
+
+def test_the_reveals_document_is_read_back_strictly(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    document = json.loads(json.dumps(auditor_opens(records).as_document()))
+    [reveal] = reveals_from_document(document)
+    assert reveal.session == lost
+    [first] = document["reveals"]
+    bad = [
+        [],
+        {**document, "extra": 1},
+        {**document, "format": "v2"},
+        {**document, "reveals": {}},
+        {**document, "reveals": [{**first, "entropy": "AB" * 32}]},
+        {**document, "reveals": [{**first, "nonce": "00" * 15}]},
+        {**document, "reveals": [{**first, "session": "nothex"}]},
+        {**document, "reveals": [{**first, "personalization": "abc"}]},
+        {**document, "reveals": [first, first]},
+        {**document, "reveals": [{k: v for k, v in first.items() if k != "draws"}]},
+    ]
+    for value in bad:
+        with pytest.raises(EscrowError):
+            reveals_from_document(value)
+
+
+def test_the_draws_of_an_ended_session_are_kept_only_for_a_reveal_to_come(tmp_path: Path) -> None:
+    records, lost = interrupted_log(tmp_path)
+    [opened] = auditor_opens(records).opened
+    kept = SessionReplayer(replay_later={lost})
+    dropped = SessionReplayer(replay_later=frozenset())
+    for record in records:
+        kept.feed(*record)
+        dropped.feed(*record)
+    kept.finish([opened.reveal])
+    assert len(kept.revealed_by_auditor[0].draws) == 6
+    assert [s.draws for s in dropped.unrevealed()] == [6]  # still counted
+    with pytest.raises(ValueError, match="not kept"):
+        dropped.finish([opened.reveal])

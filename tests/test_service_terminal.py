@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from rng_fakes import AUDITOR_KEY
 from support import SUPERVISOR, opening
 from test_daemon import ScreenLog
 from test_display_server import wait_until
@@ -112,6 +113,7 @@ class Table:
             mode=RngMode.POSITION,
             max_rounds=1000,
             records=[],
+            escrow=AUDITOR_KEY,
         )
         ports = Ports(
             log=self.log,
@@ -886,7 +888,9 @@ def test_help_has_a_description_and_an_example() -> None:
 
 
 RNG_TABLE = dataclasses.replace(
-    Config(), table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9")
+    Config(),
+    table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9"),
+    rng=dataclasses.replace(Config().rng, escrow_public_key=AUDITOR_KEY.text),
 )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from gpiozero.pins.mock import MockFactory
+from rng_fakes import AUDITOR_KEY
 
 from controller.app.appliance import Appliance, Options
 from controller.app.loop import Duty
@@ -330,7 +331,9 @@ class FakeClock:
 
 
 RNG_TABLE = dataclasses.replace(
-    Config(), table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9")
+    Config(),
+    table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9"),
+    rng=dataclasses.replace(Config().rng, escrow_public_key=AUDITOR_KEY.text),
 )
 
 

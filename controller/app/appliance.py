@@ -5,7 +5,8 @@
 DRBG's known-answer test, the dice sensor's handshake, the pins' first reading) and tells systemd
 it is ready. ``run`` is the control loop, in the calling thread, until SIGTERM (or ``stop``);
 ``close`` drives every output safe, records an unfinished round as interrupted, reveals an open
-RNG session, writes the shutdown record and closes everything.
+RNG session (from memory: its seed is in no file, only sealed to the auditor in its commitment),
+writes the shutdown record and closes everything.
 
 The same class runs on a Raspberry Pi (gpiozero's default pin factory, the sensor on its serial
 port) and in ``simulate`` (a MockFactory with simulated shaker mechanics, the simulated sensor
@@ -44,9 +45,10 @@ from controller.app.watch import (
 )
 from controller.audit.archive import Policy, Retention, RetentionWorker
 from controller.audit.log import AuditLog, origin_for
-from controller.core.config import Config, RoundConfig
+from controller.core.config import Config, RoundConfig, require_escrow_key
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
+from controller.core.rng_escrow import parse_escrow_key
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
 from controller.display.clock import SystemClockStatus
@@ -267,10 +269,16 @@ class Appliance:
             raise LogIntegrityError(seq, f"the round's stored context: {exc}") from exc
 
     def _rng_records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
-        """The RNG records of the last few sessions: enough to take the open one up and to
-        know what is revealed, read in constant time whatever the log's length."""
+        """The RNG records of the last few sessions: enough to end the one open before a
+        restart, to know what is revealed and to repeat a recorded draw, read in constant time
+        whatever the log's length."""
         assert self.log is not None
-        kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL}
+        kinds = {
+            RecordKind.RNG_COMMIT,
+            RecordKind.RNG_DRAW,
+            RecordKind.RNG_REVEAL,
+            RecordKind.RNG_INTERRUPTED,
+        }
         for record in self.log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3):
             yield record.seq, record.kind, record.data
 
@@ -301,6 +309,7 @@ class Appliance:
         if Mode.RNG not in self.config.round_settings().allowed_modes:
             return None
         assert self.log is not None
+        require_escrow_key(self.config)  # each session's seed is sealed to the auditor
         self.rng = RngSessionManager(
             state_dir=self.state_dir,
             log=self.log,
@@ -309,6 +318,7 @@ class Appliance:
             mode=self.config.rng.mode,
             max_rounds=self.config.rng.session_max_rounds,
             records=self._rng_records(),
+            escrow=parse_escrow_key(self.config.rng.escrow_public_key),
             lookup=self.log.contains,
         )
         # The table display shows each commitment from its rng_commit record in the log.
@@ -327,7 +337,7 @@ class Appliance:
 
     def _self_tests(self) -> None:
         """621a.2(e) / AGCO 5.1: a failed selection mechanism disables play until fixed. The
-        DRBG's known-answer test runs before every session is opened or taken up again."""
+        DRBG's known-answer test runs before every session is opened."""
         assert self.table_io is not None
         if self.sensor is not None:
             self.sensor.open_or_keep_trying()

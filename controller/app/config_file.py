@@ -18,8 +18,9 @@ DEFAULT_PATH = Path("/etc/paigow-controller/config.toml")
 MAX_FILE_BYTES = 1 << 20
 
 
-def load_config(path: Path) -> Config:
-    """Read and validate ``path``. Raises :class:`ConfigError` naming the offending key."""
+def load_config(path: Path, *, escrow_required: bool = True) -> Config:
+    """Read and validate ``path``. Raises :class:`ConfigError` naming the offending key.
+    ``escrow_required=False`` (``simulate``): RNG mode without ``rng.escrow_public_key``."""
     try:
         data = read_capped(path, MAX_FILE_BYTES)
     except TooLarge:
@@ -28,4 +29,4 @@ def load_config(path: Path) -> Config:
         raise ConfigError("file", f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:  # a path with a NUL byte in it
         raise ConfigError("file", f"cannot read {quoted(str(path))}: {exc}") from exc
-    return config_from_bytes(data, source=str(path))
+    return config_from_bytes(data, source=str(path), escrow_required=escrow_required)

@@ -22,7 +22,9 @@ of each day (N.J.A.C. 13:69E-1.16A); with ``[table] modes`` every fifteenth roun
 another mode, and before round 25 a technician plays a test round in service mode (9 NYCRR
 5319.58). Every action at the terminal names its employee.
 ``--table-minutes-per-round M`` gives the table a simulated wall clock that
-moves M minutes with each round closed, so that a day of play passes in a few seconds.
+moves M minutes with each round closed, so that a day of play passes in a few seconds. A table
+that may play RNG mode without ``[rng] escrow_public_key`` seals its sessions' seeds to a
+throwaway auditor key made beside the log (:func:`with_auditor_key`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from controller.core.state import Fault, Mode, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
 from controller.ports import wall_ms
+from controller.rng.escrow import throwaway_escrow_key
 from drivers.sim.hardware import ShakerFaults, SimPanel, SimPin, SimShaker
 from drivers.sim.sensor import SimFault, SimulatedSensor
 
@@ -698,6 +701,19 @@ class Crew:
         self.stopping.wait(self.press_s)
 
 
+def with_auditor_key(config: Config, state_dir: Path) -> Config:
+    """RNG mode seals each session's seed to the auditor's key: the config's, or when it
+    names none, a throwaway key made beside the simulation's log (its private key on the box:
+    never for a real table), so that ``rng-reveal --escrow-key`` works on a simulated log."""
+    table = config.table
+    if config.rng.escrow_public_key or not (table.mode is Mode.RNG or Mode.RNG in table.modes):
+        return config
+    path, key = throwaway_escrow_key(state_dir)
+    log.warning("throwaway auditor key %s: for a simulation only", path)
+    rng = dataclasses.replace(config.rng, escrow_public_key=key.text)
+    return dataclasses.replace(config, rng=rng)
+
+
 def run_simulation(
     config: Config,
     *,
@@ -728,6 +744,7 @@ def run_simulation(
             )
         if dice_bias:
             raise UsageError(f"--dice-bias: the dice in the sensor at {sensor_url} are real")
+    config = with_auditor_key(config, state_dir)
     timed = simulation_config(config, fast=fast)
     config = timed if sensor_url is None else dataclasses.replace(timed, sensor=config.sensor)
     factory = MockFactory(pin_class=SimPin)

@@ -25,7 +25,14 @@ from controller.core.wagers import Paytable
 from controller.errors import LogIntegrityError
 
 ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
-RNG_KINDS = frozenset({RecordKind.RNG_COMMIT, RecordKind.RNG_DRAW, RecordKind.RNG_REVEAL})
+RNG_KINDS = frozenset(
+    {
+        RecordKind.RNG_COMMIT,
+        RecordKind.RNG_DRAW,
+        RecordKind.RNG_REVEAL,
+        RecordKind.RNG_INTERRUPTED,
+    }
+)
 KINDS = frozenset(str(k) for k in RecordKind)
 ROUND_KINDS = frozenset(
     {

@@ -10,7 +10,10 @@ no result without bets closed, and no RNG number drawn from a session committed 
 of its round were closed (621a.8(a)(1)). Given a checkpoint kept elsewhere (``--checkpoint``),
 it proves with an RFC 6962 consistency proof, computed from the leaves and verified as RFC 9162
 says, that the log extends it: a log rolled back or forked behind it fails. Then it replays
-every revealed RNG session (controller/core/rng_replay.py). The first failure raises
+every revealed RNG session (controller/core/rng_replay.py), and, given the auditor's reveals
+(``--rng-reveals``, what ``rng-reveal`` opened from the escrow of the sessions a restart ended
+unrevealed), those sessions too; every commitment's escrow must be well formed, and a session
+without a reveal is reported as escrowed, not revealed (not an error). The first failure raises
 :class:`LogIntegrityError` naming the record. Everything is done in one pass over the log,
 each leaf decoded once; a long log is split across the available cores (parallel.py), and
 whatever a split run finds wrong is named by this record-by-record verifier.
@@ -62,7 +65,7 @@ from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash
 from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
 from controller.core.record_data import RecordDataError
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.rng_replay import SessionReplayer
+from controller.core.rng_replay import SeedReveal, SessionReplayer
 from controller.errors import AuditLogError, LogIntegrityError
 
 
@@ -76,6 +79,9 @@ class VerifyReport:
     extends: int | None = None  # the size of the checkpoint the log was proven to extend
     sessions_without_draws: list[str] = field(default_factory=list)
     sessions_never_revealed: list[str] = field(default_factory=list)
+    sessions_escrowed: list[str] = field(default_factory=list)  # escrowed, not revealed
+    sessions_interrupted: list[str] = field(default_factory=list)
+    sessions_revealed_by_auditor: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -89,6 +95,9 @@ class VerifyReport:
             "extends_checkpoint": self.extends,
             "rng_sessions_revealed_without_draws": self.sessions_without_draws,
             "rng_sessions_never_revealed": self.sessions_never_revealed,
+            "rng_sessions_escrowed_not_revealed": self.sessions_escrowed,
+            "rng_sessions_interrupted": self.sessions_interrupted,
+            "rng_sessions_revealed_by_auditor": self.sessions_revealed_by_auditor,
             "notes": self.notes,
         }
 
@@ -104,9 +113,11 @@ class LogVerifier:
         anchor: Checkpoint | None = None,
         size: int | None = None,
         latest: str | None = None,
+        rng_reveals: Sequence[SeedReveal] = (),
     ) -> None:
         """``anchor``: a checkpoint kept elsewhere (its signature already verified) that the
-        log must extend; ``size``: how many records will be fed (needed with ``anchor``)."""
+        log must extend; ``size``: how many records will be fed (needed with ``anchor``);
+        ``rng_reveals``: the auditor's reveals of sessions the log did not reveal."""
         self.verifier = verifier
         self.checkpoints = dict(checkpoints)
         legacy = self.checkpoints.pop(LATEST_CHECKPOINT, None)  # a log of the first format
@@ -127,7 +138,10 @@ class LogVerifier:
                 self._consistency = ConsistencyCollector(anchor.size, size)
         self._round = RoundShape()
         self._sessions: dict[str, _SessionShape] = {}
-        self._rng = SessionReplayer(keep_draws=False)
+        self._rng_reveals = tuple(rng_reveals)
+        # the draws of a session ended by a restart are kept only when the auditor revealed it
+        later = frozenset(reveal.session for reveal in self._rng_reveals)
+        self._rng = SessionReplayer(keep_draws=False, replay_later=later)
 
     def feed(self, row: StoredRecord) -> None:
         if row.seq != self._expected:
@@ -155,15 +169,10 @@ class LogVerifier:
                     f" {size}",
                 )
         self._check_extends(size)
-        sessions = self._rng.finish()  # every revealed session replayed, in the same pass
-        self.report.rng = f"{len(sessions)} revealed RNG session(s) replayed"
-        self.report.sessions_without_draws = [
-            s for s, shape in self._sessions.items() if shape.revealed and not shape.draws
-        ]
-        open_now = max(self._sessions, key=lambda s: self._sessions[s].seq, default=None)
-        self.report.sessions_never_revealed = [
-            s for s, shape in self._sessions.items() if not shape.revealed and s != open_now
-        ]
+        # every revealed session replayed, in the same pass, then those the auditor revealed
+        sessions = self._rng.finish(self._rng_reveals)
+        by_auditor = {replay.session for replay in self._rng.revealed_by_auditor}
+        self._report_sessions(len(sessions), by_auditor)
         if self.latest is not None:
             latest = self._open(size, self.latest, "latest checkpoint")
             if latest.size != size:
@@ -186,6 +195,33 @@ class LogVerifier:
             )
         self.report.records = size
         return self.report
+
+    def _report_sessions(self, replayed: int, by_auditor: set[str]) -> None:
+        report, shapes = self.report, self._sessions
+        report.sessions_without_draws = [
+            s for s, shape in shapes.items() if shape.revealed and not shape.draws
+        ]
+        open_now = max(shapes, key=lambda s: shapes[s].seq, default=None)
+        report.sessions_never_revealed = [
+            s
+            for s, shape in shapes.items()
+            if not shape.revealed and not shape.escrowed and s != open_now
+        ]
+        report.sessions_escrowed = [
+            s
+            for s, shape in shapes.items()
+            if not shape.revealed and shape.escrowed and s not in by_auditor
+        ]
+        report.sessions_interrupted = [s for s, shape in shapes.items() if shape.interrupted]
+        report.sessions_revealed_by_auditor = [s for s in shapes if s in by_auditor]
+        report.rng = f"{replayed} revealed RNG session(s) replayed"
+        if by_auditor:
+            report.rng += f", {len(by_auditor)} revealed by the auditor replayed"
+        if report.sessions_escrowed:
+            report.rng += (
+                f"; {len(report.sessions_escrowed)} escrowed, not revealed (rng-reveal opens"
+                " them with the auditor's key)"
+            )
 
     def _check_extends(self, size: int) -> None:
         anchor = self._anchor
@@ -335,11 +371,15 @@ class LogVerifier:
             shape.feed(cur.seq, kind, round_number)
         elif kind == RecordKind.RNG_COMMIT:
             session = str(data.get("session"))
-            self._sessions[session] = _SessionShape(cur.seq)
+            self._sessions[session] = _SessionShape(cur.seq, escrowed="escrow" in data)
         elif kind == RecordKind.RNG_REVEAL:
             revealed = self._sessions.get(str(data.get("session")))
             if revealed is not None:
                 revealed.revealed = True
+        elif kind == RecordKind.RNG_INTERRUPTED:
+            ended = self._sessions.get(str(data.get("session")))
+            if ended is not None:
+                ended.interrupted = True
         elif kind == RecordKind.RNG_DRAW:
             drawn = self._sessions.get(str(data.get("session")))
             if drawn is None:
@@ -360,8 +400,10 @@ class LogVerifier:
 @dataclass(slots=True)
 class _SessionShape:
     seq: int  # of its commitment
+    escrowed: bool = False  # its seed sealed to the auditor in the commitment
     draws: int = 0
     revealed: bool = False
+    interrupted: bool = False  # ended unrevealed with a restart
 
 
 def open_anchor(note: str, verifier: Verifier) -> Checkpoint:
@@ -378,20 +420,32 @@ def verify_state_dir(
     *,
     checkpoint: str | None = None,
     workers: int | None = None,
+    rng_reveals: Sequence[SeedReveal] = (),
 ) -> VerifyReport:
     """Verify the log in ``state_dir`` with ``verifier`` (and, given a signed checkpoint kept
-    elsewhere, that the log extends it); raises :class:`LogIntegrityError`. A long log is
-    checked by ``workers`` processes (default: one per available core), a short one, or one
-    in which they find anything wrong, record by record in this one."""
+    elsewhere, that the log extends it; given the auditor's RNG reveals, that they replay);
+    raises :class:`LogIntegrityError`. A long log is checked by ``workers`` processes
+    (default: one per available core), a short one, or one in which they find anything
+    wrong, record by record in this one."""
     if archive_paths(state_dir):
-        return _verify_with_archive(Path(state_dir), verifier, checkpoint=checkpoint)
+        return _verify_with_archive(
+            Path(state_dir), verifier, checkpoint=checkpoint, rng_reveals=rng_reveals
+        )
     return verify_database(
-        Path(state_dir) / DB_NAME, verifier, checkpoint=checkpoint, workers=workers
+        Path(state_dir) / DB_NAME,
+        verifier,
+        checkpoint=checkpoint,
+        workers=workers,
+        rng_reveals=rng_reveals,
     )
 
 
 def _verify_with_archive(
-    state_dir: Path, verifier: Verifier, *, checkpoint: str | None
+    state_dir: Path,
+    verifier: Verifier,
+    *,
+    checkpoint: str | None,
+    rng_reveals: Sequence[SeedReveal] = (),
 ) -> VerifyReport:
     """The archive (controller/audit/archive.py) and the live log as one log, record by
     record: the archive chain's notes, then each archive's records and checkpoints, then the
@@ -415,7 +469,9 @@ def _verify_with_archive(
             raise LogIntegrityError(
                 None, f"the checkpoint given is of {anchor.origin!r}, not of this log"
             )
-        log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+        log = LogVerifier(
+            verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
+        )
         copies: dict[int, bytes] = {}
         for archive in chain:
             log.checkpoints.update(archived_checkpoints(archive))
@@ -454,6 +510,7 @@ def verify_database(
     *,
     checkpoint: str | None = None,
     workers: int | None = None,
+    rng_reveals: Sequence[SeedReveal] = (),
 ) -> VerifyReport:
     """:func:`verify_state_dir` for the log in the file ``path``: a state directory's
     ``audit.db`` or a backup of it (``paigow-controller backup``)."""
@@ -473,13 +530,17 @@ def verify_database(
         if jobs > 1 and size >= MIN_RECORDS:
             # Each worker reads the checkpoints of its own records: the 400,000 notes of a
             # table-year are neither read nor handed out here.
-            log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+            log = LogVerifier(
+                verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
+            )
             report = verify_in_parallel(db, _database_file(db, path), log, size, workers=jobs)
             if report is not None:
                 db.execute("COMMIT")
                 return report
         checkpoints = read_checkpoints(db)  # a malformed row is named here, before any record
-        log = LogVerifier(verifier, checkpoints, anchor=anchor, size=size, latest=latest)
+        log = LogVerifier(
+            verifier, checkpoints, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
+        )
         for row in read_records(db, stop=size):
             log.feed(row)
         report = log.finish()
@@ -509,7 +570,13 @@ MAX_EXPORT_LINE_BYTES = 1 << 20  # one exported record (a record is a few kB), c
 _EXPORT_KEYS = frozenset({"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"})
 
 
-def verify_export(path: Path, verifier: Verifier, *, checkpoint: str | None = None) -> VerifyReport:
+def verify_export(
+    path: Path,
+    verifier: Verifier,
+    *,
+    checkpoint: str | None = None,
+    rng_reveals: Sequence[SeedReveal] = (),
+) -> VerifyReport:
     """Verify an export (JSON lines, controller/audit/recall.py ``export_lines``) as
     :func:`verify_database` verifies the log: each line's ``leaf`` is the record, fed to the
     same :class:`LogVerifier` with the checkpoints the lines carry (the last line's is the
@@ -525,7 +592,9 @@ def verify_export(path: Path, verifier: Verifier, *, checkpoint: str | None = No
     latest = last.get("checkpoint")
     if latest is not None and not isinstance(latest, str):
         raise LogIntegrityError(last.get("seq"), "its checkpoint is not a signed note")
-    log = LogVerifier(verifier, {}, anchor=anchor, size=size, latest=latest)
+    log = LogVerifier(
+        verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
+    )
     count = 0
     for number, line in _export_lines(path):
         count += 1

@@ -114,6 +114,20 @@ COMMANDS: list[Command] = [
     Command(
         "rng-replay", "replay revealed RNG sessions", _RNG, "rng_replay_arguments", "rng_replay"
     ),
+    Command(
+        "rng-escrow-key",
+        "make the auditor's key pair for the RNG's seed escrow (0600) and print its public key",
+        _RNG,
+        "rng_escrow_key_arguments",
+        "rng_escrow_key",
+    ),
+    Command(
+        "rng-reveal",
+        "the auditor's reveal of RNG sessions a restart ended unrevealed, from their escrow",
+        _RNG,
+        "rng_reveal_arguments",
+        "rng_reveal",
+    ),
     Command("verify-log", "verify the audit log", _AUDIT, "verify_arguments", "verify"),
     Command(
         "recall",

@@ -55,8 +55,15 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from controller.app.appliance import Appliance, Options
+    from controller.app.hardening import make_undumpable
     from controller.app.logs import configure_logging
 
+    # First of all: the RNG's seed (in memory only) is kept from the service's own account,
+    # no core file and no ptrace (controller/app/hardening.py).
+    try:
+        make_undumpable()
+    except OSError as exc:
+        raise ControllerError(f"run: cannot keep the memory from being dumped: {exc}") from None
     config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
     configure_logging(logging.DEBUG if args.debug else logging.INFO)
     # program verification: no manifest installed is a fault unless [software] required = false
@@ -154,7 +161,10 @@ def simulate_command(args: argparse.Namespace) -> int:
     minutes = args.table_minutes_per_round
     per_round = None if minutes is None else _whole(minutes, "table-minutes-per-round", 1, 1440)
     state_dir = directory_argument(args.state_dir)
-    config = Config() if args.config is None else load_config(Path(args.config))
+    # RNG mode without an auditor's key: the simulation makes a throwaway one (run_simulation)
+    config = (
+        Config() if args.config is None else load_config(Path(args.config), escrow_required=False)
+    )
     if args.mode is not None:
         config = dataclasses.replace(
             config, table=dataclasses.replace(config.table, mode=Mode(args.mode))

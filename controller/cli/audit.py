@@ -103,14 +103,18 @@ _VERIFY_DESCRIPTION = f"""\
 Verifies the audit log from its first record to its last: the hash chain, the Merkle roots
 against every signed checkpoint, the signatures and the key the log was created for, every
 revealed RNG session replayed, every starting position and side wager recomputed from the dice
-and the recorded paytables, and each round's shape. A failure names the first bad record on
-stderr and exits 1. Works on a copy of the state directory, while the controller appends.
+and the recorded paytables, and each round's shape. Each RNG commitment's escrow must be well
+formed; the sessions a restart ended unrevealed are listed as escrowed, not revealed, and with
+--rng-reveals (what rng-reveal wrote) they are replayed too. A failure names the first bad
+record on stderr and exits 1. Works on a copy of the state directory, while the controller
+appends.
 {JSON_OR_TEXT}"""
 _VERIFY_EXAMPLES = """\
 examples:
   paigow-controller verify-log --state-dir /var/lib/paigow-controller
   paigow-controller verify-log --state-dir copy-of-state --key log.pub --checkpoint cp.txt
-  paigow-controller verify-log --state-dir copy-of-state --key log.pub --json > verified.json"""
+  paigow-controller verify-log --state-dir copy-of-state --key log.pub --json > verified.json
+  paigow-controller verify-log --state-dir copy-of-state --rng-reveals reveals.json"""
 
 
 def verify_arguments(p: argparse.ArgumentParser) -> None:
@@ -137,6 +141,12 @@ def verify_arguments(p: argparse.ArgumentParser) -> None:
         "--jobs",
         help="processes for a long log (default: one per available core; 1: this one only)",
     )
+    p.add_argument(
+        "--rng-reveals",
+        type=path_argument,
+        help="the auditor's reveals (rng-reveal --out) of RNG sessions the log did not reveal:"
+        " each must match its commitment and replay every draw",
+    )
     json_argument(p)
 
 
@@ -148,6 +158,11 @@ def verify(args: argparse.Namespace) -> int:
         except NumberError as exc:
             raise UsageError(str(exc)) from None
     copy = _copy_to_verify(args)
+    reveals = []
+    if args.rng_reveals is not None:
+        from controller.cli.rng import read_reveals
+
+        reveals = read_reveals(args.rng_reveals)
     state_dir = _state_dir(args)
     verifier = log_verifier(state_dir, args.key)
     checkpoint = None
@@ -155,11 +170,15 @@ def verify(args: argparse.Namespace) -> int:
         checkpoint = _argument_file("--checkpoint", args.checkpoint, MAX_NOTE_BYTES)
     try:
         if copy is None:
-            report = verify_state_dir(state_dir, verifier, checkpoint=checkpoint, workers=jobs)
+            report = verify_state_dir(
+                state_dir, verifier, checkpoint=checkpoint, workers=jobs, rng_reveals=reveals
+            )
         elif args.export is not None:
-            report = verify_export(copy, verifier, checkpoint=checkpoint)
+            report = verify_export(copy, verifier, checkpoint=checkpoint, rng_reveals=reveals)
         else:
-            report = verify_database(copy, verifier, checkpoint=checkpoint, workers=jobs)
+            report = verify_database(
+                copy, verifier, checkpoint=checkpoint, workers=jobs, rng_reveals=reveals
+            )
     except LogIntegrityError as exc:
         failed = {"ok": False, "record": exc.record, "error": str(exc)}
         print_report(args, failed, render.verify_report, to_json=_print)

@@ -282,6 +282,9 @@ def verify_report(doc: Mapping[str, Any]) -> str:
             ("extends checkpoint", doc.get("extends_checkpoint")),
             ("RNG sessions revealed without draws", doc.get("rng_sessions_revealed_without_draws")),
             ("RNG sessions never revealed", doc.get("rng_sessions_never_revealed")),
+            ("RNG sessions escrowed, not revealed", doc.get("rng_sessions_escrowed_not_revealed")),
+            ("RNG sessions ended by a restart", doc.get("rng_sessions_interrupted")),
+            ("RNG sessions revealed by the auditor", doc.get("rng_sessions_revealed_by_auditor")),
             ("notes", doc.get("notes")),
         ]
     )

@@ -22,6 +22,7 @@ from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
 from controller.core.note import ALG_COSIGNATURE_V1, NoteError, Verifier
 from controller.core.position import Game
+from controller.core.rng_escrow import parse_escrow_key
 from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
 from controller.core.wagers import (
     BeatItCondition,
@@ -32,7 +33,7 @@ from controller.core.wagers import (
     sum_paytable_a,
     sum_paytable_b,
 )
-from controller.errors import ConfigError
+from controller.errors import ConfigError, EscrowError
 
 MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
 MAX_BRAND_CHARS = 40  # the certificate holder's name on the table page (621a.2(b)(1))
@@ -139,6 +140,28 @@ class SensorConfig:
 class RngConfig:
     mode: RngMode = RngMode.POSITION
     session_max_rounds: int = field(default=500, metadata=_range(1, 1_000_000))
+    # the auditor's X25519 public key, base64 (rng-escrow-key prints it): each session's seed
+    # is sealed to it in its commitment (controller/core/rng_escrow.py); RNG mode needs one
+    escrow_public_key: str = field(default="", metadata={"may_be_empty": True, "max_chars": 200})
+
+    def __post_init__(self) -> None:
+        if self.escrow_public_key:
+            try:
+                parse_escrow_key(self.escrow_public_key)
+            except EscrowError as exc:
+                raise ConfigError("rng.escrow_public_key", f"not an X25519 key: {exc}") from None
+
+
+def require_escrow_key(config: Config) -> None:
+    """A table that may play RNG mode ([table] mode or modes) seals each session's seed to the
+    auditor's key: without one it is refused (its seed would be lost at a power cut)."""
+    table = config.table
+    if (table.mode is Mode.RNG or Mode.RNG in table.modes) and not config.rng.escrow_public_key:
+        raise ConfigError(
+            "rng.escrow_public_key",
+            "RNG mode needs the auditor's X25519 public key (paigow-controller rng-escrow-key"
+            " makes the pair)",
+        )
 
 
 MIN_RETAIN_ROUNDS = 100  # game recall, the display's trend board: never archived
@@ -407,20 +430,21 @@ _SECTIONS: Mapping[str, type[Any]] = {
 }
 
 
-def config_from_bytes(data: bytes, *, source: str) -> Config:
+def config_from_bytes(data: bytes, *, source: str, escrow_required: bool = True) -> Config:
     """Validate the bytes of a config file (``source`` names it in messages). Raises
-    :class:`ConfigError` naming the offending key; the config keeps the bytes' SHA-256."""
+    :class:`ConfigError` naming the offending key; the config keeps the bytes' SHA-256.
+    ``escrow_required=False``: RNG mode without an auditor's key (a simulation's own)."""
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError("file", f"{source} is not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("file", f"{source} is not valid TOML: {exc}") from exc
-    config = parse_config(raw)
+    config = parse_config(raw, escrow_required=escrow_required)
     return dataclasses.replace(config, source_sha256=hashlib.sha256(data).hexdigest())
 
 
-def parse_config(raw: Mapping[str, Any]) -> Config:
+def parse_config(raw: Mapping[str, Any], *, escrow_required: bool = True) -> Config:
     sections: dict[str, Any] = {}
     for name, value in raw.items():
         if name in ("paytables", "limits"):
@@ -446,6 +470,8 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
             " one shake pattern makes ([shaker] shake_ms / cycle_ms)",
         )
     config.round_settings()
+    if escrow_required:
+        require_escrow_key(config)
     return config
 
 

@@ -54,6 +54,9 @@ class RecordKind(StrEnum):
     RNG_DRAW = "rng_draw"
     RNG_COMMIT = "rng_commit"
     RNG_REVEAL = "rng_reveal"
+    # a session ended unrevealed by a restart (its seed, in memory only, was gone): the next
+    # is committed anew; the seed is in the commitment's escrow, for the auditor
+    RNG_INTERRUPTED = "rng_interrupted"
     CONFIG_LOADED = "config_loaded"
     POWER_ON = "power_on"
     SHUTDOWN = "shutdown"

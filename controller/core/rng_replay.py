@@ -19,6 +19,10 @@ Record data (JSON-safe: str, int, bool, lists, dicts; bytes as lowercase hex; no
     ``max_rounds``  int, the most rounds this session may draw for
     ``algorithm``   ``"HMAC_DRBG-SHA-256"`` (NIST SP 800-90A Rev. 1 §10.1.2)
     ``commitment``  str, 64 hex: SHA-256(entropy ‖ nonce ‖ personalization)
+    ``escrow``      the seed material sealed to the auditor's X25519 key: ``{"algorithm",
+                    "recipient", "ephemeral", "ciphertext"}`` (``controller.core.rng_escrow``
+                    states the construction). Absent from the records of older versions,
+                    which kept the seed in a file instead
 
 ``rng_draw`` — one number, recorded before it is shown
     ``session``     str, the open session
@@ -28,13 +32,20 @@ Record data (JSON-safe: str, int, bool, lists, dicts; bytes as lowercase hex; no
     ``dice``        ``{"red": r, "blue": [b1, b2]}`` (mode ``dice``)
 
 ``rng_reveal`` — the session's seed material, after its last draw (at close, at the round limit,
-or at the first open after a restart)
+at an orderly stop; ``"restart"``: a seed file an older version left, revealed at the next start)
     ``session``         str
     ``entropy``         str, 64 hex (256 bits from the operating system)
     ``nonce``           str, 32 hex (128 bits)
     ``personalization`` str, hex of :func:`personalization_for` (table, session)
     ``reason``          ``"close"`` | ``"max_rounds"`` | ``"restart"`` | ``"shutdown"``
                         | ``"shift_change"`` | ``"mode_switch"``
+
+``rng_interrupted`` — the session ended unrevealed: the controller restarted (a power cut, a
+crash) and its seed, kept in memory only, was gone; it draws no more, and the next session is
+committed anew. Its seed is in its commitment's escrow, for the auditor (``rng-reveal``)
+    ``session``         str
+    ``reason``          ``"restart"``
+    ``draws``           int ≥ 0, the draws the log holds for the session
 
 Derivation (what a verifier in another language must do): instantiate HMAC_DRBG-SHA-256 with
 (entropy, nonce, personalization); for each draw of the session in log order, let
@@ -45,17 +56,22 @@ discard (:func:`controller.core.drbg.uniform_below`): take ``ceil(bits(n-1)/8)``
 n = positions, the number is value + 1. Mode ``dice``: n = 216, red = value // 36 + 1,
 first blue = value // 6 % 6 + 1, second blue = value % 6 + 1.
 
+A session revealed by the auditor instead (``rng-reveal`` opens the escrow; ``verify-log
+--rng-reveals``) is replayed in the same way: its seed must match the commitment and give every
+recorded draw.
+
 Round numbers only grow over the log's life (the audit log's recovery continues the count), so
 draws come in increasing (round, attempt) order: a draw for a round and attempt already drawn,
 or for an earlier one, is a second selection and fails verification. Memory stays bounded by
-the open sessions' draws, whatever the length of the log.
+the draws of the sessions not yet revealed (open, or ended by a restart with a reveal from the
+auditor to come), whatever the length of the log.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -70,14 +86,16 @@ from controller.core.drbg import (
 )
 from controller.core.position import Game, table_cycle
 from controller.core.records import RecordKind
+from controller.core.rng_escrow import SealedSeed
 from controller.core.state import RngMode
-from controller.errors import ControllerError, LogIntegrityError
+from controller.errors import ControllerError, EscrowError, LogIntegrityError
 
 ALGORITHM = "HMAC_DRBG-SHA-256"
 SESSION_ID_HEX = 16
 REVEAL_REASONS = frozenset(
     {"close", "max_rounds", "restart", "shutdown", "shift_change", "mode_switch"}
 )
+INTERRUPT_REASONS = frozenset({"restart"})
 
 Record = tuple[int, str, Mapping[str, object]]
 Outcome = int | Roll
@@ -141,13 +159,14 @@ class DrawReplay:
 
 @dataclass(frozen=True, slots=True)
 class SessionReplay:
-    """A revealed session whose commitment and every draw verified."""
+    """A revealed session whose commitment and every draw verified. ``reveal_seq`` is None
+    for a session the auditor revealed from its escrow (no reveal in the log)."""
 
     session: str
     table: str
     mode: RngMode
     commit_seq: int
-    reveal_seq: int
+    reveal_seq: int | None
     draws: tuple[DrawReplay, ...]
 
     def as_record(self) -> dict[str, object]:
@@ -161,6 +180,34 @@ class SessionReplay:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class SeedReveal:
+    """A session's seed material from outside the log: what the auditor opened from its
+    escrow (``rng-reveal``), to be replayed like a reveal the log holds."""
+
+    session: str
+    entropy: bytes
+    nonce: bytes
+    personalization: bytes
+
+    def __repr__(self) -> str:  # never the material itself
+        return f"<seed reveal of RNG session {self.session}>"
+
+
+@dataclass(frozen=True, slots=True)
+class UnrevealedSession:
+    """A session the log committed and never revealed: its escrow (None in the records of an
+    older version) and where it ended, if the log says (its ``rng_interrupted``)."""
+
+    session: str
+    table: str
+    commit_seq: int
+    commitment: str
+    escrow: SealedSeed | None
+    draws: int
+    interrupted_seq: int | None
+
+
 @dataclass(slots=True)
 class _Session:
     seq: int
@@ -169,9 +216,12 @@ class _Session:
     positions: int
     max_rounds: int
     commitment: str
+    escrow: SealedSeed | None
     draws: list[DrawReplay] = field(default_factory=list)
     rounds: set[int] = field(default_factory=set)
+    drawn: int = 0  # the draws recorded (``draws`` is emptied once they need no replay)
     reveal_seq: int | None = None
+    interrupted_seq: int | None = None
 
 
 class _Bad(ControllerError):
@@ -205,14 +255,22 @@ def replay_sessions(records: Iterable[Record], *, keep_draws: bool = True) -> li
 
 class SessionReplayer:
     """The replay fed record by record (verify-log reads the log once and feeds it the RNG's
-    records as they pass); ``finish`` raises naming the first bad record, if any."""
+    records as they pass); ``finish`` raises naming the first bad record, if any.
 
-    def __init__(self, *, keep_draws: bool = True) -> None:
+    ``replay_later``: the sessions ended by a restart whose draws are kept for a reveal given
+    to ``finish`` (None: every one's); the others' are dropped at their end, so that memory
+    stays bounded by the sessions still to replay."""
+
+    def __init__(
+        self, *, keep_draws: bool = True, replay_later: Container[str] | None = None
+    ) -> None:
         self._keep_draws = keep_draws
+        self._replay_later = replay_later
         self._sessions: dict[str, _Session] = {}
         self._drawn = _LastDraw()
         self._failures: list[_Bad] = []
         self.verified: list[SessionReplay] = []
+        self.revealed_by_auditor: list[SessionReplay] = []
 
     def feed(self, seq: int, kind: str, data: Mapping[str, object]) -> None:
         try:
@@ -223,15 +281,72 @@ class SessionReplayer:
             elif kind == RecordKind.RNG_REVEAL:
                 replay = _reveal(seq, data, self._sessions, self._failures)
                 if replay is not None:
-                    keep = replay if self._keep_draws else replace(replay, draws=())
-                    self.verified.append(keep)
+                    self.verified.append(self._kept(replay))
+            elif kind == RecordKind.RNG_INTERRUPTED:
+                ended = _interrupted(seq, data, self._sessions)
+                if self._replay_later is not None and ended.session not in self._replay_later:
+                    ended.state.draws, ended.state.rounds = [], set()
         except _Bad as bad:
             self._failures.append(bad)
 
-    def finish(self) -> list[SessionReplay]:
+    def _kept(self, replay: SessionReplay) -> SessionReplay:
+        return replay if self._keep_draws else replace(replay, draws=())
+
+    def unrevealed(self) -> list[UnrevealedSession]:
+        """The sessions committed and not revealed so far, in the order of their commitments."""
+        return [
+            UnrevealedSession(
+                session_id,
+                s.table,
+                s.seq,
+                s.commitment,
+                s.escrow,
+                s.drawn,
+                s.interrupted_seq,
+            )
+            for session_id, s in self._sessions.items()
+            if s.reveal_seq is None
+        ]
+
+    def reveal_seq(self, session: str) -> int | None:
+        """The record that revealed this session in the log, if any."""
+        found = self._sessions.get(session)
+        return None if found is None else found.reveal_seq
+
+    def is_committed(self, session: str) -> bool:
+        return session in self._sessions
+
+    def finish(self, reveals: Iterable[SeedReveal] = ()) -> list[SessionReplay]:
+        """The sessions revealed in the log, replayed; ``reveals`` (the auditor's, from the
+        escrow) are replayed likewise, into :attr:`revealed_by_auditor`. Raises
+        :class:`LogIntegrityError` naming the first bad record."""
+        strangers = []
+        for reveal in reveals:
+            session = self._sessions.get(reveal.session)
+            if session is None:
+                strangers.append(reveal.session)
+                continue
+            if session.reveal_seq is None and len(session.draws) != session.drawn:
+                raise ValueError(f"the draws of RNG session {reveal.session} were not kept")
+            replay = _replay_seed(
+                reveal.session,
+                session,
+                reveal.entropy,
+                reveal.nonce,
+                reveal.personalization,
+                blame=session.seq,
+                source="the auditor's reveal",
+                failures=self._failures,
+            )
+            if replay is not None and session.reveal_seq is None:
+                self.revealed_by_auditor.append(self._kept(replay))
         if self._failures:
             first = min(self._failures, key=lambda bad: bad.seq)
             raise LogIntegrityError(first.seq, first.message)
+        if strangers:
+            raise LogIntegrityError(
+                None, f"the auditor's reveals name RNG session {strangers[0]}, never committed here"
+            )
         return self.verified
 
 
@@ -251,7 +366,13 @@ def _commit(seq: int, data: Mapping[str, object], sessions: dict[str, _Session])
     if _str(seq, data, "algorithm") != ALGORITHM:
         raise _Bad(seq, f"RNG commitment: algorithm is not {ALGORITHM}")
     commitment = _hex(seq, data, "commitment", 32)
-    sessions[session] = _Session(seq, table, mode, positions, max_rounds, commitment)
+    escrow = None
+    if "escrow" in data:
+        try:
+            escrow = SealedSeed.from_record(data["escrow"])
+        except EscrowError as exc:
+            raise _Bad(seq, f"RNG commitment: {exc}") from None
+    sessions[session] = _Session(seq, table, mode, positions, max_rounds, commitment, escrow)
 
 
 def _draw(
@@ -267,6 +388,12 @@ def _draw(
     if session.reveal_seq is not None:
         raise _Bad(
             seq, f"RNG draw in session {session_id} after its reveal (record {session.reveal_seq})"
+        )
+    if session.interrupted_seq is not None:
+        raise _Bad(
+            seq,
+            f"RNG draw in session {session_id} after it ended with a restart (record"
+            f" {session.interrupted_seq})",
         )
     round_number = _int(seq, data, "round")
     attempt = _int(seq, data, "attempt")
@@ -304,6 +431,45 @@ def _draw(
         if not 1 <= outcome <= session.positions:
             raise _Bad(seq, f"RNG draw: number {outcome} is not 1..{session.positions}")
     session.draws.append(DrawReplay(seq, round_number, attempt, outcome))
+    session.drawn += 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    session: str
+    state: _Session
+
+
+def _interrupted(seq: int, data: Mapping[str, object], sessions: dict[str, _Session]) -> _Ended:
+    session_id = _session_id(seq, data)
+    session = sessions.get(session_id)
+    if session is None:
+        raise _Bad(seq, f"RNG interruption of a session never committed ({session_id})")
+    if session.reveal_seq is not None:
+        raise _Bad(
+            seq,
+            f"RNG session {session_id} interrupted after its reveal (record {session.reveal_seq})",
+        )
+    if session.interrupted_seq is not None:
+        raise _Bad(
+            seq,
+            f"RNG session {session_id} interrupted twice (first in record"
+            f" {session.interrupted_seq})",
+        )
+    session.interrupted_seq = seq
+    if _str(seq, data, "reason") not in INTERRUPT_REASONS:
+        reasons = ", ".join(sorted(INTERRUPT_REASONS))
+        raise _Bad(seq, f"RNG interruption: reason is not one of {reasons}")
+    draws = data.get("draws")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
+        raise _Bad(seq, "RNG record: draws is missing or not a whole number ≥ 0")
+    if draws != session.drawn:
+        raise _Bad(
+            seq,
+            f"RNG interruption: session {session_id} ended with {draws} draw(s), the log holds"
+            f" {session.drawn}",
+        )
+    return _Ended(session_id, session)
 
 
 def _reveal(
@@ -320,24 +486,69 @@ def _reveal(
         raise _Bad(
             seq, f"RNG session {session_id} revealed twice (first in record {session.reveal_seq})"
         )
+    if session.interrupted_seq is not None:
+        raise _Bad(
+            seq,
+            f"RNG reveal of session {session_id}, which ended unrevealed with a restart (record"
+            f" {session.interrupted_seq})",
+        )
     session.reveal_seq = seq
     if _str(seq, data, "reason") not in REVEAL_REASONS:
         raise _Bad(seq, f"RNG reveal: reason is not one of {', '.join(sorted(REVEAL_REASONS))}")
     entropy = bytes.fromhex(_hex(seq, data, "entropy", MIN_ENTROPY_BYTES))
     nonce = bytes.fromhex(_hex(seq, data, "nonce", MIN_NONCE_BYTES))
     personalization = bytes.fromhex(_hex(seq, data, "personalization", None))
+    replay = _replay_seed(
+        session_id,
+        session,
+        entropy,
+        nonce,
+        personalization,
+        blame=seq,
+        source="RNG reveal",
+        failures=failures,
+    )
+    session.draws, session.rounds = [], set()  # replayed: memory stays bounded
+    return replay
+
+
+def _replay_seed(
+    session_id: str,
+    session: _Session,
+    entropy: bytes,
+    nonce: bytes,
+    personalization: bytes,
+    *,
+    blame: int,
+    source: str,
+    failures: list[_Bad],
+) -> SessionReplay | None:
+    """The seed checked against the commitment (a mismatch blames record ``blame``), then
+    every recorded draw replayed from it (a mismatch blames the draw)."""
     if personalization != personalization_for(session.table, session_id):
-        raise _Bad(
-            seq,
-            f"RNG reveal: personalization does not name table {session.table}"
-            f" and session {session_id}",
+        failures.append(
+            _Bad(
+                blame,
+                f"{source}: personalization does not name table {session.table}"
+                f" and session {session_id}",
+            )
         )
-    if not hmac.compare_digest(commitment_of(entropy, nonce, personalization), session.commitment):
-        raise _Bad(
-            seq,
-            f"RNG reveal: the seed material of session {session_id} does not match its"
-            f" commitment in record {session.seq}",
+        return None
+    if (
+        len(entropy) != MIN_ENTROPY_BYTES
+        or len(nonce) != MIN_NONCE_BYTES
+        or not (
+            hmac.compare_digest(commitment_of(entropy, nonce, personalization), session.commitment)
         )
+    ):
+        failures.append(
+            _Bad(
+                blame,
+                f"{source}: the seed material of session {session_id} does not match its"
+                f" commitment in record {session.seq}",
+            )
+        )
+        return None
     drbg = HmacDrbg(entropy, nonce, personalization)
     bad = False
     for draw in session.draws:
@@ -352,11 +563,16 @@ def _reveal(
                 )
             )
             bad = True
-    draws = tuple(session.draws)
-    session.draws, session.rounds = [], set()  # replayed: memory stays bounded
     if bad:
         return None
-    return SessionReplay(session_id, session.table, session.mode, session.seq, seq, draws)
+    return SessionReplay(
+        session_id,
+        session.table,
+        session.mode,
+        session.seq,
+        session.reveal_seq,
+        tuple(session.draws),
+    )
 
 
 def _show(outcome: Outcome) -> str:

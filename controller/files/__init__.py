@@ -1,7 +1,7 @@
 """File operations every subsystem does the same way: durable (a directory's entries fsynced)
 and bounded (a file read with a size cap, so ``/dev/zero`` is an error, not a process that grows
-without end). Shared by the audit log, its anchor, the RNG's seed files, the config file and the
-files named on the command line. May import only the standard library."""
+without end). Shared by the audit log, its anchor, the RNG's auditor key file, the config file
+and the files named on the command line. May import only the standard library."""
 
 from __future__ import annotations
 

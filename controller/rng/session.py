@@ -3,38 +3,48 @@
 A session is a dealer shift, or at most ``rng.session_max_rounds`` rounds. At open it takes 256
 bits of entropy and a 128-bit nonce from the operating system (``getrandom``: it blocks until
 the kernel's pool is seeded, the "uncontrolled event" of 25 CFR 547.14 and AGCO 5.1),
-instantiates HMAC_DRBG with a personalization naming the table and the session, records the
-commitment SHA-256(entropy ‖ nonce ‖ personalization) and returns it for the display. Each draw
-passes the round's identity as additional input and is recorded before it is returned, so
-before anything can show it. At close, at the round limit, or at the first open after a
-restart, the seed material is revealed in the log; anyone can then replay every draw
+instantiates HMAC_DRBG with a personalization naming the table and the session, and records the
+commitment SHA-256(entropy ‖ nonce ‖ personalization) together with the seed sealed to the
+auditor's X25519 key (``escrow``: ``controller.core.rng_escrow`` states the construction), and
+returns the commitment for the display. Each draw passes the round's identity as additional
+input and is recorded before it is returned, so before anything can show it. At close or at the
+round limit the seed material is revealed in the log; anyone can then replay every draw
 (``controller.core.rng_replay``).
 
-Until its reveal the seed material lives in one file in the state directory, mode 0600, written
-and fsynced before the commitment is recorded, so a power cut never loses the ability to prove a
-committed session. It is never shown, logged or exported before its reveal; the file is removed
-once the reveal is recorded.
+The seed material lives in this process's memory only, never in a file: nobody who can read
+the state directory (the service's account included) can foresee a draw. The daemon also makes
+itself undumpable (no core file, no ptrace by the same user: ``controller.app.hardening``). The
+sealed copy in the commitment's record opens only with the auditor's private key, which never
+comes near the table.
 
 When a session opens (:meth:`RngSessionManager.prepare`): when bets open, never inside a draw,
 so that the commitment is in the log, and on the table display, before the bets of any round it
 draws for are closed (621a.8(a)(1)). A draw never opens a session.
 
-After a restart (AGCO 5.1: an interrupted selection is kept, never replaced) the session that
-was open is taken up again: its seed file is checked against the commitment the log recorded,
-the DRBG is instantiated from it and every draw the log holds for it is replayed, so the DRBG is
-exactly where it was. A number recorded for a round and attempt is returned again
-(``is_repeat``), never re-drawn; a draw made but not recorded before the power cut comes out
-again the same, since the DRBG state and the round's identity are the same. A session that
-cannot be taken up (its seed file missing, or not matching its recorded commitment) is an RNG
-fault for the supervisor; it is never silently replaced during a round.
+After a restart (a power cut, a crash) the session that was open is never taken up again: its
+seed went with the process. At the first ``prepare``, ``open`` or ``close`` the manager records
+that it ended unrevealed (``rng_interrupted``, with the number of its draws) and the next
+session is committed anew. A number recorded for a round and attempt is still returned again
+(``is_repeat``), never re-drawn: that needs no seed. A round whose number was not recorded
+cannot be drawn from the lost session: :class:`RngSessionLost`, which the table turns into a
+void of the round, never a draw from a session committed after its bets closed. The auditor
+opens the ended session's escrow (``paigow-controller rng-reveal``) and ``verify-log
+--rng-reveals`` replays it.
+
+Older versions kept the seed in a file ``rng-seed-<session>.json`` (mode 0600) in the state
+directory until its reveal. A file one left behind is revealed (reason ``"restart"``) and
+removed at the first ``prepare``, ``open`` or ``close``, once checked against the commitment
+the log recorded; one that does not match is an RNG fault for the supervisor, set aside
+(``.rejected``), never revealed.
 
 The daemon's part (through :class:`RngPort`, the control loop's ``RngDraws`` port)::
 
     rng.prepare()                        # on PREPARE_RNG, when bets open: a committed session
-                                         # with rounds left (KAT, resume or open, roll over)
+                                         # with rounds left (KAT, open, roll over)
     draw = rng.draw(round_number, attempt)   # on DRAW_NUMBER: recorded before it returns
     rng.close("shutdown")                # on CLOSE_RNG at an orderly stop: the reveal
-    # RngError (RngSelfTestFailure included) -> Fault.RNG_FAILURE: the RNG mode is refused.
+    # RngSessionLost -> the round is voided (its session ended with a restart);
+    # other RngError (RngSelfTestFailure included) -> Fault.RNG_FAILURE: the RNG mode is refused.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from controller.core.dice import Roll
 from controller.core.drbg import MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg, known_answer_test
 from controller.core.position import Game
 from controller.core.records import RecordKind
+from controller.core.rng_escrow import EscrowKey
 from controller.core.rng_replay import (
     ALGORITHM,
     SESSION_ID_HEX,
@@ -62,13 +73,15 @@ from controller.core.rng_replay import (
     round_identity,
 )
 from controller.core.state import RngMode
-from controller.errors import RngError, RngSelfTestFailure
-from controller.files import fsync_dir
+from controller.errors import RngError, RngSelfTestFailure, RngSessionLost
+from controller.files import fsync_dir, read_capped
 from controller.ports import AuditLog
+from controller.rng.escrow import seal_session_seed
 
+# The seed files of older versions (read, revealed and removed; never written any more)
 SEED_FILE_PREFIX = "rng-seed-"
 SEED_FILE_SUFFIX = ".json"
-SEED_FILE_MODE = 0o600
+MAX_SEED_FILE_BYTES = 4096
 
 EntropySource = Callable[[int], bytes]
 
@@ -111,27 +124,6 @@ class RngDraw:
     is_repeat: bool = False
 
 
-@dataclass(slots=True)
-class _OpenSession:
-    session: str
-    drbg: HmacDrbg
-    commitment: Commitment
-    rounds: set[int] = field(default_factory=set)
-    is_broken: bool = False  # a draw failed after the DRBG moved on: no more draws
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A session the log holds as committed and not yet revealed, with its recorded draws."""
-
-    seq: int
-    data: Mapping[str, object]
-    draws: list[RngDraw] = field(default_factory=list)
-
-    def rounds(self) -> set[int]:
-        return {draw.round for draw in self.draws}
-
-
 @dataclass(frozen=True, slots=True)
 class _SeedMaterial:
     session: str
@@ -141,22 +133,41 @@ class _SeedMaterial:
     personalization: bytes
     commitment: str
 
-    def as_file(self) -> bytes:
-        return json.dumps(
-            {
-                "format": 1,
-                "session": self.session,
-                "table": self.table,
-                "entropy": self.entropy.hex(),
-                "nonce": self.nonce.hex(),
-                "personalization": self.personalization.hex(),
-                "commitment": self.commitment,
-            },
-            sort_keys=True,
-        ).encode("ascii")
-
     def __repr__(self) -> str:  # never the material itself
         return f"<seed material of RNG session {self.session}>"
+
+
+@dataclass(slots=True)
+class _OpenSession:
+    material: _SeedMaterial  # in memory only
+    drbg: HmacDrbg
+    commitment: Commitment
+    rounds: set[int] = field(default_factory=set)
+    is_broken: bool = False  # a draw failed after the DRBG moved on: no more draws
+
+    @property
+    def session(self) -> str:
+        return self.material.session
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A session the log holds as committed, neither revealed nor ended, from before this
+    process: its commitment record and how many draws the log holds for it."""
+
+    seq: int
+    data: Mapping[str, object]
+    draws: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsettled:
+    """Seed material whose record (``step``: its commitment or its reveal) may or may not be
+    in the log: the append raised. Settled at the next open or close."""
+
+    material: _SeedMaterial
+    step: RecordKind
+    reason: str
 
 
 class RngSessionManager:
@@ -173,13 +184,15 @@ class RngSessionManager:
         mode: RngMode,
         max_rounds: int,
         records: Iterable[Record],
+        escrow: EscrowKey,
         entropy_source: EntropySource = os_entropy,
         drbg_class: type[HmacDrbg] = HmacDrbg,
         lookup: Callable[[str, bytes], bool] | None = None,
     ) -> None:
         """``records``: the RNG records the log holds (at least those of the last sessions);
-        ``lookup(kind, fragment)``: whether a record of that kind holds those bytes, to look up
-        a session older than ``records`` (a seed file left over from long ago)."""
+        ``escrow``: the auditor's key each session's seed is sealed to; ``lookup(kind,
+        fragment)``: whether a record of that kind holds those bytes, to look up a session
+        older than ``records`` (a seed file left over from long ago)."""
         if not table or not all(c.isascii() and (c.isalnum() or c in "-_") for c in table):
             raise RngError(f"table name {table!r} is not letters, digits, '-' or '_'")
         if max_rounds < 1:
@@ -191,20 +204,25 @@ class RngSessionManager:
         self._mode = mode
         self._positions = positions_of(game)
         self._max_rounds = max_rounds
+        self._escrow = escrow
         self._entropy_source = entropy_source
         self._drbg_class = drbg_class
         self._lookup = lookup
         self._session: _OpenSession | None = None
         self._committed: set[str] = set()
         self._revealed: set[str] = set()
-        self._pending: dict[str, _Pending] = {}  # committed, not yet revealed, as the log says
-        self._abandoned: set[str] = set()  # could not be taken up: never drawn from again
-        self._unconfirmed: set[str] = set()  # commit append raised: the log may or may not hold it
+        self._ended: set[str] = set()  # ended unrevealed by a restart (rng_interrupted)
+        self._pending: dict[str, _Pending] = {}  # from before this process, not yet ended
+        self._is_settled = False  # the sessions of before are ended (or revealed)
+        self._unsettled: dict[str, _Unsettled] = {}
+        self._newest: tuple[int, str] | None = None  # the newest commitment the log held
         self._recorded: dict[tuple[int, int], RngDraw] = {}  # the latest round's draws
         self._last_drawn: tuple[int, int] | None = None
         self._last_entropy: bytes | None = None
         for seq, kind, data in records:
             self._learn(seq, kind, data)
+        # The session open before this process, if any: a round it was to draw is lost.
+        self._lost = self._open_before()
 
     # --- what the log already holds ----------------------------------------------------------
 
@@ -215,19 +233,30 @@ class RngSessionManager:
         if kind == RecordKind.RNG_COMMIT:
             self._committed.add(session)
             self._pending[session] = _Pending(seq, data)
+            if self._newest is None or seq > self._newest[0]:
+                self._newest = (seq, session)
         elif kind == RecordKind.RNG_REVEAL:
             self._revealed.add(session)
+            self._pending.pop(session, None)
+        elif kind == RecordKind.RNG_INTERRUPTED:
+            self._ended.add(session)
             self._pending.pop(session, None)
         elif kind == RecordKind.RNG_DRAW:
             round_number, attempt = data.get("round"), data.get("attempt")
             if not isinstance(round_number, int) or not isinstance(attempt, int):
                 return
             number, roll = _outcome_of_record(data)
-            draw = RngDraw(session, round_number, attempt, number, roll, seq)
-            self._remember(draw)
+            self._remember(RngDraw(session, round_number, attempt, number, roll, seq))
             pending = self._pending.get(session)
             if pending is not None:
-                pending.draws.append(draw)
+                pending.draws += 1
+
+    def _open_before(self) -> str | None:
+        """The newest session the log holds, if it was not revealed: it was open when this
+        process started (ended with the restart, recorded or not yet)."""
+        if self._newest is None or self._newest[1] in self._revealed:
+            return None
+        return self._newest[1]
 
     def _remember(self, draw: RngDraw) -> None:
         key = (draw.round, draw.attempt)
@@ -253,88 +282,39 @@ class RngSessionManager:
         return None if self._session is None else self._session.commitment
 
     def prepare(self) -> Commitment:
-        """Before bets close: a committed session with rounds left. The one open before a
-        restart is taken up again; a session at its round limit is revealed and the next one
-        committed. Raises :class:`RngError` (the RNG mode is refused until cleared)."""
+        """Before bets close: a committed session with rounds left. The first after a restart
+        records the end of the session open before it and commits a new one; a session at its
+        round limit is revealed and the next one committed. Raises :class:`RngError` (the RNG
+        mode is refused until cleared)."""
+        self._settle()
         if self._session is None:
-            resumable = self._resumable(needs_rounds=True)
-            if resumable is not None:
-                self._resume(resumable)
-            else:
-                self.open()
+            self.open()
         elif self.rounds_left() <= 0:
             self.close("max_rounds")
             self.open()
         assert self._session is not None
         return self._session.commitment
 
-    def _resumable(self, *, needs_rounds: bool) -> str | None:
-        """The session the log says was open (the newest committed and not revealed), if it
-        is this table's and mode's and (``needs_rounds``) may still draw for a new round."""
-        candidates = [s for s in self._pending if s not in self._abandoned]
-        if not candidates:
-            return None
-        session = max(candidates, key=lambda s: self._pending[s].seq)
-        pending = self._pending[session]
-        if pending.data.get("table") != self._table or pending.data.get("mode") != self._mode:
-            return None
-        if pending.data.get("game") != self._game:
-            return None
-        if needs_rounds and len(pending.rounds()) >= self._max_rounds:
-            return None
-        return session
-
-    def _resume(self, session: str) -> None:
-        """Take up a session the log holds as open: its seed checked against the recorded
-        commitment, the DRBG replayed through every recorded draw."""
-        pending = self._pending[session]
-        path = self._seed_path(session)
-        try:
-            if not path.exists():
-                raise RngError(
-                    f"the seed file of RNG session {session} (committed in record"
-                    f" {pending.seq}) is missing: its numbers can be neither drawn nor proven"
-                )
-            material = self._read_material(path)
-            known_answer_test(self._drbg_class)
-            drbg = self._drbg_class(material.entropy, material.nonce, material.personalization)
-            for draw in pending.draws:
-                identity = round_identity(self._table, session, draw.round, draw.attempt)
-                replayed = draw_outcome(drbg, self._mode, self._positions, identity)
-                if _split(replayed) != (draw.number, draw.roll):
-                    raise RngError(
-                        f"the seed of RNG session {session} does not give the number recorded"
-                        f" in record {draw.seq}"
-                    )
-        except RngError:
-            self._abandon(session)
-            raise
-        shown = Commitment(session, material.commitment, pending.seq)
-        self._session = _OpenSession(session, drbg, shown, rounds=pending.rounds())
-
-    def _abandon(self, session: str) -> None:
-        """Never draw from this session again; its seed file is kept aside for inspection."""
-        self._abandoned.add(session)
-        path = self._seed_path(session)
-        if path.exists():
-            try:
-                path.rename(path.with_name(path.name + ".rejected"))
-                fsync_dir(self._state_dir)
-            except OSError as exc:
-                raise RngError(f"cannot set aside the seed file {path.name}: {exc}") from exc
-
     def open(self) -> Commitment:
-        """Self-test, reveal any interrupted session, then open a new one and record its
-        commitment. Raises :class:`RngSelfTestFailure` (the RNG mode is refused) or
-        :class:`RngError`."""
+        """Self-test, end the sessions left from before, then open a new one: its commitment
+        recorded with its sealed seed. Raises :class:`RngSelfTestFailure` (the RNG mode is
+        refused) or :class:`RngError`."""
         if self._session is not None:
             raise RngError(f"RNG session {self._session.session} is already open")
         known_answer_test(self._drbg_class)  # SP 800-90A §11.3, before any use
-        self._reveal_pending("restart")
+        self._settle()
         material = self._fresh_material()
+        sealed = seal_session_seed(
+            self._escrow,
+            table=self._table,
+            session=material.session,
+            commitment=material.commitment,
+            entropy=material.entropy,
+            nonce=material.nonce,
+            random_bytes=self._entropy_source,
+        )
         drbg = self._drbg_class(material.entropy, material.nonce, material.personalization)
-        self._keep(material)
-        self._unconfirmed.add(material.session)
+        self._unsettled[material.session] = _Unsettled(material, RecordKind.RNG_COMMIT, "close")
         seq = self._log.append(
             RecordKind.RNG_COMMIT,
             {
@@ -346,20 +326,22 @@ class RngSessionManager:
                 "max_rounds": self._max_rounds,
                 "algorithm": ALGORITHM,
                 "commitment": material.commitment,
+                "escrow": sealed.as_record(),
             },
         )
-        self._unconfirmed.discard(material.session)
+        del self._unsettled[material.session]
         self._committed.add(material.session)
-        self._pending[material.session] = _Pending(seq, {"commitment": material.commitment})
+        self._lost = None  # a round drawn from now on is drawn from this process's sessions
         shown = Commitment(material.session, material.commitment, seq)
-        self._session = _OpenSession(material.session, drbg, shown)
+        self._session = _OpenSession(material, drbg, shown)
         return shown
 
     def draw(self, round_number: int, attempt: int) -> RngDraw:
         """The number (or dice) of this round and attempt, recorded before it is returned.
 
         A number already recorded for them is returned again and never re-drawn (no second
-        selection); a round before the last one drawn is refused."""
+        selection); a round before the last one drawn is refused. With no session of this
+        process open after a restart, an unrecorded draw raises :class:`RngSessionLost`."""
         if round_number < 1 or attempt < 1:
             raise RngError(f"round {round_number} attempt {attempt}: both count from 1")
         recorded = self.recorded_draw(round_number, attempt)
@@ -376,15 +358,23 @@ class RngSessionManager:
             )
         session = self._session
         if session is None:
-            # After a restart with a draw pending: the session committed before bets closed.
-            resumable = self._resumable(needs_rounds=False)
-            if resumable is None:
-                raise RngError(
-                    "no RNG session is open: a session is committed when bets open, never in a draw"
+            if self._lost is not None:
+                raise RngSessionLost(
+                    f"round {round_number} attempt {attempt}: RNG session {self._lost}, committed"
+                    " before its bets closed, ended with the restart (its seed was in memory"
+                    " only): the round is voided, never drawn from a later session"
                 )
-            self._resume(resumable)
-            session = self._session
-            assert session is not None
+            if self._committed:
+                # the session the bets closed under was revealed at an orderly stop (its seed
+                # left with the process all the same): the same for the round
+                raise RngSessionLost(
+                    f"round {round_number} attempt {attempt}: the RNG session committed before"
+                    " its bets closed was revealed at the stop: the round is voided, never"
+                    " drawn from a later session"
+                )
+            raise RngError(
+                "no RNG session is open: a session is committed when bets open, never in a draw"
+            )
         if session.is_broken:
             raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
         if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
@@ -425,16 +415,15 @@ class RngSessionManager:
         return self.open()
 
     def close(self, reason: str = "close") -> None:
-        """Reveal the open session's seed material in the log and forget it, and with it any
-        session still unrevealed from before a restart (its numbers are all recorded)."""
+        """Reveal the open session's seed material in the log, from memory, and forget it;
+        then end the sessions left from before a restart."""
         session = self._session
         if session is not None:
             self._session = None
-            material = self._read_material(self._seed_path(session.session))
-            self._reveal(material, reason)
-        self._reveal_pending(reason)
+            self._reveal(session.material, reason)
+        self._settle()
 
-    # --- the seed file -------------------------------------------------------------------
+    # --- the seed material -----------------------------------------------------------------
 
     def _fresh_material(self) -> _SeedMaterial:
         entropy = self._entropy_source(MIN_ENTROPY_BYTES)
@@ -452,33 +441,101 @@ class RngSessionManager:
         commitment = commitment_of(entropy, nonce, personalization)
         return _SeedMaterial(session, self._table, entropy, nonce, personalization, commitment)
 
+    def _reveal(self, material: _SeedMaterial, reason: str) -> None:
+        self._unsettled[material.session] = _Unsettled(material, RecordKind.RNG_REVEAL, reason)
+        self._log.append(
+            RecordKind.RNG_REVEAL,
+            {
+                "session": material.session,
+                "entropy": material.entropy.hex(),
+                "nonce": material.nonce.hex(),
+                "personalization": material.personalization.hex(),
+                "reason": reason,
+            },
+        )
+        del self._unsettled[material.session]
+        self._revealed.add(material.session)
+        self._pending.pop(material.session, None)
+
+    # --- what a restart or a failed append left ---------------------------------------------
+
+    def _settle(self) -> None:
+        """Reveal what a failed append left unsure, then (once per process) end the sessions
+        left from before: a seed file of an older version revealed, any other session recorded
+        as ended with the restart."""
+        self._settle_unsure()
+        if self._is_settled:
+            return
+        self._reveal_seed_files()
+        for session, pending in sorted(self._pending.items(), key=lambda item: item[1].seq):
+            self._log.append(
+                RecordKind.RNG_INTERRUPTED,
+                {"session": session, "reason": "restart", "draws": pending.draws},
+            )
+            del self._pending[session]
+            self._ended.add(session)
+        self._is_settled = True
+
+    def _settle_unsure(self) -> None:
+        """A commitment whose append raised: revealed if the log holds it after all (no number
+        was drawn from it), else forgotten. A reveal whose append raised: made again unless the
+        log holds it. Without a look-up, a commitment is forgotten and a reveal made again."""
+        for session, unsure in list(self._unsettled.items()):
+            fragment = _session_fragment(session)
+            if unsure.step is RecordKind.RNG_COMMIT:
+                if self._lookup is None or not self._lookup(RecordKind.RNG_COMMIT, fragment):
+                    del self._unsettled[session]
+                    continue
+                self._committed.add(session)
+            elif self._lookup is not None and self._lookup(RecordKind.RNG_REVEAL, fragment):
+                del self._unsettled[session]
+                self._revealed.add(session)
+                continue
+            self._reveal(unsure.material, unsure.reason)
+
+    # --- seed files of older versions ---------------------------------------------------------
+
     def _seed_path(self, session: str) -> Path:
         return self._state_dir / f"{SEED_FILE_PREFIX}{session}{SEED_FILE_SUFFIX}"
 
-    def _keep(self, material: _SeedMaterial) -> None:
-        """Write the seed file: created 0600 (never wider, whatever the umask), fsynced, and
-        the directory fsynced, before the commitment is recorded."""
-        path = self._seed_path(material.session)
-        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
-        try:
-            fd = os.open(path, flags, SEED_FILE_MODE)
-        except OSError as exc:
-            raise RngError(f"cannot create the RNG seed file in {self._state_dir}: {exc}") from exc
-        try:
-            view = memoryview(material.as_file())
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except OSError as exc:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise RngError(f"cannot write the RNG seed file: {exc}") from exc
-        os.close(fd)
-        fsync_dir(self._state_dir)
+    def _reveal_seed_files(self) -> None:
+        """Reveal every session whose seed file an older version left; drop files of sessions
+        the log never committed (no number was drawn from them) or already revealed; set aside
+        the file of a session the log says ended unrevealed (never revealed after its end)."""
+        for path in sorted(self._state_dir.glob(f"{SEED_FILE_PREFIX}*{SEED_FILE_SUFFIX}")):
+            session = path.name[len(SEED_FILE_PREFIX) : -len(SEED_FILE_SUFFIX)]
+            if session not in self._committed and session not in self._revealed:
+                self._learn_old(session)
+            if session in self._ended and session not in self._revealed:
+                self._set_aside(path)
+                continue
+            if session in self._revealed or session not in self._committed:
+                self._forget(session)
+                continue
+            try:
+                material = self._read_seed_file(path)
+            except RngError:
+                self._set_aside(path)
+                raise
+            self._reveal(material, "restart")
+            self._forget(session)
 
-    def _read_material(self, path: Path) -> _SeedMaterial:
+    def _learn_old(self, session: str) -> None:
+        """A seed file of a session older than the records given at start: ask the log."""
+        if self._lookup is None:
+            return
+        fragment = _session_fragment(session)
+        if self._lookup(RecordKind.RNG_REVEAL, fragment):
+            self._committed.add(session)
+            self._revealed.add(session)
+        elif self._lookup(RecordKind.RNG_COMMIT, fragment):
+            self._committed.add(session)
+            if self._lookup(RecordKind.RNG_INTERRUPTED, fragment):
+                self._ended.add(session)
+
+    def _read_seed_file(self, path: Path) -> _SeedMaterial:
         try:
-            raw = json.loads(path.read_bytes())
+            raw = json.loads(read_capped(path, MAX_SEED_FILE_BYTES))
             material = _SeedMaterial(
                 session=str(raw["session"]),
                 table=str(raw["table"]),
@@ -502,54 +559,17 @@ class RngSessionManager:
             )
         return material
 
-    def _reveal(self, material: _SeedMaterial, reason: str) -> None:
-        self._log.append(
-            RecordKind.RNG_REVEAL,
-            {
-                "session": material.session,
-                "entropy": material.entropy.hex(),
-                "nonce": material.nonce.hex(),
-                "personalization": material.personalization.hex(),
-                "reason": reason,
-            },
-        )
-        self._revealed.add(material.session)
-        self._pending.pop(material.session, None)
-        self._forget(material.session)
+    def _set_aside(self, path: Path) -> None:
+        """A seed file that is not the session's: kept for inspection, never revealed."""
+        try:
+            path.rename(path.with_name(path.name + ".rejected"))
+            fsync_dir(self._state_dir)
+        except OSError as exc:
+            raise RngError(f"cannot set aside the seed file {path.name}: {exc}") from exc
 
     def _forget(self, session: str) -> None:
         self._seed_path(session).unlink(missing_ok=True)
         fsync_dir(self._state_dir)
-
-    def _learn_old(self, session: str) -> None:
-        """A seed file of a session older than the records given at start: ask the log."""
-        if self._lookup is None:
-            return
-        fragment = _session_fragment(session)
-        if self._lookup(RecordKind.RNG_REVEAL, fragment):
-            self._committed.add(session)
-            self._revealed.add(session)
-        elif self._lookup(RecordKind.RNG_COMMIT, fragment):
-            self._committed.add(session)
-
-    def _reveal_pending(self, reason: str) -> None:
-        """Reveal every session whose seed file survived a restart; drop files of sessions the
-        log never committed (no number was drawn from them) or already revealed."""
-        for path in sorted(self._state_dir.glob(f"{SEED_FILE_PREFIX}*{SEED_FILE_SUFFIX}")):
-            session = path.name[len(SEED_FILE_PREFIX) : -len(SEED_FILE_SUFFIX)]
-            if session in self._unconfirmed:
-                continue  # the log may hold its commitment: keep it for the next start
-            if session not in self._committed and session not in self._revealed:
-                self._learn_old(session)
-            if session in self._revealed or session not in self._committed:
-                self._forget(session)
-                continue
-            try:
-                material = self._read_material(path)
-            except RngError:
-                self._abandon(session)
-                raise
-            self._reveal(material, reason)
 
 
 def _session_fragment(session: str) -> bytes:
