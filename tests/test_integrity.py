@@ -735,8 +735,10 @@ def test_verify_log_lists_sessions_revealed_without_draws_escrowed_and_never_rev
     manager = table.loop.ports.rng.manager  # type: ignore[union-attr]
     manager.close("close")  # revealed, no number drawn from it
     table.send(Event.NO_MORE_BETS)
-    table.send(Event.DICE_SET)  # a draw never opens a session: RNG fault
-    assert table.state is State.FAULT
+    table.send(Event.DICE_SET)  # a draw never opens a session: the round is void
+    assert table.state is State.IDLE
+    void = [d for _, kind, d in table.records() if kind == RecordKind.VOID][-1]
+    assert void["reason"] == "rng_interrupted"
     # a session of an older version whose seed file was lost: nobody can ever reveal it
     lost_for_good = legacy_session(tmp_path, table.log, rounds=range(0), table="table-1")
     (tmp_path / f"rng-seed-{lost_for_good}.json").unlink()

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from rng_fakes import AUDITOR_KEY
+from rng_fakes import AUDITOR, AUDITOR_KEY
 
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.dice_stats import dice_stats
@@ -38,6 +38,7 @@ from controller.core.merkle import CompactRange
 from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
+from controller.core.rng_audit import open_escrowed_sessions, reveals_from_document
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
     CorrectionReason,
@@ -239,7 +240,21 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             self.table.real.close()
             signer = load_signer(self.state)
             assert signer is not None
-            verify_state_dir(self.state, signer.verifier)
+            report = verify_state_dir(self.state, signer.verifier)
+            # every RNG session a power cut left unrevealed opens with the auditor's key, its
+            # seed matches its commitment and every draw it made replays (rng-reveal, then
+            # verify-log --rng-reveals): a cut never leaves a number nobody can prove
+            log = AuditLog.open(self.state)
+            try:
+                records = [(r.seq, r.kind, r.data) for r in log.records()]
+            finally:
+                log.close()
+            opening = open_escrowed_sessions(records, AUDITOR)
+            interrupted = {d["session"] for _, k, d in records if k == RecordKind.RNG_INTERRUPTED}
+            assert {o.session.session for o in opening.opened} >= interrupted
+            reveals = reveals_from_document(opening.as_document())
+            again = verify_state_dir(self.state, signer.verifier, rng_reveals=reveals)
+            assert again.results == report.results
             # issue 15: the dice counts the controller keeps are those its records give
             assert dice_stats(self.state, Window.ALL)["context_agrees"] is not False
         finally:
