@@ -190,6 +190,27 @@ def test_check_config_refuses_rng_mode_without_the_auditors_key(
         ({"limits": {"sum": {"min": 100, "max": 50}}}, "limits.sum.max"),
         ({"limits": {"match": {"min": 5, "max": 50}}}, "limits.match"),  # no match paytable
         ({"limits": {"beat_it": {"min": 5, "max": 50}}}, "limits.beat_it"),
+        # the Rules Submission: what the table cannot honour
+        ({"table": {"co_banking": True}}, "table.co_banking"),  # moved to [rules]
+        ({"rules": {"co_banking": True, "player_bank": False}}, "rules.co_banking"),
+        (
+            {"table": {"game": "poker"}, "rules": {"delivery_styles": ["jung-quat"]}},
+            "rules.delivery_styles",
+        ),
+        ({"rules": {"delivery_styles": ["pin-say"]}}, "rules.delivery_styles"),
+        ({"rules": {"delivery_styles": ["chee-yee", "chee-yee"]}}, "rules.delivery_styles"),
+        ({"rules": {"delivery_styles": "chee-yee"}}, "rules.delivery_styles"),
+        ({"rules": {"player_bank": "yes"}}, "rules.player_bank"),
+        ({"rules": {"cut": True}}, "rules.cut"),
+        # current 621a.5(e)(2)-(4): side wagers are the physical dice's, never the RNG's
+        (
+            {
+                "table": {"mode": "rng"},
+                "rng": {"escrow_public_key": AUDITOR_KEY.text},
+                "limits": {"sum": {"min": 5, "max": 50}},
+            },
+            "limits.sum",
+        ),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(raw: dict[str, object], key: str) -> None:
@@ -197,6 +218,32 @@ def test_bad_values_are_refused_naming_the_key(raw: dict[str, object], key: str)
         parse_config(raw)
     assert raised.value.key == key
     assert key in str(raised.value)
+
+
+def test_the_rules_submission_is_read_into_the_round_settings() -> None:
+    config = parse_config(
+        {
+            "rules": {
+                "delivery_styles": ["jung-quat", "chee-yee"],
+                "player_bank": True,
+                "co_banking": True,
+            }
+        }
+    )
+    settings = config.round_settings()
+    assert [str(s) for s in settings.styles] == ["jung-quat", "chee-yee"]
+    assert (settings.player_bank, settings.co_banking) == (True, True)
+    none = parse_config({"rules": {"delivery_styles": [], "player_bank": False}}).round_settings()
+    assert (none.styles, none.player_bank, none.co_banking) == ((), False, False)
+    # a table that also plays the dice may show a side wager's limits (its dice rounds)
+    both = parse_config(
+        {
+            "table": {"mode": "rng", "modes": ["shaker"]},
+            "rng": {"escrow_public_key": AUDITOR_KEY.text},
+            "limits": {"sum": {"min": 5, "max": 50}},
+        }
+    )
+    assert both.limits is not None
 
 
 def test_the_page_languages_and_brand_are_read() -> None:
