@@ -16,7 +16,7 @@ from controller.audit.log import AuditLog
 from controller.core.config import Config
 from controller.core.dice import DiceReading, DieColour, DieReading, Roll
 from controller.core.record_data import config_loaded_data
-from controller.core.snapshot import encode_context
+from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
     Action,
     ActionKind,
@@ -67,7 +67,10 @@ class LoggedTable:
         self.config = config or Config()
         self.settings = settings or self.config.round_settings()
         self.log = AuditLog.open(state_dir)
-        self.machine = RoundMachine(self.settings)
+        stored = self.log.latest_context()  # a table started again takes up its log's context
+        self.machine = RoundMachine(
+            self.settings, None if stored is None else decode_context(stored[1])
+        )
         self.at = 0
         self.shakes = 0
         self.actions: list[Action] = []
@@ -96,17 +99,19 @@ class LoggedTable:
 
     def open(self) -> LoggedTable:
         """Power on, the lid closed, a dice set put in (proposed 621a.5(c)) and a set of tiles
-        inspected (621a.6(a))."""
+        inspected (621a.6(a)) if none is."""
         self.send(Event.POWER_ON, config=config_loaded_data(self.config))
         self.send(Event.LID_CLOSED)
-        self.send(Event.DICE_REPLACED, supervisor=True, employee=SUPERVISOR, dice_set="D1")
-        self.send(
-            Event.TILES_INSPECTED,
-            supervisor=True,
-            employee=SUPERVISOR,
-            tile_set="T1",
-            dealer=DEALER,
-        )
+        if self.machine.context.dice_set is None:
+            self.send(Event.DICE_REPLACED, supervisor=True, employee=SUPERVISOR, dice_set="D1")
+        if self.machine.context.tiles_set is None:
+            self.send(
+                Event.TILES_INSPECTED,
+                supervisor=True,
+                employee=SUPERVISOR,
+                tile_set="T1",
+                dealer=DEALER,
+            )
         return self
 
     def to_result(self, faces: tuple[int, int, int] = (3, 4, 5), *, tilted: int = 0) -> None:

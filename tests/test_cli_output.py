@@ -47,7 +47,15 @@ from controller.errors import UsageError
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "hw" / "config.example.toml"
 NEW_YORK = ZoneInfo("America/New_York")
-READING_COMMANDS = ("recall", "verify-log", "selftest", "dice-stats", "paytables", "check-config")
+READING_COMMANDS = (
+    "recall",
+    "verify-log",
+    "selftest",
+    "dice-stats",
+    "meters",
+    "paytables",
+    "check-config",
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -560,6 +568,7 @@ def test_every_reading_command_prints_json_in_a_pipe_and_text_on_a_terminal(
         "recall": ["recall", "--state-dir", str(simulated)],
         "verify-log": ["verify-log", "--state-dir", str(simulated), "--jobs", "1"],
         "dice-stats": ["dice-stats", "--state-dir", str(simulated)],
+        "meters": ["meters", "--state-dir", str(simulated)],
         "paytables": ["paytables", "--config", str(EXAMPLE)],
         "check-config": ["check-config", "--config", str(EXAMPLE)],
     }

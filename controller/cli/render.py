@@ -412,6 +412,63 @@ def dice_stats_report(stats: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_METER_WORDS = (
+    ("games", "games"),
+    ("no_rolls", "no rolls"),
+    ("corrections", "results corrected"),
+    ("round_voids", "rounds voided"),
+    ("lid_openings", "lid openings"),
+    ("tamper", "tamper-loop openings"),
+    ("power_ups", "power-ups"),
+    ("service_mode", "service mode entered"),
+)
+
+
+def meters_report(doc: Mapping[str, Any], *, since: str | None = None) -> str:
+    """``meters``'s counts, then whether the table's own stored meters agree with them.
+    ``since``: the local date-time as it was given (``--since``)."""
+    size = doc.get("records")
+    heading = (
+        f"meters counted from the audit log's records written since {since} (local time; the"
+        f" log holds {size})"
+        if since
+        else f"meters counted from the audit log's {size} records"
+    )
+    lines = [clean(heading)]
+    pairs: list[tuple[str, object]] = []
+    for name, words in _METER_WORDS:
+        value = doc.get(name)
+        if isinstance(value, dict):
+            reasons = {reason: n for reason, n in value.items() if n}
+            total = sum(n for n in reasons.values() if isinstance(n, int))
+            value = f"{total} ({_value(reasons)})" if reasons else 0
+        pairs.append((words, value))
+    lines += _fields(pairs)
+    agrees = doc.get("context_agrees")
+    where = f"with record {doc.get('context_seq')}"
+    if since:
+        lines.append("the table's stored meters count from its start: not compared with --since")
+    elif agrees is True:
+        lines.append(f"the table's stored meters ({where}) agree with the records")
+    elif agrees is False:
+        stored = doc.get("context_meters") or {}
+        differ = [
+            f"{words} {_value(stored.get(name))} stored, {_value(doc.get(name))} in the records"
+            for name, words in _METER_WORDS
+            if stored.get(name) != doc.get(name)
+        ]
+        lines.append(
+            clean(
+                f"WARNING: the table's stored meters ({where}) differ from the records:"
+                f" {'; '.join(differ)} (a log begun by a version without meters differs"
+                " by what that version recorded)"
+            )
+        )
+    else:
+        lines.append("the table stored no meters to compare (its context is older than them)")
+    return "\n".join(lines) + "\n"
+
+
 def _p(value: float | None) -> str:
     return "   -" if value is None else f"{value:.4f}"
 
