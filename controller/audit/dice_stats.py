@@ -3,9 +3,14 @@
 The counts are made again from the records, not taken from the controller's stored context,
 with the monitor's own pure pieces (``controller.core.dice_monitor``): a ``result`` of a round
 whose bets closed in a dice mode (the ``no_more_bets`` record says the mode) counts its three
-dice; ``dice_replaced`` starts the set and the test again, the supervisor's ``dice_kept`` the
-test, ``shift_change`` the shift. A voided result stays counted, as the core counts it: the
-dice were rolled and read. Each ``dice_alarm`` record is checked against the counts made here:
+dice; an RNG round's result (its virtual dice, in ``dice`` mode) never counts, nor does a test
+round of service mode (``service_test``); ``dice_replaced`` starts the set and the test again,
+the supervisor's ``dice_kept`` the test, ``shift_change`` the shift. A result corrected to the
+dice as they lie (``result_corrected``, N.J.A.C. 13:69E-1.28P(d)) stays counted with the dice
+as read, as the core counts it: the monitor watches what the sensor read, and the correction
+is the supervisor's, not a roll. (In a log written before corrections a voided result and the
+one decided again both count: both were rolled and read.) Each ``dice_alarm`` record is checked
+against the counts made here:
 the alarm's figures must be what the test gives on them. Every start's ``recovery`` record says
 where the controller's counts stood: the counts made here must be the same; the first one of a
 log older than the monitor says where counting began (``counted_from``), and the counts start
@@ -51,7 +56,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
         windows = DiceWindows()
         everything = EMPTY  # since the log began: the log's own window
-        modes: dict[int, str] = {}
+        modes: dict[int, str] = {}  # the mode of the round whose bets closed last
         standing: dict[str, Any] | None = None
         alarms: list[dict[str, Any]] = []
         last = 0
@@ -122,6 +127,7 @@ def _take(
     """One record's part in the counts (and in the alarms)."""
     windows, everything, standing, alarms = fold
     if kind == RecordKind.NO_MORE_BETS:
+        modes.clear()  # a round's result follows its own no_more_bets (verify-log checks it)
         modes[_whole(data["round"])] = str(data["mode"])
     elif kind == RecordKind.RESULT:
         dice = data.get("dice")
