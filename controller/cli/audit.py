@@ -104,8 +104,11 @@ _VERIFY_DESCRIPTION = f"""\
 Verifies the audit log from its first record to its last: the hash chain, the Merkle roots
 against every signed checkpoint, the signatures and the key the log was created for, every
 revealed RNG session replayed, every starting position and side wager recomputed from the dice
-and the recorded paytables, and each round's shape. A failure names the first bad record on
-stderr and exits 1. Works on a copy of the state directory, while the controller appends.
+and the recorded paytables, each correction's result from the dice seen, and each round's
+shape: no round decided twice (no second result, no result voided to decide it again), a
+correction only of the result shown, no side wager on the RNG's dice, a void's reason and who
+gave it. A failure names the first bad record on stderr and exits 1. Works on a copy of the
+state directory, while the controller appends.
 {JSON_OR_TEXT}"""
 _VERIFY_EXAMPLES = """\
 examples:
