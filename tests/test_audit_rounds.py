@@ -29,6 +29,7 @@ from logged_table import SUPERVISOR, LoggedTable, rng_dice_settings
 from controller.audit import parallel, verify
 from controller.audit.checks import RoundShape
 from controller.audit.log import DB_NAME, AuditLog, load_signer
+from controller.audit.recall import export_lines
 from controller.audit.verify import LogVerifier, verify_state_dir
 from controller.cli import main
 from controller.core import canonical
@@ -575,6 +576,16 @@ def test_a_day_at_the_table_verifies_alike_whatever_the_split(
     report = agreed(tmp_path, monkeypatch, split_only=True)
     assert isinstance(report, dict)
     assert report["results_recomputed"] == 11  # 10 results and the correction's
+    # export writes every field of what the core recorded: the correction, who voided and why
+    exported = {line["kind"]: line["data"] for line in export_lines(tmp_path)}
+    assert set(exported["result_corrected"]) == {
+        *("round", "attempt", "dice_read", "dice_seen", "reason", "employee", "note", "result"),
+    }
+    assert exported["result_corrected"]["employee"] == SUPERVISOR
+    assert set(exported["void"]) == {
+        *("round", "attempt", "state", "reason", "wagers", "reshuffle", "note", "employee"),
+    }
+    assert exported["void"]["wagers"] == "returned"
 
 
 def test_a_correction_the_core_wrote_then_altered_is_named(
