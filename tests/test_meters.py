@@ -1,8 +1,9 @@
 """``paigow-controller meters``: the table's meters counted again from the log alone, with the
 core's own counting (controller/core/meters.py), and compared with the meters the table keeps
 in its stored context. Logs the core writes (tests/logged_table.py), and records appended by
-hand for each meter; the archive's records count; --since counts by each record's time; a bad
-argument is one line and exit 2, a log that cannot be read one line and exit 1."""
+hand for each meter; the archive's records count; --since counts by each record's time; a log
+kept before the head row has its context read (dice-stats' too); a bad argument is one line
+and exit 2, a log that cannot be read one line and exit 1."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from typing import Any
 
 import pytest
 from logged_table import SUPERVISOR, LoggedTable
+from test_audit_storage import _to_layout_before_the_head
 
 from controller.audit.archive import Policy, Retention, archive_paths
+from controller.audit.dice_stats import dice_stats
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.meters import meters_report
 from controller.audit.verify import verify_state_dir
@@ -29,6 +32,7 @@ from controller.cli.render import meters_report as meters_text
 from controller.core import canonical
 from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.dice import NoRollReason
+from controller.core.dice_monitor import Window
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context
 from controller.core.state import Event, VoidReason
@@ -201,6 +205,21 @@ def test_a_context_from_before_the_meters_is_not_compared(tmp_path: Path) -> Non
     assert report["games"] == 1
     assert (report["context_agrees"], report["context_meters"]) == (None, None)
     assert "the table stored no meters to compare" in meters_text(report)
+
+
+def test_a_log_kept_before_the_head_row_has_its_context_read(tmp_path: Path) -> None:
+    """An earlier version kept the context with the last record of each step, not in a head
+    row: the stored meters are read from there."""
+    table = LoggedTable(tmp_path).open()
+    table.play()
+    frontier = table.log._tree.to_bytes()
+    table.close()
+    _to_layout_before_the_head(tmp_path, frontier)
+    report = meters_report(tmp_path)
+    assert report["games"] == 1
+    assert report["context_agrees"] is True
+    stats = dice_stats(tmp_path, Window.SET)
+    assert (stats["rolls"], stats["context_agrees"]) == (1, True)
 
 
 # --- each meter, records appended by hand ----------------------------------------------------

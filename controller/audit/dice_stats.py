@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.audit.log import open_for_reading, read_records
+from controller.audit.log import open_for_reading, read_latest_context, read_records
 from controller.core.dice import Roll
 from controller.core.dice_monitor import (
     EMPTY,
@@ -198,13 +198,15 @@ def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -
 
 
 def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:
-    row = db.execute("SELECT context_seq, context FROM head WHERE id = 1").fetchone()
-    if row is None or row[0] != last or row[1] is None:
+    """Whether the context stored with the last record (the head's; a log from before the
+    head: its last record's) holds the counts made here."""
+    stored = read_latest_context(db, "the log")
+    if stored is None or stored[0] != last:
         return None
     try:
-        version = json.loads(bytes(row[1]))["v"]
+        version = json.loads(stored[1])["v"]
         if not isinstance(version, int) or version < DICE_COUNTS_SINCE:
             return None  # a context from before the monitor: it holds no counts to compare
-        return bool(decode_context(bytes(row[1])).dice_counts == windows)
+        return bool(decode_context(stored[1]).dice_counts == windows)
     except (SnapshotError, ValueError, KeyError, TypeError):
         return False
