@@ -30,7 +30,8 @@ from controller.core.state import Event, Occurrence, RoundMachine
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
-FORMAT = "v4"  # the log's rows as they are written now; a new layout gets a new cache
+FORMAT = "v5"  # the log's rows as they are written now; a new layout gets a new cache
+RENEW_EVERY = 1000  # rounds (some 4.5 hours of table time) between new dice and new tiles
 GROUP = 5000  # commits per transaction
 
 
@@ -119,8 +120,22 @@ def generate(
         clock += 2000
         loop.dispatch(Occurrence(event, at=clock, **data))
 
+    def renew() -> None:
+        """New dice (proposed 621a.5(c): 24 hours at most) and a new set of tiles inspected
+        (621a.6(a); 621a.3(e): 12 hours at most), as the table's day asks for them."""
+        send(Event.DICE_REPLACED, supervisor=True, employee="S100")
+        send(
+            Event.TILES_INSPECTED,
+            supervisor=True,
+            employee="S100",
+            tile_set=f"T{number}",
+            dealer="D7",
+        )
+
     send(Event.LID_CLOSED)
     for number in range(first, first + rounds):
+        if (number - first) % RENEW_EVERY == 0:
+            renew()
         send(Event.NO_MORE_BETS)
         send(Event.SHAKE_PRESSED)
         send(Event.SHAKE_DONE, cycles=4)

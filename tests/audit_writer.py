@@ -31,6 +31,7 @@ from controller.core.state import (
     RoundContext,
     RoundMachine,
     State,
+    VoidReason,
 )
 from controller.ports import Committed
 from drivers.sim.hardware import StillTable
@@ -90,6 +91,12 @@ def main() -> int:
         loop.dispatch(Occurrence(event, at=clock, **kw))  # type: ignore[arg-type]
 
     handle(Event.LID_CLOSED)
+    # a table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of
+    # tiles inspected by the dealer and verified by the floorperson (621a.6(a))
+    if machine.context.dice_set is None:
+        handle(Event.DICE_REPLACED, supervisor=True, employee="S100", dice_set="D1")
+    if machine.context.tiles_set is None:
+        handle(Event.TILES_INSPECTED, supervisor=True, employee="S100", tile_set="T1", dealer="D7")
     while played < rounds:
         state = machine.state
         luck = rng.random()
@@ -111,7 +118,14 @@ def main() -> int:
             handle(Event.READING, reading=_reading(random.Random(f"{seed} {attempt}"), clock))
         elif state is State.RESULT:
             if luck < 0.05:
-                handle(Event.VOID_ROUND, supervisor=True, detail="dealer error")
+                handle(
+                    Event.VOID_ROUND,
+                    supervisor=True,
+                    void_reason=VoidReason.DEALER_ERROR,
+                    employee="S100",
+                    round_meant=machine.context.round_number,
+                    detail="dealer error",
+                )
             elif luck < 0.08:
                 handle(Event.FAULT, fault=Fault.INTERNAL, detail="simulated")
             else:

@@ -36,6 +36,7 @@ from controller.cli.render import (
     RECALL_HEADERS,
     columns,
     recall_table,
+    record_text,
     round_report,
     selftest_report,
     verify_report,
@@ -47,7 +48,15 @@ from controller.errors import UsageError
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "hw" / "config.example.toml"
 NEW_YORK = ZoneInfo("America/New_York")
-READING_COMMANDS = ("recall", "verify-log", "selftest", "dice-stats", "paytables", "check-config")
+READING_COMMANDS = (
+    "recall",
+    "verify-log",
+    "selftest",
+    "dice-stats",
+    "meters",
+    "paytables",
+    "check-config",
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -199,8 +208,9 @@ def result_data(number: int, attempt: int, red: int, blue: tuple[int, int]) -> d
 @pytest.fixture
 def scripted(tmp_path: Path) -> Path:
     """A log whose records have known times: round n opens at SCRIPTED_ROUNDS[n - 1] and its
-    other records follow a second apart. Round 2 has a no roll and a voided result, round 3 a
-    fault, round 5 is voided, round 8 is still in play."""
+    other records follow a second apart. Round 2 has a no roll and a result corrected to the
+    dice as they lie (read 1 2 3, seen 3 4 5), round 3 a fault, round 5 is voided by the
+    supervisor, round 8 is still in play."""
     times: Iterator[str] = iter(())
 
     def clock() -> str:
@@ -217,29 +227,49 @@ def scripted(tmp_path: Path) -> Path:
         log.append(RecordKind.NO_MORE_BETS, {"round": number, "bank": "dealer", "mode": "shaker"})
         if number == 8:
             continue
-        attempt = 1
         if number == 2:
             log.append(RecordKind.NO_ROLL, {"round": number, "attempt": 1, "reason": "die_out"})
             log.append(RecordKind.RESULT, result_data(number, 2, 1, (2, 3)))
+            seen = result_data(number, 2, 3, (4, 5))
             log.append(
-                RecordKind.RESULT_VOIDED,
-                {"round": number, "attempt": 2, "reason": "misread", "detail": "seat 3"},
+                RecordKind.RESULT_CORRECTED,
+                {
+                    "round": number,
+                    "attempt": 2,
+                    "dice_read": {"red": 1, "blue": [2, 3]},
+                    "dice_seen": {"red": 3, "blue": [4, 5]},
+                    "reason": "misread",
+                    "employee": "S100",
+                    "note": "seat 3",
+                    "result": {k: v for k, v in seen.items() if k not in ("round", "attempt")},
+                    "uid": 1001,
+                },
             )
-            attempt = 3
+            log.append(RecordKind.CLOSE, {"round": number, "employee": "D7"})
+            continue
         if number == 3:
             log.append(
                 RecordKind.FAULT,
                 {"round": number, "fault": "tamper", "detail": "tilted", "state": "shaking"},
             )
             log.append(RecordKind.FAULT_CLEARED, {"round": number})
-        log.append(RecordKind.RESULT, result_data(number, attempt, number % 6 + 1, (4, 5)))
+        log.append(RecordKind.RESULT, result_data(number, 1, number % 6 + 1, (4, 5)))
         if number == 5:
             log.append(
                 RecordKind.VOID,
-                {"round": number, "state": "result", "supervisor": True, "detail": "x"},
+                {
+                    "round": number,
+                    "attempt": 1,
+                    "state": "result",
+                    "reason": "dealer_error",
+                    "wagers": "returned",
+                    "reshuffle": False,
+                    "note": "x",
+                    "employee": "S100",
+                },
             )
         else:
-            log.append(RecordKind.CLOSE, {"round": number})
+            log.append(RecordKind.CLOSE, {"round": number, "employee": None})
     log.close()
     return tmp_path
 
@@ -321,7 +351,7 @@ def test_recall_on_a_terminal_is_a_table_in_local_time(simulated: Path) -> None:
         else:
             red, blue = result["dice"]["red"], result["dice"]["blue"]
             assert row.split()[3:7] == [str(red), str(blue[0]), str(blue[1]), str(result["total"])]
-        assert row.rstrip().endswith(game["outcome"])
+        assert game["outcome"] in row.split("  ")[-1]
 
 
 def test_the_same_log_in_another_zone_shows_other_times(simulated: Path) -> None:
@@ -340,11 +370,21 @@ def test_the_table_counts_voids_no_rolls_and_faults_per_round(scripted: Path) ->
     assert re.split(r"\s{2,}", header) == list(RECALL_HEADERS)
     by_round = {int(row.split()[0]): row for row in rows}
     fields = {n: re.split(r"\s{2,}", row.strip()) for n, row in by_round.items()}
-    # round, opened, red, blue, total, start, bank, attempt, voids, no rolls, faults, outcome
-    assert fields[2][2:] == ["3", "4 5", "12", "seat 3", "dealer", "3", "1", "1", "0", "closed"]
-    assert fields[3][2:] == ["4", "4 5", "13", "seat 4", "seat 2", "1", "0", "0", "1", "closed"]
-    assert fields[5][2:] == ["6", "4 5", "15", "seat 6", "seat 2", "1", "1", "0", "0", "void"]
-    assert fields[8][2:] == ["-", "-", "-", "-", "-", "-", "0", "0", "0", "in play"]
+    # round, opened, red, blue, total, start, bank, attempt, read as, voids, no rolls, faults,
+    # outcome: a corrected round shows the dice seen, and the dice read under "read as"
+    assert fields[2][2:] == [
+        *("3", "4 5", "12", "seat 3", "dealer", "2", "1 2 3"),
+        *("0", "1", "0", "closed"),
+    ]
+    assert fields[3][2:] == [
+        *("4", "4 5", "13", "seat 4", "seat 2", "1", "-"),
+        *("0", "0", "1", "closed"),
+    ]
+    assert fields[5][2:] == [
+        *("6", "4 5", "15", "seat 6", "seat 2", "1", "-"),
+        *("1", "0", "0", "void (dealer_error)"),
+    ]
+    assert fields[8][2:] == [*("-",) * 7, "0", "0", "0", "in play"]
     # aligned: every right-aligned value ends where its header ends
     for name in ("total", "attempt", "faults"):
         end = header.index(name) + len(name)
@@ -381,15 +421,86 @@ def test_one_round_in_detail_lists_its_records_in_order(scripted: Path) -> None:
     text = round_report(game, zone=NEW_YORK)
     lines = text.splitlines()
     assert lines[0] == "round 2 (closed), opened 2026-11-01 01:30:00 EST (UTC-05:00)"
-    assert "  dice               red 3, blue 4 5" in lines
-    assert "  result's attempt   3" in lines
-    assert "  voids              1" in lines
+    assert "  dice               red 3, blue 4 5" in lines  # the dice seen
+    assert "  total              12" in lines
+    assert "  result's attempt   2" in lines
+    assert (
+        "  corrected          dice read red 1, blue 2 3 -> dice seen red 3, blue 4 5:"
+        " misread, by S100 (uid 1001); note seat 3"
+    ) in lines
+    assert "  voids              0" in lines
     assert "  no rolls           1" in lines
     listed = [line for line in lines if re.match(r"\s*\d+  \d\d:\d\d:\d\d\.\d{3}  ", line)]
     assert [int(line.split()[0]) for line in listed] == [r["seq"] for r in game["records"]]
     assert [line.split()[2] for line in listed] == [r["kind"] for r in game["records"]]
     assert "01:30:02.000  no_roll" in text
     assert "attempt 1, reason die_out" in text
+    assert re.search(
+        r"result_corrected  attempt 2: dice read red 1, blue 2 3 -> dice seen red 3, blue 4 5:"
+        r" misread, by S100 \(uid 1001\); note seat 3; total 12, start seat 3$",
+        text,
+        re.MULTILINE,
+    )
+    assert re.search(r"close +by D7$", text, re.MULTILINE)
+
+
+def test_a_round_void_says_why_who_and_that_every_wager_is_returned(scripted: Path) -> None:
+    (game,) = [g for g in recall(scripted, last=8) if g["round"] == 5]
+    text = round_report(game, zone=NEW_YORK)
+    assert text.splitlines()[0].startswith("round 5 (void), opened")
+    assert "  void               dealer_error, by S100: every wager returned; note x" in text
+    assert re.search(
+        r"void +attempt 1, result: dealer_error, by S100: every wager returned; note x$",
+        text,
+        re.MULTILINE,
+    )
+
+
+def test_every_operator_action_names_who_did_it() -> None:
+    """The employee id a record carries, or the panel's key with no dealer signed on; the
+    account of a terminal command; a void that reshuffles says so (621a.12(c))."""
+    assert record_text("close", {"round": 1, "employee": None}) == (
+        "by the panel, no dealer signed on"
+    )
+    assert record_text("no_more_bets", {"round": 1, "bank": "seat 2", "employee": "D7"}) == (
+        "by D7: bank seat 2"
+    )
+    assert record_text(
+        "mode_changed", {"round": 1, "mode": "rng", "employee": "S100", "uid": 1001}
+    ) == ("by S100 (uid 1001): mode rng")
+    void = {
+        "round": 3,
+        "attempt": 1,
+        "state": "result",
+        "reason": "wrong_count",
+        "wagers": "returned",
+        "reshuffle": True,
+        "note": "",
+        "employee": "S100",
+    }
+    assert record_text("void", void) == (
+        "attempt 1, result: wrong_count, by S100: every wager returned, the tiles reshuffled"
+        " (a new game)"
+    )
+    # a void as logs written before the reasons hold it, and their voided result
+    assert record_text("void", {"round": 3, "state": "armed", "supervisor": True}) == (
+        "state armed, supervisor yes"
+    )
+    old = {
+        "round": 2,
+        "outcome": "closed",
+        "result": result_data(2, 2, 6, (4, 5)),
+        "records": [
+            {"seq": 1, "kind": "result", "time": "x", "data": result_data(2, 1, 1, (2, 3))},
+            {"seq": 2, "kind": "result_voided", "time": "x", "data": {"round": 2}},
+            {"seq": 3, "kind": "result", "time": "x", "data": result_data(2, 2, 6, (4, 5))},
+        ],
+    }
+    _, rows = table_rows(recall_table([old], heading="recall", zone=UTC))
+    assert re.split(r"\s{2,}", rows[0].strip())[2:] == [
+        *("6", "4 5", "15", "seat 3", "dealer", "2", "-"),
+        *("1", "0", "0", "closed"),
+    ]
 
 
 def test_recall_round_on_a_terminal(scripted: Path) -> None:
@@ -560,6 +671,7 @@ def test_every_reading_command_prints_json_in_a_pipe_and_text_on_a_terminal(
         "recall": ["recall", "--state-dir", str(simulated)],
         "verify-log": ["verify-log", "--state-dir", str(simulated), "--jobs", "1"],
         "dice-stats": ["dice-stats", "--state-dir", str(simulated)],
+        "meters": ["meters", "--state-dir", str(simulated)],
         "paytables": ["paytables", "--config", str(EXAMPLE)],
         "check-config": ["check-config", "--config", str(EXAMPLE)],
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from logged_table import LoggedTable, rng_dice_settings
 
 from controller.audit.dice_stats import dice_stats
 from controller.audit.log import AuditLog
@@ -23,6 +24,7 @@ from controller.cli.render import dice_stats_report
 from controller.core.dice import Roll
 from controller.core.dice_monitor import DiceWindows, Window
 from controller.core.records import RecordKind
+from controller.core.state import Event, Mode, VoidReason
 from controller.errors import LogIntegrityError
 
 CLI = [sys.executable, "-m", "controller"]
@@ -230,3 +232,29 @@ def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_count
     log.close()
     with pytest.raises(LogIntegrityError, match=f"record {lying}: the dice counts the controller"):
         dice_stats(tmp_path, Window.ALL)
+
+
+def test_the_dice_the_core_records_are_counted_as_its_monitor_counts_them(tmp_path: Path) -> None:
+    """A corrected result counts the dice as read (the correction is the supervisor's, not a
+    roll), a void keeps its roll counted, the RNG's dice and a service test round's are not
+    counted; the controller's own counts agree with the recount."""
+    table = LoggedTable(tmp_path, settings=rng_dice_settings()).open()
+    table.play((3, 4, 5))
+    table.to_result((2, 4, 5))
+    table.correct((2, 4, 6))  # the sensor read 2 4 5: that is counted
+    table.send(Event.CLOSE_ROUND)
+    table.to_result((1, 1, 6))
+    table.void(VoidReason.PATRON_COMPLAINT)
+    table.service_round((6, 6, 6))
+    table.switch_to(Mode.RNG)
+    table.rng_round((5, 5, 5))
+    table.close()
+    stats = dice_stats(tmp_path, Window.SET)
+    assert stats["rolls"] == 3
+    assert stats["dice"]["red"]["counts"] == {"1": 1, "2": 1, "3": 1, "4": 0, "5": 0, "6": 0}
+    blue = stats["dice"]["blue"]["counts"]
+    assert blue == {"1": 1, "2": 0, "3": 0, "4": 2, "5": 2, "6": 1}
+    assert stats["total"]["counts"]["11"] == 1  # 2 4 5 as read, not 2 4 6 as seen
+    assert stats["total"]["counts"]["12"] == 1  # 3 4 5
+    assert stats["total"]["counts"]["8"] == 1  # 1 1 6
+    assert stats["context_agrees"] is True

@@ -219,7 +219,7 @@ def _rng_log(state: Path, *, late_commit: bool) -> Verifier:
             if late_commit and session == 1 and not rng.is_open:
                 rng.open()
             rng.draw(round_number, 1)
-            records.append(RecordKind.VOID, {"round": round_number, "reason": "test"})
+            records.append(RecordKind.VOID, _dealer_void(round_number))
         rng.close()
     signer = Signer.generate("paigow-controller/table-7")
     log = AuditLog(state / DB_NAME, signer)
@@ -227,6 +227,20 @@ def _rng_log(state: Path, *, late_commit: bool) -> Verifier:
         log.append(RecordKind(kind), data)
     log.close()
     return signer.verifier
+
+
+def _dealer_void(round_number: int) -> dict[str, object]:
+    """The dealer's void key while the RNG draws (621a.12(c)): every wager returned."""
+    return {
+        "round": round_number,
+        "attempt": 1,
+        "state": "drawing",
+        "reason": "dealer_key",
+        "wagers": "returned",
+        "reshuffle": False,
+        "note": "",
+        "employee": None,
+    }
 
 
 @pytest.mark.parametrize("late_commit", [False, True])

@@ -30,7 +30,8 @@ rebuilds the tree from the last checkpoint kept with its compact range and the r
 (so the archive's end keeps one), the anchor must not be older than the cut (it is read, and
 the cut never passes it), and the RNG takes up its sessions from the records of the last three
 ``rng_commit`` (the cut stays before them). Read from the live log only: ``recall`` (the newest
-rounds), ``export`` and ``dice-stats --window all`` (what is live).
+rounds) and ``dice-stats --window all`` (what is live); ``export`` and ``meters`` read the
+archive first (the whole log).
 """
 
 from __future__ import annotations

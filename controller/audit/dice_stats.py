@@ -3,9 +3,14 @@
 The counts are made again from the records, not taken from the controller's stored context,
 with the monitor's own pure pieces (``controller.core.dice_monitor``): a ``result`` of a round
 whose bets closed in a dice mode (the ``no_more_bets`` record says the mode) counts its three
-dice; ``dice_replaced`` starts the set and the test again, the supervisor's ``dice_kept`` the
-test, ``shift_change`` the shift. A voided result stays counted, as the core counts it: the
-dice were rolled and read. Each ``dice_alarm`` record is checked against the counts made here:
+dice; an RNG round's result (its virtual dice, in ``dice`` mode) never counts, nor does a test
+round of service mode (``service_test``); ``dice_replaced`` starts the set and the test again,
+the supervisor's ``dice_kept`` the test, ``shift_change`` the shift. A result corrected to the
+dice as they lie (``result_corrected``, N.J.A.C. 13:69E-1.28P(d)) stays counted with the dice
+as read, as the core counts it: the monitor watches what the sensor read, and the correction
+is the supervisor's, not a roll. (In a log written before corrections a voided result and the
+one decided again both count: both were rolled and read.) Each ``dice_alarm`` record is checked
+against the counts made here:
 the alarm's figures must be what the test gives on them. Every start's ``recovery`` record says
 where the controller's counts stood: the counts made here must be the same; the first one of a
 log older than the monitor says where counting began (``counted_from``), and the counts start
@@ -22,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from controller.audit.log import open_for_reading, read_records
+from controller.audit.log import open_for_reading, read_latest_context, read_records
 from controller.core.dice import Roll
 from controller.core.dice_monitor import (
     EMPTY,
@@ -51,7 +56,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
         windows = DiceWindows()
         everything = EMPTY  # since the log began: the log's own window
-        modes: dict[int, str] = {}
+        modes: dict[int, str] = {}  # the mode of the round whose bets closed last
         standing: dict[str, Any] | None = None
         alarms: list[dict[str, Any]] = []
         last = 0
@@ -122,6 +127,7 @@ def _take(
     """One record's part in the counts (and in the alarms)."""
     windows, everything, standing, alarms = fold
     if kind == RecordKind.NO_MORE_BETS:
+        modes.clear()  # a round's result follows its own no_more_bets (verify-log checks it)
         modes[_whole(data["round"])] = str(data["mode"])
     elif kind == RecordKind.RESULT:
         dice = data.get("dice")
@@ -192,13 +198,15 @@ def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -
 
 
 def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:
-    row = db.execute("SELECT context_seq, context FROM head WHERE id = 1").fetchone()
-    if row is None or row[0] != last or row[1] is None:
+    """Whether the context stored with the last record (the head's; a log from before the
+    head: its last record's) holds the counts made here."""
+    stored = read_latest_context(db, "the log")
+    if stored is None or stored[0] != last:
         return None
     try:
-        version = json.loads(bytes(row[1]))["v"]
+        version = json.loads(stored[1])["v"]
         if not isinstance(version, int) or version < DICE_COUNTS_SINCE:
             return None  # a context from before the monitor: it holds no counts to compare
-        return bool(decode_context(bytes(row[1])).dice_counts == windows)
+        return bool(decode_context(stored[1]).dice_counts == windows)
     except (SnapshotError, ValueError, KeyError, TypeError):
         return False

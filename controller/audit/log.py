@@ -747,24 +747,7 @@ class AuditLog:
         """The context stored with the last step that was committed, and its record's seq."""
         if self._connection is None and self.locked is not None:
             return None
-        try:
-            head = _read_head(self._db)
-            row: tuple[object, object] | None = (
-                (head[3], head[4])
-                if head is not None
-                else self._db.execute(
-                    "SELECT seq, context FROM records WHERE context IS NOT NULL"
-                    " ORDER BY seq DESC LIMIT 1"
-                ).fetchone()
-            )
-        except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {self.path}") from exc
-        if row is None or not isinstance(row[0], int):
-            return None
-        seq, blob = row[0], row[1]
-        if not isinstance(blob, bytes):
-            raise LogIntegrityError(int(seq), "the stored context is not bytes")
-        return int(seq), blob
+        return read_latest_context(self._db, self.path)
 
     # --- checkpoints and the anchor ----------------------------------------------------------
 
@@ -1014,6 +997,29 @@ def _read_head(db: sqlite3.Connection) -> tuple[int, bytes, bytes, int | None, o
     if context_seq is not None and not isinstance(context_seq, int):
         raise LogIntegrityError(None, "the log's head row is damaged")
     return size, signature, root, context_seq, context
+
+
+def read_latest_context(db: sqlite3.Connection, path: Path | str) -> tuple[int, bytes] | None:
+    """The context stored with the last step committed to the log ``db`` reads (the head's; a
+    log from before the head: its last record's), and its record's seq; None when none is."""
+    try:
+        head = _read_head(db)
+        row: tuple[object, object] | None = (
+            (head[3], head[4])
+            if head is not None
+            else db.execute(
+                "SELECT seq, context FROM records WHERE context IS NOT NULL"
+                " ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        )
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, f"cannot read {path}") from exc
+    if row is None or not isinstance(row[0], int):
+        return None
+    seq, blob = row[0], row[1]
+    if not isinstance(blob, bytes):
+        raise LogIntegrityError(int(seq), "the stored context is not bytes")
+    return int(seq), blob
 
 
 def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:

@@ -5,12 +5,13 @@ those records, reading them (and the checkpoints signed in them) from the databa
 decodes each leaf once (canonical form, fields, sequence number), checks the hash chain inside
 the run, hashes the Merkle leaves and builds every perfect subtree above them, verifies the
 signature of every checkpoint signed in the run, and checks what each record says (the key of
-``log_created``, each result recomputed from its dice with the paytables in force) and the
-shape of the rounds from the run's first ``no_more_bets`` or ``void`` on. It hands back little:
-its first ``prev`` and last hash, the roots of the few aligned subtrees that make up the run,
-for each checkpoint the root it signs and the root of the run's leaves below it, the records
-before the run's first round boundary whose shape depends on the records before the run, and
-its RNG records.
+``log_created``, each result and each correction's result recomputed from its dice with the
+paytables in force, a void's reason, every employee id) and the shape of the rounds from the
+run's first ``no_more_bets`` or ``void`` on. It hands back little: its first ``prev`` and last
+hash, the roots of the few aligned subtrees that make up the run, for each checkpoint the root
+it signs and the root of the run's leaves below it, the records before the run's first round
+boundary whose shape depends on the records before the run (the fields the shape reads), its
+RNG records, and the rounds' shape at its end.
 
 A run holds ``RUN_RECORDS`` records, a power of two, and starts after a multiple of it: the
 root of the tree at a checkpoint inside the run is then the fold of the tree's compact range at
@@ -20,11 +21,13 @@ sizes (the tests split logs everywhere) hand back the subtrees instead, which th
 
 The parent joins the runs in order: the chain across each boundary, the Merkle tree grown by
 each run's subtrees, every checkpoint's root, the round's shape and the RNG replay over the
-records handed back, the consistency proof against a checkpoint kept elsewhere, and the latest
-checkpoint, through the same :class:`LogVerifier` the sequential path uses. The paytables in
-force at the start of a run come from the log's ``config_loaded`` records, which the parent
-finds while the first run is checked; each worker hands back the ones in its run, which must
-be those.
+records handed back, the seam of the rounds' shape (``RoundShape.then``: the first bets closed
+in a run come after the last before it, so that no round's bets close twice and no round is
+decided twice across a boundary), the consistency proof against a checkpoint kept elsewhere,
+and the latest checkpoint, through the same :class:`LogVerifier` the sequential path uses.
+The paytables in force at the start of a run come from the log's ``config_loaded`` records,
+which the parent finds while the first run is checked; each worker hands back the ones in its
+run, which must be those.
 
 Anything a run finds wrong (or any failure of a worker) sends the whole log through the
 sequential verifier, on the same snapshot: it names the record exactly as it always has, with
@@ -51,6 +54,7 @@ from controller.audit.checks import (
     RoundShape,
     decode_fields,
     open_signed,
+    shape_data,
 )
 from controller.audit.log import GENESIS_PREV, connect_read_only
 from controller.core import canonical
@@ -233,10 +237,11 @@ def _join(log: LogVerifier, run: _Run) -> None:
     for seq, kind, data in run.events:
         log.shape(seq, kind, data)
     if run.rounds is not None:
+        before = log.rounds
         for seq, kind, data, bets_closed in run.rng:
             log.adopt_rounds(RoundShape(bets_closed))  # as it was at that record
             log.shape(seq, kind, data)
-        log.adopt_rounds(run.rounds)
+        log.adopt_rounds(before.then(run.rounds))  # the seam: the rounds' numbers only grow
 
 
 def _start_worker(path: str, verifier: str) -> None:
@@ -303,11 +308,11 @@ def _checked_run(task: _Task) -> _Run:
             elif rounds is not None or (kind in _STARTS_A_ROUND and seq != 1):
                 if rounds is None:
                     rounds = RoundShape()
-                rounds.feed(seq, kind, data.get("round"))
+                rounds.feed(seq, kind, data)
             elif kind in RNG_KINDS:
                 events.append((seq, kind, data))
             else:
-                events.append((seq, kind, {"round": data.get("round")}))
+                events.append((seq, kind, shape_data(data)))
     if last is None or expected != stop + 1:
         raise _Split
     run.last_hash = last

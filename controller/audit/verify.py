@@ -5,9 +5,15 @@ reordered), the hash chain, the RFC 6962 Merkle root against every signed checkp
 checkpoint's Ed25519 signature, that the key is the one the log was created for (its first
 record, ``log_created``), and it recomputes every result (starting position and side wager
 outcomes and payouts) from the recorded dice with controller/core/result.py and the paytables of the
-last ``config_loaded`` record. It checks the round's shape: no round closed without its result,
-no result without bets closed, and no RNG number drawn from a session committed after the bets
-of its round were closed (621a.8(a)(1)). Given a checkpoint kept elsewhere (``--checkpoint``),
+last ``config_loaded`` record, and each correction's result from the dice seen (N.J.A.C.
+13:69E-1.28P(d)). It checks the round's shape (controller/audit/checks.py ``RoundShape``): a
+round's bets close once and the rounds' numbers only grow, no round is decided twice (no
+second result, no ``result_voided`` and a result decided again: N.J.A.C. 13:69E-1.28G), at
+most one correction of a round's result, never of an RNG round's, no side wager settled on an
+RNG's dice, no round closed without its result, no result without bets closed, and no RNG
+number drawn from a session committed after the bets of its round were closed (621a.8(a)(1));
+and who did it: a void's reason and the employee a person's reason names, every employee id
+well-formed. Given a checkpoint kept elsewhere (``--checkpoint``),
 it proves with an RFC 6962 consistency proof, computed from the leaves and verified as RFC 9162
 says, that the log extends it: a log rolled back or forked behind it fails. Then it replays
 every revealed RNG session (controller/core/rng_replay.py), and, given the auditor's reveals
@@ -340,9 +346,15 @@ class LogVerifier:
         except RecordDataError as exc:
             raise LogIntegrityError(seq, str(exc)) from exc
 
+    @property
+    def rounds(self) -> RoundShape:
+        """The rounds' shape as the records checked so far leave it."""
+        return self._round
+
     def adopt_rounds(self, rounds: RoundShape) -> None:
         """The round's state, as a run checked elsewhere (from a ``no_more_bets`` or a
-        ``void``, after which it depends on nothing before) found it."""
+        ``void``, after which it depends on nothing before but what ``RoundShape.then``
+        checks at the seam) found it."""
         self._round = rounds
 
     def resume_at(self, size: int, last_hash: str, results: int) -> None:
@@ -368,7 +380,7 @@ class LogVerifier:
         round_number = data.get("round")
         shape = self._round
         if kind in ROUND_KINDS:
-            shape.feed(cur.seq, kind, round_number)
+            shape.feed(cur.seq, kind, data)
         elif kind == RecordKind.RNG_COMMIT:
             session = str(data.get("session"))
             self._sessions[session] = _SessionShape(cur.seq, escrowed="escrow" in data)

@@ -143,6 +143,13 @@ COMMANDS: list[Command] = [
         "dice_stats_arguments",
         "dice_stats_command",
     ),
+    Command(
+        "meters",
+        "the table's meters (games, no rolls, corrections, voids, lid, tamper), from the log",
+        _AUDIT,
+        "meters_arguments",
+        "meters_command",
+    ),
     Command("export", "the audit log as JSON lines", _AUDIT, "export_arguments", "export"),
     Command(
         "backup",
@@ -246,13 +253,14 @@ DESCRIPTION = """\
 The controller under a Pai Gow table: the dice shaker, the optical dice sensor, the auditable
 RNG, the starting position and the dice side wagers, with a signed audit log. Each command's
 --help says what it does, with examples. Reading commands (recall, verify-log, dice-stats,
-selftest, paytables, check-config) print a report on a terminal and JSON with --json or in a
-pipe. Exit codes: 0 success, 1 a check failed, 2 a bad argument, 78 a bad configuration."""
+meters, selftest, paytables, check-config) print a report on a terminal and JSON with --json or
+in a pipe. Exit codes: 0 success, 1 a check failed, 2 a bad argument, 78 a bad configuration."""
 EXAMPLES = """\
 examples:
   paigow-controller recall --help
   paigow-controller recall --since "2026-11-30 14:00"
   paigow-controller verify-log --state-dir /var/lib/paigow-controller --key log.pub
+  paigow-controller meters --since "2026-11-30 14:00"
   paigow-controller --version"""
 
 

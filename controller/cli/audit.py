@@ -1,10 +1,11 @@
-"""The audit log's commands: ``verify-log``, ``recall``, ``dice-stats``, ``export``,
+"""The audit log's commands: ``verify-log``, ``recall``, ``dice-stats``, ``meters``, ``export``,
 ``export-key``, ``checkpoint`` and ``init``.
 
-The reading commands (``verify-log``, ``recall``, ``dice-stats``) print a report on a terminal
-and JSON with ``--json`` or when stdout is not a terminal (``controller/cli/render.py`` words
-the report); ``export`` writes JSON lines. A failed verification names the first bad record on
-stderr and exits 1; a bad argument is one line on stderr and exit 2.
+The reading commands (``verify-log``, ``recall``, ``dice-stats``, ``meters``) print a report on
+a terminal and JSON with ``--json`` or when stdout is not a terminal
+(``controller/cli/render.py`` words the report); ``export`` writes JSON lines. A failed
+verification names the first bad record on stderr and exits 1; a bad argument is one line on
+stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -103,11 +104,13 @@ _VERIFY_DESCRIPTION = f"""\
 Verifies the audit log from its first record to its last: the hash chain, the Merkle roots
 against every signed checkpoint, the signatures and the key the log was created for, every
 revealed RNG session replayed, every starting position and side wager recomputed from the dice
-and the recorded paytables, and each round's shape. Each RNG commitment's escrow must be well
-formed; the sessions a restart ended unrevealed are listed as escrowed, not revealed, and with
---rng-reveals (what rng-reveal wrote) they are replayed too. A failure names the first bad
-record on stderr and exits 1. Works on a copy of the state directory, while the controller
-appends.
+and the recorded paytables, each correction's result from the dice seen, and each round's
+shape: no round decided twice (no second result, no result voided to decide it again), a
+correction only of the result shown, no side wager on the RNG's dice, a void's reason and who
+gave it. Each RNG commitment's escrow must be well formed; the sessions a restart ended
+unrevealed are listed as escrowed, not revealed, and with --rng-reveals (what rng-reveal wrote)
+they are replayed too. A failure names the first bad record on stderr and exits 1. Works on a
+copy of the state directory, while the controller appends.
 {JSON_OR_TEXT}"""
 _VERIFY_EXAMPLES = """\
 examples:
@@ -445,4 +448,45 @@ def dice_stats_command(args: argparse.Namespace) -> int:
 
     stats = dice_stats(_state_dir(args), Window(args.window))
     print_report(args, stats, render.dice_stats_report, to_json=_print)
+    return 0
+
+
+# --- meters ------------------------------------------------------------------------------------
+
+_METERS_DESCRIPTION = f"""\
+The table's meters counted again from the audit log alone (a copy of the state directory will
+do; the archive's records too): games closed, no rolls by reason, results corrected to the
+dice as they lie, rounds voided, openings of the shaker's lid and of its tamper loop,
+power-ups and entries into service mode, counted the way the table counts its own records.
+--since counts only the records written at or after a local date-time ({LOCAL_TIME_FORMS}).
+Without --since it also says whether the meters the table keeps (its latest stored context)
+agree with the records. {JSON_OR_TEXT}"""
+_METERS_EXAMPLES = """\
+examples:
+  paigow-controller meters --state-dir /var/lib/paigow-controller
+  paigow-controller meters --state-dir copy-of-state --since "2026-11-30 14:00"
+  paigow-controller meters --state-dir copy-of-state --since 2026-11-30 --json > meters.json"""
+
+
+def meters_arguments(p: argparse.ArgumentParser) -> None:
+    describe(p, _METERS_DESCRIPTION, _METERS_EXAMPLES)
+    _state_dir_argument(p)
+    p.add_argument(
+        "--since", metavar="DATE-TIME", help="count the records written at or after it (local)"
+    )
+    json_argument(p)
+
+
+def meters_command(args: argparse.Namespace) -> int:
+    """The argument is checked before the log is opened: a bad one is exit 2."""
+    from controller.audit.meters import meters_report
+
+    since = None if args.since is None else local_span(args.since, "--since", zone=None)
+    report = meters_report(_state_dir(args), since=None if since is None else since.start)
+    print_report(
+        args,
+        report,
+        lambda doc: render.meters_report(doc, since=None if since is None else since.text),
+        to_json=_print,
+    )
     return 0

@@ -100,12 +100,40 @@ RECALL_HEADERS = (
     "start",
     "bank",
     "attempt",
+    "read as",
     "voids",
     "no rolls",
     "faults",
     "outcome",
 )
 _VOIDS = frozenset({RecordKind.VOID, RecordKind.RESULT_VOIDED})
+
+
+def correction_of(game: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The round's ``result_corrected`` record's data (N.J.A.C. 13:69E-1.28P(d)), if its
+    result was corrected to the dice as they lie."""
+    found = None
+    for record in game["records"]:
+        if record["kind"] == RecordKind.RESULT:
+            found = None  # a log from before corrections: a result decided again
+        elif record["kind"] == RecordKind.RESULT_CORRECTED and isinstance(record["data"], dict):
+            found = record["data"]
+    return found
+
+
+def standing_result(game: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The result the round stands on: the corrected one (the dice seen), else its result."""
+    correction = correction_of(game)
+    corrected = None if correction is None else correction.get("result")
+    return corrected if isinstance(corrected, dict) else game.get("result")
+
+
+def void_of(game: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The round's ``void`` record's data, if the whole round is void."""
+    for record in game["records"]:
+        if record["kind"] == RecordKind.VOID and isinstance(record["data"], dict):
+            return record["data"]
+    return None
 
 
 def round_opened_at(game: Mapping[str, Any]) -> str | None:
@@ -143,24 +171,40 @@ def _total(result: Mapping[str, Any] | None) -> object:
 
 
 def recall_row(game: Mapping[str, Any], zone: tzinfo | None) -> list[object]:
+    """One round: the result it stands on (a corrected one's dice seen, with the dice the
+    sensor read under "read as"), its voids, no rolls and faults, and its outcome (a void's
+    reason with it)."""
     result = game.get("result")
+    standing = standing_result(game)
+    correction = correction_of(game)
     opened = round_opened_at(game)
-    red, blue = _dice(result)
+    red, blue = _dice(standing)
     counts = round_counts(game)
+    voided = void_of(game)
+    outcome = str(game["outcome"])
+    if voided is not None and voided.get("reason") is not None:
+        outcome = f"{outcome} ({voided.get('reason')})"
     return [
         game["round"],
         None if opened is None else local_time(opened, zone),
         red,
         blue,
-        _total(result),
-        None if result is None else result.get("starting_position"),
-        None if result is None else result.get("bank"),
+        _total(standing),
+        None if standing is None else standing.get("starting_position"),
+        None if standing is None else standing.get("bank"),
         None if result is None else result.get("attempt"),
+        None if correction is None else _faces_text(correction.get("dice_read")),
         counts["voids"],
         counts["no rolls"],
         counts["faults"],
-        game["outcome"],
+        outcome,
     ]
+
+
+def _faces_text(dice: object) -> str | None:
+    """Dice as the table row shows them: ``3 4 5`` (red, blue, blue)."""
+    red, blue = _dice({"dice": dice})
+    return None if red is None else f"{red} {blue}"
 
 
 def recall_table(rounds: Sequence[Mapping[str, Any]], *, heading: str, zone: tzinfo | None) -> str:
@@ -177,7 +221,7 @@ def recall_table(rounds: Sequence[Mapping[str, Any]], *, heading: str, zone: tzi
         if isinstance(moment, datetime):
             row[1] = _clock(moment) if len(labels) == 1 else f"{_clock(moment)} {moment.tzname()}"
     zones = f"times are local: {' then '.join(labels)}" if labels else "no times recorded"
-    table = columns(RECALL_HEADERS, rows, right="r_rrr__rrrr_")
+    table = columns(RECALL_HEADERS, rows, right="r_rrr__r_rrr_")
     return f"{heading}\n{zones}\n\n{table}\n"
 
 
@@ -193,16 +237,23 @@ def round_report(game: Mapping[str, Any], *, zone: tzinfo | None) -> str:
     )
     lines = [clean(f"round {game['round']} ({game['outcome']}), {when}")]
     result = game.get("result")
+    standing = standing_result(game)
     figures: list[tuple[str, object]] = [("result", "none yet")]
-    if result is not None:
+    if result is not None and standing is not None:
         figures = [
-            ("dice", _dice_text(result)),
-            ("total", _total(result)),
-            ("starting position", result.get("starting_position")),
-            ("bank", result.get("bank")),
+            ("dice", _dice_text(standing)),
+            ("total", _total(standing)),
+            ("starting position", standing.get("starting_position")),
+            ("bank", standing.get("bank")),
             ("result's attempt", result.get("attempt")),
-            ("side wagers", _payouts(result.get("payouts"))),
+            ("side wagers", _payouts(standing.get("payouts"))),
         ]
+    correction = correction_of(game)
+    if correction is not None:
+        figures.append(("corrected", _correction_text(correction)))
+    voided = void_of(game)
+    if voided is not None and "reason" in voided:
+        figures.append(("void", _void_text(voided)))
     lines += _fields([*figures, *round_counts(game).items()])
     times = [local_time(str(record["time"]), zone) for record in game["records"]]
     days = {moment.date() if isinstance(moment, datetime) else moment for moment in times}
@@ -237,10 +288,37 @@ def _payouts(payouts: object) -> str:
     return "; ".join(shown)
 
 
+def _who(data: Mapping[str, Any]) -> str:
+    """Who did it: the employee id, or the panel's key with no dealer signed on; the
+    operating system's account of a terminal command."""
+    employee = data.get("employee")
+    who = f"by {employee}" if employee is not None else "by the panel, no dealer signed on"
+    return who if data.get("uid") is None else f"{who} (uid {data.get('uid')})"
+
+
+def _correction_text(data: Mapping[str, Any]) -> str:
+    """N.J.A.C. 13:69E-1.28P(d): the dice read, the dice seen, why and who."""
+    read, seen = (
+        _dice_text({"dice": data.get("dice_read")}),
+        _dice_text({"dice": data.get("dice_seen")}),
+    )
+    note = f"; note {data.get('note')}" if data.get("note") else ""
+    return f"dice read {read} -> dice seen {seen}: {data.get('reason')}, {_who(data)}{note}"
+
+
+def _void_text(data: Mapping[str, Any]) -> str:
+    """621a.12(c),(e): why the whole round is void, who, and what became of the wagers."""
+    wagers = "every wager returned" if data.get("wagers") == "returned" else "wagers not returned"
+    reshuffle = ", the tiles reshuffled (a new game)" if data.get("reshuffle") else ""
+    note = f"; note {data.get('note')}" if data.get("note") else ""
+    return f"{data.get('reason')}, {_who(data)}: {wagers}{reshuffle}{note}"
+
+
 def record_text(kind: str, data: Mapping[str, Any]) -> str:
     """A record's data in a line: the reading's dice and verdict, the result's dice and
-    position; any other record's fields as ``name value`` (the round number left out, it is
-    the round's own)."""
+    position, a correction's dice read and seen, a void's reason; who did it first (an
+    operator's action); any other record's fields as ``name value`` (the round number left
+    out, it is the round's own)."""
     if kind == RecordKind.READING:
         dice = data.get("dice")
         faces = []
@@ -256,9 +334,23 @@ def record_text(kind: str, data: Mapping[str, Any]) -> str:
             f"attempt {data.get('attempt')}: {_dice_text(data)}, total {_total(data)},"
             f" start {data.get('starting_position')}, bank {data.get('bank')}"
         )
+    if kind == RecordKind.RESULT_CORRECTED:
+        corrected = data.get("result")
+        standing = corrected if isinstance(corrected, dict) else {}
+        return (
+            f"attempt {data.get('attempt')}: {_correction_text(data)}; total"
+            f" {_total(standing)}, start {standing.get('starting_position')}"
+        )
+    if kind == RecordKind.VOID and "reason" in data:
+        return f"attempt {data.get('attempt')}, {data.get('state')}: {_void_text(data)}"
     if kind == RecordKind.COMMISSIONING:
         return commissioning_text(data)
-    return ", ".join(f"{k} {_value(v)}" for k, v in data.items() if k != "round")
+    fields = ", ".join(
+        f"{k} {_value(v)}" for k, v in data.items() if k not in ("round", "employee", "uid")
+    )
+    if "employee" not in data:
+        return ", ".join(f"{k} {_value(v)}" for k, v in data.items() if k != "round")
+    return f"{_who(data)}: {fields}" if fields else _who(data)
 
 
 # --- verify-log, selftest, paytables, check-config, dice-stats -------------------------------
@@ -412,6 +504,63 @@ def dice_stats_report(stats: Mapping[str, Any]) -> str:
         )
     if stats["context_agrees"] is False:
         lines.append("WARNING: the controller's stored counts differ from the records")
+    return "\n".join(lines) + "\n"
+
+
+_METER_WORDS = (
+    ("games", "games"),
+    ("no_rolls", "no rolls"),
+    ("corrections", "results corrected"),
+    ("round_voids", "rounds voided"),
+    ("lid_openings", "lid openings"),
+    ("tamper", "tamper-loop openings"),
+    ("power_ups", "power-ups"),
+    ("service_mode", "service mode entered"),
+)
+
+
+def meters_report(doc: Mapping[str, Any], *, since: str | None = None) -> str:
+    """``meters``'s counts, then whether the table's own stored meters agree with them.
+    ``since``: the local date-time as it was given (``--since``)."""
+    size = doc.get("records")
+    heading = (
+        f"meters counted from the audit log's records written since {since} (local time; the"
+        f" log holds {size})"
+        if since
+        else f"meters counted from the audit log's {size} records"
+    )
+    lines = [clean(heading)]
+    pairs: list[tuple[str, object]] = []
+    for name, words in _METER_WORDS:
+        value = doc.get(name)
+        if isinstance(value, dict):
+            reasons = {reason: n for reason, n in value.items() if n}
+            total = sum(n for n in reasons.values() if isinstance(n, int))
+            value = f"{total} ({_value(reasons)})" if reasons else 0
+        pairs.append((words, value))
+    lines += _fields(pairs)
+    agrees = doc.get("context_agrees")
+    where = f"with record {doc.get('context_seq')}"
+    if since:
+        lines.append("the table's stored meters count from its start: not compared with --since")
+    elif agrees is True:
+        lines.append(f"the table's stored meters ({where}) agree with the records")
+    elif agrees is False:
+        stored = doc.get("context_meters") or {}
+        differ = [
+            f"{words} {_value(stored.get(name))} stored, {_value(doc.get(name))} in the records"
+            for name, words in _METER_WORDS
+            if stored.get(name) != doc.get(name)
+        ]
+        lines.append(
+            clean(
+                f"WARNING: the table's stored meters ({where}) differ from the records:"
+                f" {'; '.join(differ)} (a log begun by a version without meters differs"
+                " by what that version recorded)"
+            )
+        )
+    else:
+        lines.append("the table stored no meters to compare (its context is older than them)")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,149 @@
+"""The table's meters, counted again from the log alone (``paigow-controller meters``).
+
+Each record is counted with the one function the round state machine counts its own records
+with (controller/core/meters.py ``counted``): games closed, no rolls by reason, corrections,
+round voids, lid openings, tamper-loop openings, power-ups and entries into service mode. The
+records moved to the archive (controller/audit/archive.py) are read first, as ``export`` reads
+them: the meters are the table's whole life. With ``since``, only the records whose time (UTC,
+as the log wrote it) is at or after it count.
+
+Without ``since``, the recount is compared with the meters the table itself keeps: those of
+the latest context snapshot (controller/core/snapshot.py, ``RoundContext.meters``) against the
+records up to the one it was stored with (``context_agrees``; None when that context is from
+before the table kept meters, snapshot version 5). The table counts from the first start of a
+version that keeps them, so on a log begun by an older version the two differ by what the
+older one recorded; the stored meters are in the report (``context_meters``) to read both.
+
+Read-only (a read-only connection, read-only media, a copy of the state directory), in one
+snapshot of a log the controller may be appending to.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from controller.audit.archive import archive_paths
+from controller.audit.log import connect_read_only, open_for_reading, read_latest_context
+from controller.core import canonical
+from controller.core.meters import Meters, counted
+from controller.core.records import RecordKind
+from controller.core.snapshot import SnapshotError, decode_context
+from controller.errors import AuditLogError, LogIntegrityError
+
+METERS_SINCE = 5  # the first context snapshot version that keeps the meters
+# the records ``counted`` counts (any other leaves the meters as they are)
+METER_KINDS = tuple(
+    str(kind)
+    for kind in (
+        RecordKind.CLOSE,
+        RecordKind.NO_ROLL,
+        RecordKind.RESULT_CORRECTED,
+        RecordKind.VOID,
+        RecordKind.LID,
+        RecordKind.TAMPER_LOOP,
+        RecordKind.POWER_ON,
+        RecordKind.SERVICE_MODE,
+    )
+)
+_SELECT = (  # eight placeholders, one per kind: no text from outside goes into the query
+    "SELECT seq, kind, leaf FROM records WHERE seq > ? AND kind IN (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ORDER BY seq"
+)
+assert _SELECT.count("?") == 1 + len(METER_KINDS)
+
+
+def meters_report(state_dir: Path, *, since: datetime | None = None) -> dict[str, Any]:
+    """The meters of the log in ``state_dir`` (from ``since`` on, an aware time), and, counted
+    from the first record, whether the table's own stored meters agree."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")  # one snapshot of the live log
+        stored = read_latest_context(db, Path(state_dir))
+        stored_at = None if stored is None else stored[0]
+        meters, at_context, size = Meters(), Meters(), 0
+        for seq, kind, data, time in _records(state_dir, db):
+            size = max(size, seq)
+            if since is not None and _moment(seq, time) < since:
+                continue
+            meters = counted(meters, kind, data)
+            if stored_at is not None and seq <= stored_at:
+                at_context = meters
+        (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    context = None if stored is None or since is not None else _stored_meters(stored[1])
+    return {
+        **meters.as_record(),
+        "since": None if since is None else since.isoformat(timespec="seconds"),
+        "records": max(size, int(last)),
+        "context_seq": None if since is not None else stored_at,
+        "context_meters": None if context is None else context.as_record(),
+        "context_agrees": None if context is None else context == at_context,
+    }
+
+
+def _records(
+    state_dir: Path, db: sqlite3.Connection
+) -> Iterator[tuple[int, str, dict[str, Any], object]]:
+    """(seq, kind, data, time) of every record of a kind the meters count: the archive's
+    first, then the live log's after them."""
+    archived = 0
+    for path in archive_paths(state_dir):
+        archive = connect_read_only(path)
+        try:
+            for row in _rows(archive, archived, path):
+                archived = max(archived, row[0])
+                yield row
+            (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+            archived = max(archived, int(top))
+        except sqlite3.Error as exc:
+            raise AuditLogError(f"audit log: cannot read the archive {path}: {exc}") from None
+        finally:
+            archive.close()
+    try:
+        yield from _rows(db, archived, state_dir)
+    except sqlite3.Error as exc:
+        raise AuditLogError(f"audit log: cannot read {state_dir}: {exc}") from None
+
+
+def _rows(
+    db: sqlite3.Connection, after: int, where: Path
+) -> Iterator[tuple[int, str, dict[str, Any], object]]:
+    for seq, kind, leaf in db.execute(_SELECT, (after, *METER_KINDS)):
+        if type(seq) is not int or type(leaf) is not bytes:
+            raise LogIntegrityError(None, f"a row of {where} is not a stored record")
+        try:
+            entry = canonical.decode(leaf)
+        except canonical.EncodingError as exc:
+            raise LogIntegrityError(seq, f"not a canonical record: {exc}") from None
+        data = entry.get("data") if isinstance(entry, dict) else None
+        if not isinstance(data, dict) or entry.get("kind") != kind:
+            raise LogIntegrityError(seq, "not a record of its kind with its data")
+        yield seq, str(kind), data, entry.get("time")
+
+
+def _moment(seq: int, time: object) -> datetime:
+    try:
+        moment = datetime.fromisoformat(time) if isinstance(time, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise LogIntegrityError(seq, f"its time {time!r} is not a date-time with its zone")
+    return moment
+
+
+def _stored_meters(blob: bytes) -> Meters | None:
+    """The meters the table stored in its context; None for a context from before them."""
+    try:
+        version = json.loads(blob)["v"]
+        if type(version) is not int or version < METERS_SINCE:
+            return None
+        return decode_context(blob).meters
+    except (SnapshotError, ValueError, KeyError, TypeError) as exc:
+        raise LogIntegrityError(None, f"the stored context cannot be read: {exc}") from None
