@@ -234,7 +234,8 @@ def test_rounds_with_faults_a_kill_mid_round_and_recovery(
         (r["data"]["round"], r["data"]["attempt"]) for r in before + after if r["kind"] == "result"
     ]
     assert len(decided) == len(set(decided))
-    assert verify(state)["results_recomputed"] == len(decided)
+    corrections = [r for r in before + after if r["kind"] == "result_corrected"]
+    assert verify(state)["results_recomputed"] == len(decided) + len(corrections)
 
 
 def test_sigterm_stops_the_motor_records_the_round_and_exits_0(

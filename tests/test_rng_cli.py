@@ -228,7 +228,19 @@ def table_log(state: Path) -> tuple[str, str]:
         after = RngPort(manager(state, log, table="table-1", records=records))
         with pytest.raises(RngSessionLost):
             after.draw(round_number=7, attempt=1)
-        log.append(RecordKind.VOID, {"round": 7, "reason": "rng_session_lost"})
+        log.append(  # the table's void of the round (controller/core/state.py, rng_interrupted)
+            RecordKind.VOID,
+            {
+                "round": 7,
+                "attempt": 1,
+                "state": "drawing",
+                "reason": "rng_interrupted",
+                "wagers": "returned",
+                "reshuffle": False,
+                "note": "",
+                "employee": None,
+            },
+        )
         after.prepare()
         for round_number in (8, 9):
             log.append(RecordKind.NO_MORE_BETS, {"round": round_number})

@@ -95,7 +95,7 @@ example:
 
 
 def deal_plan_arguments(p: argparse.ArgumentParser) -> None:
-    describe(p, DEAL_PLAN_DESCRIPTION, f"{_styles_help()}\n\n{DEAL_PLAN_EXAMPLE}")
+    describe(p, DEAL_PLAN_DESCRIPTION, f"{DEAL_PLAN_EXAMPLE}\n\n{_styles_help()}")
     p.add_argument(
         "--style",
         required=True,
