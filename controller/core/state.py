@@ -669,7 +669,15 @@ class _Rules:
             )
             actions.append(_show(Screen.LOCKED, reason=str(reason), no_rolls=no_rolls))
             return replace(ctx, state=S.LOCKED), actions
-        actions.append(_show(Screen.NO_ROLL, reason=str(reason), words=reason.plain_words))
+        actions.append(
+            _show(
+                Screen.NO_ROLL,
+                **self._round(ctx),  # the next attempt, as bets closed again shows it
+                reason=str(reason),
+                words=reason.plain_words,
+                **self._dice(ctx),
+            )
+        )
         return replace(ctx, state=S.NO_ROLL), actions
 
     def _latch(self, ctx: RoundContext, fault: Fault, detail: str) -> Step:
