@@ -457,3 +457,30 @@ def test_tiles_need_pai_gow_and_a_poker_table_records_its_shuffle_as_such() -> N
         t.send(
             Event.TILES_INSPECTED, supervisor=True, employee="F0310", tile_set="T", dealer=DEALER
         )
+
+
+def test_the_console_says_a_round_was_void_and_a_result_corrected() -> None:
+    """What ``simulate`` and ``make demo`` print: a line per round, and after a void or a
+    correction a line saying so (the console reads the screens alone)."""
+    import io
+
+    from controller.display.console import ConsoleDisplay
+
+    out = io.StringIO()
+    console = ConsoleDisplay(out)
+    t = Table().to_result(good_reading(1, 2, 5))
+    screens = [a for a in t.actions if a.kind is ActionKind.SHOW]
+    correct(t, Roll(6, (2, 5)))
+    screens += [a for a in t.actions if a.kind is ActionKind.SHOW]
+    t.send(Event.CLOSE_ROUND)
+    t.to_result()
+    void(t, VoidReason.WRONG_COUNT, round_meant=2)
+    screens += [a for a in t.actions if a.kind is ActionKind.SHOW]
+    for action in screens:
+        assert action.screen is not None
+        console.show(action.screen, action.data, seq=None)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("round    1  dice R1 B2 B5  total  8")
+    assert lines[1].startswith("  corrected: round    1  dice R6 B2 B5  total 13")
+    assert lines[-1] == "  round 2 void (wrong_count): every wager returned"
+    assert t.shown(Screen.READY).data["voided"] == {"round": 2, "reason": "wrong_count"}

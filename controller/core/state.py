@@ -1734,6 +1734,7 @@ class _Rules:
                 )
         if ctx.state is S.FAULT and ctx.resume_state in (None, S.IDLE):
             return _refuse(ctx, "no round is in play: its bets are open")
+        voided = {"round": ctx.round_number, "reason": str(reason)}
         actions = [Action(ActionKind.STOP_MOTOR), self._void_record(ctx, reason, occ)]
         if ctx.state is S.FAULT:
             # The round is void; the fault stays until cleared (AGCO 11.1). What the next round
@@ -1741,7 +1742,8 @@ class _Rules:
             ctx, opened = self._open_next_round(ctx, actions, reshuffled=reason.reshuffles)
             opened = [a for a in opened if a.kind in (ActionKind.STOP_MOTOR, ActionKind.RECORD)]
             return replace(ctx, state=S.FAULT, resume_state=S.IDLE), opened
-        return self._open_next_round(ctx, actions, reshuffled=reason.reshuffles)
+        ctx, opened = self._open_next_round(ctx, actions, reshuffled=reason.reshuffles)
+        return ctx, _noting_the_void(opened, voided)
 
     def rng_interrupted(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """The RNG cannot draw for this round: the session committed before its bets closed
@@ -1749,8 +1751,10 @@ class _Rules:
         A number from a session committed after the bets closed would be a selection the
         players could not have seen committed (621a.8(a)(1)), so the round is void, every wager
         returned, and the next round's session is committed when its bets open."""
+        voided = {"round": ctx.round_number, "reason": str(VoidReason.RNG_INTERRUPTED)}
         actions = [self._void_record(ctx, VoidReason.RNG_INTERRUPTED, occ, note=occ.detail)]
-        return self._open_next_round(ctx, actions)
+        ctx, opened = self._open_next_round(ctx, actions)
+        return ctx, _noting_the_void(opened, voided)
 
     def table_time(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """The table's time, kept in the log now and then so that dice and tile life survive
@@ -1886,6 +1890,17 @@ class _Rules:
 _NO_PLAYER_BANK = (
     "the casino's Rules Submission offers no player bank at this table (621a.11(a), 645a.12(a))"
 )
+
+
+def _noting_the_void(actions: list[Action], voided: Mapping[str, object]) -> list[Action]:
+    """The bets-open screen after a round's void says which round was void and why, so that
+    a display that reads screens alone (the console) can say so too."""
+    return [
+        replace(a, data={**a.data, "voided": dict(voided)})
+        if a.kind is ActionKind.SHOW and a.screen is Screen.READY
+        else a
+        for a in actions
+    ]
 
 
 def _same_dice(one: Roll, other: Roll) -> bool:

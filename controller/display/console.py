@@ -40,6 +40,13 @@ class ConsoleDisplay:
             elif screen is Screen.FAULT:
                 self.faults += 1
                 self._write(f"  FAULT {', '.join(map(str, _list(data.get('faults'))))}\n")
+            elif screen is Screen.READY and isinstance(voided := data.get("voided"), dict):
+                # 621a.12(c),(e): the round before was void, every wager returned
+                if not self.progress_every:
+                    self._write(
+                        f"  round {voided.get('round')} void ({voided.get('reason')}):"
+                        " every wager returned\n"
+                    )
             elif screen is Screen.RESULT and data.get("service"):
                 self._write("  SERVICE test " + result_line(data, []) + "\n")
             elif screen is Screen.RESULT:
