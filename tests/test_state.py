@@ -229,6 +229,8 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["clock"] = ClockSync.SYNCHRONISED
     if event is Event.COSIGNED:
         data["cosignature"] = {"witness": "w", "size": 3, "close": 2}
+    if event is Event.ROLLBACK_EVIDENCE:
+        data["cosignature"] = {"witness": "w", "size": 90, "log_size": 40, "note": "n"}
     if event is Event.SOFTWARE_CHECKED:
         yield Occurrence(event, at=at, software=MISMATCH)
         data["software"] = VERIFIED
@@ -944,6 +946,21 @@ def test_a_rolled_back_log_is_a_supervisor_fault_whose_clear_reanchors() -> None
     assert after.state is State.IDLE
     assert after.kinds().index(ActionKind.REANCHOR) > 0
     assert after.records() == [RecordKind.FAULT_CLEARED]
+
+
+def test_the_witness_cosignature_of_a_longer_log_is_recorded_and_latches_a_rollback() -> None:
+    t = running()
+    evidence = {"witness": "w", "size": 90, "log_size": 40, "note": "the note as it came"}
+    t.send(Event.ROLLBACK_EVIDENCE, cosignature=evidence)
+    assert t.records() == [RecordKind.ROLLBACK_EVIDENCE, RecordKind.FAULT]
+    assert t.actions[0].data == {**evidence, "round": 1}
+    assert t.machine.context.active_faults == {Fault.LOG_ROLLBACK}
+    assert ActionKind.SAFE_STATE in t.kinds()
+    t.send(Event.ROLLBACK_EVIDENCE, cosignature=evidence)  # again: recorded, latched once
+    assert t.records() == [RecordKind.ROLLBACK_EVIDENCE]
+    t.send(Event.CLEAR_FAULT, supervisor=True)  # the supervisor accepts the log as it is
+    assert t.state is State.IDLE
+    assert ActionKind.REANCHOR in t.kinds()
 
 
 def test_a_log_identity_fault_is_never_cleared_by_a_key() -> None:

@@ -74,6 +74,9 @@ class RecordKind(StrEnum):
     # (controller/fleet): the witness, its key, the size and root it vouched for, when, and
     # its signature; at most one per round close
     COSIGNED = "cosigned"
+    # the witness's cosignature of a checkpoint this log's key signed and this log no longer
+    # holds (controller/fleet): the note as it came, the log's size then; log_rollback latches
+    ROLLBACK_EVIDENCE = "rollback_evidence"
 
 
 def record_hash(leaf: bytes) -> str:

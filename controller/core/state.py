@@ -175,6 +175,9 @@ class Event(StrEnum):
     SOFTWARE_CHECKED = "software_checked"  # the periodic program verification's result
     CLOCK_CHANGED = "clock_changed"  # the OS's clock became synchronised, or stopped being
     COSIGNED = "cosigned"  # the fleet's witness cosigned a checkpoint covering a round's close
+    # the witness's cosignature of a checkpoint this log's own key signed, that this log no
+    # longer holds (larger than the log, or another root at that size): the log went back
+    ROLLBACK_EVIDENCE = "rollback_evidence"
     # the RNG cannot draw for a round whose bets closed: its session ended with a restart
     RNG_INTERRUPTED = "rng_interrupted"
     TABLE_TIME = "table_time"  # the loop's periodic note: the table's time goes in the log
@@ -523,6 +526,8 @@ TRANSITIONS: Mapping[tuple[State, Event], frozenset[State]] = {
     **_each((S.FAULT,), E.SOFTWARE_CHECKED),
     **_each(_ALL, E.CLOCK_CHANGED),
     **_each(_ALL, E.COSIGNED),
+    **_each_same_or(tuple(s for s in _ALL if s is not S.FAULT), E.ROLLBACK_EVIDENCE, S.FAULT),
+    **_each((S.FAULT,), E.ROLLBACK_EVIDENCE),
     **_each(_ALL, E.TABLE_TIME),
     (S.FAULT, E.CLEAR_FAULT): frozenset({S.FAULT, *_RESUMABLE}),
     (S.LOCKED, E.CLEAR_FAULT): frozenset({S.LOCKED, S.ARMED}),
@@ -1327,6 +1332,22 @@ class _Rules:
         data = _need(occ.cosignature, occ)
         return ctx, [_record_may_wait(RecordKind.COSIGNED, **{**data, "round": ctx.round_number})]
 
+    def rollback_evidence(self, ctx: RoundContext, occ: Occurrence) -> Step:
+        """The witness cosigned a checkpoint of this log, signed by this log's own key, that
+        this log no longer holds: a size larger than the log, or another root at that size.
+        The log went back (an older copy of it, a card swapped): the cosignature is recorded as
+        the evidence (``rollback_evidence``: the cosigned note as it came, and what the log
+        holds) and ``log_rollback`` latches, as when the anchor outside the log disagrees; the
+        supervisor clears it, accepting the log as it is (its checkpoint the new anchor)."""
+        data = _need(occ.cosignature, occ)
+        record = _record(RecordKind.ROLLBACK_EVIDENCE, **{**data, "round": ctx.round_number})
+        if Fault.LOG_ROLLBACK in ctx.active_faults:
+            return ctx, [record]
+        size, held = data.get("size"), data.get("log_size")
+        why = f"the witness cosigned this log at {size} records; it holds {held}"
+        ctx, latched = self._latch(ctx, Fault.LOG_ROLLBACK, why)
+        return ctx, [record, *latched]
+
     def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.state is S.LOCKED:
             if not occ.supervisor:
@@ -2106,6 +2127,7 @@ _HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = 
     E.SOFTWARE_CHECKED: _Rules.software_checked,
     E.CLOCK_CHANGED: _Rules.clock_changed,
     E.COSIGNED: _Rules.cosigned,
+    E.ROLLBACK_EVIDENCE: _Rules.rollback_evidence,
 }
 
 
