@@ -9,10 +9,13 @@ topic                                  QoS    retained  payload
 ``paigow/v1/<table>/records``          1      no        one audit record: exactly one line of
                                                         ``paigow-controller export`` (JSON)
 ``paigow/v1/<table>/checkpoint``       1      yes       the latest signed checkpoint (C2SP note)
-``paigow/v1/<table>/status``           1      yes       JSON: ``online``/``offline``, the screen
+``paigow/v1/<table>/status``           1      yes       a status signed by the table's log key
+                                                        (``sign_status``): online or offline,
+                                                        the screen, the connection and its seq
 ``paigow/v1/<table>/cosignature``      1      yes       the checkpoint's note with the witness's
                                                         cosignature line (C2SP tlog-cosignature)
-``paigow/v1/alerts``                   1      no        JSON: an alert of the witness
+``paigow/v1/alerts``                   1      no        an alert signed by the witness
+                                                        (``sign_alert``)
 =====================================  =====  ========  =========================================
 
 Delivery is at least once: a record may arrive twice (a resend after a reconnect), and a
@@ -27,6 +30,10 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from controller.core import canonical
+from controller.core.digits import is_ascii_digits
+from controller.core.note import NoteError, Signer, Verifier, open_note, sign_note
 
 ROOT = "paigow/v1"
 ALERTS_TOPIC = f"{ROOT}/alerts"
@@ -207,3 +214,124 @@ class Alert:
         if type(size) is not int or not 0 <= size < 2**63:
             raise ProtocolError("alert: 'size' is not a log size")
         return cls(table, kind, detail, when, size)
+
+
+# --- signed statuses and alerts -----------------------------------------------------------------
+
+STATUS_HEADER = "paigow-controller status v1"
+ALERT_HEADER = "paigow-controller alert v1"
+END_OF_CONNECTION = 2**53 - 1  # the will's seq: "the end of connection C"
+
+
+@dataclass(frozen=True, slots=True)
+class SignedStatus:
+    """A status as a table signed it: which connection of the table's life said it (a number
+    that only grows, kept by the table), its place in that connection (1, 2, ...; the will,
+    published by the broker when the table vanishes, is ``END_OF_CONNECTION``)."""
+
+    table: str
+    connection: int
+    seq: int
+    status: Status
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """A later status has a greater order: a reader takes only what is newer than what
+        it took (a replayed or retained older one is stale)."""
+        return (self.connection, self.seq)
+
+
+def _status_json(status: Status) -> str:
+    return canonical.encode(
+        {
+            "status": str(status.presence),
+            "screen": status.screen,
+            "mode": status.mode,
+            "round": status.round,
+            "faults": list(status.faults),
+            "time": status.time,
+        }
+    ).decode("ascii")
+
+
+def sign_status(signed: SignedStatus, signer: Signer) -> bytes:
+    """The status note a table publishes, signed with its log key. Its second line is not a
+    number, so it can never be read as a checkpoint (origin, size, root)."""
+    if not is_table_name(signed.table):
+        raise ProtocolError(f"{signed.table!r} is not a table name")
+    for number in (signed.connection, signed.seq):
+        if not 0 <= number <= END_OF_CONNECTION:
+            raise ProtocolError("a status's connection and seq are whole numbers up to 2^53 - 1")
+    text = (
+        f"{STATUS_HEADER}\ntable {signed.table}\nconnection {signed.connection}\n"
+        f"seq {signed.seq}\n{_status_json(signed.status)}\n"
+    )
+    return sign_note(text, signer).encode("utf-8")
+
+
+def open_status(payload: bytes, verifier: Verifier, table: str) -> SignedStatus:
+    """A table's status note, once its signature verifies with the table's key and it names
+    that table; :class:`ProtocolError` for anything else."""
+    if len(payload) > MAX_STATUS_BYTES:
+        raise ProtocolError(f"status: {len(payload)} bytes, over {MAX_STATUS_BYTES}")
+    try:
+        text = open_note(payload.decode("utf-8"), verifier)
+    except (UnicodeDecodeError, NoteError) as exc:
+        raise ProtocolError(f"status: not signed by the table's key: {exc}") from None
+    lines = text.split("\n")[:-1]
+    if len(lines) != 5 or lines[0] != STATUS_HEADER:
+        raise ProtocolError("status: not a status note")
+    named, connection, seq = (
+        _field(lines[i], key) for i, key in ((1, "table"), (2, "connection"), (3, "seq"))
+    )
+    if named != table:
+        raise ProtocolError(f"status: of table {named[:40]!r}, not {table!r}")
+    numbers = []
+    for value in (connection, seq):
+        if not is_ascii_digits(value) or len(value) > 16 or int(value) > END_OF_CONNECTION:
+            raise ProtocolError("status: connection and seq are whole numbers up to 2^53 - 1")
+        numbers.append(int(value))
+    try:
+        fields = canonical.decode(lines[4].encode("utf-8"))
+    except canonical.EncodingError as exc:
+        raise ProtocolError(f"status: its fields are not canonical JSON: {exc}") from None
+    if not isinstance(fields, dict) or set(fields) != {
+        "status",
+        "screen",
+        "mode",
+        "round",
+        "faults",
+        "time",
+    }:
+        raise ProtocolError("status: its fields are status, screen, mode, round, faults, time")
+    status = Status.decode(json.dumps(fields).encode())
+    return SignedStatus(table, numbers[0], numbers[1], status)
+
+
+def _field(line: str, key: str) -> str:
+    name, sep, value = line.partition(" ")
+    if name != key or not sep or not value:
+        raise ProtocolError(f"status: no {key} line")
+    return value
+
+
+def sign_alert(alert: Alert, signer: Signer) -> bytes:
+    """An alert of the witness, signed with its alert key (consumers other than its own
+    dashboard verify it with that key)."""
+    body = json.loads(alert.encode())
+    text = f"{ALERT_HEADER}\n{canonical.encode(body).decode('ascii')}\n"
+    return sign_note(text, signer).encode("utf-8")
+
+
+def open_alert(payload: bytes, verifier: Verifier) -> Alert:
+    """A witness's alert note, once its signature verifies; :class:`ProtocolError` otherwise."""
+    if len(payload) > MAX_ALERT_BYTES + 512:
+        raise ProtocolError(f"alert: {len(payload)} bytes, over {MAX_ALERT_BYTES + 512}")
+    try:
+        text = open_note(payload.decode("utf-8"), verifier)
+    except (UnicodeDecodeError, NoteError) as exc:
+        raise ProtocolError(f"alert: not signed by the witness: {exc}") from None
+    lines = text.split("\n")[:-1]
+    if len(lines) != 2 or lines[0] != ALERT_HEADER:
+        raise ProtocolError("alert: not an alert note")
+    return Alert.decode(lines[1].encode("utf-8"))
