@@ -44,7 +44,7 @@ from controller.app.watch import (
     table_time,
 )
 from controller.audit.archive import Policy, Retention, RetentionWorker
-from controller.audit.log import AuditLog, origin_for
+from controller.audit.log import AuditLog, configured_origin, require_origin
 from controller.core.config import Config, RoundConfig, require_escrow_key
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
@@ -248,8 +248,11 @@ class Appliance:
 
     def _open_log(self) -> AuditLog:
         """The table's log. A key that is missing or not the log's own is never replaced: the
-        log is opened for reading only and the table shows the fault until it is restored."""
-        origin = origin_for(self.config.table.name)
+        log is opened for reading only and the table shows the fault until it is restored.
+        A log of another origin than ``[fleet] origin`` is a configuration error (ConfigError:
+        exit 78), never a log opened under another name."""
+        require_origin(self.state_dir, self.config)
+        origin = configured_origin(self.config)
         try:
             return AuditLog.open(self.state_dir, origin=origin)
         except LogIdentityError as exc:
