@@ -1,7 +1,8 @@
 """The fleet publisher (controller/fleet/publisher.py) against a real mosquitto: every record
 arrives, in order and without a gap, whatever the broker or the controller did meanwhile; the
-retained checkpoint and status; the witness's cosignatures checked, shown and recorded once per
-round close; a hung broker never holds up the table."""
+retained checkpoint and the signed status, ordered by the table's connection and its seq; the
+witness's cosignatures checked, shown and recorded once per round close; a hung broker never
+holds up the table."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from fleet_broker import Broker, make_tls
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.app.loop import EventQueue
-from controller.audit.log import AuditLog, origin_for
+from controller.audit.log import AuditLog, load_signer
 from controller.audit.recall import export_lines
 from controller.core.config import FleetConfig
 from controller.core.note import (
@@ -37,15 +38,24 @@ from controller.core.records import RecordKind
 from controller.core.state import Event
 from controller.fleet.client import FleetError, read_credentials
 from controller.fleet.outbox import (
+    CONNECTION_FILE,
     CURSOR_FILE,
     Cursor,
+    read_connection,
     read_cursor,
     write_cursor,
 )
-from controller.fleet.protocol import Presence, Status
+from controller.fleet.protocol import (
+    END_OF_CONNECTION,
+    Presence,
+    SignedStatus,
+    StatusSigner,
+    open_status,
+)
 from controller.fleet.publisher import Publisher
 
 TABLE = "t1"
+ORIGIN = "casino.test/paigow/t1"  # the log's origin: the publisher never assumes one
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 20.0
 
@@ -61,6 +71,7 @@ class Subscriber:
         self.gaps: list[tuple[int, int]] = []
         self.retained: dict[str, bytes] = {}
         self.latest: dict[str, bytes] = {}
+        self.statuses: list[bytes] = []  # every status, as it came
         self.checkpoint_sizes: list[int | None] = []  # every checkpoint, as it came
         self.subscribed = False
         self._cond = threading.Condition()
@@ -92,6 +103,8 @@ class Subscriber:
                 self.retained[channel] = bytes(message.payload)
             if channel == "checkpoint":
                 self.checkpoint_sizes.append(checkpoint_size(message.payload.decode()))
+            if channel == "status":
+                self.statuses.append(bytes(message.payload))
             if channel == "records":
                 line = json.loads(message.payload)
                 seq = line["seq"]
@@ -153,7 +166,13 @@ def fleet_config(broker: Broker, **options: Any) -> FleetConfig:
 
 
 def open_log(state_dir: Path) -> AuditLog:
-    return AuditLog.open(state_dir, origin=origin_for(TABLE))
+    return AuditLog.open(state_dir, origin=ORIGIN)
+
+
+def status_of(log: AuditLog, payload: bytes) -> SignedStatus:
+    """A status as a reader with the table's key takes it."""
+    assert log.signer is not None
+    return open_status(payload, log.signer.verifier, TABLE)
 
 
 def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None:
@@ -174,7 +193,7 @@ def started(broker: Broker, state_dir: Path, log: AuditLog, **options: Any) -> P
         fleet_config(broker, **options),
         table=TABLE,
         state_dir=state_dir,
-        log_key=log.signer.verifier,
+        signer=StatusSigner(log.signer),
         events=events,
         on_anchor=on_anchor,
         wall_clock=lambda: 1_796_000_000_000,
@@ -204,7 +223,7 @@ def test_broker_down_at_start_then_up_every_record_in_order_and_the_retained_sta
             note = late.retained["checkpoint"].decode()
             checkpoint = open_checkpoint(note, log.signer.verifier)
             assert 0 < checkpoint.size <= publisher.acked
-            assert Status.decode(late.retained["status"]).presence is Presence.ONLINE
+            assert status_of(log, late.retained["status"]).status.presence is Presence.ONLINE
         finally:
             late.close()
     finally:
@@ -217,7 +236,7 @@ def test_broker_down_at_start_then_up_every_record_in_order_and_the_retained_sta
         assert log.signer is not None
         last = open_checkpoint(late.retained["checkpoint"].decode(), log.signer.verifier)
         assert last.size == log.size
-        assert Status.decode(late.retained["status"]).presence is Presence.OFFLINE
+        assert status_of(log, late.retained["status"]).status.presence is Presence.OFFLINE
     finally:
         late.close()
     # each record is the export's line (the checkpoint only where the table has one)
@@ -562,7 +581,7 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
             FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(credentials), **tls_options),
             table=TABLE,
             state_dir=state,
-            log_key=log.signer.verifier,
+            signer=StatusSigner(log.signer),
         )
         publisher.start()
         try:
@@ -570,11 +589,12 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
             floor.wait_records(log.size)
         finally:
             publisher.close()
+        (tmp_path / "other").mkdir()  # a state directory (its connection number goes there)
         refused = Publisher(
             FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(wrong), **tls_options),
             table=TABLE,
             state_dir=tmp_path / "other",
-            log_key=log.signer.verifier,
+            signer=StatusSigner(log.signer),
         )
         refused.start()
         try:
@@ -587,3 +607,109 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
     finally:
         floor.close()
         broker.kill()
+
+
+# --- the signed status and its connection number --------------------------------------------
+
+
+@pytest.mark.slow
+def test_every_status_is_signed_and_ordered_and_the_will_ends_its_connection(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    """``simulate`` with [fleet], SIGKILLed mid-play (the broker says its will), then run again
+    to its end (an orderly stop): a reader with the table's key opens every status; each
+    connection's statuses are seq 1, 2, ... and its end is the will (END_OF_CONNECTION) or
+    the orderly offline (the next seq); the restart's connection is a greater number."""
+    config = write_config(tmp_path, broker)
+    state = tmp_path / "state"
+    first = simulate(state, config, rounds=400)
+    try:
+        assert floor.wait_for(lambda: len(floor.statuses) >= 3 and len(floor.seqs) >= 30)
+    finally:
+        first.kill()
+        first.communicate(timeout=10)
+    signer = load_signer(state)
+    assert signer is not None
+    key = signer.verifier
+    assert key.name == "paigow-controller/t1"  # [fleet] origin unset: as before
+
+    def last() -> SignedStatus:
+        return open_status(floor.statuses[-1], key, TABLE)
+
+    assert floor.wait_for(lambda: last().seq == END_OF_CONNECTION)
+    second = simulate(state, config, rounds=3)
+    out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, out
+    assert floor.wait_for(lambda: last().status.presence is Presence.OFFLINE and last().seq < 100)
+    statuses = [open_status(payload, key, TABLE) for payload in floor.statuses]
+    orders = [status.order for status in statuses]
+    assert orders == sorted(set(orders)), orders  # each newer than the one before
+    one, two = statuses[0].connection, statuses[-1].connection
+    assert two > one
+    run1 = [s for s in statuses if s.connection == one]
+    run2 = [s for s in statuses if s.connection == two]
+    assert len(run1) + len(run2) == len(statuses)
+    assert [s.seq for s in run1[:-1]] == list(range(1, len(run1)))
+    assert {s.status.presence for s in run1[:-1]} == {Presence.ONLINE}
+    assert run1[-1].seq == END_OF_CONNECTION  # the will: the end of connection one
+    assert run1[-1].status.presence is Presence.OFFLINE
+    assert [s.seq for s in run2] == list(range(1, len(run2) + 1))
+    assert run2[-1].status.presence is Presence.OFFLINE  # said by the orderly stop
+    assert read_connection(state / CONNECTION_FILE) == two
+    # the status is retained as the last one said
+    assert floor.wait_for(lambda: floor.latest["status"] == floor.statuses[-1])
+
+
+def test_a_connection_number_lost_with_the_file_is_taken_above_the_brokers_retained_status(
+    broker: Broker, floor: Subscriber, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``fleet-connection`` lost (or an older copy of it, with the card) and the log no longer
+    than at the last connection: the broker's retained status, signed by the log's key, says
+    the number used; the publisher connects again above it."""
+    state = tmp_path / "state"
+    log = open_log(state)
+    play(log, 1)
+    publisher = started(broker, state, log)
+    try:
+        floor.wait_records(log.size)
+    finally:
+        publisher.close()
+    used = read_connection(state / CONNECTION_FILE)
+    assert floor.wait_for(lambda: status_of(log, floor.latest["status"]).connection == used)
+    for lost in (None, b"garbage\n"):
+        (state / CONNECTION_FILE).unlink()
+        if lost is not None:
+            (state / CONNECTION_FILE).write_bytes(lost)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="paigow.fleet"):
+            again = started(broker, state, log)
+            try:
+                assert eventually(
+                    lambda p=again, n=used + 1: p.connection == n and p.is_connected  # type: ignore[misc]
+                )
+                assert f"connecting again as {used + 1}" in caplog.text
+                if lost is not None:
+                    assert "is not a connection number" in caplog.text
+            finally:
+                again.close()
+        assert read_connection(state / CONNECTION_FILE) == used + 1
+        assert floor.wait_for(
+            lambda n=used + 1: (  # type: ignore[misc]
+                (latest := status_of(log, floor.latest["status"])).connection == n
+                and latest.status.presence is Presence.OFFLINE
+            )
+        )
+        used += 1
+    # the file as it is: the next number, and no second connection
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="paigow.fleet"):
+        last = started(broker, state, log)
+        try:
+            assert eventually(lambda: last.is_connected)
+            play(log, 1, last)
+            floor.wait_records(log.size)
+        finally:
+            last.close()
+    assert "connecting again" not in caplog.text
+    assert read_connection(state / CONNECTION_FILE) == used + 1
+    log.close()

@@ -222,6 +222,7 @@ class Appliance:
         if not config.fleet.mqtt_url:
             return
         from controller.fleet.client import FleetError  # noqa: PLC0415 - paho
+        from controller.fleet.protocol import StatusSigner  # noqa: PLC0415 - with the fleet
         from controller.fleet.publisher import Publisher  # noqa: PLC0415 - paho
 
         try:
@@ -229,7 +230,8 @@ class Appliance:
                 config.fleet,
                 table=config.table.name,
                 state_dir=self.state_dir,
-                log_key=None if audit.signer is None else audit.signer.verifier,
+                # the log's key for the statuses only: it signs no checkpoint or other text
+                signer=None if audit.signer is None else StatusSigner(audit.signer),
                 events=self.events,
                 on_anchor=None if self._server is None else self._server.anchored,
                 wall_clock=self.options.wall_clock,
