@@ -1,8 +1,9 @@
 """The fleet publisher (controller/fleet/publisher.py) against a real mosquitto: every record
 arrives, in order and without a gap, whatever the broker or the controller did meanwhile; the
 retained checkpoint and the signed status, ordered by the table's connection and its seq; the
-witness's cosignatures checked, shown and recorded once per round close; a hung broker never
-holds up the table."""
+witness's cosignatures checked, shown and recorded once per round close, and the cursor they
+make: records a broker acknowledged and lost are sent again from the witness's cosignature;
+a hung broker never holds up the table."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ from controller.fleet.protocol import (
     open_status,
 )
 from controller.fleet.publisher import Publisher
+from controller.fleet.resend import RESEND_AFTER_S
 
 TABLE = "t1"
 ORIGIN = "casino.test/paigow/t1"  # the log's origin: the publisher never assumes one
@@ -188,6 +190,7 @@ def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None
 def started(broker: Broker, state_dir: Path, log: AuditLog, **options: Any) -> Publisher:
     events = options.pop("events", None)
     on_anchor = options.pop("on_anchor", None)
+    clock = options.pop("clock", time.monotonic)
     assert log.signer is not None
     publisher = Publisher(
         fleet_config(broker, **options),
@@ -197,6 +200,7 @@ def started(broker: Broker, state_dir: Path, log: AuditLog, **options: Any) -> P
         events=events,
         on_anchor=on_anchor,
         wall_clock=lambda: 1_796_000_000_000,
+        clock=clock,
     )
     publisher.start()
     return publisher
@@ -713,3 +717,238 @@ def test_a_connection_number_lost_with_the_file_is_taken_above_the_brokers_retai
     assert "connecting again" not in caplog.text
     assert read_connection(state / CONNECTION_FILE) == used + 1
     log.close()
+
+
+# --- the witness's cosignature as the cursor -------------------------------------------------
+
+
+class FakeClock:
+    """The publisher's monotonic clock for when to send again: moved by the test only."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeWitness:
+    """A witness as the table sees one (the real one is controller/witness): it takes the
+    records by seq (a duplicate changes nothing) and cosigns, retained, the newest checkpoint
+    it holds every record of, each of more records than the last (``cosigns`` False: none).
+    A persistent session (what comes while it is away is queued for it) unless ``clean``."""
+
+    def __init__(self, broker: Broker, signer: Signer) -> None:
+        self.broker = broker
+        self.signer = signer
+        self.through = 0  # it holds every record up to this one
+        self.cosigned = 0
+        self.cosigns = True
+        self.subscribed = False
+        self._held: set[int] = set()
+        self._notes: dict[int, str] = {}
+        self._cond = threading.Condition()
+        self.client = self._connect(clean=False)
+        assert self.wait_for(lambda: self.subscribed)
+
+    def _connect(self, *, clean: bool) -> mqtt.Client:
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id="fake-witness",
+            clean_session=clean,
+        )
+        client.on_connect = lambda c, *_: c.subscribe(
+            [(f"paigow/v1/{TABLE}/records", 1), (f"paigow/v1/{TABLE}/checkpoint", 1)]
+        )
+        client.on_subscribe = self._on_subscribe
+        client.on_message = self._on_message
+        client.reconnect_delay_set(0.05, 0.2)
+        client.connect_async("127.0.0.1", self.broker.port, keepalive=5)
+        client.loop_start()
+        return client
+
+    def _on_subscribe(self, *_: Any) -> None:
+        with self._cond:
+            self.subscribed = True
+            self._cond.notify_all()
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        with self._cond:
+            if message.topic.endswith("/records"):
+                line = json.loads(message.payload)
+                self._held.add(line["seq"])
+                if "checkpoint" in line:
+                    self._note(line["checkpoint"])
+                while self.through + 1 in self._held:
+                    self.through += 1
+            else:
+                self._note(message.payload.decode())
+            self._cosign(client)
+            self._cond.notify_all()
+
+    def _note(self, note: str) -> None:
+        size = checkpoint_size(note)
+        if size is not None:
+            self._notes[size] = note
+
+    def _cosign(self, client: mqtt.Client) -> None:
+        ready = [n for n in self._notes if self.cosigned < n <= self.through]
+        if not self.cosigns or not ready:
+            return
+        size = max(ready)
+        note = cosign_note(self._notes[size], self.signer, 1_796_000_000 + size)
+        client.publish(f"paigow/v1/{TABLE}/cosignature", note.encode(), qos=1, retain=True)
+        self.cosigned = size
+
+    def resume(self) -> None:
+        with self._cond:
+            self.cosigns = True
+            self._cosign(self.client)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT_S) -> bool:
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
+    def away(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def back(self, *, clean: bool) -> None:
+        """Connected again; ``clean``: a clean start, which drops what was queued for it."""
+        with self._cond:
+            self.subscribed = False
+        self.client = self._connect(clean=clean)
+        assert self.wait_for(lambda: self.subscribed)
+
+    def close(self) -> None:
+        self.away()
+
+
+@pytest.fixture
+def cosigner() -> Signer:
+    return Signer.generate("witness.test/w1", ALG_COSIGNATURE_V1)
+
+
+def anchored(publisher: Publisher, size: int) -> bool:
+    """The publisher took the witness's cosignature of ``size`` records."""
+    return eventually(lambda: publisher.anchor is not None and publisher.anchor.size == size)
+
+
+def test_records_a_broker_acknowledged_and_lost_go_again_from_the_witness_cosignature(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker restarted without its persistence (stopped, its file wiped, started): the
+    records it acknowledged and queued for the witness are gone, and its retained checkpoint
+    and cosignature with them. The publisher's next connection starts at the witness's
+    cosignature, not at its cursor: every record reaches the witness and it cosigns them,
+    ``fleet-cursor`` untouched."""
+    witness = FakeWitness(broker, cosigner)
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.INFO, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier))
+    try:
+        play(log, 3, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        safe = log.size
+        witness.away()
+        play(log, 3, publisher)
+        assert eventually(lambda: publisher.acked == log.size)  # queued for the witness
+        broker.stop()
+        (broker.directory / "mosquitto.db").unlink()
+        broker.start()
+        witness.back(clean=False)  # the broker knows no session of it any more
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert witness.through == log.size
+        assert anchored(publisher, log.size)
+        assert f"sending from record {safe + 1}" in caplog.text
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()
+    assert read_cursor(state / CURSOR_FILE).acked == log.size  # kept, never deleted
+
+
+def test_records_the_witness_lost_go_again_when_its_cosignature_stands_still(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No reconnection of the table this time: the witness's session taken over with a clean
+    start drops what the broker queued for it. The publisher's acknowledged records go past the
+    cosignature, a checkpoint past it is published, and the cosignature does not grow for
+    RESEND_AFTER_S: the records go again from the cosignature's size + 1, once."""
+    witness = FakeWitness(broker, cosigner)
+    clock = FakeClock()
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.INFO, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), clock=clock)
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        safe, connection = log.size, publisher.connection
+        witness.away()
+        play(log, 2, publisher)
+        assert eventually(lambda: publisher.acked == log.size)
+        assert eventually(lambda: publisher._witness_cursor.behind_since is not None)
+        witness.back(clean=True)  # what was queued for it is dropped
+        assert witness.wait_for(lambda: witness.through == safe)  # a gap: nothing to cosign
+        clock.advance(RESEND_AFTER_S)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert witness.through == log.size
+        assert anchored(publisher, log.size)
+        assert publisher.resends == 1
+        assert caplog.text.count("sending again from record") == 1
+        assert f"sending again from record {safe + 1}" in caplog.text
+        assert publisher.connection == connection  # the same connection: no reconnect
+        assert publisher._witness_cursor.wait_s == RESEND_AFTER_S  # it grew: back to 10 s
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()
+
+
+def test_the_resend_backs_off_while_no_witness_cosigns(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A witness that cosigns no more (down, or it stopped cosigning this table): the records
+    go again after 10 s, 20 s, 40 s, 80 s ... each resend logged once; when it cosigns again
+    the wait is back to 10 s."""
+    witness = FakeWitness(broker, cosigner)
+    clock = FakeClock()
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.WARNING, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), clock=clock)
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        witness.cosigns = False
+        play(log, 2, publisher)
+        assert eventually(lambda: publisher.acked == log.size)
+        assert eventually(lambda: publisher._witness_cursor.behind_since is not None)
+        for count, wait in enumerate((10, 20, 40, 80), start=1):
+            assert publisher._witness_cursor.wait_s == wait
+            clock.advance(wait)
+            assert eventually(lambda n=count: publisher.resends == n)  # type: ignore[misc]
+            assert eventually(lambda: publisher._next_seq > publisher.acked)  # sent whole
+        lines = [r.getMessage() for r in caplog.records if "sending again" in r.getMessage()]
+        assert [line.rsplit("after ", 1)[1] for line in lines] == [
+            "20 s)",
+            "40 s)",
+            "80 s)",
+            "160 s)",
+        ]
+        witness.resume()
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        assert publisher._witness_cursor.wait_s == RESEND_AFTER_S
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()

@@ -45,6 +45,13 @@ shown. The newest accepted is shown (``on_anchor``); one that covers a round clo
 or ``void`` record) that no recorded cosignature covered yet is recorded, through the control
 loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round and no loop
 of records begetting checkpoints begetting cosignatures.
+
+**The cursor is the witness's cosignature** (``controller.fleet.resend``): the size ``S`` of
+the newest accepted cosignature is what is known to be safe. A new connection sends from
+``min(cursor, S) + 1``; while connected, records acknowledged past ``S`` with a checkpoint past
+``S`` published and ``S`` not grown for ``RESEND_AFTER_S`` are sent again from ``S + 1``
+(backing off to ``RESEND_MAX_S``). Records a broker acknowledged and then lost reach the
+witness by themselves; ``fleet-cursor`` is never deleted by hand.
 """
 
 from __future__ import annotations
@@ -102,6 +109,7 @@ from controller.fleet.protocol import (
     open_status,
     topic,
 )
+from controller.fleet.resend import WitnessCursor
 from controller.ports import EventSink, monotonic_ms
 
 log = logging.getLogger("paigow.fleet")
@@ -154,10 +162,12 @@ class Publisher:
         on_anchor: Callable[[Mapping[str, object]], None] | None = None,
         wall_clock: Callable[[], int] | None = None,
         mode: str = "",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``signer``: the log's key, for the statuses only (None: a log whose key is not
-        known; no status is published and no cosignature taken). Raises :class:`FleetError`
-        when the configured files cannot be used."""
+        known; no status is published and no cosignature taken). ``clock``: the monotonic
+        clock of the witness's cursor (when to send again). Raises :class:`FleetError` when
+        the configured files cannot be used."""
         broker = config.broker
         if broker is None:
             raise FleetError("[fleet] mqtt_url is not set")
@@ -202,6 +212,7 @@ class Publisher:
         self._in_flight: dict[int, Outgoing] = {}  # by message id
         self._acked_ahead: dict[int, str] = {}  # acknowledged past a gap: seq -> hash
         self._published_checkpoint = 0  # no checkpoint up to this size is published again
+        self._checkpoint_acked = 0  # the newest checkpoint the broker acknowledged, this run
         self._checkpoint_mid: tuple[int, int] | None = None  # (mid, size) in flight
         self._status_mid: int | None = None
         self._offline_mid: int | None = None
@@ -215,6 +226,9 @@ class Publisher:
         self._reconnect_as_newer = False
         self._recorded_close = 0  # the round close the last cosigned record covers
         self._anchor: Anchor | None = None
+        self._clock = clock
+        self._witness_cursor = WitnessCursor()
+        self.resends = 0  # how many times records were sent again from the cosignature
         self._refusals = 0
         self._refusals_minute = 0
         self.is_connected = False  # for the service status and the tests (read anywhere)
@@ -326,6 +340,7 @@ class Publisher:
             if self._connected and (woken or now - last_poll >= POLL_S):
                 self._wake.clear()
                 last_poll = now
+                self._resend_if_behind()
                 self._fill_window()
                 self._publish_checkpoint()
                 self._publish_status()
@@ -475,7 +490,10 @@ class Publisher:
             return
         self._connected = self.is_connected = True
         self._backoff_s = RECONNECT_MIN_S
-        self._next_seq = self._cursor.acked + 1
+        # From the broker's cursor, but never past what the witness is known to hold: what a
+        # broker acknowledged and then lost (a restart without persistence) goes again.
+        self._next_seq = self._witness_cursor.first_on_connection(self._cursor.acked)
+        self._witness_cursor.connected()
         # Never a checkpoint smaller than one published before, here or by an earlier run
         # (the witness would see the log cut back). Each was of at most the records the log
         # held then, so from now on only checkpoints of at least the records it holds now are
@@ -532,7 +550,9 @@ class Publisher:
         if client is not self._client:
             return
         record = self._in_flight.pop(mid, None)
-        if record is not None:
+        if record is not None and record.seq <= self._cursor.acked:
+            pass  # sent again (from the witness's cosignature): acknowledged before
+        elif record is not None:
             self._acked_ahead[record.seq] = record.hash
             acked = self._cursor
             while acked.acked + 1 in self._acked_ahead:
@@ -542,6 +562,7 @@ class Publisher:
             self._wake.set()
         elif self._checkpoint_mid is not None and mid == self._checkpoint_mid[0]:
             self._published_checkpoint = self._checkpoint_mid[1]
+            self._checkpoint_acked = max(self._checkpoint_acked, self._checkpoint_mid[1])
             self._checkpoint_mid = None
         elif mid == self._status_mid:
             self._status_mid = None
@@ -741,6 +762,8 @@ class Publisher:
                 f"its root at {checkpoint.size} records is not the log's: a checkpoint this log"
                 " never made"
             )
+        if self._witness_cursor.cosigned_at(checkpoint.size):
+            log.debug("fleet: the witness holds %d records", checkpoint.size)
         anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
         newer = self._anchor is None or (anchor.size, anchor.timestamp) > (
             self._anchor.size,
@@ -762,6 +785,36 @@ class Publisher:
         signature = _cosignature_bytes(note, witness)
         data = cosigned_data(witness, cosigned, signature, close=close)
         self.events.put(Occurrence(Event.COSIGNED, at=monotonic_ms(), cosignature=data))
+
+    # --- the witness's cosignature as the cursor ---------------------------------------------
+
+    def _resend_if_behind(self) -> None:
+        """Records the broker acknowledged past the witness's cosignature, a checkpoint past it
+        published, and the cosignature not grown since (``controller.fleet.resend``): what is
+        in flight is forgotten and the records go again from the cosignature's size + 1."""
+        if self._witness is None:
+            return
+        cursor = self._witness_cursor
+        start = cursor.resend_from(
+            acked=self._cursor.acked,
+            checkpoint=self._checkpoint_acked,
+            sent_all=self._next_seq > self._cursor.acked,
+            now=self._clock(),
+        )
+        if start is None:
+            return
+        self.resends += 1
+        log.warning(
+            "fleet: the witness's cosignature stays at %d records while the broker acknowledged"
+            " %d; sending again from record %d (next time after %.0f s)",
+            cursor.cosigned,
+            self._cursor.acked,
+            start,
+            cursor.wait_s,
+        )
+        self._in_flight.clear()
+        self._acked_ahead.clear()
+        self._next_seq = start
 
 
 def _cosignature_bytes(note: str, witness: Verifier) -> bytes:
