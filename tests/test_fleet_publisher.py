@@ -3,13 +3,16 @@ arrives, in order and without a gap, whatever the broker or the controller did m
 retained checkpoint and the signed status, ordered by the table's connection and its seq; the
 witness's cosignatures checked, shown and recorded once per round close, and the cursor they
 make: records a broker acknowledged and lost are sent again from the witness's cosignature;
-a hung broker never holds up the table."""
+a cosignature that proves the log was longer is rollback evidence, once; a hung broker never
+holds up the table."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,10 +33,13 @@ from controller.audit.recall import export_lines
 from controller.core.config import FleetConfig
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
+    Checkpoint,
     Signer,
     checkpoint_size,
     cosign_note,
     open_checkpoint,
+    open_cosignature,
+    sign_checkpoint,
 )
 from controller.core.records import RecordKind
 from controller.core.state import Event
@@ -951,4 +957,122 @@ def test_the_resend_backs_off_while_no_witness_cosigns(
     finally:
         witness.close()
         publisher.close()
+        log.close()
+
+
+# --- rollback evidence -------------------------------------------------------------------------
+
+
+def evidence_of(events: EventQueue) -> list[Any]:
+    found = []
+    while not events.empty():
+        occ = events.get(timeout=1)
+        if occ is not None and occ.event is Event.ROLLBACK_EVIDENCE:
+            found.append(occ)
+    return found
+
+
+@pytest.mark.parametrize("played_on", [False, True], ids=["shorter", "played-on"])
+def test_a_cosignature_of_a_history_the_log_no_longer_holds_is_rollback_evidence_once(
+    broker: Broker,
+    cosigner: Signer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    played_on: bool,
+) -> None:
+    """The state directory copied back to an older state (the card swapped for an older
+    image): the witness's retained cosignature, signed by this log's own key, is of more
+    records than the log holds, or (``played-on``) of a size it holds again with another root.
+    ROLLBACK_EVIDENCE goes on the control loop's queue once; not again on another connection,
+    nor after a restart once the log records it. One whose inner checkpoint another key signed
+    is refused, never evidence."""
+    witness = FakeWitness(broker, cosigner)
+    state, older = tmp_path / "state", tmp_path / "older"
+    log = open_log(state)
+    play(log, 2)
+    log.close()
+    shutil.copytree(state, older)  # the card's image, as it is now
+    log = open_log(state)
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier))
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+    finally:
+        publisher.close()
+        log.close()
+    longer = witness.cosigned
+    witness.cosigns = False  # a witness cosigns no older copy
+    shutil.rmtree(state)
+    shutil.copytree(older, state)
+    log = open_log(state)
+    if played_on:
+        play(log, 3)  # past the cosigned size, on another branch
+    held = log.size
+    assert (held > longer) is played_on
+    caplog.set_level(logging.DEBUG, logger="paigow.fleet")
+    events = EventQueue()
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), events=events)
+    try:
+        occ = events.get(timeout=WAIT_S)
+        assert occ is not None
+        assert occ.event is Event.ROLLBACK_EVIDENCE
+        data = dict(occ.cosignature or {})
+        assert set(data) == {
+            "witness",
+            "witness_key",
+            "note",
+            "size",
+            "root",
+            "timestamp",
+            "log_size",
+        }
+        assert (data["witness"], data["witness_key"]) == (cosigner.name, str(cosigner.verifier))
+        assert (data["size"], data["log_size"]) == (longer, held)
+        assert data["timestamp"] == 1_796_000_000 + longer
+        assert log.signer is not None
+        inner = open_checkpoint(data["note"], log.signer.verifier)  # this log's key signed it
+        assert open_cosignature(data["note"], cosigner.verifier).checkpoint == inner
+        assert (inner.size, inner.origin) == (longer, ORIGIN)
+        assert base64.b64encode(inner.root_hash).decode() == data["root"]
+        assert "the log went back" in caplog.text
+        assert publisher.anchor is None  # never shown as an anchor
+        # another connection: the broker's retained cosignature comes again; not sent again
+        broker.stop()
+        broker.start()
+        assert eventually(
+            lambda: "rollback evidence at" in caplog.text and "came again" in caplog.text
+        )
+        assert evidence_of(events) == []
+        # the core records it (as the control loop does); the table restarts: not again
+        log.commit([(RecordKind.ROLLBACK_EVIDENCE, {**data, "round": 1})])
+        publisher.committed()
+    finally:
+        publisher.close()
+    events = EventQueue()
+    again = started(broker, state, log, witness_key=str(cosigner.verifier), events=events)
+    try:
+        assert eventually(lambda: "already recorded as rollback evidence" in caplog.text)
+        # a cosignature by the witness of a checkpoint another key signed under this log's
+        # name: anyone can make one, so it is refused and logged, never evidence
+        impostor = Signer.generate(ORIGIN)
+        forged = sign_checkpoint(Checkpoint(ORIGIN, longer + 10, bytes(32)), impostor)
+        sender = Subscriber(broker, client_id="sender", clean=True)
+        try:
+            assert sender.wait_for(lambda: sender.subscribed, 10)
+            caplog.clear()
+            sender.client.publish(
+                f"paigow/v1/{TABLE}/cosignature",
+                cosign_note(forged, cosigner, 1_796_100_000).encode(),
+                qos=1,
+                retain=True,
+            ).wait_for_publish(5)
+            assert eventually(lambda: "a cosignature refused" in caplog.text)
+        finally:
+            sender.close()
+        assert evidence_of(events) == []
+    finally:
+        again.close()
+        witness.close()
         log.close()

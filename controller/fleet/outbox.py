@@ -335,6 +335,24 @@ class LogOutbox:
             return 0
         return close if type(close) is int else 0
 
+    def rollback_evidence_recorded(self, size: int, root: str) -> bool:
+        """Whether a ``rollback_evidence`` record of the witness's cosignature at ``size``
+        records with ``root`` (base64) is in the live log. The records have no index by kind:
+        this reads the whole log, so it is asked only when such a cosignature comes (after a
+        rollback; once per process, the answer is then kept) and never on the control thread."""
+        rows = self._query(
+            "SELECT seq, kind, leaf FROM records WHERE kind = ? ORDER BY seq DESC",
+            (str(RecordKind.ROLLBACK_EVIDENCE),),
+        )
+        for seq, kind, leaf in rows:
+            try:
+                data = StoredRecord(int(str(seq)), str(kind), bytes(leaf)).data
+            except ValueError:
+                continue
+            if data.get("size") == size and data.get("root") == root:
+                return True
+        return False
+
     def close(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:

@@ -40,11 +40,10 @@ table, and never decides what the table shows.
 (``paigow/v1/<table>/cosignature``). One is accepted only if the witness's signature verifies
 with that key (``open_cosignature``), the log's own with the log's key (``open_checkpoint``),
 and its size and root are the log's (the root over the log's first ``size`` records, computed
-from the log): a cosignature of a checkpoint this log never made is refused and logged, never
-shown. The newest accepted is shown (``on_anchor``); one that covers a round close (a ``close``
-or ``void`` record) that no recorded cosignature covered yet is recorded, through the control
-loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round and no loop
-of records begetting checkpoints begetting cosignatures.
+from the log). The newest accepted is shown (``on_anchor``); one that covers a round close (a
+``close`` or ``void`` record) that no recorded cosignature covered yet is recorded, through
+the control loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round
+and no loop of records begetting checkpoints begetting cosignatures.
 
 **The cursor is the witness's cosignature** (``controller.fleet.resend``): the size ``S`` of
 the newest accepted cosignature is what is known to be safe. A new connection sends from
@@ -52,6 +51,15 @@ the newest accepted cosignature is what is known to be safe. A new connection se
 ``S`` published and ``S`` not grown for ``RESEND_AFTER_S`` are sent again from ``S + 1``
 (backing off to ``RESEND_MAX_S``). Records a broker acknowledged and then lost reach the
 witness by themselves; ``fleet-cursor`` is never deleted by hand.
+
+**A cosignature that proves the log was longer.** One whose witness's signature and whose
+inner checkpoint's signature, by this log's own key, both verify, but of more records than the
+log holds or of another root at a size it holds: this log's key signed a history the log no
+longer has (it went back: an older copy, a card swapped). That is evidence, not a refusal: it
+goes to the control loop as ``ROLLBACK_EVIDENCE`` (the core records it as
+``rollback_evidence`` and latches ``log_rollback``), once per (size, root): a restart does
+not send it again when the log already records it. One whose inner checkpoint is not signed by
+this log's key is refused and logged (anyone can make one), as is garbage or another key's.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ from controller.core.config import FleetConfig
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
     SIGNATURE_DASH,
+    Cosigned,
     NoteError,
     Verifier,
     open_checkpoint,
@@ -229,6 +238,7 @@ class Publisher:
         self._clock = clock
         self._witness_cursor = WitnessCursor()
         self.resends = 0  # how many times records were sent again from the cosignature
+        self._evidence: set[tuple[int, str]] = set()  # (size, root) of rollback evidence
         self._refusals = 0
         self._refusals_minute = 0
         self.is_connected = False  # for the service status and the tests (read anywhere)
@@ -751,17 +761,18 @@ class Publisher:
             raise FleetError("it is not a checkpoint of this log")
         if not 0 <= cosigned.timestamp <= MAX_SAFE_TIMESTAMP:
             raise FleetError(f"its timestamp {cosigned.timestamp} is out of range")
+        # From here on the checkpoint is one this log's own key signed: if the log does not
+        # hold it, the log went back (evidence, not a refusal).
         size = self._outbox.size()
         if checkpoint.size > size:
-            raise FleetError(f"it is of {checkpoint.size} records; the log holds {size}")
+            self._rollback_evidence(note, cosigned, size)
+            return
         root = self._outbox.root_at(checkpoint.size)
         if root is None:
             raise FleetError(f"the log cannot say its root at {checkpoint.size} records")
         if root != checkpoint.root_hash:
-            raise FleetError(
-                f"its root at {checkpoint.size} records is not the log's: a checkpoint this log"
-                " never made"
-            )
+            self._rollback_evidence(note, cosigned, size)
+            return
         if self._witness_cursor.cosigned_at(checkpoint.size):
             log.debug("fleet: the witness holds %d records", checkpoint.size)
         anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
@@ -785,6 +796,49 @@ class Publisher:
         signature = _cosignature_bytes(note, witness)
         data = cosigned_data(witness, cosigned, signature, close=close)
         self.events.put(Occurrence(Event.COSIGNED, at=monotonic_ms(), cosignature=data))
+
+    def _rollback_evidence(self, note: str, cosigned: Cosigned, log_size: int) -> None:
+        """The witness cosigned a checkpoint of this log's own key that the log no longer holds:
+        to the control loop as ``ROLLBACK_EVIDENCE``, once per (size, root), and not when the
+        log already records it (a restart, the witness's retained cosignature again)."""
+        witness = self._witness
+        assert witness is not None
+        checkpoint = cosigned.checkpoint
+        root = base64.b64encode(checkpoint.root_hash).decode()
+        key = (checkpoint.size, root)
+        if key in self._evidence:
+            log.debug("fleet: the rollback evidence at %d records came again", checkpoint.size)
+            return
+        if self._outbox.rollback_evidence_recorded(checkpoint.size, root):
+            self._evidence.add(key)
+            log.info(
+                "fleet: the witness's cosignature at %d records is already recorded as"
+                " rollback evidence",
+                checkpoint.size,
+            )
+            return
+        log.error(
+            "fleet: the witness %s cosigned this log at %d records (signed by this log's own"
+            " key), but the log holds %s: the log went back to an older copy",
+            witness.name,
+            checkpoint.size,
+            f"{log_size} records" if checkpoint.size > log_size else "another root at that size",
+        )
+        self._evidence.add(key)  # said once per (size, root), as sent once
+        if self.events is None:
+            return
+        evidence = {
+            "witness": witness.name,
+            "witness_key": str(witness),
+            "note": note,
+            "size": checkpoint.size,
+            "root": root,
+            "timestamp": cosigned.timestamp,
+            "log_size": log_size,
+        }
+        self.events.put(
+            Occurrence(Event.ROLLBACK_EVIDENCE, at=monotonic_ms(), cosignature=evidence)
+        )
 
     # --- the witness's cosignature as the cursor ---------------------------------------------
 
