@@ -1,9 +1,11 @@
 """The fleet's topics and payloads (controller/fleet/protocol.py), the broker URL of [fleet],
-and C2SP cosignatures (controller/core/note.py): strict on the way in."""
+C2SP cosignatures (controller/core/note.py), the table's signed status and its connection
+number (controller/fleet/outbox.py): strict on the way in."""
 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -21,16 +23,27 @@ from controller.core.note import (
     open_cosignature,
     sign_checkpoint,
 )
+from controller.fleet.outbox import (
+    CursorError,
+    next_connection,
+    read_connection,
+    write_connection,
+)
 from controller.fleet.protocol import (
     ALERTS_TOPIC,
+    END_OF_CONNECTION,
     Alert,
     AlertKind,
     Channel,
     Presence,
     ProtocolError,
+    SignedStatus,
     Status,
+    StatusSigner,
     decode_json,
+    open_status,
     parse_topic,
+    sign_status,
     subscription,
     topic,
 )
@@ -189,3 +202,91 @@ def test_garbage_never_opens(data: bytes) -> None:
     text = data.decode("utf-8", errors="replace")
     with pytest.raises(NoteError):
         open_cosignature(text, witness)
+
+
+# --- the signed status ----------------------------------------------------------------------
+
+STATUS = Status(Presence.ONLINE, "result", "shaker", 12, ("tamper",), "2026-12-01T08:00:00.000Z")
+
+
+def test_a_signed_status_opens_with_the_tables_key_only() -> None:
+    key = Signer.generate("casino.example/paigow/table-1")
+    signer = StatusSigner(key)
+    assert signer.verifier == key.verifier
+    assert "PRIVATE" not in repr(signer)
+    assert str(key.seed) not in repr(signer)
+    signed = SignedStatus("table-1", 7, 3, STATUS)
+    payload = signer.sign(signed)
+    assert payload == sign_status(signed, key)
+    assert open_status(payload, key.verifier, "table-1") == signed
+    text = payload.decode()
+    assert text.startswith("paigow-controller status v1\ntable table-1\nconnection 7\nseq 3\n{")
+    # never a checkpoint: its second line is not a size
+    with pytest.raises(NoteError):
+        open_checkpoint(text, key.verifier)
+    will = SignedStatus("table-1", 7, END_OF_CONNECTION, Status(Presence.OFFLINE))
+    assert open_status(signer.sign(will), key.verifier, "table-1").order == (7, 2**53 - 1)
+    assert will.order > signed.order > SignedStatus("table-1", 6, 99, STATUS).order
+
+
+def test_a_status_of_another_key_or_another_table_or_altered_is_refused() -> None:
+    key = Signer.generate("casino.example/paigow/table-1")
+    payload = StatusSigner(key).sign(SignedStatus("table-1", 7, 3, STATUS))
+    impostor = Signer.generate(key.name)  # the same name, another key
+    with pytest.raises(ProtocolError, match="not signed by the table's key"):
+        open_status(
+            StatusSigner(impostor).sign(SignedStatus("table-1", 7, 3, STATUS)),
+            key.verifier,
+            "table-1",
+        )
+    with pytest.raises(ProtocolError, match="of table 'table-2'"):
+        open_status(
+            StatusSigner(key).sign(SignedStatus("table-2", 7, 3, STATUS)), key.verifier, "table-1"
+        )
+    for bad in (
+        payload.replace(b"connection 7", b"connection 8"),
+        payload.replace(b"seq 3", b"seq 4"),
+        payload.replace(b'"online"', b'"offline"'),
+        Status(Presence.ONLINE).encode(),  # the plain JSON status of protocol v1
+        b"\xff" * 10,
+        payload + b"x" * 5000,
+    ):
+        with pytest.raises(ProtocolError):
+            open_status(bad, key.verifier, "table-1")
+    with pytest.raises(ProtocolError):
+        sign_status(SignedStatus("table-1", END_OF_CONNECTION + 1, 1, STATUS), key)
+
+
+# --- the connection number ------------------------------------------------------------------
+
+
+def test_the_connection_number_never_goes_back() -> None:
+    # the file's number + 1, above what this run used or saw, at least the log's size x 2^20
+    assert next_connection(saved=0, seen=0, log_size=0) == 1
+    assert next_connection(saved=41, seen=0, log_size=0) == 42
+    assert next_connection(saved=41, seen=50, log_size=0) == 51
+    assert next_connection(saved=0, seen=0, log_size=3) == 3 << 20
+    assert next_connection(saved=(3 << 20) + 5, seen=0, log_size=3) == (3 << 20) + 6
+    # the file lost: the log grew since the last start (its power_on), so the number did not
+    # go back
+    last = next_connection(saved=(3 << 20) + 5, seen=0, log_size=3)
+    assert next_connection(saved=0, seen=0, log_size=4) > last
+    # bounded: never past 2^53 - 1, whatever the log's size
+    assert next_connection(saved=0, seen=0, log_size=2**62) <= END_OF_CONNECTION
+    assert next_connection(saved=END_OF_CONNECTION, seen=0, log_size=0) == END_OF_CONNECTION
+
+
+def test_the_connection_file_is_digits_or_refused(tmp_path: Path) -> None:
+    path = tmp_path / "fleet-connection"
+    assert read_connection(path) == 0  # none yet
+    write_connection(path, 12_345)
+    assert path.read_bytes() == b"12345\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert read_connection(path) == 12_345
+    for bad in (b"", b"\n", b"-1\n", b"1.5\n", b"\xd9\xa3\n", b"x", b"9" * 17, b"9" * 100):
+        path.write_bytes(bad)
+        with pytest.raises(CursorError):
+            read_connection(path)
+    path.write_bytes(b"%d\n" % (END_OF_CONNECTION + 1))
+    with pytest.raises(CursorError):
+        read_connection(path)

@@ -1,13 +1,18 @@
 """The fleet publisher (controller/fleet/publisher.py) against a real mosquitto: every record
 arrives, in order and without a gap, whatever the broker or the controller did meanwhile; the
-retained checkpoint and status; the witness's cosignatures checked, shown and recorded once per
-round close; a hung broker never holds up the table."""
+retained checkpoint and the signed status, ordered by the table's connection and its seq; the
+witness's cosignatures checked, shown and recorded once per round close, and the cursor they
+make: records a broker acknowledged and lost are sent again from the witness's cosignature;
+a cosignature that proves the log was longer is rollback evidence, once; a hung broker never
+holds up the table."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,29 +28,42 @@ from fleet_broker import Broker, make_tls
 from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.app.loop import EventQueue
-from controller.audit.log import AuditLog, origin_for
+from controller.audit.log import AuditLog, load_signer
 from controller.audit.recall import export_lines
 from controller.core.config import FleetConfig
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
+    Checkpoint,
     Signer,
     checkpoint_size,
     cosign_note,
     open_checkpoint,
+    open_cosignature,
+    sign_checkpoint,
 )
 from controller.core.records import RecordKind
 from controller.core.state import Event
 from controller.fleet.client import FleetError, read_credentials
 from controller.fleet.outbox import (
+    CONNECTION_FILE,
     CURSOR_FILE,
     Cursor,
+    read_connection,
     read_cursor,
     write_cursor,
 )
-from controller.fleet.protocol import Presence, Status
+from controller.fleet.protocol import (
+    END_OF_CONNECTION,
+    Presence,
+    SignedStatus,
+    StatusSigner,
+    open_status,
+)
 from controller.fleet.publisher import Publisher
+from controller.fleet.resend import RESEND_AFTER_S
 
 TABLE = "t1"
+ORIGIN = "casino.test/paigow/t1"  # the log's origin: the publisher never assumes one
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 20.0
 
@@ -61,6 +79,7 @@ class Subscriber:
         self.gaps: list[tuple[int, int]] = []
         self.retained: dict[str, bytes] = {}
         self.latest: dict[str, bytes] = {}
+        self.statuses: list[bytes] = []  # every status, as it came
         self.checkpoint_sizes: list[int | None] = []  # every checkpoint, as it came
         self.subscribed = False
         self._cond = threading.Condition()
@@ -92,6 +111,8 @@ class Subscriber:
                 self.retained[channel] = bytes(message.payload)
             if channel == "checkpoint":
                 self.checkpoint_sizes.append(checkpoint_size(message.payload.decode()))
+            if channel == "status":
+                self.statuses.append(bytes(message.payload))
             if channel == "records":
                 line = json.loads(message.payload)
                 seq = line["seq"]
@@ -153,7 +174,13 @@ def fleet_config(broker: Broker, **options: Any) -> FleetConfig:
 
 
 def open_log(state_dir: Path) -> AuditLog:
-    return AuditLog.open(state_dir, origin=origin_for(TABLE))
+    return AuditLog.open(state_dir, origin=ORIGIN)
+
+
+def status_of(log: AuditLog, payload: bytes) -> SignedStatus:
+    """A status as a reader with the table's key takes it."""
+    assert log.signer is not None
+    return open_status(payload, log.signer.verifier, TABLE)
 
 
 def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None:
@@ -169,15 +196,17 @@ def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None
 def started(broker: Broker, state_dir: Path, log: AuditLog, **options: Any) -> Publisher:
     events = options.pop("events", None)
     on_anchor = options.pop("on_anchor", None)
+    clock = options.pop("clock", time.monotonic)
     assert log.signer is not None
     publisher = Publisher(
         fleet_config(broker, **options),
         table=TABLE,
         state_dir=state_dir,
-        log_key=log.signer.verifier,
+        signer=StatusSigner(log.signer),
         events=events,
         on_anchor=on_anchor,
         wall_clock=lambda: 1_796_000_000_000,
+        clock=clock,
     )
     publisher.start()
     return publisher
@@ -204,7 +233,7 @@ def test_broker_down_at_start_then_up_every_record_in_order_and_the_retained_sta
             note = late.retained["checkpoint"].decode()
             checkpoint = open_checkpoint(note, log.signer.verifier)
             assert 0 < checkpoint.size <= publisher.acked
-            assert Status.decode(late.retained["status"]).presence is Presence.ONLINE
+            assert status_of(log, late.retained["status"]).status.presence is Presence.ONLINE
         finally:
             late.close()
     finally:
@@ -217,7 +246,7 @@ def test_broker_down_at_start_then_up_every_record_in_order_and_the_retained_sta
         assert log.signer is not None
         last = open_checkpoint(late.retained["checkpoint"].decode(), log.signer.verifier)
         assert last.size == log.size
-        assert Status.decode(late.retained["status"]).presence is Presence.OFFLINE
+        assert status_of(log, late.retained["status"]).status.presence is Presence.OFFLINE
     finally:
         late.close()
     # each record is the export's line (the checkpoint only where the table has one)
@@ -562,7 +591,7 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
             FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(credentials), **tls_options),
             table=TABLE,
             state_dir=state,
-            log_key=log.signer.verifier,
+            signer=StatusSigner(log.signer),
         )
         publisher.start()
         try:
@@ -570,11 +599,12 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
             floor.wait_records(log.size)
         finally:
             publisher.close()
+        (tmp_path / "other").mkdir()  # a state directory (its connection number goes there)
         refused = Publisher(
             FleetConfig(mqtt_url=broker.tls_url, credentials_file=str(wrong), **tls_options),
             table=TABLE,
             state_dir=tmp_path / "other",
-            log_key=log.signer.verifier,
+            signer=StatusSigner(log.signer),
         )
         refused.start()
         try:
@@ -587,3 +617,462 @@ def test_mqtts_with_a_client_certificate_and_a_password(tmp_path: Path) -> None:
     finally:
         floor.close()
         broker.kill()
+
+
+# --- the signed status and its connection number --------------------------------------------
+
+
+@pytest.mark.slow
+def test_every_status_is_signed_and_ordered_and_the_will_ends_its_connection(
+    broker: Broker, floor: Subscriber, tmp_path: Path
+) -> None:
+    """``simulate`` with [fleet], SIGKILLed mid-play (the broker says its will), then run again
+    to its end (an orderly stop): a reader with the table's key opens every status; each
+    connection's statuses are seq 1, 2, ... and its end is the will (END_OF_CONNECTION) or
+    the orderly offline (the next seq); the restart's connection is a greater number."""
+    config = write_config(tmp_path, broker)
+    state = tmp_path / "state"
+    first = simulate(state, config, rounds=400)
+    try:
+        assert floor.wait_for(lambda: len(floor.statuses) >= 3 and len(floor.seqs) >= 30)
+    finally:
+        first.kill()
+        first.communicate(timeout=10)
+    signer = load_signer(state)
+    assert signer is not None
+    key = signer.verifier
+    assert key.name == "paigow-controller/t1"  # [fleet] origin unset: as before
+
+    def last() -> SignedStatus:
+        return open_status(floor.statuses[-1], key, TABLE)
+
+    assert floor.wait_for(lambda: last().seq == END_OF_CONNECTION)
+    second = simulate(state, config, rounds=3)
+    out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, out
+    assert floor.wait_for(lambda: last().status.presence is Presence.OFFLINE and last().seq < 100)
+    statuses = [open_status(payload, key, TABLE) for payload in floor.statuses]
+    orders = [status.order for status in statuses]
+    assert orders == sorted(set(orders)), orders  # each newer than the one before
+    one, two = statuses[0].connection, statuses[-1].connection
+    assert two > one
+    run1 = [s for s in statuses if s.connection == one]
+    run2 = [s for s in statuses if s.connection == two]
+    assert len(run1) + len(run2) == len(statuses)
+    assert [s.seq for s in run1[:-1]] == list(range(1, len(run1)))
+    assert {s.status.presence for s in run1[:-1]} == {Presence.ONLINE}
+    assert run1[-1].seq == END_OF_CONNECTION  # the will: the end of connection one
+    assert run1[-1].status.presence is Presence.OFFLINE
+    assert [s.seq for s in run2] == list(range(1, len(run2) + 1))
+    assert run2[-1].status.presence is Presence.OFFLINE  # said by the orderly stop
+    assert read_connection(state / CONNECTION_FILE) == two
+    # the status is retained as the last one said
+    assert floor.wait_for(lambda: floor.latest["status"] == floor.statuses[-1])
+
+
+def test_a_connection_number_lost_with_the_file_is_taken_above_the_brokers_retained_status(
+    broker: Broker, floor: Subscriber, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``fleet-connection`` lost (or an older copy of it, with the card) and the log no longer
+    than at the last connection: the broker's retained status, signed by the log's key, says
+    the number used; the publisher connects again above it."""
+    state = tmp_path / "state"
+    log = open_log(state)
+    play(log, 1)
+    publisher = started(broker, state, log)
+    try:
+        floor.wait_records(log.size)
+    finally:
+        publisher.close()
+    used = read_connection(state / CONNECTION_FILE)
+    assert floor.wait_for(lambda: status_of(log, floor.latest["status"]).connection == used)
+    for lost in (None, b"garbage\n"):
+        (state / CONNECTION_FILE).unlink()
+        if lost is not None:
+            (state / CONNECTION_FILE).write_bytes(lost)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="paigow.fleet"):
+            again = started(broker, state, log)
+            try:
+                assert eventually(
+                    lambda p=again, n=used + 1: p.connection == n and p.is_connected  # type: ignore[misc]
+                )
+                assert f"connecting again as {used + 1}" in caplog.text
+                if lost is not None:
+                    assert "is not a connection number" in caplog.text
+            finally:
+                again.close()
+        assert read_connection(state / CONNECTION_FILE) == used + 1
+        assert floor.wait_for(
+            lambda n=used + 1: (  # type: ignore[misc]
+                (latest := status_of(log, floor.latest["status"])).connection == n
+                and latest.status.presence is Presence.OFFLINE
+            )
+        )
+        used += 1
+    # the file as it is: the next number, and no second connection
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="paigow.fleet"):
+        last = started(broker, state, log)
+        try:
+            assert eventually(lambda: last.is_connected)
+            play(log, 1, last)
+            floor.wait_records(log.size)
+        finally:
+            last.close()
+    assert "connecting again" not in caplog.text
+    assert read_connection(state / CONNECTION_FILE) == used + 1
+    log.close()
+
+
+# --- the witness's cosignature as the cursor -------------------------------------------------
+
+
+class FakeClock:
+    """The publisher's monotonic clock for when to send again: moved by the test only."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeWitness:
+    """A witness as the table sees one (the real one is controller/witness): it takes the
+    records by seq (a duplicate changes nothing) and cosigns, retained, the newest checkpoint
+    it holds every record of, each of more records than the last (``cosigns`` False: none).
+    A persistent session (what comes while it is away is queued for it) unless ``clean``."""
+
+    def __init__(self, broker: Broker, signer: Signer) -> None:
+        self.broker = broker
+        self.signer = signer
+        self.through = 0  # it holds every record up to this one
+        self.cosigned = 0
+        self.cosigns = True
+        self.subscribed = False
+        self._held: set[int] = set()
+        self._notes: dict[int, str] = {}
+        self._cond = threading.Condition()
+        self.client = self._connect(clean=False)
+        assert self.wait_for(lambda: self.subscribed)
+
+    def _connect(self, *, clean: bool) -> mqtt.Client:
+        client = mqtt.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id="fake-witness",
+            clean_session=clean,
+        )
+        client.on_connect = lambda c, *_: c.subscribe(
+            [(f"paigow/v1/{TABLE}/records", 1), (f"paigow/v1/{TABLE}/checkpoint", 1)]
+        )
+        client.on_subscribe = self._on_subscribe
+        client.on_message = self._on_message
+        client.reconnect_delay_set(0.05, 0.2)
+        client.connect_async("127.0.0.1", self.broker.port, keepalive=5)
+        client.loop_start()
+        return client
+
+    def _on_subscribe(self, *_: Any) -> None:
+        with self._cond:
+            self.subscribed = True
+            self._cond.notify_all()
+
+    def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
+        with self._cond:
+            if message.topic.endswith("/records"):
+                line = json.loads(message.payload)
+                self._held.add(line["seq"])
+                if "checkpoint" in line:
+                    self._note(line["checkpoint"])
+                while self.through + 1 in self._held:
+                    self.through += 1
+            else:
+                self._note(message.payload.decode())
+            self._cosign(client)
+            self._cond.notify_all()
+
+    def _note(self, note: str) -> None:
+        size = checkpoint_size(note)
+        if size is not None:
+            self._notes[size] = note
+
+    def _cosign(self, client: mqtt.Client) -> None:
+        ready = [n for n in self._notes if self.cosigned < n <= self.through]
+        if not self.cosigns or not ready:
+            return
+        size = max(ready)
+        note = cosign_note(self._notes[size], self.signer, 1_796_000_000 + size)
+        client.publish(f"paigow/v1/{TABLE}/cosignature", note.encode(), qos=1, retain=True)
+        self.cosigned = size
+
+    def resume(self) -> None:
+        with self._cond:
+            self.cosigns = True
+            self._cosign(self.client)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT_S) -> bool:
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
+    def away(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def back(self, *, clean: bool) -> None:
+        """Connected again; ``clean``: a clean start, which drops what was queued for it."""
+        with self._cond:
+            self.subscribed = False
+        self.client = self._connect(clean=clean)
+        assert self.wait_for(lambda: self.subscribed)
+
+    def close(self) -> None:
+        self.away()
+
+
+@pytest.fixture
+def cosigner() -> Signer:
+    return Signer.generate("witness.test/w1", ALG_COSIGNATURE_V1)
+
+
+def anchored(publisher: Publisher, size: int) -> bool:
+    """The publisher took the witness's cosignature of ``size`` records."""
+    return eventually(lambda: publisher.anchor is not None and publisher.anchor.size == size)
+
+
+def test_records_a_broker_acknowledged_and_lost_go_again_from_the_witness_cosignature(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker restarted without its persistence (stopped, its file wiped, started): the
+    records it acknowledged and queued for the witness are gone, and its retained checkpoint
+    and cosignature with them. The publisher's next connection starts at the witness's
+    cosignature, not at its cursor: every record reaches the witness and it cosigns them,
+    ``fleet-cursor`` untouched."""
+    witness = FakeWitness(broker, cosigner)
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.INFO, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier))
+    try:
+        play(log, 3, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        safe = log.size
+        witness.away()
+        play(log, 3, publisher)
+        assert eventually(lambda: publisher.acked == log.size)  # queued for the witness
+        broker.stop()
+        (broker.directory / "mosquitto.db").unlink()
+        broker.start()
+        witness.back(clean=False)  # the broker knows no session of it any more
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert witness.through == log.size
+        assert anchored(publisher, log.size)
+        assert f"sending from record {safe + 1}" in caplog.text
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()
+    assert read_cursor(state / CURSOR_FILE).acked == log.size  # kept, never deleted
+
+
+def test_records_the_witness_lost_go_again_when_its_cosignature_stands_still(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No reconnection of the table this time: the witness's session taken over with a clean
+    start drops what the broker queued for it. The publisher's acknowledged records go past the
+    cosignature, a checkpoint past it is published, and the cosignature does not grow for
+    RESEND_AFTER_S: the records go again from the cosignature's size + 1, once."""
+    witness = FakeWitness(broker, cosigner)
+    clock = FakeClock()
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.INFO, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), clock=clock)
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        safe, connection = log.size, publisher.connection
+        witness.away()
+        play(log, 2, publisher)
+        assert eventually(lambda: publisher.acked == log.size)
+        assert eventually(lambda: publisher._witness_cursor.behind_since is not None)
+        witness.back(clean=True)  # what was queued for it is dropped
+        assert witness.wait_for(lambda: witness.through == safe)  # a gap: nothing to cosign
+        clock.advance(RESEND_AFTER_S)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert witness.through == log.size
+        assert anchored(publisher, log.size)
+        assert publisher.resends == 1
+        assert caplog.text.count("sending again from record") == 1
+        assert f"sending again from record {safe + 1}" in caplog.text
+        assert publisher.connection == connection  # the same connection: no reconnect
+        assert publisher._witness_cursor.wait_s == RESEND_AFTER_S  # it grew: back to 10 s
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()
+
+
+def test_the_resend_backs_off_while_no_witness_cosigns(
+    broker: Broker, cosigner: Signer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A witness that cosigns no more (down, or it stopped cosigning this table): the records
+    go again after 10 s, 20 s, 40 s, 80 s ... each resend logged once; when it cosigns again
+    the wait is back to 10 s."""
+    witness = FakeWitness(broker, cosigner)
+    clock = FakeClock()
+    state = tmp_path / "state"
+    log = open_log(state)
+    caplog.set_level(logging.WARNING, logger="paigow.fleet")
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), clock=clock)
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        witness.cosigns = False
+        play(log, 2, publisher)
+        assert eventually(lambda: publisher.acked == log.size)
+        assert eventually(lambda: publisher._witness_cursor.behind_since is not None)
+        for count, wait in enumerate((10, 20, 40, 80), start=1):
+            assert publisher._witness_cursor.wait_s == wait
+            clock.advance(wait)
+            assert eventually(lambda n=count: publisher.resends == n)  # type: ignore[misc]
+            assert eventually(lambda: publisher._next_seq > publisher.acked)  # sent whole
+        lines = [r.getMessage() for r in caplog.records if "sending again" in r.getMessage()]
+        assert [line.rsplit("after ", 1)[1] for line in lines] == [
+            "20 s)",
+            "40 s)",
+            "80 s)",
+            "160 s)",
+        ]
+        witness.resume()
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+        assert publisher._witness_cursor.wait_s == RESEND_AFTER_S
+    finally:
+        witness.close()
+        publisher.close()
+        log.close()
+
+
+# --- rollback evidence -------------------------------------------------------------------------
+
+
+def evidence_of(events: EventQueue) -> list[Any]:
+    found = []
+    while not events.empty():
+        occ = events.get(timeout=1)
+        if occ is not None and occ.event is Event.ROLLBACK_EVIDENCE:
+            found.append(occ)
+    return found
+
+
+@pytest.mark.parametrize("played_on", [False, True], ids=["shorter", "played-on"])
+def test_a_cosignature_of_a_history_the_log_no_longer_holds_is_rollback_evidence_once(
+    broker: Broker,
+    cosigner: Signer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    played_on: bool,
+) -> None:
+    """The state directory copied back to an older state (the card swapped for an older
+    image): the witness's retained cosignature, signed by this log's own key, is of more
+    records than the log holds, or (``played-on``) of a size it holds again with another root.
+    ROLLBACK_EVIDENCE goes on the control loop's queue once; not again on another connection,
+    nor after a restart once the log records it. One whose inner checkpoint another key signed
+    is refused, never evidence."""
+    witness = FakeWitness(broker, cosigner)
+    state, older = tmp_path / "state", tmp_path / "older"
+    log = open_log(state)
+    play(log, 2)
+    log.close()
+    shutil.copytree(state, older)  # the card's image, as it is now
+    log = open_log(state)
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier))
+    try:
+        play(log, 2, publisher)
+        assert witness.wait_for(lambda: witness.cosigned == log.size)
+        assert anchored(publisher, log.size)
+    finally:
+        publisher.close()
+        log.close()
+    longer = witness.cosigned
+    witness.cosigns = False  # a witness cosigns no older copy
+    shutil.rmtree(state)
+    shutil.copytree(older, state)
+    log = open_log(state)
+    if played_on:
+        play(log, 3)  # past the cosigned size, on another branch
+    held = log.size
+    assert (held > longer) is played_on
+    caplog.set_level(logging.DEBUG, logger="paigow.fleet")
+    events = EventQueue()
+    publisher = started(broker, state, log, witness_key=str(cosigner.verifier), events=events)
+    try:
+        occ = events.get(timeout=WAIT_S)
+        assert occ is not None
+        assert occ.event is Event.ROLLBACK_EVIDENCE
+        data = dict(occ.cosignature or {})
+        assert set(data) == {
+            "witness",
+            "witness_key",
+            "note",
+            "size",
+            "root",
+            "timestamp",
+            "log_size",
+        }
+        assert (data["witness"], data["witness_key"]) == (cosigner.name, str(cosigner.verifier))
+        assert (data["size"], data["log_size"]) == (longer, held)
+        assert data["timestamp"] == 1_796_000_000 + longer
+        assert log.signer is not None
+        inner = open_checkpoint(data["note"], log.signer.verifier)  # this log's key signed it
+        assert open_cosignature(data["note"], cosigner.verifier).checkpoint == inner
+        assert (inner.size, inner.origin) == (longer, ORIGIN)
+        assert base64.b64encode(inner.root_hash).decode() == data["root"]
+        assert "the log went back" in caplog.text
+        assert publisher.anchor is None  # never shown as an anchor
+        # another connection: the broker's retained cosignature comes again; not sent again
+        broker.stop()
+        broker.start()
+        assert eventually(
+            lambda: "rollback evidence at" in caplog.text and "came again" in caplog.text
+        )
+        assert evidence_of(events) == []
+        # the core records it (as the control loop does); the table restarts: not again
+        log.commit([(RecordKind.ROLLBACK_EVIDENCE, {**data, "round": 1})])
+        publisher.committed()
+    finally:
+        publisher.close()
+    events = EventQueue()
+    again = started(broker, state, log, witness_key=str(cosigner.verifier), events=events)
+    try:
+        assert eventually(lambda: "already recorded as rollback evidence" in caplog.text)
+        # a cosignature by the witness of a checkpoint another key signed under this log's
+        # name: anyone can make one, so it is refused and logged, never evidence
+        impostor = Signer.generate(ORIGIN)
+        forged = sign_checkpoint(Checkpoint(ORIGIN, longer + 10, bytes(32)), impostor)
+        sender = Subscriber(broker, client_id="sender", clean=True)
+        try:
+            assert sender.wait_for(lambda: sender.subscribed, 10)
+            caplog.clear()
+            sender.client.publish(
+                f"paigow/v1/{TABLE}/cosignature",
+                cosign_note(forged, cosigner, 1_796_100_000).encode(),
+                qos=1,
+                retain=True,
+            ).wait_for_publish(5)
+            assert eventually(lambda: "a cosignature refused" in caplog.text)
+        finally:
+            sender.close()
+        assert evidence_of(events) == []
+    finally:
+        again.close()
+        witness.close()
+        log.close()

@@ -44,7 +44,7 @@ from controller.app.watch import (
     table_time,
 )
 from controller.audit.archive import Policy, Retention, RetentionWorker
-from controller.audit.log import AuditLog, origin_for
+from controller.audit.log import AuditLog, configured_origin, require_origin
 from controller.core.config import Config, RoundConfig, require_escrow_key
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
@@ -222,6 +222,7 @@ class Appliance:
         if not config.fleet.mqtt_url:
             return
         from controller.fleet.client import FleetError  # noqa: PLC0415 - paho
+        from controller.fleet.protocol import StatusSigner  # noqa: PLC0415 - with the fleet
         from controller.fleet.publisher import Publisher  # noqa: PLC0415 - paho
 
         try:
@@ -229,7 +230,8 @@ class Appliance:
                 config.fleet,
                 table=config.table.name,
                 state_dir=self.state_dir,
-                log_key=None if audit.signer is None else audit.signer.verifier,
+                # the log's key for the statuses only: it signs no checkpoint or other text
+                signer=None if audit.signer is None else StatusSigner(audit.signer),
                 events=self.events,
                 on_anchor=None if self._server is None else self._server.anchored,
                 wall_clock=self.options.wall_clock,
@@ -248,8 +250,11 @@ class Appliance:
 
     def _open_log(self) -> AuditLog:
         """The table's log. A key that is missing or not the log's own is never replaced: the
-        log is opened for reading only and the table shows the fault until it is restored."""
-        origin = origin_for(self.config.table.name)
+        log is opened for reading only and the table shows the fault until it is restored.
+        A log of another origin than ``[fleet] origin`` is a configuration error (ConfigError:
+        exit 78), never a log opened under another name."""
+        require_origin(self.state_dir, self.config)
+        origin = configured_origin(self.config)
         try:
             return AuditLog.open(self.state_dir, origin=origin)
         except LogIdentityError as exc:

@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from controller.app.instance_lock import InstanceLock
-from controller.audit.log import AuditLog, origin_for
+from controller.audit.log import AuditLog, configured_origin, require_origin
 from controller.core import commissioning as walk
 from controller.core.commissioning import (
     Handshake,
@@ -211,7 +211,8 @@ def commission(
     errors when it cannot be opened (before anything is driven)."""
     lock = InstanceLock.acquire(settings.state_dir)
     try:
-        audit = AuditLog.open(settings.state_dir, origin=origin_for(config.table.name))
+        require_origin(settings.state_dir, config)
+        audit = AuditLog.open(settings.state_dir, origin=configured_origin(config))
         try:
             return _walk_and_record(
                 config,

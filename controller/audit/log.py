@@ -26,11 +26,12 @@ commit was handed on, never inside it. Logs written before the head row (the con
 step's last record, the frontier and running checkpoint with the last record; earlier, the
 ``checkpoints`` row of size 0) are read as they are and move to the head with their next commit.
 
-Identity: the log signs as ``paigow-controller/<table>`` (its origin, also the key's name). The
-first record, ``log_created``, names the origin and the verifier key, and the key's id is kept
-in the database: every start checks that the key it was given is that key. A missing or other
-key is :class:`LogIdentityError`, never a new key; only the first start on an empty state
-directory (or ``paigow-controller init``) creates one.
+Identity: the log signs as its origin, also the key's name: ``[fleet] origin`` when set (a
+globally unique name), else ``paigow-controller/<table>``. The first record, ``log_created``,
+names the origin and the verifier key, and the key's id is kept in the database: every start
+checks that the key it was given is that key. A missing or other key is
+:class:`LogIdentityError`, never a new key; only the first start on an empty state directory
+(or ``paigow-controller init``) creates one.
 
 Storage failures never lose what is recorded and never leave the log half-trusted. A full disk
 raises :class:`StorageFull`, any other failure :class:`AuditLogError`. After a failed commit the
@@ -53,7 +54,7 @@ import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile
 from controller.core import canonical
@@ -68,9 +69,18 @@ from controller.core.note import (
     sign_checkpoint,
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
-from controller.errors import AuditLogError, LogIdentityError, LogIntegrityError, StorageFull
+from controller.errors import (
+    AuditLogError,
+    ConfigError,
+    LogIdentityError,
+    LogIntegrityError,
+    StorageFull,
+)
 from controller.files import write_new
 from controller.ports import Committed, LoggedCheckpoint, Reopened
+
+if TYPE_CHECKING:
+    from controller.core.config import Config
 
 log = logging.getLogger("paigow.audit")
 
@@ -119,11 +129,36 @@ CREATE TABLE IF NOT EXISTS head (
 
 
 def origin_for(table: str) -> str:
-    """The log's origin (C2SP tlog-checkpoint) and its key's name: one per table."""
+    """The origin (C2SP tlog-checkpoint) and key name a table's new log gets when ``[fleet]
+    origin`` is not set: one per table name (a casino's names are not unique across casinos;
+    ``[fleet] origin`` is)."""
     return f"paigow-controller/{table}"
 
 
 DEFAULT_ORIGIN = origin_for("table-1")
+
+
+def configured_origin(config: Config) -> str:
+    """The origin a new log of this configuration gets, and the one its log must have when
+    ``[fleet] origin`` is set (:func:`require_origin`)."""
+    return config.fleet.origin or origin_for(config.table.name)
+
+
+def require_origin(state_dir: Path, config: Config) -> None:
+    """With ``[fleet] origin`` set, the log in ``state_dir`` (if it holds one) must be of that
+    origin: a log is never renamed (its checkpoints and every copy of its key name it), so the
+    configuration is what is wrong. :class:`ConfigError` naming ``fleet.origin`` otherwise.
+    Unset, the log is opened as before (a log of another origin is then a LogIdentityError)."""
+    wanted = config.fleet.origin
+    if not wanted:
+        return
+    recorded = peek_identity(Path(state_dir) / DB_NAME)
+    if recorded is not None and recorded[0] != wanted:
+        raise ConfigError(
+            "fleet.origin",
+            f"the log's origin is {recorded[0]!r}, not {wanted!r}: a log keeps the origin it"
+            " was made with (set [fleet] origin to it, or make a new state directory)",
+        )
 
 
 def utc_now() -> str:

@@ -22,7 +22,7 @@ from controller.cli.args import (
 from controller.core.config import Config
 from controller.core.digits import NumberError, parse_bounded_int, quoted
 from controller.core.state import Mode
-from controller.errors import ControllerError, UsageError
+from controller.errors import ConfigError, ControllerError, UsageError
 
 log = logging.getLogger("paigow")
 
@@ -43,8 +43,8 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
         "Runs the table: what systemd starts (systemd/paigow-controller.service). Takes the"
         " state directory's lock, opens the audit log, checks the log's key and anchor, runs the"
         " self-tests, then plays rounds until SIGTERM, logging to stderr with syslog priority"
-        " prefixes for journald. A bad config exits 78 naming the key; a failed start exits 1"
-        " in one line.",
+        " prefixes for journald. A bad config exits 78 naming the key (fleet.origin for a log of"
+        " another origin than [fleet] origin); a failed start exits 1 in one line.",
         "examples:\n"
         "  paigow-controller run\n"
         "  paigow-controller run --config /etc/paigow-controller/config.toml --debug",
@@ -71,6 +71,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         appliance.start()
         appliance.run()
+    except ConfigError:
+        raise  # found at start (a log of another [fleet] origin): exit 78 naming the key
     except (ControllerError, OSError) as exc:  # a port taken, a state directory not writable
         log.error("%s", exc)
         return 1

@@ -23,10 +23,11 @@ from controller.audit.log import (
     KEY_FILE,
     MAX_KEY_FILE_BYTES,
     AuditLog,
+    configured_origin,
     load_signer,
     open_for_reading,
-    origin_for,
     read_latest_checkpoint,
+    require_origin,
 )
 from controller.audit.recall import (
     DEFAULT_RECALL,
@@ -366,7 +367,10 @@ def init_arguments(p: argparse.ArgumentParser) -> None:
         p,
         "Makes a new state directory: the log's Ed25519 signing key (mode 0600) and the log's"
         " first record, which names the log's origin and its verifier key; prints the verifier"
-        " key. Refuses a directory that already holds a log or a key: a key is never replaced.",
+        " key. The origin, also the key's name, is [fleet] origin when set, else"
+        " paigow-controller/<table>. Refuses a directory that already holds a log or a key: a"
+        " key is never replaced (exit 1; exit 78 naming fleet.origin for a log of another"
+        " origin than [fleet] origin).",
         "examples:\n"
         "  paigow-controller init --config /etc/paigow-controller/config.toml\n"
         "  paigow-controller init --state-dir demo-state > demo-state.pub",
@@ -382,9 +386,10 @@ def init_command(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir or config.storage.state_dir)
     lock = InstanceLock.acquire(state_dir)
     try:
+        require_origin(state_dir, config)  # a log of another origin: exit 78, fleet.origin
         if (state_dir / KEY_FILE).exists() or (state_dir / DB_NAME).exists():
             raise AuditLogError(f"audit log: {state_dir} already holds a log or a key")
-        with AuditLog.open(state_dir, origin=origin_for(config.table.name)) as log:
+        with AuditLog.open(state_dir, origin=configured_origin(config)) as log:
             assert log.signer is not None
             verifier = log.signer.verifier
     finally:

@@ -13,6 +13,7 @@ from controller.cli import render
 from controller.cli.args import (
     JSON_OR_TEXT,
     describe,
+    directory_argument,
     json_argument,
     print_json,
     print_report,
@@ -199,17 +200,26 @@ def check_config_arguments(p: argparse.ArgumentParser) -> None:
         "Reads a config file as the controller would at start-up and says whether it is valid:"
         " a bad one (an unknown key, a value out of range, a file too large) exits 78 with one"
         " line naming the key. A valid one shows its SHA-256 (the config_loaded record carries"
-        f" the same), the table, game, mode and paytables. {JSON_OR_TEXT}",
+        " the same), the table, game, mode, paytables and the log's origin. With --state-dir"
+        " the log there is checked against the config too: one of another origin than"
+        f" [fleet] origin exits 78 naming fleet.origin. {JSON_OR_TEXT}",
         "examples:\n"
         "  paigow-controller check-config\n"
-        "  paigow-controller check-config --config new-config.toml --json",
+        "  paigow-controller check-config --config new-config.toml --json\n"
+        "  paigow-controller check-config --state-dir /var/lib/paigow-controller",
     )
     p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument("--state-dir", help="also check the log there against the config")
     json_argument(p)
 
 
 def check_config(args: argparse.Namespace) -> int:
+    from controller.audit.log import configured_origin, require_origin
+
     config = load_config(Path(args.config))
+    state_dir = directory_argument(args.state_dir)
+    if state_dir is not None:
+        require_origin(state_dir, config)
     report = {
         "config": args.config,
         "sha256": config.source_sha256,
@@ -217,6 +227,7 @@ def check_config(args: argparse.Namespace) -> int:
         "game": str(config.table.game),
         "mode": str(config.table.mode),
         "paytables": [t.name for t in config.paytables],
+        "origin": configured_origin(config),
     }
     print_report(args, report, render.config_report)
     return 0

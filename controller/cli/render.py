@@ -461,6 +461,7 @@ def config_report(doc: Mapping[str, Any]) -> str:
             ("game", doc.get("game")),
             ("mode", doc.get("mode")),
             ("paytables", doc.get("paytables")),
+            ("origin", doc.get("origin")),
         ]
     )
     return "\n".join(lines) + "\n"

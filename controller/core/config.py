@@ -41,6 +41,7 @@ LIMIT_MAX = 10_000_000  # a table limit, in whole units of the currency
 LIMIT_WAGERS = ("table", "sum", "match", "beat_it")  # the main wager, then the side wagers
 ODDS_WIN_MAX = 100_000  # "N to M": 1 <= N <= ODDS_WIN_MAX, 1 <= M <= ODDS_STAKE_MAX
 ODDS_STAKE_MAX = 1000
+MAX_ORIGIN_CHARS = 100  # [fleet] origin
 
 
 def _range(low: float | None = None, high: float | None = None) -> dict[str, Any]:
@@ -229,8 +230,16 @@ class FleetConfig:
     keepalive_s: int = field(default=30, metadata=_range(5, 600))
     # an orderly stop sends what is left for at most this long
     stop_flush_s: int = field(default=5, metadata=_range(0, 60))
+    # the log's origin and its key's name, globally unique ("casino.example/paigow/table-7"):
+    # a new log's key gets it; an existing log of another origin is refused (exit 78). "": a
+    # new log is paigow-controller/<table>, as tables made before it was configurable
+    origin: str = field(default="", metadata={"may_be_empty": True, "max_chars": MAX_ORIGIN_CHARS})
 
     def __post_init__(self) -> None:
+        if self.origin:
+            problem = origin_problem(self.origin)
+            if problem is not None:
+                raise ConfigError("fleet.origin", problem)
         if not self.mqtt_url:
             return
         try:
@@ -256,6 +265,32 @@ class FleetConfig:
     @property
     def broker(self) -> BrokerAddress | None:
         return parse_broker_url(self.mqtt_url) if self.mqtt_url else None
+
+
+def origin_problem(origin: str) -> str | None:
+    """Why ``origin`` is not a log origin the fleet can tell from every other one (README,
+    "Many tables: the fleet publisher"): ``<DNS name with a dot>/<path>``, ASCII, no spaces,
+    no ``+`` (a key name's separator), at most MAX_ORIGIN_CHARS; None when it is one."""
+    if len(origin) > MAX_ORIGIN_CHARS:
+        return f"at most {MAX_ORIGIN_CHARS} characters"
+    if not origin.isascii() or not origin.isprintable() or " " in origin or "+" in origin:
+        return "printable ASCII without spaces or '+'"
+    host, slash, path = origin.partition("/")
+    labels = host.split(".")
+    if len(labels) < 2 or not all(_is_dns_label(label) for label in labels):
+        return f"{quoted(origin)} does not start with a DNS name with a dot (casino.example/...)"
+    if not slash or not all(path.split("/")):
+        return f"{quoted(origin)} is not <DNS name>/<path> (e.g. casino.example/paigow/table-7)"
+    return None
+
+
+def _is_dns_label(label: str) -> bool:
+    return (
+        1 <= len(label) <= 63
+        and all(c.isalnum() or c == "-" for c in label)
+        and not label.startswith("-")
+        and not label.endswith("-")
+    )
 
 
 # --- the broker's address ---------------------------------------------------------------------

@@ -14,6 +14,29 @@ sequence number the broker acknowledged with every one before it, and that recor
 ``{"acked": 1234, "hash": "<hex SHA-256 of its leaf>"}``. It is written whole or not at all
 (``controller.files.write_new``). A log that no longer holds that record with that hash (it was
 rolled back, or replaced by another copy) is published again from its first record.
+
+The connection number (``fleet-connection``: ASCII digits and a newline) numbers the publisher's
+connections to the broker across the table's life: each signed status names it, and a reader
+takes a status only if its ``(connection, seq)`` is greater than the last it took. So it must
+never go back, even when the file is lost, damaged or rolled back with the card. Before each
+connect it becomes (:func:`next_connection`) the greatest of
+
+- the file's number + 1 (a bad file counts as 0, logged);
+- the last number this process used or saw + 1 (the file lost under a running publisher);
+- ``log size x 2^20``: the log only grows (every start records its ``power_on``), so a lost
+  file's successor still starts above every number of an earlier start, unless more than
+  2^20 connections happened while the log did not grow by one record (six days of a
+  connection lost twice a second, the table never started again meanwhile);
+- and, learned once connected, the connection of the table's own retained status at the broker
+  (verified with the log's key) + 1: a card rolled back to an older copy holds an older file
+  and a shorter log, but the broker still holds the status its last connection signed. Seeing
+  one not below its own, the publisher writes that number + 1 and connects again under it.
+
+Only when the card went back and the broker lost its retained messages too can a number go
+back: the witness then takes the statuses as stale (ignored, counted, never an alert) until
+the log grows past its old size (the ``2^20`` term catches up). The file is written whole,
+fsynced, renamed and its directory fsynced before the connect that uses it; a number that
+cannot be written is not used (the publisher tries again later).
 """
 
 from __future__ import annotations
@@ -39,7 +62,7 @@ from controller.core.note import checkpoint_size
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import AuditLogError
 from controller.files import TooLarge, read_capped, write_new
-from controller.fleet.protocol import encode_record
+from controller.fleet.protocol import END_OF_CONNECTION, encode_record
 
 CURSOR_FILE = "fleet-cursor"
 MAX_CURSOR_BYTES = 256
@@ -47,6 +70,11 @@ MAX_CURSOR_BYTES = 256
 # kind): some ten hours of play. Not found, the next cosignature of a round close is recorded.
 COSIGNED_LOOKBACK_RECORDS = 20_000
 _ROUND_ENDS = (str(RecordKind.CLOSE), str(RecordKind.VOID))
+
+
+CONNECTION_FILE = "fleet-connection"
+MAX_CONNECTION_BYTES = 64
+CONNECTIONS_PER_RECORD_BITS = 20  # next_connection: log size x 2^20
 
 
 class CursorError(ValueError):
@@ -89,6 +117,40 @@ def write_cursor(path: Path, cursor: Cursor) -> None:
     """Whole or not at all, durable (OSError on failure)."""
     blob = json.dumps({"acked": cursor.acked, "hash": cursor.hash}).encode() + b"\n"
     write_new(path, blob, 0o600, replace=True)
+
+
+def read_connection(path: Path) -> int:
+    """The connection number in ``path``; 0 when there is none. :class:`CursorError` for a
+    file that is not one (garbage, too large, out of range)."""
+    try:
+        raw = read_capped(path, MAX_CONNECTION_BYTES)
+    except FileNotFoundError:
+        return 0
+    except TooLarge:
+        raise CursorError(f"{path} is larger than {MAX_CONNECTION_BYTES} bytes") from None
+    except OSError as exc:
+        raise CursorError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    text = raw.removesuffix(b"\n")
+    if not (0 < len(text) <= 16 and text.isascii() and text.isdigit()):
+        raise CursorError(f"{path} is not a connection number")
+    number = int(text)
+    if number > END_OF_CONNECTION:
+        raise CursorError(f"{path}: {number} is above 2^53 - 1")
+    return number
+
+
+def write_connection(path: Path, number: int) -> None:
+    """Whole or not at all, durable: the file fsynced, renamed, its directory fsynced
+    (OSError on failure)."""
+    write_new(path, f"{number}\n".encode("ascii"), 0o600, replace=True)
+
+
+def next_connection(*, saved: int, seen: int, log_size: int) -> int:
+    """The number of the next connection (see the module docstring): above the file's, above
+    every one this process used or saw, and at least the log's size x 2^20."""
+    floor = min(log_size, END_OF_CONNECTION >> CONNECTIONS_PER_RECORD_BITS)
+    number = max(saved + 1, seen + 1, floor << CONNECTIONS_PER_RECORD_BITS)
+    return min(number, END_OF_CONNECTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +334,24 @@ class LogOutbox:
         except ValueError:
             return 0
         return close if type(close) is int else 0
+
+    def rollback_evidence_recorded(self, size: int, root: str) -> bool:
+        """Whether a ``rollback_evidence`` record of the witness's cosignature at ``size``
+        records with ``root`` (base64) is in the live log. The records have no index by kind:
+        this reads the whole log, so it is asked only when such a cosignature comes (after a
+        rollback; once per process, the answer is then kept) and never on the control thread."""
+        rows = self._query(
+            "SELECT seq, kind, leaf FROM records WHERE kind = ? ORDER BY seq DESC",
+            (str(RecordKind.ROLLBACK_EVIDENCE),),
+        )
+        for seq, kind, leaf in rows:
+            try:
+                data = StoredRecord(int(str(seq)), str(kind), bytes(leaf)).data
+            except ValueError:
+                continue
+            if data.get("size") == size and data.get("root") == root:
+                return True
+        return False
 
     def close(self) -> None:
         connection, self._connection = self._connection, None

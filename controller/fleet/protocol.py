@@ -269,6 +269,29 @@ def sign_status(signed: SignedStatus, signer: Signer) -> bytes:
     return sign_note(text, signer).encode("utf-8")
 
 
+class StatusSigner:
+    """All the table's publisher may do with the log's key: sign its own status notes (the
+    status header, its table, connection and seq, the status's fields), never any other text.
+    A checkpoint, a record or an arbitrary note cannot be made with it, so the publisher's
+    thread is no signing oracle for the log (the key stays inside; ``repr`` names it only)."""
+
+    __slots__ = ("_signer",)
+
+    def __init__(self, signer: Signer) -> None:
+        self._signer = signer
+
+    @property
+    def verifier(self) -> Verifier:
+        """The log's verifier key (its name is the log's origin)."""
+        return self._signer.verifier
+
+    def sign(self, signed: SignedStatus) -> bytes:
+        return sign_status(signed, self._signer)
+
+    def __repr__(self) -> str:
+        return f"StatusSigner({self._signer.name!r})"
+
+
 def open_status(payload: bytes, verifier: Verifier, table: str) -> SignedStatus:
     """A table's status note, once its signature verifies with the table's key and it names
     that table; :class:`ProtocolError` for anything else."""

@@ -14,9 +14,20 @@ naming a record the log no longer holds (the log was rolled back or replaced) is
 error and the log is published again from its first record, so that the witness sees it.
 
 The latest signed checkpoint is published (retained) only once every record it signs was
-acknowledged; the status (retained) says ``online`` with the screen at each change, and the
-broker's will says ``offline`` for a controller that vanished. An orderly stop sends what is
-left for at most ``[fleet] stop_flush_s``, says ``offline`` and disconnects.
+acknowledged.
+
+**Signed statuses.** The status (retained) is a note signed with the log's own key
+(``protocol.sign_status``, through a :class:`~controller.fleet.protocol.StatusSigner` that can
+sign nothing else), so nobody else on the broker can say a table is online, offline or showing
+a fault. It names the connection (a number that only grows across the table's life:
+``fleet-connection``, the rule in ``controller.fleet.outbox``, written durably before each
+connect) and its place in it (1, 2, ... per connection). It says ``online`` with the screen at
+each change; the broker's will, signed at connect, is the connection's ``offline`` status with
+seq ``END_OF_CONNECTION`` (the end of that connection, for a controller that vanished); an
+orderly stop sends what is left for at most ``[fleet] stop_flush_s``, says ``offline`` with
+the connection's next seq and disconnects. A reader takes a status only if its
+``(connection, seq)`` is greater than the last it took. A log with no key (its identity in
+doubt) publishes no status.
 
 **It never holds up the table.** The control thread only sets an event after each commit and
 hands over each screen (``committed``, ``observe``: a lock and an assignment). One thread of
@@ -29,11 +40,26 @@ table, and never decides what the table shows.
 (``paigow/v1/<table>/cosignature``). One is accepted only if the witness's signature verifies
 with that key (``open_cosignature``), the log's own with the log's key (``open_checkpoint``),
 and its size and root are the log's (the root over the log's first ``size`` records, computed
-from the log): a cosignature of a checkpoint this log never made is refused and logged, never
-shown. The newest accepted is shown (``on_anchor``); one that covers a round close (a ``close``
-or ``void`` record) that no recorded cosignature covered yet is recorded, through the control
-loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round and no loop
-of records begetting checkpoints begetting cosignatures.
+from the log). The newest accepted is shown (``on_anchor``); one that covers a round close (a
+``close`` or ``void`` record) that no recorded cosignature covered yet is recorded, through
+the control loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` record per round
+and no loop of records begetting checkpoints begetting cosignatures.
+
+**The cursor is the witness's cosignature** (``controller.fleet.resend``): the size ``S`` of
+the newest accepted cosignature is what is known to be safe. A new connection sends from
+``min(cursor, S) + 1``; while connected, records acknowledged past ``S`` with a checkpoint past
+``S`` published and ``S`` not grown for ``RESEND_AFTER_S`` are sent again from ``S + 1``
+(backing off to ``RESEND_MAX_S``). Records a broker acknowledged and then lost reach the
+witness by themselves; ``fleet-cursor`` is never deleted by hand.
+
+**A cosignature that proves the log was longer.** One whose witness's signature and whose
+inner checkpoint's signature, by this log's own key, both verify, but of more records than the
+log holds or of another root at a size it holds: this log's key signed a history the log no
+longer has (it went back: an older copy, a card swapped). That is evidence, not a refusal: it
+goes to the control loop as ``ROLLBACK_EVIDENCE`` (the core records it as
+``rollback_evidence`` and latches ``log_rollback``), once per (size, root): a restart does
+not send it again when the log already records it. One whose inner checkpoint is not signed by
+this log's key is refused and logged (anyone can make one), as is garbage or another key's.
 """
 
 from __future__ import annotations
@@ -56,6 +82,7 @@ from controller.core.config import FleetConfig
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
     SIGNATURE_DASH,
+    Cosigned,
     NoteError,
     Verifier,
     open_checkpoint,
@@ -66,23 +93,32 @@ from controller.core.state import Event, Occurrence, Screen
 from controller.errors import AuditLogError
 from controller.fleet.client import FleetError, read_credentials, send_at_once, tls_context
 from controller.fleet.outbox import (
+    CONNECTION_FILE,
     CURSOR_FILE,
     Cursor,
     CursorError,
     LogOutbox,
     Outgoing,
+    next_connection,
+    read_connection,
     read_cursor,
+    write_connection,
     write_cursor,
 )
 from controller.fleet.protocol import (
+    END_OF_CONNECTION,
     QOS,
     Channel,
     Presence,
     ProtocolError,
+    SignedStatus,
     Status,
+    StatusSigner,
     decode_note,
+    open_status,
     topic,
 )
+from controller.fleet.resend import WitnessCursor
 from controller.ports import EventSink, monotonic_ms
 
 log = logging.getLogger("paigow.fleet")
@@ -130,13 +166,17 @@ class Publisher:
         *,
         table: str,
         state_dir: Path,
-        log_key: Verifier | None,
+        signer: StatusSigner | None,
         events: EventSink | None = None,
         on_anchor: Callable[[Mapping[str, object]], None] | None = None,
         wall_clock: Callable[[], int] | None = None,
         mode: str = "",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Raises :class:`FleetError` when the configured files cannot be used."""
+        """``signer``: the log's key, for the statuses only (None: a log whose key is not
+        known; no status is published and no cosignature taken). ``clock``: the monotonic
+        clock of the witness's cursor (when to send again). Raises :class:`FleetError` when
+        the configured files cannot be used."""
         broker = config.broker
         if broker is None:
             raise FleetError("[fleet] mqtt_url is not set")
@@ -144,7 +184,8 @@ class Publisher:
         self.broker = broker
         self.table = table
         self.state_dir = Path(state_dir)
-        self.log_key = log_key
+        self._signer = signer
+        self.log_key = None if signer is None else signer.verifier
         self.events = events
         self.on_anchor = on_anchor
         self._wall = wall_clock or (lambda: time.time_ns() // 1_000_000)
@@ -159,6 +200,7 @@ class Publisher:
         )
         self._topics = {channel: topic(table, channel) for channel in Channel}
         self.cursor_path = self.state_dir / CURSOR_FILE
+        self.connection_path = self.state_dir / CONNECTION_FILE
         self._outbox = LogOutbox(self.state_dir)
         # shared with the control thread and the callers of close (under _lock)
         self._lock = threading.Lock()
@@ -178,13 +220,25 @@ class Publisher:
         self._next_seq = 1
         self._in_flight: dict[int, Outgoing] = {}  # by message id
         self._acked_ahead: dict[int, str] = {}  # acknowledged past a gap: seq -> hash
-        self._published_checkpoint = 0  # the size of the last checkpoint acknowledged
+        self._published_checkpoint = 0  # no checkpoint up to this size is published again
+        self._checkpoint_acked = 0  # the newest checkpoint the broker acknowledged, this run
         self._checkpoint_mid: tuple[int, int] | None = None  # (mid, size) in flight
         self._status_mid: int | None = None
         self._offline_mid: int | None = None
         self._offline_acked = False
+        # the signed statuses: this connection's number, the last seq it used, the greatest
+        # number used or seen (the broker's retained status) in this run
+        self.connection = 0
+        self._status_seq = 0
+        self._connection_seen = 0
+        self._status_probe = False  # the first message on the status topic is still to come
+        self._reconnect_as_newer = False
         self._recorded_close = 0  # the round close the last cosigned record covers
         self._anchor: Anchor | None = None
+        self._clock = clock
+        self._witness_cursor = WitnessCursor()
+        self.resends = 0  # how many times records were sent again from the cosignature
+        self._evidence: set[tuple[int, str]] = set()  # (size, root) of rollback evidence
         self._refusals = 0
         self._refusals_minute = 0
         self.is_connected = False  # for the service status and the tests (read anywhere)
@@ -192,6 +246,8 @@ class Publisher:
     # --- from the control thread -----------------------------------------------------------
 
     def start(self) -> None:
+        if self._signer is None:
+            log.warning("fleet: the log's key is not known: no status is published")
         self._load_cursor()
         try:
             self._recorded_close = self._outbox.last_recorded_close()
@@ -285,10 +341,16 @@ class Publisher:
                 self._connect()
             if self._client is not None:
                 self._network()
+            if self._reconnect_as_newer:
+                self._reconnect_as_newer = False
+                self._drop_client(orderly=True)  # no will: it would name the older number
+                self._next_attempt = 0.0
+                continue
             woken = self._wake.is_set()
             if self._connected and (woken or now - last_poll >= POLL_S):
                 self._wake.clear()
                 last_poll = now
+                self._resend_if_behind()
                 self._fill_window()
                 self._publish_checkpoint()
                 self._publish_status()
@@ -323,6 +385,8 @@ class Publisher:
     # --- the connection -----------------------------------------------------------------
 
     def _connect(self) -> None:
+        if not self._number_connection():
+            return
         client = mqtt.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=f"paigow-{self.table}",
@@ -335,8 +399,12 @@ class Publisher:
         client.on_message = self._on_message
         send_at_once(client)
         client.max_inflight_messages_set(WINDOW + 8)
-        will = Status(Presence.OFFLINE, time=utc_text(self._wall())).encode()
-        client.will_set(self._topics[Channel.STATUS], will, qos=QOS, retain=True)
+        # the will: this connection's end, signed now (the broker says it when the table vanishes)
+        will = self._signed(
+            Status(Presence.OFFLINE, time=utc_text(self._wall())), END_OF_CONNECTION
+        )
+        if will is not None:
+            client.will_set(self._topics[Channel.STATUS], will, qos=QOS, retain=True)
         if self._credentials is not None:
             client.username_pw_set(*self._credentials)
         if self._tls is not None:
@@ -351,6 +419,32 @@ class Publisher:
             self._retry_later(f"cannot connect to {self.broker}: {exc}")
             return
         self._client = client
+
+    def _number_connection(self) -> bool:
+        """The next connection's number, written durably before it is used (the rule in
+        ``controller.fleet.outbox``); False (tried again later) when it cannot be written."""
+        try:
+            saved = read_connection(self.connection_path)
+        except CursorError as exc:
+            log.error("fleet: %s; the connection is numbered from the log and the broker", exc)
+            saved = 0
+        number = next_connection(saved=saved, seen=self._connection_seen, log_size=self._size_or(0))
+        try:
+            write_connection(self.connection_path, number)
+        except OSError as exc:
+            self._retry_later(
+                f"the connection number {self.connection_path} cannot be written: {exc}"
+            )
+            return False
+        self.connection = self._connection_seen = number
+        self._status_seq = 0
+        return True
+
+    def _signed(self, status: Status, seq: int) -> bytes | None:
+        """The status note of this connection at ``seq``, signed; None without the key."""
+        if self._signer is None:
+            return None
+        return self._signer.sign(SignedStatus(self.table, self.connection, seq, status))
 
     def _retry_later(self, why: str) -> None:
         if self._backoff_s <= RECONNECT_MIN_S:
@@ -406,7 +500,10 @@ class Publisher:
             return
         self._connected = self.is_connected = True
         self._backoff_s = RECONNECT_MIN_S
-        self._next_seq = self._cursor.acked + 1
+        # From the broker's cursor, but never past what the witness is known to hold: what a
+        # broker acknowledged and then lost (a restart without persistence) goes again.
+        self._next_seq = self._witness_cursor.first_on_connection(self._cursor.acked)
+        self._witness_cursor.connected()
         # Never a checkpoint smaller than one published before, here or by an earlier run
         # (the witness would see the log cut back). Each was of at most the records the log
         # held then, so from now on only checkpoints of at least the records it holds now are
@@ -416,7 +513,17 @@ class Publisher:
         self._published_checkpoint = max(0, self._size_or(0) - 1)
         with self._lock:
             self._status_changed = True
-        log.info("fleet: connected to %s; sending from record %d", self.broker, self._next_seq)
+        log.info(
+            "fleet: connected to %s as connection %d; sending from record %d",
+            self.broker,
+            self.connection,
+            self._next_seq,
+        )
+        if self._signer is not None:
+            # Before this connection's first status: the first message on the topic is then
+            # the status the broker retained (an earlier connection's) or, with none, our own.
+            self._status_probe = True
+            client.subscribe(self._topics[Channel.STATUS], qos=QOS)
         if self._witness is not None:
             client.subscribe(self._topics[Channel.COSIGNATURE], qos=QOS)
         self._wake.set()
@@ -453,7 +560,9 @@ class Publisher:
         if client is not self._client:
             return
         record = self._in_flight.pop(mid, None)
-        if record is not None:
+        if record is not None and record.seq <= self._cursor.acked:
+            pass  # sent again (from the witness's cosignature): acknowledged before
+        elif record is not None:
             self._acked_ahead[record.seq] = record.hash
             acked = self._cursor
             while acked.acked + 1 in self._acked_ahead:
@@ -463,6 +572,7 @@ class Publisher:
             self._wake.set()
         elif self._checkpoint_mid is not None and mid == self._checkpoint_mid[0]:
             self._published_checkpoint = self._checkpoint_mid[1]
+            self._checkpoint_acked = max(self._checkpoint_acked, self._checkpoint_mid[1])
             self._checkpoint_mid = None
         elif mid == self._status_mid:
             self._status_mid = None
@@ -494,7 +604,11 @@ class Publisher:
             if not self._status_changed:
                 return
             status, self._status_changed = self._status, False
-        info = client.publish(self._topics[Channel.STATUS], status.encode(), qos=QOS, retain=True)
+        self._status_seq += 1
+        payload = self._signed(status, self._status_seq)
+        if payload is None:
+            return
+        info = client.publish(self._topics[Channel.STATUS], payload, qos=QOS, retain=True)
         if info.rc == mqtt.MQTT_ERR_SUCCESS:
             self._status_mid = info.mid
 
@@ -516,7 +630,13 @@ class Publisher:
                 round=self._status.round,
                 time=utc_text(self._wall()),
             )
-        info = client.publish(self._topics[Channel.STATUS], status.encode(), qos=QOS, retain=True)
+        self._status_seq += 1
+        payload = self._signed(status, self._status_seq)
+        if payload is None:  # no key, no status: the broker's will is not set either
+            self._offline_acked = True
+            log.info("fleet: stopped; %d records acknowledged", self._cursor.acked)
+            return
+        info = client.publish(self._topics[Channel.STATUS], payload, qos=QOS, retain=True)
         self._offline_mid = info.mid
         end = time.monotonic() + OFFLINE_GRACE_S
         while self._client is client and not self._offline_acked and time.monotonic() < end:
@@ -574,7 +694,12 @@ class Publisher:
     # --- cosignatures ---------------------------------------------------------------------
 
     def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
-        if client is not self._client or message.topic != self._topics[Channel.COSIGNATURE]:
+        if client is not self._client:
+            return
+        if message.topic == self._topics[Channel.STATUS]:
+            self._probe_status(client, message)
+            return
+        if message.topic != self._topics[Channel.COSIGNATURE]:
             return
         try:
             self._take_cosignature(bytes(message.payload))
@@ -582,6 +707,38 @@ class Publisher:
             self._refused(str(exc))
         except AuditLogError as exc:
             log.error("fleet: a cosignature could not be checked: %s", exc)
+
+    # --- the connection number against the broker's retained status -----------------------
+
+    def _probe_status(self, client: mqtt.Client, message: mqtt.MQTTMessage) -> None:
+        """The first message on this table's status topic after connecting: the status the
+        broker retained from an earlier connection, or this connection's own (no retained
+        one). A retained one signed by this log's key whose connection is not below this
+        one's (the connection file was lost, or rolled back with the card) makes the
+        publisher connect again under a greater number."""
+        if not self._status_probe:
+            return
+        self._status_probe = False
+        client.unsubscribe(self._topics[Channel.STATUS])
+        if not message.retain or self.log_key is None:
+            return
+        try:
+            earlier = open_status(bytes(message.payload), self.log_key, self.table)
+        except ProtocolError as exc:
+            log.debug("fleet: the retained status is not one of this log's key: %s", exc)
+            return
+        if earlier.connection < self.connection:
+            return
+        log.warning(
+            "fleet: the broker holds this table's status of connection %d, not below this"
+            " connection's %d (%s lost or rolled back): connecting again as %d",
+            earlier.connection,
+            self.connection,
+            self.connection_path,
+            earlier.connection + 1,
+        )
+        self._connection_seen = max(self._connection_seen, earlier.connection)
+        self._reconnect_as_newer = True
 
     def _refused(self, why: str) -> None:
         minute = int(time.monotonic() // 60)
@@ -604,17 +761,20 @@ class Publisher:
             raise FleetError("it is not a checkpoint of this log")
         if not 0 <= cosigned.timestamp <= MAX_SAFE_TIMESTAMP:
             raise FleetError(f"its timestamp {cosigned.timestamp} is out of range")
+        # From here on the checkpoint is one this log's own key signed: if the log does not
+        # hold it, the log went back (evidence, not a refusal).
         size = self._outbox.size()
         if checkpoint.size > size:
-            raise FleetError(f"it is of {checkpoint.size} records; the log holds {size}")
+            self._rollback_evidence(note, cosigned, size)
+            return
         root = self._outbox.root_at(checkpoint.size)
         if root is None:
             raise FleetError(f"the log cannot say its root at {checkpoint.size} records")
         if root != checkpoint.root_hash:
-            raise FleetError(
-                f"its root at {checkpoint.size} records is not the log's: a checkpoint this log"
-                " never made"
-            )
+            self._rollback_evidence(note, cosigned, size)
+            return
+        if self._witness_cursor.cosigned_at(checkpoint.size):
+            log.debug("fleet: the witness holds %d records", checkpoint.size)
         anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
         newer = self._anchor is None or (anchor.size, anchor.timestamp) > (
             self._anchor.size,
@@ -636,6 +796,79 @@ class Publisher:
         signature = _cosignature_bytes(note, witness)
         data = cosigned_data(witness, cosigned, signature, close=close)
         self.events.put(Occurrence(Event.COSIGNED, at=monotonic_ms(), cosignature=data))
+
+    def _rollback_evidence(self, note: str, cosigned: Cosigned, log_size: int) -> None:
+        """The witness cosigned a checkpoint of this log's own key that the log no longer holds:
+        to the control loop as ``ROLLBACK_EVIDENCE``, once per (size, root), and not when the
+        log already records it (a restart, the witness's retained cosignature again)."""
+        witness = self._witness
+        assert witness is not None
+        checkpoint = cosigned.checkpoint
+        root = base64.b64encode(checkpoint.root_hash).decode()
+        key = (checkpoint.size, root)
+        if key in self._evidence:
+            log.debug("fleet: the rollback evidence at %d records came again", checkpoint.size)
+            return
+        if self._outbox.rollback_evidence_recorded(checkpoint.size, root):
+            self._evidence.add(key)
+            log.info(
+                "fleet: the witness's cosignature at %d records is already recorded as"
+                " rollback evidence",
+                checkpoint.size,
+            )
+            return
+        log.error(
+            "fleet: the witness %s cosigned this log at %d records (signed by this log's own"
+            " key), but the log holds %s: the log went back to an older copy",
+            witness.name,
+            checkpoint.size,
+            f"{log_size} records" if checkpoint.size > log_size else "another root at that size",
+        )
+        self._evidence.add(key)  # said once per (size, root), as sent once
+        if self.events is None:
+            return
+        evidence = {
+            "witness": witness.name,
+            "witness_key": str(witness),
+            "note": note,
+            "size": checkpoint.size,
+            "root": root,
+            "timestamp": cosigned.timestamp,
+            "log_size": log_size,
+        }
+        self.events.put(
+            Occurrence(Event.ROLLBACK_EVIDENCE, at=monotonic_ms(), cosignature=evidence)
+        )
+
+    # --- the witness's cosignature as the cursor ---------------------------------------------
+
+    def _resend_if_behind(self) -> None:
+        """Records the broker acknowledged past the witness's cosignature, a checkpoint past it
+        published, and the cosignature not grown since (``controller.fleet.resend``): what is
+        in flight is forgotten and the records go again from the cosignature's size + 1."""
+        if self._witness is None:
+            return
+        cursor = self._witness_cursor
+        start = cursor.resend_from(
+            acked=self._cursor.acked,
+            checkpoint=self._checkpoint_acked,
+            sent_all=self._next_seq > self._cursor.acked,
+            now=self._clock(),
+        )
+        if start is None:
+            return
+        self.resends += 1
+        log.warning(
+            "fleet: the witness's cosignature stays at %d records while the broker acknowledged"
+            " %d; sending again from record %d (next time after %.0f s)",
+            cursor.cosigned,
+            self._cursor.acked,
+            start,
+            cursor.wait_s,
+        )
+        self._in_flight.clear()
+        self._acked_ahead.clear()
+        self._next_seq = start
 
 
 def _cosignature_bytes(note: str, witness: Verifier) -> bytes:
