@@ -34,10 +34,9 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: install-witness.sh --broker-certs DIR --witness-certs DIR [--partition NAME]...
-  [--db-url-file FILE] [--crl FILE] [--no-start] [--root DIR]"
+usage="usage: install-witness.sh --broker-certs DIR --witness-certs DIR [--partition NAME]... [--db-url-file FILE] [--crl FILE] [--no-start] [--root DIR]"
 say() { echo "install-witness: $*" >&2; }
-bad() { say "$*"; echo "$usage" >&2; exit 2; }
+bad() { say "$* (--help for the usage)"; exit 2; } # one line, before anything is written
 die() { say "$*"; exit 1; }
 
 root=

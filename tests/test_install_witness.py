@@ -236,6 +236,7 @@ def test_a_bad_argument_writes_nothing(
     done = install(*argv)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
+    assert (done.stdout, done.stderr.count("\n")) == ("", 1)
     assert list(root.iterdir()) == []
 
 
