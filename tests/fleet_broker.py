@@ -1,12 +1,17 @@
 """A real MQTT broker for the fleet tests: Debian's mosquitto on a free loopback port, with its
 own config, persistence and log in the test's directory. ``stop``/``start`` restart it on the
 same port (its persistence keeps retained messages and queued QoS 1 messages, as a broker in a
-casino's server room would), ``kill`` ends it without a word."""
+casino's server room would), ``kill`` ends it without a word.
+
+``ShippedBroker`` runs it as the casino does: the shipped hw/mosquitto/ config and ACL, TLS
+only, with certificates from the product's own fleet CA (``FleetCa``)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import ipaddress
+import json
 import os
 import pwd
 import shutil
@@ -132,7 +137,7 @@ class Broker:
             lines.append(f"password_file {self.password_file}")
         return "\n".join(lines) + "\n"
 
-    def start(self, timeout_s: float = 10.0) -> None:
+    def _write_config(self) -> None:
         self.config.write_text(
             # as root it would change to the mosquitto user, who may not write here
             f"user {pwd.getpwuid(os.geteuid()).pw_name}\n"
@@ -147,6 +152,9 @@ class Broker:
             f"log_dest file {self.log}\n"
             "log_type error\nlog_type warning\nlog_type notice\n" + self._tls_listener()
         )
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        self._write_config()
         self.process = subprocess.Popen(
             [MOSQUITTO, "-c", str(self.config)],
             stdin=subprocess.DEVNULL,
@@ -183,3 +191,147 @@ class Broker:
             return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+# --- the casino's broker as shipped: hw/mosquitto/, certificates from fleet-ca ----------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "hw" / "mosquitto"
+SHIPPED_PORT = 8883
+# Each file paigow.conf names where hw/install-witness.sh installs it, and its name here.
+INSTALLED = {
+    "/etc/mosquitto/ca_certificates/paigow-fleet-ca.pem": "ca.pem",
+    "/etc/mosquitto/certs/paigow-broker.pem": "broker.pem",
+    "/etc/mosquitto/certs/paigow-broker.key": "broker.key",
+    "/etc/mosquitto/paigow-fleet.crl": "crl.pem",
+    "/etc/mosquitto/paigow.acl": "paigow.acl",
+}
+
+
+@dataclass(frozen=True)
+class ClientFiles:
+    """What a client needs for the broker's TLS listener: its certificate and key, the CA."""
+
+    name: str
+    cert: Path
+    key: Path
+    ca: Path
+    serial: str
+
+
+class FleetCa:
+    """A fleet CA made by ``paigow-controller fleet-ca`` (run in this process), as the casino's
+    IT makes one: init, then a certificate for each client and one for the broker."""
+
+    def __init__(self, directory: Path, name: str = "casino test fleet CA") -> None:
+        self.directory = directory
+        self.ca_dir = directory / "ca"
+        self._issued = 0
+        self.fleet_ca("init", "--dir", str(self.ca_dir), "--name", name)
+
+    def fleet_ca(self, *argv: str) -> dict[str, Any]:
+        from controller.cli import main
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["fleet-ca", *argv])
+        assert code == 0, (argv, out.getvalue())
+        doc: dict[str, Any] = json.loads(out.getvalue())
+        return doc
+
+    def _issue(self, *argv: str) -> ClientFiles:
+        self._issued += 1  # a directory each: the same name may be issued again
+        out = self.directory / "issued" / f"{self._issued}-{argv[-1].strip('-')}"
+        doc = self.fleet_ca("issue", "--dir", str(self.ca_dir), *argv, "--out", str(out))
+        return ClientFiles(
+            doc["name"], Path(doc["cert"]), Path(doc["key"]), out / "ca.pem", doc["serial"]
+        )
+
+    def table(self, name: str) -> ClientFiles:
+        return self._issue("--table", name)
+
+    def witness(self, partition: str = "") -> ClientFiles:
+        return self._issue("--witness", *([partition] if partition else []))
+
+    def broker(self) -> ClientFiles:
+        """For 127.0.0.1, where the tests' clients find it (and localhost)."""
+        return self._issue("--broker", "localhost", "--ip", "127.0.0.1")
+
+    def revoke(self, files: ClientFiles) -> Path:
+        """Revoke ``files``' certificate: the CA's new CRL."""
+        self.fleet_ca("revoke", "--dir", str(self.ca_dir), "--serial", files.serial)
+        return self.ca_dir / "crl.pem"
+
+
+def shipped_config(port: int, files: dict[str, Path]) -> str:
+    """hw/mosquitto/paigow.conf as a test runs it: the listener on ``port`` of the loopback
+    instead of 8883 on every address, and each installed path (INSTALLED) the test's file.
+    Nothing else changes; a path the shipped config no longer names fails here."""
+    text = (SHIPPED / "paigow.conf").read_text()
+    listener = f"\nlistener {SHIPPED_PORT}\n"
+    assert text.count("\nlistener ") == 1, "one listener, the TLS one"
+    assert listener in text
+    text = text.replace(listener, f"\nlistener {port} 127.0.0.1\n")
+    for installed, local in files.items():
+        assert installed in text, f"paigow.conf no longer names {installed}"
+        text = text.replace(installed, str(local))
+    return text
+
+
+class ShippedBroker(Broker):
+    """Debian's mosquitto as the casino runs it: a main config as Debian's (persistence in
+    the test's directory, the log, ``include_dir`` of conf.d) and hw/mosquitto/paigow.conf in
+    conf.d with the shipped ACL (or ``acl``, an installed one) plus ``extra_acl`` (a test's
+    observer), its certificates issued by ``ca``. Its only listener is TLS (``url``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        ca: FleetCa,
+        *,
+        acl: Path | None = None,
+        extra_acl: str = "",
+    ) -> None:
+        super().__init__(directory)
+        self.ca = ca
+        server = ca.broker()
+        self.files = {
+            "ca.pem": server.ca,
+            "broker.pem": server.cert,
+            "broker.key": server.key,
+            "crl.pem": directory / "paigow-fleet.crl",
+            "paigow.acl": directory / "paigow.acl",
+        }
+        shutil.copyfile(ca.ca_dir / "crl.pem", self.files["crl.pem"])
+        acl_text = (acl or SHIPPED / "paigow.acl").read_text()
+        self.files["paigow.acl"].write_text(acl_text + ("\n" + extra_acl if extra_acl else ""))
+        self.conf_d = directory / "conf.d"
+        self.conf_d.mkdir(exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"mqtts://127.0.0.1:{self.port}"
+
+    def _write_config(self) -> None:
+        local = {installed: self.files[name] for installed, name in INSTALLED.items()}
+        (self.conf_d / "paigow.conf").write_text(shipped_config(self.port, local))
+        self.config.write_text(
+            f"user {pwd.getpwuid(os.geteuid()).pw_name}\n"
+            "persistence true\n"
+            f"persistence_location {self.directory}/\n"
+            f"log_dest file {self.log}\n"
+            "log_type all\n"
+            f"include_dir {self.conf_d}\n"
+        )
+
+    def install_crl(self, crl: Path) -> None:
+        """The CA's new CRL in the broker's crlfile, and SIGHUP (systemctl reload mosquitto)."""
+        shutil.copyfile(crl, self.files["crl.pem"])
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""

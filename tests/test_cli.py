@@ -191,6 +191,7 @@ FAIL_LATER: dict[str, list[str]] = {
     "witness": ["--state-dir", "{dir}", "--keys", "{missing}", "--db", "{missing}"],
     "witness-key": ["--state-dir", "{empty}", "--name", "not a name"],
     "rng-reveal": ["--escrow-key", "{missing}", "--state-dir", "{dir}"],
+    "fleet-ca": ["issue", "--dir", "{missing}", "--table", "t", "--out", "{missing}"],
 }
 # Options that name a new file, never replacing one: every garbage value that can be a file's
 # name is made to exist first, so that the command refuses it.

@@ -202,6 +202,13 @@ COMMANDS: list[Command] = [
         "witness_key",
     ),
     Command(
+        "fleet-ca",
+        "the casino's fleet CA: the broker's, the tables' and the witness's TLS certificates",
+        "controller.cli.fleet_ca",
+        "fleet_ca_arguments",
+        "fleet_ca",
+    ),
+    Command(
         "init",
         "a new state directory: the log's signing key and its first record",
         _AUDIT,

@@ -3,8 +3,9 @@ server under systemd (systemd/paigow-witness.service).
 
 Exit codes of ``witness``: 0 stopped by SIGTERM or SIGINT (or a reset done); 1 its store
 failed (restart it: it reads what the store really holds, and the broker delivers again what
-it did not acknowledge) or another witness holds the state directory; 2 a bad argument; 78 a
-bad key file, keys directory or credentials file (the message names the file).
+it did not acknowledge) or another witness holds the state directory; 2 a bad argument (a
+``--db`` with a password among them: ``ps`` shows it to every user); 78 a bad key file, keys
+directory, credentials file or ``--db-file`` (the message names the file).
 """
 
 from __future__ import annotations
@@ -30,15 +31,22 @@ from controller.errors import ConfigError, ControllerError, UsageError
 
 log = logging.getLogger("paigow.witness")
 
+DB_ENV = "PAIGOW_WITNESS_DB"
+MAX_DB_URL_CHARS = 1000
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})  # libpq's, in a URL's query
+MAX_DB_FILE_BYTES = 4096
+
 
 _WITNESS_EXAMPLES = """\
 examples:
-  paigow-controller witness --mqtt-url mqtt://broker.casino:1883 \\
+  paigow-controller witness --mqtt-url mqtts://broker.casino --ca-file tls/ca.pem \\
+      --cert-file tls/witness.pem --key-file tls/witness.key \\
       --state-dir /var/lib/paigow-witness --keys /etc/paigow-witness/tables
-  paigow-controller witness --mqtt-url mqtts://broker.casino --ca-file /etc/ssl/casino-ca.pem \\
+  paigow-controller witness --mqtt-url mqtts://broker.casino --ca-file tls/ca.pem \\
+      --cert-file tls/witness.pem --key-file tls/witness.key \\
       --state-dir /var/lib/paigow-witness --keys /etc/paigow-witness/tables \\
-      --db postgresql://witness@db.casino/witness
-  paigow-controller witness --mqtt-url mqtt://127.0.0.1:1883 --state-dir /tmp/w --keys keys \
+      --db-file /etc/paigow-witness/db.url   # postgresql://witness:PASSWORD@db.casino/witness
+  paigow-controller witness --mqtt-url mqtt://127.0.0.1:1883 --state-dir /tmp/w --keys keys \\
       --dashboard 0.0.0.0:8090 --min-games-per-hour 20
   paigow-controller witness --state-dir /var/lib/paigow-witness --reset-table table-7"""
 
@@ -73,16 +81,28 @@ def witness_arguments(p: argparse.ArgumentParser) -> None:
         " paigow/v1/alerts; after a rollback or a fork it stops cosigning that table until"
         " --reset-table."
         "\n\n"
-        "Its store is witness.db in --state-dir (SQLite), or the PostgreSQL database of --db."
+        "Its store is witness.db in --state-dir (SQLite), or the PostgreSQL database of --db"
+        " (no password there: every user's ps shows it), --db-file (a file of mode 0600) or"
+        f" the environment's {DB_ENV}."
         " Its cosigner key is witness.key there, made at the first start (witness-key prints"
         " it). Exit codes: 0 stopped (SIGTERM), 1 the store failed or another witness runs on"
-        " the state directory, 2 a bad argument, 78 a bad key or credentials file.",
+        " the state directory, 2 a bad argument, 78 a bad key, credentials or --db-file.",
         _WITNESS_EXAMPLES,
     )
     p.add_argument("--mqtt-url", help="the broker: mqtt://host:port or mqtts://host:port")
     p.add_argument("--state-dir", required=True, help="the witness's directory (key, store)")
     p.add_argument("--keys", type=path_argument, help="the directory of <table>.pub files")
-    p.add_argument("--db", help="postgresql://... : the store in PostgreSQL (default SQLite)")
+    db = p.add_mutually_exclusive_group()
+    db.add_argument(
+        "--db",
+        help="postgresql://... : the store in PostgreSQL (default SQLite); no password here"
+        " (ps shows it): --db-file or PAIGOW_WITNESS_DB",
+    )
+    db.add_argument(
+        "--db-file",
+        type=path_argument,
+        help="a file holding the postgresql:// URL, password included (mode 0600 or 0400)",
+    )
     p.add_argument("--name", type=_key_name, help="the cosigner key's name, for a new key")
     p.add_argument(
         "--gap-s", default="120", help="seconds a gap in a table's records may last (120)"
@@ -129,7 +149,7 @@ def witness(args: argparse.Namespace) -> int:
 
     state_dir = directory_argument(args.state_dir)
     assert state_dir is not None
-    db = _db_url(args.db)
+    db = _database(args)
     if args.reset_table is not None:
         return _reset(state_dir, db, args.reset_table)
     if not args.mqtt_url:
@@ -237,14 +257,102 @@ def _host_port(text: str) -> tuple[str, int] | None:
     return host, number
 
 
-def _db_url(text: str | None) -> str | None:
-    if text is None:
-        return None
-    if not text.startswith(("postgresql://", "postgres://")) or len(text) > 1000:
-        raise UsageError("--db: a postgresql:// URL")
+def _database(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL URL: ``--db`` (without a password: every user's ``ps`` shows the command
+    line), ``--db-file`` (a file only the service's user may read), or the environment's
+    ``PAIGOW_WITNESS_DB``; None: SQLite in the state directory."""
+    import os
+
+    if args.db is not None:
+        url = _db_url(args.db, "--db")
+        if has_password(url):
+            raise UsageError(
+                "--db: a password on the command line is seen by every user (ps): put the URL"
+                f" in --db-file (mode 0600) or {DB_ENV}"
+            )
+        return url
+    if args.db_file is not None:
+        return _db_file(Path(args.db_file))
+    from_env = os.environ.get(DB_ENV, "")
+    if from_env:
+        try:
+            return _db_url(from_env, DB_ENV)
+        except UsageError as exc:
+            raise ConfigError(DB_ENV, str(exc).removeprefix(f"{DB_ENV}: ")) from None
+    return None
+
+
+def _db_url(text: str, source: str) -> str:
+    if not text.startswith(("postgresql://", "postgres://")) or len(text) > MAX_DB_URL_CHARS:
+        raise UsageError(f"{source}: a postgresql:// URL")
     if any(not c.isprintable() for c in text):
-        raise UsageError("--db: a postgresql:// URL")
+        raise UsageError(f"{source}: a postgresql:// URL")
     return text
+
+
+def has_password(url: str) -> bool:
+    """Whether a libpq URL carries a secret: ``user:password@`` or ``?password=`` (or
+    ``sslpassword=``, the client key's passphrase), in whatever case or percent-encoding."""
+    from urllib.parse import unquote
+
+    before_query, _, query = url.partition("://")[2].partition("?")
+    userinfo, at, _ = before_query.partition("@")  # user:password@host, a '/' in it or not
+    if at and ":" in userinfo:
+        return True
+    for pair in query.split("&"):
+        name = unquote(pair.partition("=")[0]).strip().lower()
+        if name in _SECRET_PARAMETERS:
+            return True
+    return False
+
+
+def _is_credential(path: Path) -> bool:
+    """Whether ``path`` is a credential systemd handed this service (``LoadCredential=``): a
+    file directly in ``$CREDENTIALS_DIRECTORY``, which only the service may read. systemd
+    grants its user read access there by an ACL, whose mask ``stat`` shows in the group bits
+    (0440), so the mode alone would refuse it."""
+    import os
+
+    directory = os.environ.get("CREDENTIALS_DIRECTORY", "")
+    if not directory:
+        return False
+    try:
+        return path.resolve().parent == Path(directory).resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _db_file(path: Path) -> str:
+    """The URL in ``--db-file``: one line, in a file that only its owner may read (0600 or
+    0400, as --credentials-file; or a systemd credential); a bad file is exit 78 naming it."""
+    import stat
+
+    from controller.files import TooLarge, read_capped
+
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077 and not ((mode & 0o077) == 0o040 and _is_credential(path)):
+            raise ConfigError(
+                "--db-file",
+                f"{path} is readable by group or others (mode {mode:04o}): it must be 0600 or 0400",
+            )
+        raw = read_capped(path, MAX_DB_FILE_BYTES)
+    except TooLarge:
+        raise ConfigError("--db-file", f"{path} is larger than {MAX_DB_FILE_BYTES} bytes") from None
+    except OSError as exc:
+        raise ConfigError("--db-file", f"{path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        raise ConfigError("--db-file", f"{path} is not UTF-8") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) != 1:
+        raise ConfigError("--db-file", f"{path} must be one line, the postgresql:// URL")
+    try:
+        return _db_url(lines[0].strip(), "--db-file")
+    except UsageError as exc:
+        raise ConfigError("--db-file", f"{path}: {exc}".replace("--db-file: ", "")) from None
 
 
 def _reset(state_dir: Path, db: str | None, table: str) -> int:
