@@ -281,6 +281,26 @@ def test_a_table_reads_its_own_cosignature_only(clients: Callable[..., Client]) 
     assert not [m for m in again.messages if m[0] != "paigow/v1/A/cosignature"]
 
 
+def test_a_table_reads_its_own_retained_status_only(clients: Callable[..., Client]) -> None:
+    """The publisher reads its own retained status back at each connect (its connection numbers
+    stay above the broker's); another table's it never sees."""
+    a, b = clients("A"), clients("B")
+    a.publish("paigow/v1/A/status", b"A's status", retain=True)
+    b.publish("paigow/v1/B/status", b"B's status", retain=True)
+    again = clients("A")
+    again.subscribe("paigow/v1/+/status")
+    assert again.wait_message("paigow/v1/A/status", b"A's status") == [
+        ("paigow/v1/A/status", b"A's status")
+    ]
+    b.publish("paigow/v1/B/status", b"B again", retain=True)
+    a.publish("paigow/v1/A/status", b"A again", retain=True)
+    assert again.wait_message("paigow/v1/A/status", b"A again")[-1] == (
+        "paigow/v1/A/status",
+        b"A again",
+    )
+    assert not [m for m in again.messages if m[0] != "paigow/v1/A/status"]
+
+
 def test_the_witness_reads_every_table_and_writes_the_cosignatures(
     clients: Callable[..., Client],
 ) -> None:
