@@ -19,6 +19,7 @@ from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoin
 from controller.core.record_data import (
     RecordDataError,
     check_cosigned,
+    check_rollback_evidence,
     paytables_from_record,
     recompute_result,
     result_fields,
@@ -82,6 +83,7 @@ CONTENT_KINDS = (
             RecordKind.RESULT,
             RecordKind.COMMISSIONING,
             RecordKind.COSIGNED,
+            RecordKind.ROLLBACK_EVIDENCE,
         }
     )
     | WHO_KINDS
@@ -246,6 +248,8 @@ class ContentCheck:
             check_commissioning(cur.data)
         elif cur.kind == RecordKind.COSIGNED:
             check_cosigned(cur.data, seq=cur.seq, origin=self.verifier.name)
+        elif cur.kind == RecordKind.ROLLBACK_EVIDENCE:
+            check_rollback_evidence(cur.data, log_key=self.verifier)
         return 0
 
     def _check_result(self, data: Mapping[str, Any], *, what: str = "result") -> None:

@@ -22,6 +22,7 @@ from controller.core.note import (
     Cosigned,
     NoteError,
     Verifier,
+    open_checkpoint,
     open_cosignature,
 )
 from controller.core.position import BETTING_POSITIONS, Game, seat
@@ -200,6 +201,46 @@ def cosigned_data(
         "signature": base64.b64encode(signature).decode(),
         "close": close,
     }
+
+
+ROLLBACK_EVIDENCE_KEYS = frozenset(
+    {"round", "witness", "witness_key", "note", "size", "root", "timestamp", "log_size"}
+)
+
+
+def check_rollback_evidence(data: Mapping[str, Any], *, log_key: Verifier) -> None:
+    """What a ``rollback_evidence`` record says holds by itself: its note is a checkpoint this
+    log's own key signed, cosigned by the witness whose key it names, of the size, root and
+    time it says, and of more records than the log held then or another history (the root is
+    checked against the log by verify-log's shape: here, that the record is what it claims to
+    be, so that nobody but the two keys could have made it). Raises :class:`RecordDataError`."""
+    keys = set(data) - {"service"}
+    if keys != ROLLBACK_EVIDENCE_KEYS:
+        raise RecordDataError(
+            f"a rollback_evidence record has {sorted(ROLLBACK_EVIDENCE_KEYS)}, not {sorted(keys)}"
+        )
+    note, key, size, log_size = data["note"], data["witness_key"], data["size"], data["log_size"]
+    if not isinstance(note, str) or not isinstance(key, str):
+        raise RecordDataError("a rollback_evidence record's note and witness key are text")
+    if not all(type(v) is int and v >= 0 for v in (size, log_size, data["timestamp"])):
+        raise RecordDataError("its size, log size and timestamp are whole numbers")
+    try:
+        cosigner = Verifier.parse(key, ALG_COSIGNATURE_V1)
+        cosigned = open_cosignature(note, cosigner)
+        signed = open_checkpoint(note, log_key)
+    except NoteError as exc:
+        raise RecordDataError(f"a rollback_evidence record does not verify: {exc}") from None
+    checkpoint = cosigned.checkpoint
+    root = base64.b64encode(checkpoint.root_hash).decode()
+    if (
+        signed != checkpoint
+        or checkpoint.origin != log_key.name
+        or cosigner.name != data["witness"]
+        or (checkpoint.size, root, cosigned.timestamp) != (size, data["root"], data["timestamp"])
+    ):
+        raise RecordDataError(
+            "a rollback_evidence record's witness, size, root or time is not its note's"
+        )
 
 
 def check_cosigned(data: Mapping[str, Any], *, seq: int, origin: str) -> None:
