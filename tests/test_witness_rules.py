@@ -279,6 +279,25 @@ def test_a_rollback_whose_first_checkpoint_is_past_the_cosigned_size(
     assert [(a.kind, a.size) for a in fed.alerts()] == [(AlertKind.ROLLBACK, 4)]
 
 
+def test_two_signed_checkpoints_of_one_size_with_two_roots_are_evidence(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    """Whether the records of either have come or not: the table's key signed two trees."""
+    log = SmallTable(tmp_path / "t").play(2).log()
+    checkpoint = unverified_checkpoint(log.latest)
+    other = sign_note(Checkpoint(checkpoint.origin, checkpoint.size, bytes(32)).text(), log.signer)
+    for records in (log.without_checkpoints(), log.without_checkpoints()[:-1]):
+        with store.transaction():
+            store.reset_table(TABLE, "2026-12-01T10:00:00Z", "test")
+        fed = Fed(store, keys_of(log))
+        fed.send(log, records)
+        fed.checkpoint(TABLE, other)  # waits: no chain gives its root
+        assert fed.alerts() == []
+        fed.checkpoint(TABLE, log.latest)
+        assert [a.kind for a in fed.alerts()] == [AlertKind.FORK]
+        assert head(fed).halted.startswith("fork")
+
+
 def test_a_reset_table_is_taken_as_new(tmp_path: Path, store: SqliteStore) -> None:
     table = SmallTable(tmp_path / "t").play(1)
     older = table.copy(tmp_path / "older")

@@ -120,7 +120,7 @@ log = logging.getLogger("paigow.witness")
 DEFAULT_GAP_S = 120.0
 DEFAULT_SILENCE_S = 900.0
 MAX_UNKNOWN_TABLES = 1000
-RECENT_ENTRIES = 256  # decoded candidates kept in memory per table (the rest read back)
+RECENT_ENTRIES = 32  # decoded candidates kept in memory per table (the rest read back)
 MEMO_TREES = 16  # trees after candidates kept per table, for a search decided again
 REBUILD_RECORDS = 512  # accepted records replayed into the dashboard at start, per table
 REBUILD_KINDS = (  # and the latest of these before them (what a card shows stands on them)
@@ -456,7 +456,7 @@ class Witness:
             return
         carried = None
         if note is not None:
-            carried = self._open_checkpoint(table, state, note, f"record {entry.seq} carries")
+            carried = self._open_checkpoint(table, state, note, f"carried by record {entry.seq}")
             if carried is None:
                 return
         row = None
@@ -591,9 +591,10 @@ class Witness:
         try:
             note = decode_note(payload, "checkpoint")
         except ProtocolError as exc:
-            self._bad_signature(table, state, f"a checkpoint that is not a signed note: {exc}", 0)
+            self._bad_signature(table, state, f"a checkpoint that is not a signed note ({exc})", 0)
             return
-        checkpoint = self._open_checkpoint(table, state, note, "a checkpoint published")
+        where = f"on {topic(table, Channel.CHECKPOINT)}"
+        checkpoint = self._open_checkpoint(table, state, note, where)
         if checkpoint is None:
             return
         if state.head.halted:
@@ -602,7 +603,7 @@ class Witness:
         self._decide(table, state, checkpoint, note)
 
     def _open_checkpoint(
-        self, table: str, state: TableState, note: str, what: str
+        self, table: str, state: TableState, note: str, where: str
     ) -> Checkpoint | None:
         """The checkpoint of ``note`` once the table's key signed it for its origin (a
         canonical body: ``open_checkpoint`` parses strictly); else BAD_SIGNATURE."""
@@ -610,14 +611,17 @@ class Witness:
             checkpoint = open_checkpoint(note, state.verifier)
         except NoteError as exc:
             self._bad_signature(
-                table, state, f"{what} a checkpoint its key did not sign ({exc})", 0
+                table,
+                state,
+                f"a checkpoint {where} that its key did not sign, or not a canonical one ({exc})",
+                0,
             )
             return None
         if checkpoint.origin != state.verifier.name:
             self._bad_signature(
                 table,
                 state,
-                f"{what} a checkpoint of the origin {checkpoint.origin!r}, signed by its key,"
+                f"a checkpoint {where} of the origin {checkpoint.origin!r}, signed by its key,"
                 f" which is the key of {state.verifier.name!r}",
                 checkpoint.size,
             )
@@ -769,9 +773,14 @@ class Witness:
             self._effects.append(functools.partial(self.floor.apply_record, table, line))
         for entry in entries:
             self._watch_dice(table, state, entry)
-        if state.pending is not None and state.pending.size <= checkpoint.size:
+        pending = state.pending
+        if pending is not None and pending.size <= checkpoint.size:
             state.pending, state.breaks, head.pending_note = None, set(), ""
             self._clear(state, AlertKind.GAP)
+            if self._root_at(table, state, pending.size) != pending.root_hash:
+                self._retip(table, state)  # it waited for another tree than the one signed now
+                self._evidence(table, state, pending, None, also=checkpoint)
+                return
         self._retip(table, state)
         if state.pending is not None:  # a newer one may go on from here
             self._decide(table, state, state.pending, head.pending_note)
@@ -939,7 +948,7 @@ class Witness:
     def _raise(
         self, table: str, state: TableState | None, kind: AlertKind, detail: str, size: int
     ) -> None:
-        if state is not None and kind in state.standing:
+        if state is not None and kind in state.standing and kind not in _ONCE_PER_HALT:
             self.refused[f"{table}: {kind} (alert standing)"] += 1
             return
         alert = Alert(table, kind, detail[:MAX_DETAIL_CHARS], rfc3339(self.clock()), size)
@@ -978,6 +987,10 @@ class Witness:
     def _refuse(self, where: str, why: str) -> None:
         self.refused[f"{where}: refused"] += 1
         log.warning("refused on %s: %s", where, why[:300])
+
+
+# raised once each time the table's cosigning stops (it stays stopped until a reset)
+_ONCE_PER_HALT = frozenset({AlertKind.ROLLBACK, AlertKind.FORK})
 
 
 def dice_words(table: str, data: Any) -> str:
