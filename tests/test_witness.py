@@ -868,6 +868,13 @@ def test_the_commands(broker: Broker, logs: Logs, tmp_path: Path, watcher: Clien
     bad = cli(*argv)
     _, err = bad.communicate(timeout=60)
     assert (bad.returncode, "is the key of table-1 too" in err) == (78, True), err
+    (keys / "table-2.pub").unlink()
+    token = tmp_path / "ack.token"
+    token.write_text("a-token-of-twenty-chars\n")
+    token.chmod(0o644)  # others may read it: refused, naming the option
+    bad = cli(*argv, "--ack-token-file", str(token))
+    _, err = bad.communicate(timeout=60)
+    assert (bad.returncode, "--ack-token-file" in err) == (78, True), err
     for wrong in (["--mqtt-url", "http://x"], ["--gap-s", "0"], ["--db", "mysql://x"]):
         proc = cli(*argv, *wrong)
         _, err = proc.communicate(timeout=60)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from witness_support import T0, Fed, SmallTable, TableLog, keys_of, status_note
+from witness_support import T0, FakeClock, Fed, SmallTable, TableLog, keys_of, status_note
 
 from controller.audit.recall import export_line
 from controller.core import canonical
@@ -31,6 +31,7 @@ from controller.core.note import (
 from controller.core.records import StoredRecord
 from controller.fleet.protocol import END_OF_CONNECTION, AlertKind, Channel, Presence, topic
 from controller.witness.chains import MAX_PER_SEQ, Candidates
+from controller.witness.floor import Floor
 from controller.witness.ports import CandidateRow, Severity
 from controller.witness.store import SqliteStore
 from controller.witness.tables import dice_words, rfc3339
@@ -418,6 +419,31 @@ def test_silence_is_judged_on_the_witness_clock_across_a_restart(
     fed.status(log, status_note(log, 2, 1))
     silence = [a for a in store.alerts(TABLE) if a.alert.kind is AlertKind.SILENCE]
     assert silence[0].cleared
+
+
+def test_the_dashboard_after_a_restart_is_the_one_before(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    """Rebuilt from the store before the first message: the cards (records accepted, the
+    cosignature, the signed status, the unconfirmed records) and the alerts."""
+    log = SmallTable(tmp_path / "t").play(3).log()
+    clock = FakeClock()
+    before = Floor(clock=clock)
+    fed = Fed(store, keys_of(log), clock=clock, floor=before)
+    fed.send(log, log.lines[:-1])  # the last round's close not yet: its opening unconfirmed
+    fed.status(log, status_note(log, 4, 2, screen="bets_open"))
+    fed.batch([(topic("table-9", Channel.STATUS), b"{}")])
+    after = Floor(clock=clock)
+    fed.floor = after
+    fed.start()
+    shown = ("presence", "screen", "log_size", "anchored_size", "anchored_time", "unconfirmed",
+             "round", "alerting", "alerts")  # fmt: skip
+    old, new = before.table(TABLE), after.table(TABLE)
+    assert old is not None
+    assert new is not None
+    assert {k: new[k] for k in shown} == {k: old[k] for k in shown}
+    assert new["unconfirmed"]["count"] == 1  # the round opened; its close is the last record
+    assert [a["kind"] for a in after.snapshot()["alerts"]] == ["unknown_table"]
 
 
 # --- alerts: acknowledged by a named user -----------------------------------------------------
