@@ -219,6 +219,10 @@ class Store(Protocol):
         """Forget the candidates (seq, hash)."""
         ...
 
+    def drop_candidates_between(self, table: str, low: int, high: int) -> None:
+        """Forget every candidate at seqs ``low``..``high``."""
+        ...
+
     def candidate(self, table: str, seq: int, hash: str) -> tuple[bytes, str] | None:
         """A candidate's leaf and the checkpoint note it carried ("" none)."""
         ...

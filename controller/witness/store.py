@@ -343,6 +343,12 @@ class _SqlStore:
                 (table, seq, hash_),
             )
 
+    def drop_candidates_between(self, table: str, low: int, high: int) -> None:
+        self._run(
+            "DELETE FROM candidates WHERE table_name = ? AND seq >= ? AND seq <= ?",
+            (table, low, high),
+        )
+
     def candidate(self, table: str, seq: int, hash: str) -> tuple[bytes, str] | None:
         rows = self._rows(
             "SELECT leaf, note FROM candidates WHERE table_name = ? AND seq = ? AND hash = ?",

@@ -521,8 +521,19 @@ class Witness:
             self._extend_tip(table, state, row)
         return row
 
-    def _forget(self, table: str, state: TableState, gone: list[CandidateRow]) -> None:
-        self.store.drop_candidates(table, [(c.seq, c.hash) for c in gone])
+    def _forget(
+        self,
+        table: str,
+        state: TableState,
+        gone: list[CandidateRow],
+        *,
+        through: tuple[int, int] | None = None,
+    ) -> None:
+        """``gone`` dropped (``through``: they are every candidate at those seqs)."""
+        if through is not None:
+            self.store.drop_candidates_between(table, *through)
+        else:
+            self.store.drop_candidates(table, [(c.seq, c.hash) for c in gone])
         for candidate in gone:
             state.candidates.remove(candidate.hash)
             state.recent.pop(candidate.hash, None)
@@ -549,9 +560,11 @@ class Witness:
             else (state.head.size, state.head.last_hash)
         )
         if row.seq == last_seq + 1 and row.prev == last_hash:
-            more, contested = provisional(state.candidates, row.seq, row.hash)
-            state.tip += [row, *more]
-            state.contested = state.contested or contested
+            state.tip.append(row)
+            if state.candidates.at(row.seq + 1):  # it fills a gap: those after it follow
+                more, contested = provisional(state.candidates, row.seq, row.hash)
+                state.tip += more
+                state.contested = state.contested or contested
         elif state.tip and state.tip[0].seq <= row.seq <= last_seq:
             before = (
                 state.tip[row.seq - state.tip[0].seq - 1] if row.seq > state.tip[0].seq else None
@@ -659,9 +672,12 @@ class Witness:
             return _copy(state.tree)
         return self._tree_from_leaves(table, size, start=size)
 
-    def _tree_of(self, table: str, state: TableState, found: Walk) -> CompactRange:
-        """The tree after the chain of ``found`` (which reached an anchor or a memo); the
-        trees after its last two records are kept for a search decided again."""
+    def _tree_of(
+        self, table: str, state: TableState, found: Walk, roots: list[bytes] | None = None
+    ) -> CompactRange:
+        """The tree after the chain of ``found`` (which reached an anchor or a memo), and into
+        ``roots`` the root after each of its records; the trees after its last two records
+        are kept for a search decided again."""
         if found.memo is not None:
             tree = _copy(state.memo[found.memo])
         else:
@@ -670,6 +686,8 @@ class Witness:
         last = len(found.chain) - 1
         for i, candidate in enumerate(found.chain):
             tree.append_hash(candidate.leaf_hash)
+            if roots is not None:
+                roots.append(tree.root())
             if i >= last - 1:
                 state.memo[candidate.hash] = _copy(tree)
         while len(state.memo) > MEMO_TREES:
@@ -689,7 +707,10 @@ class Witness:
             if found.missing is not None:
                 breaks.add(found.missing)
                 continue
-            if self._tree_of(table, state, found).root() != checkpoint.root_hash:
+            # the common case: a chain on from the head, the roots of the records to accept
+            roots: list[bytes] | None = [] if found.anchor == head.size else None
+            tree = self._tree_of(table, state, found, roots)
+            if tree.root() != checkpoint.root_hash:
                 continue
             if found.memo is not None:  # the whole chain, for its records
                 found = self._walk(table, state, end, memo=False)
@@ -698,7 +719,10 @@ class Witness:
                     continue
             assert found.anchor is not None
             if found.anchor == head.size:
-                self._accept(table, state, found.chain, checkpoint, note)
+                if roots is None:  # it went through a memo: the roots from the head
+                    roots = []
+                    tree = self._tree_of(table, state, found, roots)
+                self._accept(table, state, found.chain, checkpoint, note, tree=tree, roots=roots)
             else:
                 self._evidence(table, state, checkpoint, found)
             return
@@ -726,15 +750,18 @@ class Witness:
         chain: tuple[CandidateRow, ...],
         checkpoint: Checkpoint,
         note: str,
+        *,
+        tree: CompactRange,
+        roots: list[bytes],
     ) -> None:
-        """The chain is the log up to ``checkpoint``: its records checked in order by the
-        verifier, accepted, and the checkpoint cosigned."""
+        """The chain is the log up to ``checkpoint`` (``tree`` after it, ``roots`` after each
+        of its records): its records checked in order by the verifier, accepted, and the
+        checkpoint cosigned."""
         head = state.head
-        tree = _copy(state.tree)
         rows: list[tuple[int, str, bytes, bytes]] = []
         lines: list[dict[str, Any]] = []
         entries: list[Entry] = []
-        for candidate in chain:
+        for candidate, root in zip(chain, roots, strict=True):
             entry, line = self._entry(table, state, candidate)
             try:
                 state.content.check(entry)
@@ -752,8 +779,7 @@ class Witness:
                     candidate.seq,
                 )
                 return
-            tree.append_hash(candidate.leaf_hash)
-            rows.append((entry.seq, entry.kind, entry.leaf, tree.root()))
+            rows.append((entry.seq, entry.kind, entry.leaf, root))
             lines.append(line)
             entries.append(entry)
         self.store.put_leaves(table, rows)
@@ -762,7 +788,7 @@ class Witness:
             c for c in state.candidates.between(head.size + 1, checkpoint.size)
             if c.hash not in accepted
         ]  # fmt: skip
-        self._forget(table, state, [*chain, *others])
+        self._forget(table, state, [*chain, *others], through=(head.size + 1, checkpoint.size))
         if others:
             self.refused[f"{table}: unconfirmed records dropped"] += len(others)
         head.size, head.last_hash, head.tree = checkpoint.size, chain[-1].hash, tree.to_bytes()
