@@ -34,7 +34,7 @@ from controller.core.note import (
     open_checkpoint,
     open_cosignature,
 )
-from controller.fleet.protocol import Alert, AlertKind, Presence, Status
+from controller.fleet.protocol import Alert, AlertKind, Presence, Status, open_alert
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -60,6 +60,7 @@ class Floor:
     """A subscriber to every cosignature and alert: the latest cosigned note of each table."""
 
     def __init__(self, broker: Broker) -> None:
+        self.alert_key: Verifier | None = None  # the witness's (witness-key's second line)
         self.cosigned: dict[str, str] = {}
         self.alerts: list[Alert] = []
         self._cond = threading.Condition()
@@ -81,7 +82,8 @@ class Floor:
     def _on_message(self, client: mqtt.Client, _: Any, message: mqtt.MQTTMessage) -> None:
         with self._cond:
             if message.topic == "paigow/v1/alerts":
-                self.alerts.append(Alert.decode(message.payload))
+                assert self.alert_key is not None
+                self.alerts.append(open_alert(message.payload, self.alert_key))
             else:
                 self.cosigned[message.topic.split("/")[2]] = message.payload.decode()
             self._cond.notify_all()
@@ -105,7 +107,7 @@ def fleet(broker: Broker, tmp_path: Path) -> Iterator[dict[str, Any]]:
     dashboard_port = free_port()
     made = controller("witness-key", "--state-dir", str(witness_dir))
     assert made.returncode == 0, made.stderr
-    witness_key = made.stdout.strip()
+    witness_key, alert_key = made.stdout.splitlines()
     tables: dict[str, dict[str, Path]] = {}
     for name in TABLES:
         state, config = tmp_path / name, tmp_path / f"{name}.toml"
@@ -121,6 +123,7 @@ def fleet(broker: Broker, tmp_path: Path) -> Iterator[dict[str, Any]]:
         (keys / f"{name}.pub").write_text(exported.stdout)
         tables[name] = {"state": state, "config": config}
     floor = Floor(broker)
+    floor.alert_key = Verifier.parse(alert_key)
     floor.wait_for("the floor subscribed", lambda: floor.subscribed)
     # A retained status of a table the witness has no key for: its alert says the witness has
     # subscribed (what a table sends before that, the broker does not keep for it).

@@ -1,12 +1,15 @@
-"""The witness (controller/witness): real logs made by ``simulate``, sent as the tables send them
-(export lines, the signed checkpoints) through a real mosquitto, verified and cosigned; a
-rollback, a fork, a bad record, a bad signature, a gap, silence and garbage raise alerts or are
-refused. The witness's clock is injected: the gap and silence timers move when the test moves
-them, never with the wall clock."""
+"""The witness (controller/witness) on a real mosquitto: real logs made by ``simulate``, sent as
+the tables send them (export lines, the signed checkpoints, signed statuses), verified and
+cosigned; what an anonymous client of the broker sends (a replayed checkpoint, a re-numbered
+record, a forged status) and what a restarted broker hands back (its out-of-date retained
+checkpoint) is stale or dropped, never an alert; a real fork and an older copy played on are
+alerted as such; a gap outlives a witness restart; an alert is acknowledged on the dashboard.
+The witness's clock is injected: the gap and silence timers move when the test moves them,
+never with the wall clock. (tests/test_witness_rules.py feeds the same rules without a
+broker.)"""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import pwd
@@ -17,6 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +31,18 @@ import paho.mqtt.client as mqtt
 import pytest
 from fleet_broker import Broker, free_port
 from paho.mqtt.enums import CallbackAPIVersion
+from witness_support import (
+    GAP_S,
+    ROOT,
+    SILENCE_S,
+    FakeClock,
+    Logs,
+    TableLog,
+    keys_of,
+    make_logs,
+    status_note,
+)
 
-from controller.audit.log import origin_for
-from controller.audit.recall import export_lines
 from controller.core.config import parse_broker_url
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
@@ -49,88 +63,22 @@ from controller.fleet.protocol import (
     Presence,
     Status,
     encode_record,
+    open_alert,
     topic,
 )
+from controller.witness.dashboard import DashboardServer
+from controller.witness.floor import Floor
 from controller.witness.ports import NoFloor, Store
 from controller.witness.service import Connection, WitnessService
 from controller.witness.store import SqliteStore, StateLock, open_store
 from controller.witness.tables import Witness
 
-ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 15.0
-GAP_S = 60.0
-SILENCE_S = 600.0
-
-
-# --- the logs, made once ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TableLog:
-    table: str
-    lines: list[dict[str, Any]]
-    key: Verifier
-
-    @property
-    def latest(self) -> str:
-        note = self.lines[-1]["checkpoint"]
-        assert isinstance(note, str)
-        return note
-
-    @property
-    def size(self) -> int:
-        return len(self.lines)
-
-
-def _simulate(state_dir: Path, rounds: int, config: Path | None = None) -> None:
-    argv = ["simulate", "--fast", "--plain-rounds", "--faults", "none"]
-    argv += ["--rounds", str(rounds), "--state-dir", str(state_dir)]
-    if config is not None:
-        argv += ["--config", str(config)]
-    subprocess.run(
-        [sys.executable, "-m", "controller", *argv],
-        check=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        timeout=120,
-    )
-
-
-def _read(table: str, state_dir: Path) -> TableLog:
-    from controller.audit.log import load_signer
-
-    signer = load_signer(state_dir)
-    assert signer is not None
-    return TableLog(table, list(export_lines(state_dir)), signer.verifier)
-
-
-@dataclass(frozen=True)
-class Logs:
-    one: TableLog  # table-1: 3 rounds
-    early: TableLog  # table-1 as it was after its first round (an older copy of audit.db)
-    forked: TableLog  # that older copy, played on (another continuation)
-    two: TableLog  # table-2: 2 rounds
 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Logs:
-    base = tmp_path_factory.mktemp("witness-logs")
-    one, early, forked, two = (base / n for n in ("one", "early", "forked", "two"))
-    _simulate(one, 1)
-    shutil.copytree(one, early)
-    _simulate(one, 2)
-    shutil.copytree(early, forked)
-    _simulate(forked, 1)
-    config = base / "table-2.toml"
-    config.write_text('[table]\nname = "table-2"\n')
-    _simulate(two, 2, config)
-    return Logs(
-        _read("table-1", one),
-        _read("table-1", early),
-        _read("table-1", forked),
-        _read("table-2", two),
-    )
+    return make_logs(tmp_path_factory.mktemp("witness-logs"))
 
 
 # --- a table, as the fleet publisher sends, and what the witness says ---------------------------
@@ -139,6 +87,8 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Logs:
 class Client:
     """A paho client on the test broker: publishes (waiting for the broker's PUBACK) and
     collects what arrives on its subscriptions."""
+
+    alert_key: Verifier = Signer.generate("nobody").verifier
 
     def __init__(self, b: Broker, *subscriptions: str) -> None:
         self.messages: list[tuple[str, bytes]] = []
@@ -184,9 +134,12 @@ class Client:
                 assert left > 0, f"waited {WAIT_S} s for {what}; got {self.summary()}"
                 self._cond.wait(min(left, 0.05))  # also what the witness counts
 
-    def alerts(self) -> list[Alert]:
+    def alerts(self, key: Verifier | None = None) -> list[Alert]:
+        """The alerts published, each opened with the witness's alert key (every one the
+        witness publishes is signed: ``open_alert`` raises for any other)."""
         with self._cond:
-            return [Alert.decode(p) for t, p in self.messages if t == ALERTS_TOPIC]
+            found = [p for t, p in self.messages if t == ALERTS_TOPIC]
+        return [open_alert(p, key or self.alert_key) for p in found]
 
     def cosigned(self, table: str) -> list[str]:
         name = topic(table, Channel.COSIGNATURE)
@@ -199,14 +152,6 @@ class Client:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
-
-
-@dataclass
-class FakeClock:
-    now: float = 1_796_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -227,6 +172,9 @@ class Running:
         assert not self.errors, self.errors
 
 
+ALERT_KEY = Signer.generate("paigow-witness/test")
+
+
 def start_witness(
     b: Broker,
     store: Store,
@@ -235,6 +183,7 @@ def start_witness(
     clock: FakeClock,
     *,
     partition: bool = False,
+    floor: Floor | None = None,
 ) -> Running:
     connection = Connection(
         parse_broker_url(b.url),
@@ -246,9 +195,10 @@ def start_witness(
         store,
         keys,
         cosigner,
+        alert_key=ALERT_KEY,
         clock=clock,
         publish=service.publish,
-        floor=NoFloor(),
+        floor=NoFloor() if floor is None else floor,
         gap_s=GAP_S,
         silence_s=SILENCE_S,
     )
@@ -270,6 +220,7 @@ def start_witness(
 @pytest.fixture
 def watcher(broker: Broker) -> Iterator[Client]:
     c = Client(broker, f"paigow/v1/+/{Channel.COSIGNATURE}", ALERTS_TOPIC)
+    c.alert_key = ALERT_KEY.verifier
     yield c
     c.close()
 
@@ -298,10 +249,6 @@ class Env:
 def env(broker: Broker, logs: Logs, watcher: Client, table: Client, tmp_path: Path) -> Env:
     cosigner = Signer.generate("paigow-witness/test", ALG_COSIGNATURE_V1)
     return Env(broker, logs, cosigner, watcher, table, tmp_path)
-
-
-def keys_of(*logs: TableLog) -> dict[str, Verifier]:
-    return {log.table: log.key for log in logs}
 
 
 def cosigned_size(note: str, cosigner: Signer, log: TableLog) -> int:
@@ -366,10 +313,105 @@ def test_two_tables_interleaved_are_cosigned_and_duplicates_dropped(env: Env) ->
         store.close()
 
 
+# --- stale checkpoints, forged records and statuses: counted, never an alert ------------------
+
+
+def test_a_replayed_checkpoint_an_older_copy_and_a_forged_status_are_no_alert(env: Env) -> None:
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    store = SqliteStore(tmp_path / "witness.db")
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    try:
+        table.send(logs.one)
+        wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
+        refused = running.witness.refused
+        # anyone on the broker replays the first checkpoint; the table's older copy is put back
+        # (its records are the cosigned ones, its checkpoints older): stale
+        table.checkpoint("table-1", logs.one.checkpoints()[0][1])
+        table.send(logs.early)
+        forged = status_note(logs.one, 9, 1, signer=Signer.generate(logs.one.key.name))
+        table.publish(topic("table-1", Channel.STATUS), forged, retain=True)
+        table.publish(topic("table-1", Channel.STATUS), status_note(logs.one, 1, 1))
+        table.publish(topic("table-1", Channel.STATUS), status_note(logs.one, 0, 7))  # older
+        watcher.wait_for(lambda _: refused["table-1/status: stale"] == 1, "the older status")
+        assert refused["table-1/status: refused"] == 1
+        assert refused["table-1/checkpoint: stale"] >= len(logs.one.checkpoints()) + 1
+        assert watcher.alerts() == []
+    finally:
+        running.halt()
+    assert not store.heads()["table-1"].halted
+    assert store.heads()["table-1"].status_order == (1, 1)
+    store.close()
+
+
+def test_a_restarted_brokers_out_of_date_retained_checkpoint_is_stale(env: Env) -> None:
+    """The broker crashes and comes back with its persistence of a while ago: it hands the
+    witness the retained checkpoint it kept then, older than the one cosigned."""
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    store = SqliteStore(tmp_path / "witness.db")
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    first = logs.one.checkpoints()[0][0]
+    try:
+        table.send(logs.one, logs.one.lines[:first])
+        wait_cosigned(watcher, cosigner, logs.one, first)
+        table.close()
+        watcher.close()
+        broker.stop()  # saves its persistence: the retained checkpoint of the first round
+        saved = broker.directory / "mosquitto.db.then"
+        shutil.copy2(broker.directory / "mosquitto.db", saved)
+        broker.start()
+        again = Client(broker)
+        again.send(logs.one, logs.one.lines[first:])
+        stale = running.witness.refused
+        again.wait_for(
+            lambda _: (
+                store is not None and running.witness.tables["table-1"].head.size == logs.one.size
+            ),
+            "the whole log cosigned",
+        )
+        again.close()
+        broker.kill()
+        shutil.copy2(saved, broker.directory / "mosquitto.db")
+        before = stale["table-1/checkpoint: stale"]
+        broker.start()  # the witness reconnects, subscribes, gets the old retained one
+        late = Client(broker, f"paigow/v1/+/{Channel.COSIGNATURE}", ALERTS_TOPIC)
+        late.alert_key = ALERT_KEY.verifier
+        late.wait_for(lambda _: stale["table-1/checkpoint: stale"] > before, "the old one")
+        assert late.alerts() == []
+        late.close()
+    finally:
+        running.halt()
+    head = store.heads()["table-1"]
+    assert (head.cosigned_size, head.halted) == (logs.one.size, "")
+    store.close()
+
+
+def test_a_renumbered_record_published_anonymously_is_dropped(env: Env) -> None:
+    from test_witness_rules import renumbered
+
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    store = SqliteStore(tmp_path / "witness.db")
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    first = logs.one.checkpoints()[0][0]
+    try:
+        table.send(logs.one, logs.one.lines[:first])
+        wait_cosigned(watcher, cosigner, logs.one, first)
+        anonymous = Client(broker)
+        anonymous.send(logs.one, [renumbered(logs.one.lines[first - 1], logs.one.lines[3])])
+        anonymous.close()
+        table.send(logs.one, logs.one.lines[first:])
+        wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
+        assert running.witness.refused["table-1: unconfirmed records dropped"] == 1
+        assert watcher.alerts() == []
+    finally:
+        running.halt()
+    assert store.leaf("table-1", first + 1) == logs.one.lines[first]["leaf"].encode()
+    store.close()
+
+
 # --- rollback and fork ---------------------------------------------------------------------------
 
 
-def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) -> None:
+def test_an_older_copy_played_on_is_a_rollback_and_cosigning_stops(env: Env) -> None:
     broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
     store = SqliteStore(tmp_path / "witness.db")
     running = start_witness(broker, store, keys_of(logs.one, logs.two), cosigner, FakeClock())
@@ -377,15 +419,17 @@ def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) ->
         table.send(logs.one)
         wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
         before = len(watcher.cosigned("table-1"))
-        # audit.db replaced by the copy made after the first round: its publisher starts again
-        # from record 1 (the same records: duplicates) and its checkpoint is smaller
-        table.send(logs.early)
-        alert = wait_alert(watcher, "table-1", AlertKind.ROLLBACK)
-        assert alert.size <= logs.early.size < logs.one.size
-        assert "cut back" in alert.detail
-        # the other table goes on being cosigned; table-1 is not, whatever it sends
+        # audit.db replaced by the copy made after the first round, played on: its records
+        # alone are candidates (no alert); its first checkpoint is evidence
+        table.send(logs.forked, logs.forked.without_checkpoints())
         table.send(logs.two)
         wait_cosigned(watcher, cosigner, logs.two, logs.two.size)
+        assert watcher.alerts() == []
+        table.send(logs.forked)
+        alert = wait_alert(watcher, "table-1", AlertKind.ROLLBACK)
+        assert alert.size == logs.early.size + 1  # the first record that differs
+        assert "older copy" in alert.detail
+        # the other table goes on being cosigned; table-1 is not, whatever it sends
         table.send(logs.one)
         table.send(logs.two, logs.two.lines[:1])  # a marker after table-1's resend
         watcher.wait_for(lambda _: running.witness.refused["table-2/records: duplicate"] > 0, "it")
@@ -394,12 +438,12 @@ def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) ->
     finally:
         running.halt()
     assert store.heads()["table-1"].halted.startswith("rollback")
-    assert [a.kind for a in store.alerts("table-1")] == [AlertKind.ROLLBACK]
+    assert [a.alert.kind for a in store.alerts("table-1")] == [AlertKind.ROLLBACK]
     # the operator's reset: the alert stays, the table is taken as new
     with store.transaction():
         store.reset_table("table-1", "2026-12-01T10:00:00Z", "test")
-    assert "table-1" not in store.heads()
-    assert [a.kind for a in store.alerts("table-1")] == [AlertKind.ROLLBACK]
+    assert store.heads()["table-1"].size == 0
+    assert [a.alert.kind for a in store.alerts("table-1")] == [AlertKind.ROLLBACK]
     running = start_witness(broker, store, keys_of(logs.one, logs.two), cosigner, FakeClock())
     try:
         table.send(logs.forked)
@@ -407,6 +451,23 @@ def test_an_older_copy_of_the_log_is_a_rollback_and_cosigning_stops(env: Env) ->
     finally:
         running.halt()
         store.close()
+
+
+def test_two_copies_of_a_log_diverging_at_the_head_are_a_fork(env: Env) -> None:
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    store = SqliteStore(tmp_path / "witness.db")
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    try:
+        table.send(logs.one)
+        wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
+        table.send(logs.parallel)  # the other copy, played while this one played too
+        fork = wait_alert(watcher, "table-1", AlertKind.FORK)
+        assert fork.size == logs.early.size + 1
+        assert "two copies" in fork.detail
+    finally:
+        running.halt()
+    assert store.heads()["table-1"].halted.startswith("fork")
+    store.close()
 
 
 def test_witnesses_that_split_the_tables_each_cosign_their_own(env: Env) -> None:
@@ -434,92 +495,72 @@ def test_witnesses_that_split_the_tables_each_cosign_their_own(env: Env) -> None
         store.close()
 
 
-def test_an_older_copy_played_on_is_a_rollback_a_record_off_the_chain_a_fork(env: Env) -> None:
-    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
-    store = SqliteStore(tmp_path / "witness.db")
-    running = start_witness(broker, store, keys_of(logs.one, logs.two), cosigner, FakeClock())
-    try:
-        table.send(logs.one)
-        wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
-        table.send(logs.two)
-        wait_cosigned(watcher, cosigner, logs.two, logs.two.size)
-        # table-1's log went back to the copy made after its first round and went on: its
-        # record 16 follows the cosigned record 15 but is another
-        table.send(logs.forked, checkpoints=False)  # its records alone: they differ at 16
-        alert = wait_alert(watcher, "table-1", AlertKind.ROLLBACK)
-        assert alert.size == logs.early.size + 1  # the first record that differs
-        assert "went back to record" in alert.detail
-        # a record of table-2 that follows nothing table-2 holds at its seq: a fork
-        foreign = next(line for line in logs.one.lines if line["seq"] == 5)
-        table.send(logs.two, [foreign])
-        fork = wait_alert(watcher, "table-2", AlertKind.FORK)
-        assert fork.size == 5
-        assert all(
-            cosigned_size(n, cosigner, logs.one) <= logs.one.size
-            for n in watcher.cosigned("table-1")
-        )
-    finally:
-        running.halt()
-        store.close()
+# --- a bad signature, a gap, silence -----------------------------------------------------------
 
 
-# --- a bad record, a bad signature, a gap, silence ---------------------------------------------
-
-
-def test_altered_record_bad_signature_gap_and_silence(env: Env) -> None:
+def test_an_altered_record_a_bad_signature_a_gap_and_silence(env: Env) -> None:
     broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
     store = SqliteStore(tmp_path / "witness.db")
     clock = FakeClock()
     running = start_witness(broker, store, keys_of(logs.one, logs.two), cosigner, clock)
     lines = logs.one.lines
+    refused = running.witness.refused
     try:
-        # a record altered in transit: its data changed, its leaf (the signed record) not
-        altered = copy.deepcopy(lines[2])
+        # a record altered in transit: its data changed, its leaf (the record) not: refused
+        altered = json.loads(json.dumps(lines[2]))
         altered["data"]["game"] = "poker"
         table.send(logs.one, lines[:2])
         table.publish(topic("table-1", Channel.RECORDS), encode_record(altered))
-        assert "leaf" in wait_alert(watcher, "table-1", AlertKind.BAD_RECORD).detail
-        # the records after it wait for it; after the gap time, a GAP
+        # the records after it wait, and their checkpoints: after the gap time, a GAP
         table.send(logs.one, lines[3:])
+        watcher.wait_for(lambda _: refused["table-1/records: refused"] == 1, "the refusal")
         clock.now += GAP_S - 1
         table.send(logs.two, logs.two.lines[:1])  # something to wait for: the witness ticked
-        wait_cosigned_or_nothing = len(watcher.alerts())
+        watcher.wait_for(
+            lambda _: len(running.witness.tables["table-2"].candidates) == 1, "table-2's record"
+        )
+        assert watcher.alerts() == []
         clock.now += 2
         gap = wait_alert(watcher, "table-1", AlertKind.GAP)
-        assert gap.size == 3
-        assert len(watcher.alerts()) == wait_cosigned_or_nothing + 1
+        assert gap.size == logs.one.size  # the newest checkpoint waits
         # the record itself comes: the gap is filled and everything is cosigned
         table.send(logs.one, lines[2:3])
         wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
         # a checkpoint signed by another key for this table's origin
-        impostor = Signer.generate(origin_for("table-1"))
-        forged = sign_checkpoint(Checkpoint(origin_for("table-1"), 3, bytes(32)), impostor)
+        impostor = Signer.generate(logs.one.key.name)
+        forged = sign_checkpoint(Checkpoint(logs.one.key.name, 3, bytes(32)), impostor)
         table.checkpoint("table-1", forged)
         wait_alert(watcher, "table-1", AlertKind.BAD_SIGNATURE)
-        # table-2 sent one record long ago; table-1 keeps talking
-        clock.now += SILENCE_S
-        table.publish(topic("table-1", Channel.STATUS), Status(Presence.ONLINE, "ready").encode())
+        # table-2 never had a checkpoint accepted: heard last at the witness's start; table-1
+        # says it is online (a signed status) just before the silence time
+        clock.now = running.witness.tables["table-2"].head.last_heard + SILENCE_S - 1
+        table.publish(topic("table-1", Channel.STATUS), status_note(logs.one, 1, 1))
+        watcher.wait_for(
+            lambda _: running.witness.tables["table-1"].head.status_order == (1, 1), "the status"
+        )
+        clock.now += 1
         silence = wait_alert(watcher, "table-2", AlertKind.SILENCE)
-        assert "nothing from the table" in silence.detail
+        assert "nothing signed from table-2" in silence.detail
         assert not any(
             a.kind is AlertKind.SILENCE and a.table == "table-1" for a in watcher.alerts()
         )
     finally:
         running.halt()
-    kinds = [a.kind for a in store.alerts()]
+    kinds = [a.alert.kind for a in store.alerts()]
     assert kinds.count(AlertKind.GAP) == 1
-    assert {AlertKind.BAD_RECORD, AlertKind.BAD_SIGNATURE, AlertKind.SILENCE} <= set(kinds)
+    assert {AlertKind.BAD_SIGNATURE, AlertKind.SILENCE} <= set(kinds)
+    assert AlertKind.BAD_RECORD not in kinds  # an unsigned line is no alert
     assert not store.heads()["table-1"].halted  # these alerts do not stop the cosigning
     store.close()
 
 
-# --- restart, garbage ----------------------------------------------------------------------------
+# --- restarts: nothing lost ---------------------------------------------------------------------
 
 
 def test_a_restarted_witness_goes_on_from_where_it_was(env: Env) -> None:
     broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
     lines = logs.one.lines
-    half = next(i for i, line in enumerate(lines) if "checkpoint" in line) + 1
+    half = logs.one.checkpoints()[0][0]
     store = SqliteStore(tmp_path / "witness.db")
     running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
     table.send(logs.one, lines[:half])
@@ -535,9 +576,91 @@ def test_a_restarted_witness_goes_on_from_where_it_was(env: Env) -> None:
     finally:
         running.halt()
     sizes = [s for (s,) in store._rows("SELECT size FROM cosignatures ORDER BY size")]
-    assert sizes == [line["seq"] for line in lines if "checkpoint" in line]
+    assert sizes == [seq for seq, _ in logs.one.checkpoints()]
     assert watcher.alerts() == []
     store.close()
+
+
+def test_records_past_a_gap_outlive_a_witness_restart(env: Env) -> None:
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    lines = logs.one.lines
+    first = logs.one.checkpoints()[0][0]
+    store = SqliteStore(tmp_path / "witness.db")
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    try:
+        table.send(logs.one, [line for line in lines if line["seq"] != first + 1])
+        watcher.wait_for(
+            lambda _: running.witness.tables["table-1"].head.pending_note == logs.one.latest,
+            "the newest checkpoint waiting",
+        )
+        wait_cosigned(watcher, cosigner, logs.one, first)
+    finally:
+        running.halt()
+    store.close()
+    store = SqliteStore(tmp_path / "witness.db")  # acknowledged to the broker: only here now
+    assert len(store.candidates()["table-1"]) == logs.one.size - first - 1
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, FakeClock())
+    try:
+        table.send(logs.one, [lines[first]])  # the table sends the missing one again
+        wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
+        assert watcher.alerts() == []
+    finally:
+        running.halt()
+    assert store.candidates() == {}
+    store.close()
+
+
+def test_an_alert_is_acknowledged_on_the_dashboard_and_the_page_says_who(env: Env) -> None:
+    """POST /alerts/<id>/ack from the loopback: the witness records who and when (its control
+    thread, its store), the dashboard shows it, and a restarted witness's dashboard too."""
+    broker, logs, cosigner, watcher, table, tmp_path = env.unpack()
+    store = SqliteStore(tmp_path / "witness.db")
+    clock = FakeClock()
+    floor = Floor(clock=clock)
+    running = start_witness(broker, store, keys_of(logs.one), cosigner, clock, floor=floor)
+    dashboard = DashboardServer(
+        floor, "127.0.0.1", 0, acknowledge=running.service.acknowledge, heartbeat_s=0.2
+    ).start()
+    try:
+        table.send(logs.one)
+        table.send(logs.parallel)
+        fork = wait_alert(watcher, "table-1", AlertKind.FORK)
+        (stored,) = store.alerts("table-1")
+        url = f"{dashboard.url}alerts/{stored.id}/ack"
+        answer = _post(url, {"user": "S100 Pat"})
+        assert (answer["acked_by"], answer["kind"]) == ("S100 Pat", "fork")
+        with pytest.raises(urllib.error.HTTPError) as again:
+            _post(url, {"user": "S200"})
+        assert again.value.code == 409
+        assert json.loads(again.value.read())["acked_by"] == "S100 Pat"
+        shown = floor.snapshot()
+        closed = [a for a in shown["closed"] if a["id"] == stored.id]
+        assert closed[0]["acked_by"] == "S100 Pat"
+        assert shown["alerts"] == []
+        assert fork.detail == stored.alert.detail
+    finally:
+        dashboard.close()
+        running.halt()
+    assert store.alerts("table-1")[0].acked_by == "S100 Pat"
+    again_floor = Floor(clock=clock)
+    restarted = start_witness(broker, store, keys_of(logs.one), cosigner, clock, floor=again_floor)
+    try:
+        view = again_floor.table("table-1")
+        assert view is not None
+        assert view["log_size"] == logs.one.size
+        assert again_floor.snapshot()["closed"][0]["acked_by"] == "S100 Pat"
+    finally:
+        restarted.halt()
+        store.close()
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
+        result: dict[str, Any] = json.loads(answer.read())
+        return result
 
 
 def test_garbage_on_every_topic_is_refused_and_counted(env: Env) -> None:
@@ -557,12 +680,12 @@ def test_garbage_on_every_topic_is_refused_and_counted(env: Env) -> None:
         table.send(logs.one)
         wait_cosigned(watcher, cosigner, logs.one, logs.one.size)
         refused = running.witness.refused
-        assert refused["table-1: bad_record"] == len(garbage) + 1
+        assert refused["table-1/records: refused"] == len(garbage) + 1
         assert refused["table-1: bad_signature"] == len(garbage)
         assert refused["table-1/status: refused"] == len(garbage)
         assert refused["table-9: unknown table"] == 2
-        unknown = [a for a in watcher.alerts() if a.kind is AlertKind.UNKNOWN_TABLE]
-        assert [a.table for a in unknown] == ["table-9"]
+        kinds = [(a.table, a.kind) for a in watcher.alerts()]
+        assert kinds == [("table-1", AlertKind.BAD_SIGNATURE), ("table-9", AlertKind.UNKNOWN_TABLE)]
     finally:
         running.halt()
         store.close()
@@ -618,7 +741,8 @@ def test_the_postgresql_store(env: Env, postgres: str) -> None:
         check_two_tables(env, store)
         with store.transaction():
             store.reset_table("table-2", "2026-12-01T10:00:00Z", "test")
-        assert set(store.heads()) == {"table-1"}
+        assert store.heads()["table-2"].size == 0
+        assert store.candidates() == {}
     finally:
         store.close()
     again = open_store(tmp_path, postgres)  # what it holds outlives the connection
@@ -626,6 +750,54 @@ def test_the_postgresql_store(env: Env, postgres: str) -> None:
         assert again.heads()["table-1"].cosigned_size == logs.one.size
     finally:
         again.close()
+
+
+@pytest.mark.slow
+def test_a_postgresql_store_of_schema_1_is_migrated(env: Env, postgres: str) -> None:
+    """As tests/test_witness_rules.py's SQLite one: the records a schema 1 witness held past
+    its cosigned checkpoint go back to candidates, and the next checkpoint takes them."""
+    import psycopg
+    from test_witness_rules import SCHEMA_1
+
+    log = env.logs.one
+    first = log.checkpoints()[0][0]
+    with psycopg.connect(postgres, autocommit=True) as db:
+        for statement in SCHEMA_1.replace("BLOB", "BYTEA").split(";"):
+            if statement.strip():
+                db.execute(statement.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY"))
+        from controller.core.merkle import CompactRange, leaf_hash
+        from controller.core.note import cosign_note, unverified_checkpoint
+
+        tree = CompactRange()
+        for line in log.lines[: first + 2]:
+            tree.append_hash(leaf_hash(line["leaf"].encode()))
+            db.execute(
+                "INSERT INTO leaves VALUES (%s, %s, %s, %s, %s)",
+                ("table-1", line["seq"], line["kind"], line["leaf"].encode(), tree.root()),
+            )
+        note = log.lines[first - 1]["checkpoint"]
+        db.execute(
+            "INSERT INTO heads VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            ("table-1", first + 2, log.lines[first + 1]["hash"], tree.to_bytes(), first,
+             unverified_checkpoint(note).root_hash, cosign_note(note, env.cosigner, 1), ""),
+        )  # fmt: skip
+        db.execute(
+            "INSERT INTO alerts (table_name, kind, detail, time, size) VALUES (%s, %s, %s, %s, %s)",
+            ("table-1", "gap", "then", "2026-11-30T08:00:00.000Z", 1),
+        )
+    store = open_store(env.tmp_path, postgres)
+    try:
+        assert store.alerts()[0].cleared  # a gap of schema 1: cleared at the migration
+        running = start_witness(env.broker, store, keys_of(log), env.cosigner, FakeClock())
+        try:
+            assert store.heads()["table-1"].size == first
+            assert len(store.candidates()["table-1"]) == 2
+            env.table.send(log, log.lines[first + 2 :])
+            wait_cosigned(env.watcher, env.cosigner, log, log.size)
+        finally:
+            running.halt()
+    finally:
+        store.close()
 
 
 # --- the command line ----------------------------------------------------------------------
@@ -649,8 +821,12 @@ def test_the_commands(broker: Broker, logs: Logs, tmp_path: Path, watcher: Clien
     (keys / "table-1.pub").write_text(f"{logs.one.key}\n")
     (keys / "README").write_text("not a key")
     out, err = cli("witness-key", "--state-dir", str(state)).communicate(timeout=60)
-    witness_key = Verifier.parse(out.strip(), ALG_COSIGNATURE_V1)
+    cosigner_line, alert_line = out.splitlines()
+    witness_key = Verifier.parse(cosigner_line, ALG_COSIGNATURE_V1)
+    watcher.alert_key = Verifier.parse(alert_line)  # Ed25519, the cosigner key's name
+    assert watcher.alert_key.name == witness_key.name
     assert oct((state / "witness.key").stat().st_mode & 0o777) == "0o600"
+    assert oct((state / "alerts.key").stat().st_mode & 0o777) == "0o600"
     again, _ = cli("witness-key", "--state-dir", str(state)).communicate(timeout=60)
     assert again == out  # never replaced
 
@@ -691,7 +867,14 @@ def test_the_commands(broker: Broker, logs: Logs, tmp_path: Path, watcher: Clien
     (keys / "table-2.pub").write_text(f"{logs.one.key}\n")  # table-1's key for table-2
     bad = cli(*argv)
     _, err = bad.communicate(timeout=60)
-    assert (bad.returncode, "not of 'paigow-controller/table-2'" in err) == (78, True)
+    assert (bad.returncode, "is the key of table-1 too" in err) == (78, True), err
+    (keys / "table-2.pub").unlink()
+    token = tmp_path / "ack.token"
+    token.write_text("a-token-of-twenty-chars\n")
+    token.chmod(0o644)  # others may read it: refused, naming the option
+    bad = cli(*argv, "--ack-token-file", str(token))
+    _, err = bad.communicate(timeout=60)
+    assert (bad.returncode, "--ack-token-file" in err) == (78, True), err
     for wrong in (["--mqtt-url", "http://x"], ["--gap-s", "0"], ["--db", "mysql://x"]):
         proc = cli(*argv, *wrong)
         _, err = proc.communicate(timeout=60)

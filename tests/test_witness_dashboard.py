@@ -1,7 +1,8 @@
 """The floor dashboard (controller/witness/dashboard.py): the page in Debian's chromium through
-Playwright (live updates without a reload, alerts, an offline table, hostile text shown as
-text, both screen sizes), and the server under bad requests, too many streams and a client
-that never reads, over raw sockets.
+Playwright (live updates without a reload, alerts by severity in the witness's zone, an alert
+acknowledged by a named user, unconfirmed records, an offline table, hostile text shown as
+text, both screen sizes), and the server under bad requests, acknowledgements from where they
+are not allowed, too many streams and a client that never reads, over raw sockets.
 
 Screenshots go to test-output/floor/ (git-ignored). The witness's clock is injected."""
 
@@ -14,6 +15,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from test_display_server import (
@@ -30,6 +32,7 @@ from controller.display.feed import ClientLimits
 from controller.fleet.protocol import Alert, AlertKind, Presence, Status
 from controller.witness.dashboard import DashboardServer
 from controller.witness.floor import Floor, FloorSettings
+from controller.witness.ports import SEVERITY, StoredAlert, Unconfirmed
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-output" / "floor"
@@ -82,18 +85,58 @@ class TableFeed:
         )
 
 
+def stored(number: int, table: str, kind: AlertKind, detail: str, time: str, **kw: Any) -> Any:
+    return StoredAlert(
+        number, Alert(table, kind, detail, time, kw.pop("size", 0)), SEVERITY[kind], **kw
+    )
+
+
+class Acks:
+    """The witness's side of an acknowledgement, as its control thread answers it: each alert
+    the floor was given, acknowledged once, by the first user."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor, self.alerts, self.calls = floor, {}, []  # type: ignore[var-annotated]
+
+    def give(self, alert: StoredAlert) -> None:
+        self.alerts[alert.id] = alert
+        self.floor.apply_alert(alert)
+
+    def __call__(self, number: int, user: str) -> tuple[StoredAlert | None, bool]:
+        from dataclasses import replace
+
+        self.calls.append((number, user))
+        alert = self.alerts.get(number)
+        if alert is None or alert.acked_by:
+            return alert, False
+        alert = self.alerts[number] = replace(
+            alert, acked_by=user, acked_at="2026-12-01T08:30:00.000Z"
+        )
+        self.floor.apply_alert(alert)
+        return alert, True
+
+
 @pytest.fixture
 def floor() -> Floor:
-    return Floor(clock=Clock(), settings=FloorSettings(min_games_per_hour=10))
+    zone = ZoneInfo("Europe/Paris")
+    return Floor(clock=Clock(), settings=FloorSettings(min_games_per_hour=10, zone=zone))
 
 
 @pytest.fixture
-def dashboard(floor: Floor, caplog: pytest.LogCaptureFixture) -> Iterator[DashboardServer]:
+def acks(floor: Floor) -> Acks:
+    return Acks(floor)
+
+
+@pytest.fixture
+def dashboard(
+    floor: Floor, acks: Acks, caplog: pytest.LogCaptureFixture
+) -> Iterator[DashboardServer]:
     caplog.set_level(logging.INFO, logger="paigow")
     limits = ClientLimits(max_clients=3, request_timeout_s=0.5, send_timeout_s=0.5)
     server = DashboardServer(
-        floor, "127.0.0.1", 0, heartbeat_s=0.2, refresh_s=0.2, coalesce_s=0.0, limits=limits
-    )
+        floor, "127.0.0.1", 0, heartbeat_s=0.2, refresh_s=0.2, coalesce_s=0.0, limits=limits,
+        acknowledge=acks,
+    )  # fmt: skip
     with server:
         yield server
 
@@ -152,18 +195,31 @@ def test_the_page_follows_the_floor_live(
     expect(card(page, "table-1", "dd.result")).to_contain_text("Red 6 · Blue 2 2 · total 10")
     expect(card(page, "table-1", "dd.result")).to_contain_text("Sum: pair")
 
-    floor.apply_alert(Alert("table-2", AlertKind.FORK, HOSTILE, "2026-12-01T08:05:00.000Z", 9))
+    floor.apply_alert(
+        stored(1, "table-2", AlertKind.FORK, HOSTILE, "2026-12-01T08:05:00.000Z", size=9)
+    )
     first = page.locator("#alert-list li").first
     expect(first).to_contain_text("LOG FORKED")
+    expect(first.locator(".severity")).to_have_text("CRITICAL")
+    expect(first.locator(".alert-time")).to_have_text(
+        "2026-12-01 09:05:00 CET"
+    )  # the witness's zone
     expect(first.locator(".alert-detail")).to_have_text(HOSTILE + " (log size 9)")
     expect(card(page, "table-2", "")).to_have_class("card alerting")
     expect(card(page, "table-2", ".witness-alert")).to_contain_text(HOSTILE)
 
     one.status(Presence.OFFLINE, "")  # the table went away: highlighted, said in words
-    expect(card(page, "table-1", "")).to_have_class("card offline alerting")
+    expect(card(page, "table-1", "")).to_have_class("card offline")
     expect(card(page, "table-1", ".presence")).to_have_text("OFFLINE")
+    offline = stored(
+        2, "table-1", AlertKind.DEVICE_OFFLINE, "table-1 is offline", "2026-12-01T08:06:00.000Z"
+    )
+    floor.apply_alert(offline)  # and the witness says so
+    expect(card(page, "table-1", "")).to_have_class("card offline alerting")
     expect(card(page, "table-1", ".card-alert")).to_contain_text("DEVICE OFFLINE")
-    expect(page.locator("#alert-list li").first).to_contain_text("DEVICE OFFLINE")
+    expect(page.locator("#alert-list li").nth(1)).to_contain_text(
+        "DEVICE OFFLINE"
+    )  # after critical
     expect(page.locator("#summary")).to_have_text("2 tables · 1 offline · 2 alerting")
 
     two.record("fault", round=1, fault="sensor_lost", detail=HOSTILE)
@@ -380,9 +436,11 @@ def test_a_client_that_never_reads_is_dropped_and_holds_up_no_other(
     reading.start()
     sent = 0
     while dashboard.page_server.clients == 2 and sent < 40_000:  # about 40 MB at most
-        floor.apply_alert(Alert("table-1", AlertKind.GAP, pad, "2026-12-01T08:00:00.000Z"))
         sent += 1
-    floor.apply_alert(Alert("table-1", AlertKind.GAP, "last", "2026-12-01T08:00:00.000Z"))
+        floor.apply_alert(stored(sent, "table-1", AlertKind.GAP, pad, "2026-12-01T08:00:00.000Z"))
+    floor.apply_alert(
+        stored(sent + 1, "table-1", AlertKind.GAP, "last", "2026-12-01T08:00:00.000Z")
+    )
     assert seen.wait(WAIT_S)
     assert dashboard.page_server.wait_for_clients(1, timeout=WAIT_S)
     reading.join(timeout=WAIT_S)
@@ -397,3 +455,138 @@ def test_the_page_is_shipped_with_the_package() -> None:
     assert "assets/*" in pyproject["tool"]["setuptools"]["package-data"]["controller.witness"]
     assets = {p.name for p in (ROOT / "controller" / "witness" / "assets").iterdir()}
     assert assets == {"floor.html", "floor.css", "floor.js"}
+
+
+# --- acknowledgements --------------------------------------------------------------------------
+
+
+def post_ack(number: int | str, body: bytes, *headers: str) -> bytes:
+    lines = [f"POST /alerts/{number}/ack HTTP/1.1", "Host: floor", *headers]
+    if not any(h.lower().startswith("content-length") for h in headers):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join([*lines, "", ""])).encode("latin-1") + body
+
+
+JSON = "Content-Type: application/json"
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def test_an_acknowledgement_names_its_user_and_is_taken_once(
+    dashboard: DashboardServer, floor: Floor, acks: Acks
+) -> None:
+    two_tables(floor)
+    acks.give(stored(3, "table-1", AlertKind.FORK, "two logs", "2026-12-01T08:05:00.000Z"))
+    answer = read_all(request(dashboard.address, post_ack(3, b'{"user": " S100 Pat "}', JSON)))
+    assert status_of(answer) == 200
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert (body["acked_by"], body["acked_local"]) == ("S100 Pat", "2026-12-01 09:30:00 CET")
+    again = read_all(request(dashboard.address, post_ack(3, b'{"user": "S200"}', JSON)))
+    assert status_of(again) == 409
+    assert json.loads(again.partition(b"\r\n\r\n")[2])["acked_by"] == "S100 Pat"
+    assert acks.calls == [(3, "S100 Pat"), (3, "S200")]
+    shown = floor.snapshot()
+    assert shown["alerts"] == []
+    assert shown["closed"][0]["acked_by"] == "S100 Pat"
+
+
+@pytest.mark.parametrize(
+    ("head", "code"),
+    [
+        (post_ack(9, b'{"user": "S1"}', JSON), 404),  # no such alert
+        (post_ack(3, b'{"user": "S1"}'), 415),  # not JSON: another site's form could send it
+        (post_ack(3, b'{"user": "S1"}', "Content-Type: text/plain"), 415),
+        (post_ack(3, b"user=S1", "Content-Type: application/x-www-form-urlencoded"), 415),
+        (post_ack(3, b'{"user": "S1"}', JSON, "Origin: http://evil.example"), 403),
+        (post_ack(3, b"x" * 2000, JSON), 413),
+        (post_ack(3, b"", JSON, "Content-Length: x"), 411),
+        (post_ack(3, b'{"user": ""}', JSON), 400),
+        (post_ack(3, b'{"user": "' + b"x" * 65 + b'"}', JSON), 400),
+        (post_ack(3, b'{"user": "a\\u0007b"}', JSON), 400),
+        (post_ack(3, b'{"name": "S1"}', JSON), 400),
+        (post_ack(3, b"\xff\xfe", JSON), 400),
+        (post_ack("03", b'{"user": "S1"}', JSON), 405),  # not an alert's number
+        (post_ack("3/../4", b'{"user": "S1"}', JSON), 405),
+    ],
+)
+def test_an_acknowledgement_that_is_not_one_is_refused(
+    dashboard: DashboardServer,
+    acks: Acks,
+    head: bytes,
+    code: int,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    acks.give(stored(3, "table-1", AlertKind.FORK, "two logs", "2026-12-01T08:05:00.000Z"))
+    answer = read_all(request(dashboard.address, head))
+    assert status_of(answer) == code, answer[:200]
+    assert acks.alerts[3].acked_by == ""
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_with_a_token_an_acknowledgement_carries_it(floor: Floor, acks: Acks) -> None:
+    acks.give(stored(3, "table-1", AlertKind.FORK, "two logs", "2026-12-01T08:05:00.000Z"))
+    token = "f00d-c0ffee-0123456789"
+    with DashboardServer(floor, "127.0.0.1", 0, acknowledge=acks, ack_token=token) as server:
+        for given in ("", "Authorization: Bearer wrong", f"Authorization: Basic {token}"):
+            head = post_ack(3, b'{"user": "S1"}', JSON, *([given] if given else []))
+            assert status_of(read_all(request(server.address, head))) == 401
+        head = post_ack(3, b'{"user": "S1"}', JSON, f"Authorization: Bearer {token}")
+        assert status_of(read_all(request(server.address, head))) == 200
+
+
+def test_without_a_token_only_the_loopback_acknowledges(floor: Floor, acks: Acks) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: the route says the address
+            address = probe.getsockname()[0]
+        except OSError:
+            address = "127.0.0.1"
+    if address.startswith("127."):
+        pytest.skip("no address other than the loopback here")
+    outside = [address]
+    acks.give(stored(3, "table-1", AlertKind.FORK, "two logs", "2026-12-01T08:05:00.000Z"))
+    with DashboardServer(floor, outside[0], 0, acknowledge=acks) as server:
+        head = post_ack(3, b'{"user": "S1"}', JSON)
+        assert status_of(read_all(request(server.address, head))) == 403
+        assert status_of(read_all(request(server.address, get("/state.json")))) == 200
+    assert acks.calls == []
+
+
+@pytest.mark.browser
+def test_a_pit_boss_acknowledges_an_alert_on_the_page(
+    browser: Any, dashboard: DashboardServer, floor: Floor, acks: Acks
+) -> None:
+    from playwright.sync_api import expect
+
+    two_tables(floor)
+    acks.give(
+        stored(1, "table-2", AlertKind.GAP, "records 5 to 9 missing", "2026-12-01T08:04:00.000Z")
+    )
+    acks.give(stored(2, "table-1", AlertKind.FORK, "two logs", "2026-12-01T08:03:00.000Z"))
+    dice = "dice on table-1 look loaded: red 6 seen 31 % of 180 rolls (round 41)."
+    acks.give(stored(3, "table-1", AlertKind.BIASED_DICE, dice, "2026-12-01T08:05:00.000Z"))
+    line = {"seq": 9, "kind": "result", "time": "2026-12-01T08:06:00.000Z", "data": {
+        "round": 9, "attempt": 1, "game": "tiles", "bank": "dealer", "count": 12, "total": 12,
+        "starting_position": "seat 3", "dice": {"red": 5, "blue": [3, 4]}}}  # fmt: skip
+    floor.apply_unconfirmed("table-1", Unconfirmed(2, 8, 9, line))
+    page = open_page(browser, dashboard, 1920, 1080)
+    items = page.locator("#alert-list li")
+    expect(items).to_have_count(3)
+    expect(items.nth(0)).to_contain_text("CRITICAL")  # by severity, then the newest first
+    expect(items.nth(1)).to_contain_text("red 6 seen 31 % of 180 rolls")
+    expect(items.nth(2)).to_contain_text("RECORDS MISSING")
+    expect(card(page, "table-1", "dd.log")).to_contain_text("2 UNCONFIRMED")
+    expect(card(page, "table-1", "dd.result.unconfirmed")).to_contain_text("Red 5 · Blue 3 4")
+    fork = items.nth(0)
+    fork.locator("input").fill("S100 Pat")
+    fork.locator("button").click()
+    closed = page.locator("#closed-list li").first
+    expect(closed).to_contain_text("ACKNOWLEDGED by S100 Pat at 2026-12-01 09:30:00 CET")
+    expect(page.locator("#alert-list li")).to_have_count(2)
+    assert acks.calls == [(2, "S100 Pat")]
+    shot(page, "floor-acknowledged")
+    page.context.close()

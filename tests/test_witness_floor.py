@@ -15,9 +15,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -37,6 +39,7 @@ from controller.witness.floor import (
     time_ms,
     void_summary,
 )
+from controller.witness.ports import SEVERITY, StoredAlert, Unconfirmed
 
 SEED = 7
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -267,28 +270,41 @@ def test_a_service_test_round_never_counts() -> None:
 
 
 def alerts(floor: Floor) -> list[tuple[str, str, bool]]:
-    return [(a["table"], a["kind"], a["cleared"]) for a in floor.snapshot()["alerts"]]
+    """The open alerts (by severity, then newest first), then the closed ones."""
+    snapshot = floor.snapshot()
+    return [(a["table"], a["kind"], a["cleared"]) for a in snapshot["alerts"] + snapshot["closed"]]
 
 
-def test_device_offline_is_raised_and_cleared_by_the_status() -> None:
+def stored(number: int, table: str, kind: AlertKind, detail: str, t: float, **kw: Any) -> Any:
+    """An alert as the witness keeps it (its number, its kind's severity)."""
+    return StoredAlert(number, Alert(table, kind, detail, at(t), 0), SEVERITY[kind], **kw)
+
+
+def test_an_offline_table_is_said_offline_and_the_witness_alerts_it() -> None:
     clock = Clock()
     floor = Floor(clock=clock)
     floor.apply_status("t", online(0))
-    assert alerts(floor) == []
     floor.apply_status("t", online(1, "fault", ("tamper",)))
     floor.apply_status("t", Status(Presence.OFFLINE, "", "", 0, (), at(5)))  # the will
     view = floor.table("t")
     assert view is not None
     assert view["presence"] == "offline"
     assert (view["screen"], view["faults"]) == ("fault", ["tamper"])  # as it was left
+    offline = stored(1, "t", AlertKind.DEVICE_OFFLINE, "t is offline", 5)
+    floor.apply_alert(offline)
+    view = floor.table("t")
+    assert view is not None
     assert view["alerting"] is True
-    assert [a["words"] for a in view["alerts"]] == ["device offline"]
+    assert [(a["words"], a["severity"]) for a in view["alerts"]] == [("device offline", "warning")]
     floor.apply_status("t", online(9))
-    assert alerts(floor) == [("t", "device_offline", True), ("t", "device_offline", False)]
+    floor.apply_alert(replace(offline, cleared=at(9)))  # the witness: back online
+    assert alerts(floor) == [("t", "device_offline", True)]
     assert floor.table("t")["alerting"] is False  # type: ignore[index]
+    closed = floor.snapshot()["closed"][0]
+    assert closed["cleared_local"] == "2026-12-01 08:00:09 UTC"
 
 
-def test_biased_dice_stands_until_the_dice_are_replaced_or_kept() -> None:
+def test_the_dice_alarm_stands_on_the_card_until_the_dice_are_replaced_or_kept() -> None:
     floor = Floor(clock=Clock())
     lines = Lines()
     alarm = {"round": 40, "test": "red", "face": 6, "log_e": "6.100", "threshold": "5.521"}
@@ -302,12 +318,11 @@ def test_biased_dice_stands_until_the_dice_are_replaced_or_kept() -> None:
         assert view is not None
         assert view["dice_alarm"]["test"] == "red"
         assert view["faults"] == ["dice_alarm"]
-        assert "red test, face 6" in view["alerts"][0]["detail"]
         floor.apply_record("t", clearing)
         view = floor.table("t")
         assert view is not None
-        assert (view["dice_alarm"], view["faults"], view["alerts"]) == (None, [], [])
-    assert [k for _, k, _ in alerts(floor)] == ["biased_dice"] * 4
+        assert (view["dice_alarm"], view["faults"]) == (None, [])
+    assert alerts(floor) == []  # the alert is the witness's (controller/witness/tables.py)
 
 
 def test_games_per_hour_too_low_only_after_an_open_hour() -> None:
@@ -323,45 +338,87 @@ def test_games_per_hour_too_low_only_after_an_open_hour() -> None:
     assert view is not None
     assert view["alerts"][0]["words"] == "games per hour too low"
     assert view["alerts"][0]["detail"] == "0 games in the last hour, fewer than 2"
+    assert view["alerts"][0]["severity"] == "info"
     floor.apply_status("t", online(3601, screen="fault", faults=("sensor_lost",)))
-    assert alerts(floor)[0] == ("t", "games_per_hour_low", True)  # a fault is not a slow table
+    assert alerts(floor) == [("t", "games_per_hour_low", True)]  # a fault is not a slow table
     floor.apply_status("t", online(3602))
     clock.now = T0 + 2 * 3600 + 1
     floor.refresh()
     assert alerts(floor)[0] == ("t", "games_per_hour_low", False)  # another whole hour
+    assert floor.snapshot()["alerts"][0]["ackable"] is False  # it clears by itself
 
 
-def test_a_witness_alert_marks_its_table_for_the_hold_and_stays_in_the_list() -> None:
+def test_an_open_alert_marks_its_table_until_it_is_acknowledged_or_cleared() -> None:
     clock = Clock()
-    floor = Floor(clock=clock, settings=FloorSettings(witness_alert_hold_s=60))
+    zone = ZoneInfo("Europe/Paris")
+    floor = Floor(clock=clock, settings=FloorSettings(min_games_per_hour=0, zone=zone))
     floor.apply_status("t", online(0))
-    floor.apply_alert(Alert("t", AlertKind.FORK, "two records at 12", at(1), 12))
-    floor.apply_alert(Alert("nowhere", AlertKind.UNKNOWN_TABLE, "no key", at(1)))
+    fork = stored(7, "t", AlertKind.FORK, "two logs at 12", 1)
+    floor.apply_alert(fork)
+    floor.apply_alert(stored(8, "nowhere", AlertKind.UNKNOWN_TABLE, "no key", 2))
+    floor.apply_alert(stored(9, "t", AlertKind.GAP, "records missing", 3))
     view = floor.table("t")
     assert view is not None
     assert view["alerting"] is True
-    assert view["witness_alert"]["words"] == "log forked"
+    assert view["witness_alert"]["words"] == "log forked"  # the most severe first
     assert floor.table("nowhere") is None  # an alert does not make a table
-    clock.now = T0 + 61
+    shown = floor.snapshot()["alerts"]
+    assert [(a["id"], a["severity"]) for a in shown] == [
+        (7, "critical"), (9, "warning"), (8, "info"),
+    ]  # fmt: skip
+    assert shown[0]["time_local"] == "2026-12-01 09:00:01 CET"  # the witness's zone
+    assert shown[0]["ackable"] is True
+    clock.now = T0 + 3600 * 5
     floor.refresh()
+    assert floor.table("t")["alerting"] is True  # type: ignore[index]  # no hold: it stands
+    floor.apply_alert(replace(fork, acked_by="S100 Pat", acked_at=at(60)))
+    floor.apply_alert(replace(stored(9, "t", AlertKind.GAP, "records missing", 3), cleared=at(70)))
     assert floor.table("t")["alerting"] is False  # type: ignore[index]
-    assert [k for _, k, _ in alerts(floor)] == ["unknown_table", "fork"]
+    closed = floor.snapshot()["closed"]
+    assert [(a["id"], a["acked_by"], a["acked_local"]) for a in closed] == [
+        (9, "", ""), (7, "S100 Pat", "2026-12-01 09:01:00 CET"),
+    ]  # fmt: skip
 
 
-def test_the_alert_list_is_bounded_newest_first_and_a_stream_behind_it_gets_a_snapshot() -> None:
+def test_the_alert_list_is_bounded_and_a_stream_behind_it_gets_a_snapshot() -> None:
     fold = FloorFold()
     fold.status("t", online(0), T0)
     start = fold.version
     for n in range(MAX_ALERTS + 5):
-        fold.alert(Alert("t", AlertKind.GAP, f"gap {n}", at(n)), T0)
-    shown = fold.snapshot(T0)["alerts"]
-    assert len(shown) == MAX_ALERTS
-    assert shown[0]["detail"] == f"gap {MAX_ALERTS + 4}"
-    assert [a["number"] for a in shown] == sorted((a["number"] for a in shown), reverse=True)
-    assert fold.changes_since(start, T0) is None
-    recent = fold.changes_since(fold.version - 2, T0)
+        gap = stored(n + 1, "t", AlertKind.GAP, f"gap {n}", n)
+        fold.alert(gap, T0)
+        fold.alert(replace(gap, cleared=at(n)), T0)
+    snapshot = fold.snapshot(T0)
+    assert snapshot["alerts"] == []
+    closed = snapshot["closed"]
+    assert len(closed) == MAX_ALERTS
+    assert closed[0]["detail"] == f"gap {MAX_ALERTS + 4}"
+    assert [a["number"] for a in closed] == sorted((a["number"] for a in closed), reverse=True)
+    assert fold.changes_since(start, T0) is None  # it holds alerts gone from the list
+    before = fold.version
+    fold.alert(stored(999, "t", AlertKind.FORK, "the last", 999), T0)
+    recent = fold.changes_since(before, T0)
     assert recent is not None
-    assert [a["detail"] for a in recent["alerts"]] == [f"gap {MAX_ALERTS + 4}"]
+    assert [a["detail"] for a in recent["alerts"]] == ["the last"]
+
+
+def test_the_unconfirmed_records_are_shown_apart_from_the_facts() -> None:
+    fold = FloorFold()
+    lines = Lines()
+    fold.record("t", lines("round_opened", 0, round=3), T0)
+    line = result(lines, 1, 3)
+    fold.unconfirmed("t", Unconfirmed(1, 2, 2, line), T0)
+    view = fold.table("t")
+    assert view is not None
+    assert view["last_result"] is None  # not a fact yet
+    assert view["unconfirmed"]["count"] == 1
+    assert view["unconfirmed"]["result"]["unconfirmed"] is True
+    assert view["unconfirmed"]["result"]["round"] == 3
+    fold.record("t", line, T0)  # a checkpoint signed it
+    fold.unconfirmed("t", Unconfirmed(), T0)
+    view = fold.table("t")
+    assert view is not None
+    assert (view["last_result"]["round"], view["unconfirmed"]) == (3, None)
 
 
 def test_faults_open_and_close_as_the_table_records_them() -> None:
@@ -630,7 +687,7 @@ class FloorWalk(RuleBasedStateMachine):
             assert view["games_per_hour"] == expected
             assert set(view["faults"]) == self.faults[table]
         numbers = [a["number"] for a in snapshot["alerts"]]
-        assert numbers == sorted(numbers, reverse=True)
+        assert numbers == sorted(numbers, reverse=True)  # all info: the newest first
         assert snapshot["version"] >= self.seen_version
         self.seen_version = snapshot["version"]
         json.dumps(snapshot, allow_nan=False)
@@ -652,7 +709,7 @@ def test_the_module_is_pure_apart_from_its_lock() -> None:
         )
     }  # fmt: skip
     allowed = {"__future__", "threading", "collections", "dataclasses", "datetime", "enum"}
-    own = {"controller.fleet.protocol", "controller.witness.ports"}  # ports: for mypy only
+    own = {"controller.fleet.protocol", "controller.witness.ports"}
     assert imported <= allowed | {"typing"} | own, imported
     called = {
         node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
@@ -690,7 +747,9 @@ def test_a_floor_is_the_sink_the_witness_calls() -> None:
 
     from controller.witness.ports import FloorSink
 
-    for name in ("apply_record", "apply_status", "apply_cosigned", "apply_alert"):
+    for name in (
+        "apply_record", "apply_unconfirmed", "apply_status", "apply_cosigned", "apply_alert",
+    ):  # fmt: skip
         theirs = inspect.signature(getattr(FloorSink, name))
         mine = inspect.signature(getattr(Floor, name))
         assert list(mine.parameters) == list(theirs.parameters), name

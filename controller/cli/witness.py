@@ -135,6 +135,13 @@ def witness_arguments(p: argparse.ArgumentParser) -> None:
         help="below it an open table is alerted on the dashboard (default 10; 0: never)",
     )
     p.add_argument(
+        "--ack-token-file",
+        type=path_argument,
+        help="a file (mode 0600 or 0400) holding the token a dashboard user sends to acknowledge"
+        " an alert (Authorization: Bearer); without it only the witness's own host (the"
+        " loopback) may acknowledge",
+    )
+    p.add_argument(
         "--reset-table",
         type=_table_name,
         metavar="TABLE",
@@ -174,21 +181,30 @@ def witness(args: argparse.Namespace) -> int:
 
     from controller.app.logs import configure_logging
     from controller.app.sdnotify import notify
-    from controller.witness.dashboard import DashboardServer
+    from controller.witness.dashboard import DashboardServer, LocalZone
     from controller.witness.floor import Floor, FloorSettings
-    from controller.witness.keys import load_or_create_key, load_table_keys
+    from controller.witness.keys import (
+        load_or_create_alert_key,
+        load_or_create_key,
+        load_table_keys,
+    )
     from controller.witness.service import Connection, WitnessService
     from controller.witness.tables import Witness
 
     configure_logging()
     keys = load_table_keys(Path(args.keys))
     username, password = _credentials(args.credentials_file)
+    ack_token = _ack_token(args.ack_token_file)
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StateLock(state_dir)
     try:
         cosigner, made = load_or_create_key(state_dir, args.name)
         if made:
             log.info("made the witness's key %s: %s", state_dir / "witness.key", cosigner.verifier)
+        alert_key, made = load_or_create_alert_key(state_dir, cosigner)
+        if made:
+            log.info("made the witness's alert key %s: %s", state_dir / "alerts.key",
+                     alert_key.verifier)  # fmt: skip
         store = open_store(state_dir, db)
         try:
             connection = Connection(
@@ -202,11 +218,13 @@ def witness(args: argparse.Namespace) -> int:
                 tables=tuple(sorted(keys)) if args.partition else (),
             )
             service = WitnessService(connection)
-            floor = Floor(clock=time.time, settings=FloorSettings(min_games_per_hour=min_games))
+            settings = FloorSettings(min_games_per_hour=min_games, zone=LocalZone())
+            floor = Floor(clock=time.time, settings=settings)
             core = Witness(
                 store,
                 keys,
                 cosigner,
+                alert_key=alert_key,
                 clock=time.time,
                 publish=service.publish,
                 gap_s=gap_s,
@@ -224,7 +242,12 @@ def witness(args: argparse.Namespace) -> int:
             dashboard = None
             if dashboard_at is not None:
                 try:
-                    dashboard = DashboardServer(floor, *dashboard_at)
+                    dashboard = DashboardServer(
+                        floor,
+                        *dashboard_at,
+                        acknowledge=service.acknowledge,
+                        ack_token=ack_token,
+                    )
                 except OSError as exc:
                     raise ControllerError(f"the floor dashboard: {exc}") from None
                 dashboard.start()
@@ -385,6 +408,27 @@ def _reset(state_dir: Path, db: str | None, table: str) -> int:
     return 0
 
 
+def _ack_token(path_text: str | None) -> str:
+    """The dashboard's acknowledgement token: one line of 16 to 256 printable ASCII
+    characters, in a file its owner alone reads."""
+    if path_text is None:
+        return ""
+    import stat
+
+    from controller.files import TooLarge, read_capped
+
+    path = Path(path_text)
+    try:
+        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+            raise ConfigError("--ack-token-file", f"{path} must be mode 0600 or 0400")
+        token = read_capped(path, 1024).decode("ascii").strip()
+    except (OSError, TooLarge, UnicodeDecodeError) as exc:
+        raise ConfigError("--ack-token-file", f"cannot read {path}: {exc}") from None
+    if not (16 <= len(token) <= 256 and token.isprintable() and " " not in token):
+        raise ConfigError("--ack-token-file", "one line of 16 to 256 characters, no spaces")
+    return token
+
+
 def _credentials(path_text: str | None) -> tuple[str, str]:
     if path_text is None:
         return "", ""
@@ -402,21 +446,24 @@ def _credentials(path_text: str | None) -> tuple[str, str]:
 def witness_key_arguments(p: argparse.ArgumentParser) -> None:
     describe(
         p,
-        "The witness's cosigner key (C2SP cosignature/v1): made in witness.key (mode 0600) in"
-        " the state directory when there is none, never replaced. Prints its verifier key, for"
-        " each table's [fleet] witness_key.",
+        "The witness's cosigner key (C2SP cosignature/v1) and its alert key: made in"
+        " witness.key and alerts.key (mode 0600) in the state directory when there are none,"
+        " never replaced. Prints their verifier keys: the first line the cosigner's, for each"
+        " table's [fleet] witness_key; the second the alert key's (Ed25519, the same name),"
+        " for whoever reads the signed alerts on paigow/v1/alerts.",
         "example:\n"
-        "  paigow-controller witness-key --state-dir /var/lib/paigow-witness > witness.pub",
+        "  paigow-controller witness-key --state-dir /var/lib/paigow-witness | head -1 > w.pub",
     )
     p.add_argument("--state-dir", required=True, help="the witness's directory")
     p.add_argument("--name", type=_key_name, help="the key's name, for a new key")
 
 
 def witness_key(args: argparse.Namespace) -> int:
-    from controller.witness.keys import load_or_create_key
+    from controller.witness.keys import load_or_create_alert_key, load_or_create_key
 
     state_dir = directory_argument(args.state_dir)
     assert state_dir is not None
     signer, _ = load_or_create_key(state_dir, args.name)
-    sys.stdout.write(f"{signer.verifier}\n")
+    alert_key, _ = load_or_create_alert_key(state_dir, signer)
+    sys.stdout.write(f"{signer.verifier}\n{alert_key.verifier}\n")
     return 0

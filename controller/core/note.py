@@ -8,13 +8,16 @@ and a signer key, as Go's ``golang.org/x/mod/sumdb/note`` writes it,
 ``PRIVATE+KEY+<name>+<key ID in hex>+<base64(0x01 || Ed25519 seed)>``.
 
 A checkpoint (https://c2sp.org/tlog-checkpoint) is the note text ``<origin>\\n<tree size>\\n
-<base64(root hash)>\\n``.
+<base64(root hash)>\\n``, then any extension lines; parsed strictly (a size in decimal without
+leading zeros, the root in canonical base64, every line non-empty).
 
 A cosignature (https://c2sp.org/tlog-cosignature, cosignature/v1) is a witness's note signature
 on a checkpoint: its key ID is computed with the algorithm byte 0x04 instead of 0x01, and the
 line carries ``key ID || u64 timestamp (big-endian) || Ed25519 signature`` of
-``cosignature/v1\\ntime <timestamp>\\n`` followed by the checkpoint's text. A cosigner's
-verifier key is written as any other, with 0x04 before the public key.
+``cosignature/v1\\ntime <timestamp>\\n`` followed by the checkpoint note's body byte for
+byte, extension lines included (:func:`cosign_note` cosigns the body it is given, never one
+rebuilt from the parsed fields). A cosigner's verifier key is written as any other, with 0x04
+before the public key.
 """
 
 from __future__ import annotations
@@ -252,6 +255,8 @@ class Checkpoint:
         root_hash = _b64decode(root_text)
         if len(root_hash) != 32:
             raise NoteError("a checkpoint root hash is 32 bytes")
+        if base64.b64encode(root_hash).decode() != root_text:  # one text per root (C2SP)
+            raise NoteError("a checkpoint root hash is in canonical base64")
         return cls(origin, size, root_hash)
 
 
@@ -294,29 +299,78 @@ def open_checkpoint(note: str, verifier: Verifier) -> Checkpoint:
 # --- C2SP tlog-cosignature (cosignature/v1) -------------------------------------------------
 
 
-def _cosigned_message(checkpoint_text: str, timestamp: int) -> bytes:
-    return f"{COSIGNATURE_HEADER}time {timestamp}\n{checkpoint_text}".encode()
+def _cosigned_message(body: str, timestamp: int) -> bytes:
+    """What a cosigner signs (C2SP tlog-cosignature, cosignature/v1): the header, the time
+    line, then the checkpoint's note body byte for byte, extension lines included."""
+    return f"{COSIGNATURE_HEADER}time {timestamp}\n{body}".encode()
 
 
-def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -> str:
-    """The witness's signature line on ``checkpoint`` at ``timestamp`` (POSIX seconds, given:
-    the core reads no clock), newline included; appended to the checkpoint's signed note it
-    makes the cosigned note."""
+def note_body(note: str) -> str:
+    """The text of a signed note (everything before the blank line, with its last newline),
+    its signatures not checked; :class:`NoteError` when it is not a note's text."""
+    text, sep, _ = note.rpartition("\n\n")
+    if not sep:
+        raise NoteError("malformed note: no blank line before the signatures")
+    text += "\n"
+    _check_text(text)
+    return text
+
+
+def checkpoint_body(note: str) -> str:
+    """The body of a signed checkpoint, once it is a canonical one (C2SP tlog-checkpoint: the
+    origin, the size in decimal, the root hash in base64, then extension lines, each line
+    non-empty and ending in a newline); :class:`NoteError` otherwise."""
+    body = note_body(note)
+    Checkpoint.parse(body)
+    return body
+
+
+def cosignature_on(body: str, cosigner: Signer, timestamp: int) -> str:
+    """The cosigner's signature line on a checkpoint body as given (``checkpoint_body``),
+    newline included: ``— <name> base64(key ID || u64 timestamp (big-endian) || Ed25519
+    signature of cosignature/v1 || "time <timestamp>" || body)``."""
     if cosigner.alg != ALG_COSIGNATURE_V1:
         raise NoteError("a cosignature needs a cosigner key (algorithm 0x04)")
     if not 0 <= timestamp <= MAX_TIMESTAMP:
         raise NoteError("a cosignature's timestamp is 0 to 2^63 - 1")
-    signature = cosigner.sign(_cosigned_message(checkpoint.text(), timestamp))
+    signature = cosigner.sign(_cosigned_message(body, timestamp))
     raw = cosigner.verifier.key_id + timestamp.to_bytes(8, "big") + signature
     return f"{SIGNATURE_DASH} {cosigner.name} {base64.b64encode(raw).decode()}\n"
 
 
+def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -> str:
+    """The witness's signature line on ``checkpoint`` (the body its fields make, no extension
+    lines) at ``timestamp`` (POSIX seconds, given: the core reads no clock)."""
+    return cosignature_on(checkpoint.text(), cosigner, timestamp)
+
+
 def cosign_note(note: str, cosigner: Signer, timestamp: int) -> str:
-    """``note`` (a signed checkpoint, its signatures not checked here) with the cosignature
-    line added after its signatures."""
+    """``note`` (a signed checkpoint, its signatures not checked here) as given, with the
+    cosignature line on its body as given added after its signatures; a body that is not a
+    canonical checkpoint is refused (:class:`NoteError`), never rebuilt."""
     if not note.endswith("\n"):
         raise NoteError("malformed note: signatures must end in a newline")
-    return note + cosignature_line(unverified_checkpoint(note), cosigner, timestamp)
+    return note + cosignature_on(checkpoint_body(note), cosigner, timestamp)
+
+
+def signed_by(note: str, verifier: Verifier) -> str:
+    """``note`` with only the signature lines of ``verifier`` (its name and key ID), each as
+    given: the body and the log's own signatures, without anyone else's (a witness publishes
+    those with its cosignature line). Signatures not checked here (:func:`open_note`)."""
+    body = note_body(note)
+    lines = note[len(body) + 1 :].split("\n")
+    if lines[-1] != "" or len(lines) < 2:
+        raise NoteError("malformed note: signatures must end in a newline")
+    kept = []
+    for line in lines[:-1]:
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != SIGNATURE_DASH:
+            raise NoteError("malformed note: bad signature line")
+        if parts[1] == verifier.name and _b64decode(parts[2])[:4] == verifier.key_id:
+            kept.append(line + "\n")
+    if not kept:
+        raise NoteError(f"no signature by key {verifier.name}+{verifier.key_id.hex()}")
+    return body + "\n" + "".join(kept)
 
 
 @dataclass(frozen=True)

@@ -168,13 +168,17 @@ class Status:
 
 
 class AlertKind(StrEnum):
-    ROLLBACK = "rollback"  # a checkpoint smaller than one already cosigned
-    FORK = "fork"  # a record or checkpoint that contradicts what was accepted at its size
-    GAP = "gap"  # records missing that did not come
+    # two signed trees that disagree (fleet-v2.md, "Checkpoints: stale, consistent, or
+    # evidence"): the log went back to an older copy and went on, or two copies played
+    ROLLBACK = "rollback"
+    FORK = "fork"
+    GAP = "gap"  # a signed checkpoint whose records did not come
     BAD_SIGNATURE = "bad_signature"  # a checkpoint not signed by the table's key
-    BAD_RECORD = "bad_record"  # a record that is not an export line, or breaks the chain
-    SILENCE = "silence"  # nothing from the table past the configured time
+    BAD_RECORD = "bad_record"  # a record under the table's signature that the verifier refuses
+    SILENCE = "silence"  # nothing signed from the table past the configured time
     UNKNOWN_TABLE = "unknown_table"  # a table whose key the witness was not given
+    DEVICE_OFFLINE = "device_offline"  # the table's signed status says offline
+    BIASED_DICE = "biased_dice"  # the table's dice monitor raised its alarm
 
 
 @dataclass(frozen=True, slots=True)

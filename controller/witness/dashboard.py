@@ -8,8 +8,8 @@
     print(dashboard.url)
     dashboard.close()        # may be called twice
 
-Paths (GET, and HEAD; anything else is a 405, a request too large a 414 or 431, an unknown
-path a 404, never a traceback):
+Paths (GET, and HEAD; and one POST; anything else is a 405, a request too large a 414 or 431,
+an unknown path a 404, never a traceback):
 
 - ``/``: the page (``assets/floor.html``, ``floor.css``, ``floor.js``: nothing from outside the
   box, a strict Content-Security-Policy, every text from a table set as text, never as HTML);
@@ -20,6 +20,20 @@ path a 404, never a traceback):
   within ``coalesce_s`` sent together; ``heartbeat`` (``now_ms``, the witness's clock, and
   ``version``) when nothing was sent for ``heartbeat_s``. Each event's id is the floor's
   version. The page treats about three seconds without an event as a lost stream and says so.
+- ``POST /alerts/<id>/ack``, body ``{"user": "<name>"}`` (JSON, ``Content-Type:
+  application/json``, at most 1 KiB): a named user acknowledges the witness's alert ``<id>``;
+  the witness records who and when in its store (on its control thread: ``acknowledge``) and
+  the page shows it. 200 with the alert's acknowledgement, 409 when someone acknowledged it
+  already (who and when), 404 no such alert, 400 a body without a user name (1 to 64
+  printable characters), 415 not JSON, 503 the witness did not answer in time.
+
+  An acknowledgement is a write, so it is taken only from someone the witness can name as
+  allowed: with ``ack_token`` (``paigow-controller witness --ack-token-file``), a request
+  that carries ``Authorization: Bearer <token>``, from anywhere (401 otherwise); without one,
+  a request from the loopback address only (403 otherwise). Either way a request whose
+  ``Origin`` is not the page's own is refused (403), and the JSON content type cannot be sent
+  by another site's form without a CORS preflight, which is never answered (a page elsewhere
+  in a pit boss's browser cannot acknowledge for them).
 
 Bounds, as the table display's server has them (controller/display/server.py, whose bounded
 request reader and capped server this reuses): ``host`` is the loopback address unless set
@@ -31,10 +45,16 @@ it holds up no other. Each costs one log line.
 
 from __future__ import annotations
 
+import hmac
 import io
+import ipaddress
 import json
 import logging
+import re
 import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, tzinfo
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -42,7 +62,12 @@ from typing import Any
 from controller.display.feed import CappedServer, ClientLimits
 from controller.display.hub import sse
 from controller.display.server import HttpCappedServer, RequestReader, load_assets
-from controller.witness.floor import Floor
+from controller.witness.floor import Floor, local_text
+from controller.witness.ports import StoredAlert
+
+# (the alert as it is now or None, whether this acknowledgement is the one recorded); raises
+# TimeoutError when the witness does not answer in time
+Acknowledge = Callable[[int, str], tuple[StoredAlert | None, bool]]
 
 log = logging.getLogger("paigow.floor")
 
@@ -57,6 +82,9 @@ MAX_CLIENTS = 32  # pages and streams at once: the pit's screens, a few others; 
 REQUEST_TIMEOUT_S = 5.0  # the request line and headers, in all
 REQUEST_MAX_BYTES = 16 * 1024  # the request line and headers
 SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
+MAX_ACK_BYTES = 1024  # the body of an acknowledgement
+MAX_USER_CHARS = 64
+_ACK_PATH = re.compile(r"/alerts/([1-9][0-9]{0,17})/ack")
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -94,8 +122,12 @@ class DashboardServer:
         refresh_s: float = 5.0,
         coalesce_s: float = 0.1,
         limits: ClientLimits | None = None,
+        acknowledge: Acknowledge | None = None,
+        ack_token: str = "",
     ) -> None:
         self.floor = floor
+        self.acknowledge = acknowledge
+        self.ack_token = ack_token
         self.heartbeat_s = heartbeat_s
         self.refresh_s = refresh_s
         self.coalesce_s = coalesce_s
@@ -215,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(self.requestline.split()) != 3:
             self.send_error(HTTPStatus.BAD_REQUEST, "an HTTP/1.x request line")
             return False
-        if self.command not in ("GET", "HEAD"):
+        if self.command not in ("GET", "HEAD", "POST"):
             self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
             return False
         return True
@@ -246,6 +278,71 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()  # _send and _events leave the body out
 
+    def do_POST(self) -> None:
+        try:
+            self._post()
+        except (ConnectionError, TimeoutError) as exc:
+            log.info("floor client %s dropped: %s", self.address_string(), exc)
+            self.close_connection = True
+
+    def _post(self) -> None:
+        matched = _ACK_PATH.fullmatch(self.path)
+        if matched is None:
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
+            return
+        dashboard = self.server.dashboard
+        refusal = self._allowed(dashboard)
+        if refusal is not None:
+            self.send_error(refusal)
+            return
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            self.send_error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+            return
+        length = self.headers.get("Content-Length", "")
+        if not (length.isascii() and length.isdigit() and len(length) <= 6):
+            self.send_error(HTTPStatus.LENGTH_REQUIRED)
+            return
+        if int(length) > MAX_ACK_BYTES:
+            self.send_error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+            return
+        body = self.rfile.read(int(length))
+        user = _user_of(body) if len(body) == int(length) else None
+        if user is None:
+            self.send_error(HTTPStatus.BAD_REQUEST, "a JSON body with the user's name")
+            return
+        if dashboard.acknowledge is None:
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE)
+            return
+        try:
+            stored, recorded = dashboard.acknowledge(int(matched.group(1)), user)
+        except TimeoutError:
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE)
+            return
+        if stored is None:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        code = HTTPStatus.OK if recorded else HTTPStatus.CONFLICT
+        answer = _ack_view(stored, dashboard.floor.settings.zone)
+        self._send(json.dumps(answer).encode(), "application/json; charset=utf-8", code)
+
+    def _allowed(self, dashboard: DashboardServer) -> HTTPStatus | None:
+        """Who may write: the token's bearer, or (no token) the loopback; and the page's own
+        origin only."""
+        origin = self.headers.get("Origin")
+        host = self.headers.get("Host", "")
+        if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
+            return HTTPStatus.FORBIDDEN
+        if dashboard.ack_token:
+            given = self.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+            wanted = f"Bearer {dashboard.ack_token}".encode()
+            return None if hmac.compare_digest(given, wanted) else HTTPStatus.UNAUTHORIZED
+        try:
+            loopback = ipaddress.ip_address(self.client_address[0]).is_loopback
+        except ValueError:
+            loopback = False
+        return None if loopback else HTTPStatus.FORBIDDEN
+
     def _get(self) -> None:
         path = self.path.partition("?")[0]
         dashboard = self.server.dashboard
@@ -266,8 +363,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(*asset)
 
-    def _send(self, body: bytes, kind: str) -> None:
-        self.send_response(HTTPStatus.OK)
+    def _send(self, body: bytes, kind: str, code: HTTPStatus = HTTPStatus.OK) -> None:
+        self.send_response(code)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         for name, value in SECURITY_HEADERS.items():
@@ -313,3 +410,58 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(sse("snapshot", view, str(view["version"])))
         version: int = view["version"]
         return version
+
+
+def _user_of(body: bytes) -> str | None:
+    """The user name of an acknowledgement's body: 1 to 64 printable characters."""
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    user = value.get("user") if isinstance(value, dict) else None
+    if not isinstance(user, str):
+        return None
+    user = user.strip()
+    if not 0 < len(user) <= MAX_USER_CHARS or not user.isprintable():
+        return None
+    return user
+
+
+def _ack_view(stored: StoredAlert, zone: tzinfo) -> dict[str, object]:
+    return {
+        "id": stored.id,
+        "table": stored.alert.table,
+        "kind": str(stored.alert.kind),
+        "acked_by": stored.acked_by,
+        "acked_at": stored.acked_at,
+        "acked_local": local_text(stored.acked_at, zone),
+    }
+
+
+class LocalZone(tzinfo):
+    """The zone this process runs in (``TZ``, else the system's), its offset and name asked
+    of the C library for each moment, so a summer time change is followed."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta:
+        return timedelta(seconds=self._local(dt).tm_gmtoff)
+
+    def dst(self, dt: datetime | None) -> timedelta:
+        return timedelta(hours=1) if self._local(dt).tm_isdst > 0 else timedelta(0)
+
+    def tzname(self, dt: datetime | None) -> str:
+        return self._local(dt).tm_zone
+
+    def fromutc(self, dt: datetime) -> datetime:
+        seconds = (dt.replace(tzinfo=None) - _EPOCH) // timedelta(seconds=1)
+        return dt + timedelta(seconds=time.localtime(seconds).tm_gmtoff)
+
+    @staticmethod
+    def _local(dt: datetime | None) -> time.struct_time:
+        """The C library's local time at the wall-clock moment ``dt`` (naive, local)."""
+        if dt is None:
+            return time.localtime()
+        seconds = (dt.replace(tzinfo=None) - _EPOCH) // timedelta(seconds=1)
+        return time.localtime(seconds - time.localtime(seconds).tm_gmtoff)
+
+
+_EPOCH = datetime(1970, 1, 1)

@@ -1,16 +1,20 @@
 """The floor dashboard's view of every table, folded from what the witness has verified.
 
-The witness calls the four methods of its ``FloorSink`` (``controller/witness/ports.py``) for
-every record it accepted, every status, every cosignature and every alert; :class:`Floor`
-implements them. It keeps, per table, what a floor supervisor looks at: whether it is
-connected, its screen and mode, games per hour, the last result, the open faults, the dice
-monitor's alarm, the log's size and the size the witness has cosigned (anchored), when it was
-last heard from; and one list of alerts, the witness's and the floor's own.
+The witness calls the methods of its ``FloorSink`` (``controller/witness/ports.py``) for every
+record it accepted (under a signed checkpoint), the records beyond the checkpoint
+(unconfirmed), every signed status, every cosignature and every alert raised, cleared or
+acknowledged; :class:`Floor` implements them. At its start the witness replays what its store
+holds into them, before the first message. It keeps, per table, what a floor supervisor looks
+at: whether it is connected, its screen and mode, games per hour, the last result, the open
+faults, the dice monitor's alarm, the log's size (the records the witness accepted and cosigned:
+anchored), the records beyond it (unconfirmed, with the latest result among them), when it was
+last heard from; and one list of alerts, the witness's and the floor's own, the open ones by
+severity then newest first, the closed ones (cleared, or acknowledged by a named user) after.
 
 For the witness::
 
     floor = Floor(clock=time.time, settings=FloorSettings(min_games_per_hour=10))
-    witness = Witness(..., sink=floor)          # calls floor.apply_record/status/cosigned/alert
+    witness = Witness(..., floor=floor)  # apply_record/unconfirmed/status/cosigned/alert
     dashboard = DashboardServer(floor, host="127.0.0.1", port=8090)   # controller/witness/dashboard
     dashboard.start()
     ...
@@ -32,16 +36,16 @@ Definitions (the README's "The floor dashboard" says the same):
   wager returned, no result: the round shown as ``void``, whatever result it had). In the
   logs of older versions a ``result_voided`` marks that result ``voided`` (its round was
   played again, and its next ``result`` follows).
-- **Floor alerts** (derived here, next to the witness's own): ``device offline`` while the
-  table's status says offline; ``biased dice`` while the dice monitor's alarm stands (a
-  ``dice_alarm`` record, until ``dice_replaced`` or the supervisor's ``dice_kept``);
-  ``games per hour too low`` while the table is online, open (no open fault, not locked, not in
-  service mode) and has been so for the whole last hour (a table just opened, or back from a
-  fault, is given the hour), and its games per hour are below ``min_games_per_hour`` (0: never).
-  Each is entered in the alert list when it is raised and again when it clears.
-- **Alerting**: a table is shown as alerting while a floor alert stands for it, or within
-  ``witness_alert_hold_s`` of a witness alert about it (a fork or a rollback is not forgotten
-  at the next record).
+- **Alerts**: the witness's (``device offline``, ``biased dice``, a rollback, a fork, ...:
+  each with its number, severity, plain words, when it was raised, cleared and acknowledged,
+  and by whom) and one the floor derives here, ``games per hour too low`` (info) while the
+  table is online, open (no open fault, not locked, not in service mode) and has been so for
+  the whole last hour (a table just opened, or back from a fault, is given the hour), and its
+  games per hour are below ``min_games_per_hour`` (0: never); it clears itself and is not
+  acknowledged. An alert is open until it is cleared or acknowledged.
+- **Alerting**: a table is shown as alerting while an open alert names it.
+- **Times** are shown in the witness's zone (``FloorSettings.zone``: the CLI gives its local
+  zone, ``TZ``), as ``2026-12-01 09:11:05 CET``.
 
 :class:`FloorFold` is the fold itself: pure (no I/O, no threads, no clock: the witness's time
 ``now``, UNIX seconds, is an argument), and it never raises on what a table sent. Every value
@@ -56,23 +60,24 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from controller.fleet.protocol import (
     MAX_DETAIL_CHARS,
-    Alert,
     AlertKind,
     Presence,
     Status,
     is_table_name,
 )
+from controller.witness.ports import SEVERITY_RANK, Severity, StoredAlert, Unconfirmed
 
 WINDOW_MS = 60 * 60 * 1000  # games per hour: the last 60 minutes of the table's time
 MAX_CLOSES = 4096  # close times kept per table (more than a table can play in an hour)
 MAX_TABLES = 512  # tables shown; a record or status of one more is not shown
-MAX_ALERTS = 200  # the alert list, newest first
+MAX_ALERTS = 200  # closed alerts kept in the list, newest first
+MAX_OPEN_ALERTS = 1000  # open alerts kept (the witness raises one of a kind per table)
 MAX_TEXT = 200  # a short text from a table (a fault's name, a screen, a mode, a dice set)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # screens where the table is not open for play
@@ -84,15 +89,13 @@ _SUM_CONDITIONS = ("8-16-17", "3-8-9", "pair", "series")
 class FloorAlertKind(StrEnum):
     """The alerts the floor derives itself (the witness's are ``protocol.AlertKind``)."""
 
-    DEVICE_OFFLINE = "device_offline"
     GAMES_PER_HOUR_LOW = "games_per_hour_low"
-    BIASED_DICE = "biased_dice"
 
 
 ALERT_WORDS: Mapping[str, str] = {
-    FloorAlertKind.DEVICE_OFFLINE: "device offline",
+    AlertKind.DEVICE_OFFLINE: "device offline",
     FloorAlertKind.GAMES_PER_HOUR_LOW: "games per hour too low",
-    FloorAlertKind.BIASED_DICE: "biased dice",
+    AlertKind.BIASED_DICE: "biased dice",
     AlertKind.ROLLBACK: "log rolled back",
     AlertKind.FORK: "log forked",
     AlertKind.GAP: "records missing",
@@ -105,17 +108,15 @@ ALERT_WORDS: Mapping[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class FloorSettings:
-    """``min_games_per_hour``: below it an open table is alerted (0: never);
-    ``witness_alert_hold_s``: how long a witness alert keeps its table shown as alerting."""
+    """``min_games_per_hour``: below it an open table is alerted (0: never); ``zone``: the
+    witness's time zone, times are shown in it."""
 
     min_games_per_hour: int = 10
-    witness_alert_hold_s: float = 3600.0
+    zone: tzinfo = UTC
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_games_per_hour <= MAX_CLOSES:
             raise ValueError(f"min_games_per_hour is 0 to {MAX_CLOSES}")
-        if not self.witness_alert_hold_s >= 0:
-            raise ValueError("witness_alert_hold_s is not negative")
 
 
 # --- reading what a table sent, never raising ---------------------------------------------------
@@ -151,6 +152,52 @@ def rfc3339(now: float) -> str:
     """The witness's time ``now`` (UNIX seconds) as the records write it."""
     moment = datetime.fromtimestamp(now, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def local_text(moment: object, zone: tzinfo) -> str:
+    """An RFC 3339 time (or UNIX seconds) in the witness's zone, as a pit boss reads it:
+    ``2026-12-01 09:11:05 CET``; "" for anything else."""
+    if isinstance(moment, str):
+        ms = time_ms(moment)
+        if ms is None:
+            return ""
+        seconds = ms / 1000
+    elif isinstance(moment, int | float) and 0 <= moment < 2**40:
+        seconds = float(moment)
+    else:
+        return ""
+    shown = datetime.fromtimestamp(seconds, UTC).astimezone(zone)
+    return shown.strftime("%Y-%m-%d %H:%M:%S ") + (shown.tzname() or "")
+
+
+def zone_view(now: float, zone: tzinfo) -> dict[str, Any]:
+    """The witness's zone now: its name and offset from UTC (the page's clock)."""
+    shown = datetime.fromtimestamp(now, UTC).astimezone(zone)
+    offset = shown.utcoffset() or timedelta(0)
+    return {"name": shown.tzname() or "", "offset_ms": offset // timedelta(milliseconds=1)}
+
+
+def unconfirmed_summary(line: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The latest result, correction or void among the unconfirmed records, as a last result
+    is shown, marked unconfirmed."""
+    if not isinstance(line, Mapping):
+        return None
+    seq, kind, data = _int(line.get("seq"), low=1), line.get("kind"), line.get("data")
+    time = _text(line.get("time"), 40) or ""
+    if seq is None or not isinstance(data, Mapping):
+        return None
+    shown: dict[str, Any] | None
+    if kind == "result":
+        shown = result_summary(seq, time, data)
+    elif kind == "result_corrected":
+        shown = corrected_summary(seq, time, data)
+    elif kind == "void":
+        shown = void_summary(seq, time, data)
+    else:
+        shown = None
+    if shown is not None:
+        shown["unconfirmed"] = True
+    return shown
 
 
 def result_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -305,8 +352,9 @@ class _Table:
     received_at: float | None = None  # the witness's time of the table's last message
     open_since_ms: int | None = None
     active: dict[str, str] = field(default_factory=dict)  # standing floor alerts: detail
-    witness_alert: dict[str, Any] | None = None
-    witness_alert_at: float | None = None
+    notices: dict[str, str] = field(default_factory=dict)  # their kind: the alert's key
+    open_alerts: dict[str, dict[str, Any]] = field(default_factory=dict)  # by key
+    unconfirmed: dict[str, Any] | None = None
     alerting: bool = False
 
     def table_now(self, now: float) -> int | None:
@@ -335,6 +383,8 @@ class _Table:
         )
 
     def view(self, settings: FloorSettings) -> dict[str, Any]:
+        shown = sorted(self.open_alerts.values(), key=_alert_order)
+        witness = [a for a in shown if a["source"] == "witness"]
         return {
             "table": self.name,
             "version": self.version,
@@ -353,13 +403,21 @@ class _Table:
             "log_size": self.log_size,
             "anchored_size": self.anchored_size,
             "anchored_time": self.anchored_time,
+            "anchored_local": local_text(self.anchored_time, settings.zone),
+            "unconfirmed": None if self.unconfirmed is None else dict(self.unconfirmed),
             "last_seen": self.last_seen,
+            "last_seen_local": local_text(self.last_seen, settings.zone),
             "received_ms": None if self.received_at is None else int(self.received_at * 1000),
             "alerts": [
-                {"kind": kind, "words": ALERT_WORDS[kind], "detail": detail}
-                for kind, detail in sorted(self.active.items())
+                {
+                    k: a[k]
+                    for k in ("key", "kind", "words", "severity", "detail", "time_local", "source")
+                }
+                for a in shown
             ],
-            "witness_alert": None if self.witness_alert is None else dict(self.witness_alert),
+            "witness_alert": None
+            if not witness
+            else {k: witness[0][k] for k in ("kind", "words", "detail", "time", "severity")},
             "alerting": self.alerting,
         }
 
@@ -374,8 +432,9 @@ class FloorFold:
         self.settings = settings or FloorSettings()
         self.version = 0
         self._tables: dict[str, _Table] = {}
-        self._alerts: deque[dict[str, Any]] = deque(maxlen=MAX_ALERTS)  # newest first
-        self._evicted = 0  # the version of the newest alert dropped from the list
+        self._alerts: dict[str, dict[str, Any]] = {}  # by key: "w<number>", "f<number>"
+        self._evicted = 0  # the version when an alert last left the list
+        self.notices = 0  # the floor's own alerts raised
         self.tables_not_shown = 0  # records or statuses of tables past MAX_TABLES
 
     # --- the witness's calls -----------------------------------------------------------------
@@ -433,22 +492,55 @@ class FloorFold:
         self._derive(state, now)
         return self._changed(state)
 
-    def alert(self, alert: Alert, now: float) -> bool:
-        entry = self._add_alert(
+    def unconfirmed(self, table: str, unconfirmed: Unconfirmed, now: float) -> bool:
+        """The table's records beyond its last signed checkpoint (0 of them: none)."""
+        state = self._tables.get(table) if not unconfirmed.count else self._table(table)
+        if state is None:
+            return False
+        shown = None
+        if unconfirmed.count:
+            shown = {
+                "count": unconfirmed.count,
+                "first": unconfirmed.first,
+                "last": unconfirmed.last,
+                "contested": unconfirmed.contested,
+                "result": unconfirmed_summary(unconfirmed.result),
+            }
+        if shown == state.unconfirmed:
+            return False
+        state.unconfirmed = shown
+        return self._changed(state)
+
+    def alert(self, stored: StoredAlert, now: float) -> bool:
+        """An alert of the witness, raised, cleared or acknowledged (the whole of it)."""
+        alert = stored.alert
+        key = f"w{stored.id}"
+        entry = self._put_alert(
+            key,
+            id=stored.id,
             table=_text(alert.table, 32) or "",
             kind=str(alert.kind),
+            severity=str(stored.severity),
             detail=_text(alert.detail, MAX_DETAIL_CHARS) or "",
             time=_text(alert.time, 40) or "",
             size=_int(alert.size) or 0,
             source="witness",
+            cleared=_text(stored.cleared, 40) or "",
+            acked_by=_text(stored.acked_by, 64) or "",
+            acked_at=_text(stored.acked_at, 40) or "",
         )
         state = self._tables.get(alert.table)
         if state is not None:  # an alert names a table; it does not make one
-            state.witness_alert = {k: entry[k] for k in ("kind", "words", "detail", "time")}
-            state.witness_alert_at = now
+            self._file(state, entry)
             self._derive(state, now)
             self._changed(state)
         return True
+
+    def _file(self, state: _Table, entry: dict[str, Any]) -> None:
+        if entry["open"]:
+            state.open_alerts[entry["key"]] = entry
+        else:
+            state.open_alerts.pop(entry["key"], None)
 
     def refresh(self, now: float) -> bool:
         """Time has passed: games per hour, the alerts that depend on them, the hold of a
@@ -471,13 +563,24 @@ class FloorFold:
                 "min_games_per_hour": self.settings.min_games_per_hour,
                 "window_minutes": WINDOW_MS // 60000,
             },
+            "zone": zone_view(now, self.settings.zone),
             "tables": [t.view(self.settings) for _, t in sorted(self._tables.items())],
-            "alerts": [dict(a) for a in self._alerts],
+            "alerts": [dict(a) for a in self._listed(open_ones=True)],
+            "closed": [dict(a) for a in self._listed(open_ones=False)],
         }
 
+    def _listed(self, *, open_ones: bool) -> list[dict[str, Any]]:
+        """The open alerts by severity, then newest first; or the closed ones, the most
+        recently closed first."""
+        if open_ones:
+            return sorted((a for a in self._alerts.values() if a["open"]), key=_alert_order)
+        closed = [a for a in self._alerts.values() if not a["open"]]
+        return sorted(closed, key=lambda a: a["version"], reverse=True)
+
     def changes_since(self, version: int, now: float) -> dict[str, Any] | None:
-        """The tables changed and the alerts added after ``version`` (newest first), or None
-        when alerts added since have left the bounded list already (send a snapshot)."""
+        """The tables changed and the alerts added or changed after ``version`` (a page puts
+        each in its place by its ``key``), or None when alerts changed since have left the
+        bounded list already (send a snapshot)."""
         if self._evicted > version:
             return None
         return {
@@ -488,7 +591,8 @@ class FloorFold:
                 for _, t in sorted(self._tables.items())
                 if t.version > version
             ],
-            "alerts": [dict(a) for a in self._alerts if a["number"] > version],
+            "zone": zone_view(now, self.settings.zone),
+            "alerts": [dict(a) for a in self._alerts.values() if a["version"] > version],
         }
 
     def table(self, name: str) -> dict[str, Any] | None:
@@ -583,17 +687,6 @@ class FloorFold:
         else:
             state.open_since_ms = None
         wanted: dict[str, str] = {}
-        if state.presence == "offline":
-            wanted[FloorAlertKind.DEVICE_OFFLINE] = (
-                f"the table's status is offline (last seen {state.last_seen or 'never'})"
-            )
-        if state.dice_alarm is not None:
-            alarm = state.dice_alarm
-            face = "" if alarm["face"] is None else f", face {alarm['face']}"
-            wanted[FloorAlertKind.BIASED_DICE] = (
-                f"dice monitor alarm: {alarm['test']} test{face}, log e-value"
-                f" {alarm['log_e']} over {alarm['threshold']} (round {alarm['round']})"
-            )
         least = self.settings.min_games_per_hour
         if (
             least > 0
@@ -607,58 +700,88 @@ class FloorFold:
             )
         for kind in sorted(set(state.active) | set(wanted)):
             if kind in wanted and kind not in state.active:
-                self._add_alert(
+                self.notices += 1
+                key = f"f{self.notices}"
+                state.notices[kind] = key
+                entry = self._put_alert(
+                    key,
+                    id=None,
                     table=state.name,
                     kind=kind,
+                    severity=str(Severity.INFO),
                     detail=wanted[kind],
                     time=rfc3339(now),
                     size=0,
                     source="floor",
                 )
+                self._file(state, entry)
             elif kind not in wanted:
-                detail = f"cleared: {state.active[kind]}"
-                self._add_alert(
-                    table=state.name,
-                    kind=kind,
-                    detail=detail,
-                    time=rfc3339(now),
-                    size=0,
-                    source="floor",
-                    cleared=True,
-                )
+                known = self._alerts.get(state.notices.pop(kind, ""))
+                if known is not None:
+                    entry = self._put_alert(
+                        known["key"], **{**_fields(known), "cleared": rfc3339(now)}
+                    )
+                    self._file(state, entry)
         state.active = wanted
-        held = state.witness_alert_at is not None and (
-            now - state.witness_alert_at < self.settings.witness_alert_hold_s
-        )
-        state.alerting = bool(wanted) or held
+        state.alerting = bool(state.open_alerts)
 
-    def _add_alert(
+    def _put_alert(
         self,
+        key: str,
         *,
+        id: int | None,
         table: str,
         kind: str,
+        severity: str,
         detail: str,
         time: str,
         size: int,
         source: str,
-        cleared: bool = False,
+        cleared: str = "",
+        acked_by: str = "",
+        acked_at: str = "",
     ) -> dict[str, Any]:
+        """An alert added to the list, or changed there (cleared, acknowledged)."""
+        zone = self.settings.zone
         self.version += 1
-        if len(self._alerts) == self._alerts.maxlen:
-            self._evicted = self._alerts[-1]["number"]
         entry = {
+            "key": key,
+            "id": id,
             "number": self.version,
+            "version": self.version,
             "table": table,
             "kind": kind,
-            "words": ALERT_WORDS.get(kind, kind),
+            "words": ALERT_WORDS.get(kind, kind.replace("_", " ")),
+            "severity": severity if severity in SEVERITY_RANK else str(Severity.INFO),
             "detail": detail,
             "time": time,
+            "time_local": local_text(time, zone),
             "size": size,
             "source": source,
-            "cleared": cleared,
+            "cleared": bool(cleared),
+            "cleared_at": cleared,
+            "cleared_local": local_text(cleared, zone),
+            "acked_by": acked_by,
+            "acked_at": acked_at,
+            "acked_local": local_text(acked_at, zone),
+            "ackable": id is not None and not acked_by,
+            "open": not cleared and not acked_by,
         }
-        self._alerts.appendleft(entry)
+        self._alerts.pop(key, None)
+        self._alerts[key] = entry
+        self._bound_alerts()
         return entry
+
+    def _bound_alerts(self) -> None:
+        """At most MAX_OPEN_ALERTS open and MAX_ALERTS closed: the oldest changed go."""
+        for is_open, most in ((True, MAX_OPEN_ALERTS), (False, MAX_ALERTS)):
+            listed = [a for a in self._alerts.values() if a["open"] is is_open]
+            for entry in listed[: max(0, len(listed) - most)]:
+                del self._alerts[entry["key"]]
+                state = self._tables.get(entry["table"])
+                if state is not None:
+                    state.open_alerts.pop(entry["key"], None)
+                self._evicted = self.version
 
     def _changed(self, state: _Table) -> bool:
         self.version += 1
@@ -668,6 +791,18 @@ class FloorFold:
     @staticmethod
     def _shown(state: _Table) -> tuple[object, ...]:
         return (state.games_per_hour, tuple(sorted(state.active.items())), state.alerting)
+
+
+def _alert_order(entry: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Severity first (critical, warning, info), then the newest first."""
+    rank = SEVERITY_RANK.get(entry["severity"], 9)
+    return (rank, -(time_ms(entry["time"]) or 0), -entry["number"])
+
+
+def _fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    names = ("id", "table", "kind", "severity", "detail", "time", "size", "source")
+    return {**{n: entry[n] for n in names}, "acked_by": entry["acked_by"],
+            "acked_at": entry["acked_at"], "cleared": entry["cleared_at"]}  # fmt: skip
 
 
 class Floor:
@@ -704,7 +839,12 @@ class Floor:
             if self._fold.cosigned(table, size, time, self._clock()):
                 self._cond.notify_all()
 
-    def apply_alert(self, alert: Alert) -> None:
+    def apply_unconfirmed(self, table: str, unconfirmed: Unconfirmed) -> None:
+        with self._cond:
+            if self._fold.unconfirmed(table, unconfirmed, self._clock()):
+                self._cond.notify_all()
+
+    def apply_alert(self, alert: StoredAlert) -> None:
         with self._cond:
             if self._fold.alert(alert, self._clock()):
                 self._cond.notify_all()

@@ -8,7 +8,9 @@ when it is full: the broker then holds the rest); the control thread takes them 
 lets the :class:`~controller.witness.tables.Witness` decide inside one store transaction,
 publishes what it decided (cosignatures retained, alerts) only once that committed, and only
 then acknowledges the messages (paho's manual acknowledgement): a message the witness did not
-keep is delivered again. The timers (gap, silence) run on the same thread between messages.
+keep is delivered again. The timers (gap, silence) run on the same thread between messages,
+and so does a user's acknowledgement of an alert (the dashboard's thread hands it over with
+:meth:`WitnessService.acknowledge` and waits for the commit): one writer to the store.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
@@ -30,6 +32,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from controller.core.config import BrokerAddress
 from controller.fleet.client import send_at_once, tls_context
 from controller.fleet.protocol import MAX_RECORD_BYTES, QOS, Channel, subscription, topic
+from controller.witness.ports import StoredAlert
 from controller.witness.tables import Witness
 
 log = logging.getLogger("paigow.witness")
@@ -39,6 +42,7 @@ SESSION_EXPIRY_S = 7 * 24 * 3600  # the broker keeps the witness's queue a week
 MAX_PACKET_BYTES = MAX_RECORD_BYTES + 64 * 1024  # the broker sends nothing larger
 QUEUE_MESSAGES = 1024
 BATCH_MESSAGES = 256  # messages decided in one transaction
+ACK_TIMEOUT_S = 5.0  # an acknowledgement waits this long for the control thread
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ class _Message:
     payload: bytes
     mid: int
     qos: int
+
+
+@dataclass
+class _Ack:
+    """A user's acknowledgement, from the dashboard's thread; ``done`` once it committed."""
+
+    alert_id: int
+    user: str
+    done: threading.Event = field(default_factory=threading.Event)
+    result: tuple[StoredAlert | None, bool] = (None, False)
 
 
 _CONNECTED = object()  # put on the queue at each connection: republish the cosignatures
@@ -100,6 +114,20 @@ class WitnessService:
         """QoS 1; paho keeps it until the broker has it (while connected; a cosignature lost
         with the connection is published again at the next one)."""
         self.client.publish(topic, payload, qos=QOS, retain=retain)
+
+    def acknowledge(
+        self, alert_id: int, user: str, *, timeout_s: float = ACK_TIMEOUT_S
+    ) -> tuple[StoredAlert | None, bool]:
+        """The dashboard's ``POST /alerts/<id>/ack``, decided on the control thread once the
+        store committed it; TimeoutError when that did not happen within ``timeout_s``."""
+        ack = _Ack(alert_id, user)
+        try:
+            self._queue.put(ack, timeout=timeout_s)
+        except queue.Full:
+            raise TimeoutError("the witness is busy") from None
+        if not ack.done.wait(timeout_s):
+            raise TimeoutError("the witness did not record the acknowledgement in time")
+        return ack.result
 
     def run(
         self,
@@ -149,6 +177,7 @@ class WitnessService:
 
     def _step(self, witness: Witness, batch: list[_Message | object]) -> None:
         acks = []
+        users = []
         try:
             with witness.store.transaction():
                 for item in batch:
@@ -158,6 +187,9 @@ class WitnessService:
                         witness.receive(item.topic, item.payload)
                         if item.qos:
                             acks.append(item)
+                    elif isinstance(item, _Ack):
+                        item.result = witness.acknowledge(item.alert_id, item.user)
+                        users.append(item)
                 witness.tick()
         except BaseException:
             witness.discard()
@@ -165,6 +197,8 @@ class WitnessService:
         witness.flush()
         for message in acks:
             self.client.ack(message.mid, message.qos)
+        for user in users:
+            user.done.set()
 
     # --- paho's thread --------------------------------------------------------------------
 

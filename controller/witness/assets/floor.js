@@ -3,8 +3,12 @@
 "use strict";
 
 const STALE_MS = 3500; // about three heartbeats missed: the stream is lost, say so
-const MAX_ALERTS = 200;
-const state = { version: -1, tables: new Map(), alerts: [], nowMs: null, nowAt: 0, events: 0 };
+const MAX_CLOSED = 200;
+const SEVERITY = { critical: 0, warning: 1, info: 2 };
+// alerts by key ("w<number>" the witness's, "f<number>" the floor's own); the zone is the
+// witness's (its TZ): every time is shown in it, whatever this screen's zone
+const state = { version: -1, tables: new Map(), alerts: new Map(), nowMs: null, nowAt: 0, events: 0,
+  zone: { name: "UTC", offset_ms: 0 } };
 window.floorState = state;
 let lastEvent = 0;
 
@@ -23,14 +27,16 @@ function pad(n) {
   return String(n).padStart(2, "0");
 }
 
-function clockText(date) {
-  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+// a moment (UNIX ms) on the witness's clock face: its zone's offset, read as UTC
+function clockText(ms) {
+  const date = new Date(ms + (state.zone.offset_ms || 0));
+  return `${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}`;
 }
 
 function timeText(text) {
   if (!text) return "—";
   const date = new Date(text);
-  return Number.isNaN(date.getTime()) ? String(text) : clockText(date);
+  return Number.isNaN(date.getTime()) ? String(text) : clockText(date.getTime());
 }
 
 function nowMs() {
@@ -107,17 +113,12 @@ function card(t) {
   if (t.alerting) head.append(el("span", "alerting-tag", "⚠ ALERT"));
   node.append(head);
 
-  if (t.alerts.length || t.witness_alert) {
+  if (t.alerts.length) {
     const ul = el("ul", "card-alerts");
     for (const a of t.alerts) {
-      const li = el("li", `card-alert kind-${a.kind}`);
-      li.append(el("b", null, a.words.toUpperCase()), document.createTextNode(` — ${a.detail}`));
-      ul.append(li);
-    }
-    if (t.witness_alert) {
-      const w = t.witness_alert;
-      const li = el("li", "card-alert witness-alert");
-      li.append(el("b", null, `WITNESS: ${w.words.toUpperCase()}`), document.createTextNode(` at ${timeText(w.time)} — ${w.detail}`));
+      const li = el("li", `card-alert kind-${a.kind} sev-${a.severity}` + (a.source === "witness" ? " witness-alert" : ""));
+      li.append(el("b", null, `${a.severity.toUpperCase()}: ${a.words.toUpperCase()}`),
+        document.createTextNode(` at ${a.time_local || "?"} — ${a.detail}`));
       ul.append(li);
     }
     node.append(ul);
@@ -148,9 +149,20 @@ function card(t) {
     fact(dl, "Dice monitor", "dice", ["no alarm" + (t.dice_set ? ` · dice set ${t.dice_set}` : "")]);
   }
   const waiting = Math.max(0, t.log_size - t.anchored_size);
-  const anchored = t.anchored_size ? `anchored ${t.anchored_size} (${timeText(t.anchored_time)})` : "none anchored yet";
-  fact(dl, "Log", "log", [`${t.log_size} records · ${anchored}` + (waiting ? ` · ${waiting} waiting` : "")]);
-  const seen = fact(dl, "Last seen", "seen", [`${timeText(t.last_seen)} · `, el("span", "ago", agoText(t.received_ms))]);
+  const anchored = t.anchored_size ? `anchored ${t.anchored_size} (${t.anchored_local || timeText(t.anchored_time)})` : "none anchored yet";
+  const u = t.unconfirmed;
+  const log = [`${t.log_size} records · ${anchored}` + (waiting ? ` · ${waiting} waiting` : "")];
+  if (u && u.count) {
+    log.push(el("span", "tag tag-warn", `${u.count} UNCONFIRMED`));
+    log.push(el("span", "muted", ` records ${u.first}–${u.last}, beyond the last signed checkpoint` + (u.contested ? " (another version of some came too)" : "")));
+  }
+  fact(dl, "Log", "log", log);
+  if (u && u.result) {
+    const parts = resultParts(u.result);
+    parts[0].append(el("span", "tag tag-warn", "UNCONFIRMED"));
+    fact(dl, "Next result", "result unconfirmed", parts);
+  }
+  const seen = fact(dl, "Last seen", "seen", [`${t.last_seen_local || timeText(t.last_seen)} · `, el("span", "ago", agoText(t.received_ms))]);
   seen.dataset.received = t.received_ms === null ? "" : String(t.received_ms);
   node.append(dl);
   return node;
@@ -188,21 +200,97 @@ function renderSummary() {
   summary.classList.toggle("bad", offline + alerting > 0);
 }
 
+function byTime(a) {
+  const ms = new Date(a.time).getTime();
+  return Number.isNaN(ms) ? 0 : ms;
+}
+
+// open: by severity, then the newest first; closed: the most recently closed first
+function openAlerts() {
+  return [...state.alerts.values()].filter((a) => a.open).sort((a, b) =>
+    (SEVERITY[a.severity] ?? 9) - (SEVERITY[b.severity] ?? 9) || byTime(b) - byTime(a) || b.number - a.number);
+}
+
+function closedAlerts() {
+  return [...state.alerts.values()].filter((a) => !a.open).sort((a, b) => b.version - a.version).slice(0, MAX_CLOSED);
+}
+
+function alertItem(a) {
+  const li = el("li", `alert-item sev-${a.severity} source-${a.source}` + (a.open ? "" : " closed"));
+  li.dataset.key = a.key;
+  li.append(el("span", `severity severity-${a.severity}`, a.severity.toUpperCase()));
+  li.append(el("time", "alert-time", a.time_local || timeText(a.time)));
+  li.append(el("b", "alert-table", a.table));
+  li.append(el("span", "alert-kind", a.words.toUpperCase()));
+  li.append(el("span", "alert-source", a.source === "witness" ? "witness" : "floor"));
+  li.append(el("div", "alert-detail", a.detail + (a.size ? ` (log size ${a.size})` : "")));
+  if (a.acked_by) li.append(el("div", "alert-acked", `ACKNOWLEDGED by ${a.acked_by} at ${a.acked_local || a.acked_at}`));
+  if (a.cleared) li.append(el("div", "alert-cleared", `CLEARED at ${a.cleared_local || a.cleared_at}`));
+  if (a.ackable) li.append(ackForm(a));
+  return li;
+}
+
+function ackForm(a) {
+  const box = el("div", "ack");
+  const name = el("input", "ack-user");
+  name.type = "text";
+  name.maxLength = 64;
+  name.placeholder = "your name";
+  name.setAttribute("aria-label", "who acknowledges");
+  name.value = localStorage.getItem("floor.user") || "";
+  const button = el("button", "ack-button", "ACKNOWLEDGE");
+  button.type = "button";
+  const said = el("span", "ack-said");
+  button.addEventListener("click", () => acknowledge(a, name, button, said));
+  box.append(name, button, said);
+  return box;
+}
+
+async function acknowledge(a, name, button, said) {
+  const user = name.value.trim();
+  if (!user) { said.textContent = "say who you are"; name.focus(); return; }
+  localStorage.setItem("floor.user", user);
+  button.disabled = true;
+  said.textContent = "…";
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    const headers = { "Content-Type": "application/json" };
+    const token = sessionStorage.getItem("floor.token");
+    if (token) headers.Authorization = `Bearer ${token}`;
+    let answer;
+    try {
+      answer = await fetch(`/alerts/${a.id}/ack`, { method: "POST", headers, body: JSON.stringify({ user }) });
+    } catch (err) {
+      said.textContent = "the witness did not answer";
+      button.disabled = false;
+      return;
+    }
+    if (answer.status === 401 && attempt === 0) {
+      const given = window.prompt("The witness's acknowledgement token");
+      if (!given) break;
+      sessionStorage.setItem("floor.token", given.trim());
+      continue;
+    }
+    if (answer.ok || answer.status === 409) {
+      said.textContent = ""; // the stream brings the acknowledgement (who and when)
+      return;
+    }
+    said.textContent = answer.status === 403 ? "not allowed from this screen" : `refused (${answer.status})`;
+    break;
+  }
+  button.disabled = false;
+}
+
 function renderAlerts() {
+  const open = openAlerts();
+  const closed = closedAlerts();
+  // an acknowledgement being typed is not thrown away by an update of another alert
   const list = document.getElementById("alert-list");
-  const items = state.alerts.map((a) => {
-    const li = el("li", `alert-item source-${a.source}` + (a.cleared ? " cleared" : ""));
-    li.dataset.number = String(a.number);
-    li.append(el("time", "alert-time", timeText(a.time)));
-    li.append(el("b", "alert-table", a.table));
-    li.append(el("span", "alert-kind", (a.cleared ? "CLEARED: " : "") + a.words.toUpperCase()));
-    li.append(el("span", "alert-source", a.source === "witness" ? "witness" : "floor"));
-    li.append(el("div", "alert-detail", a.detail + (a.size ? ` (log size ${a.size})` : "")));
-    return li;
-  });
-  list.replaceChildren(...items);
-  document.getElementById("no-alerts").hidden = items.length > 0;
-  document.getElementById("alert-count").textContent = items.length ? `(${items.length})` : "";
+  const typing = document.activeElement && list.contains(document.activeElement) ? document.activeElement.closest("li") : null;
+  list.replaceChildren(...open.map((a) => (typing && typing.dataset.key === a.key ? typing : alertItem(a))));
+  document.getElementById("closed-list").replaceChildren(...closed.map(alertItem));
+  document.getElementById("no-alerts").hidden = open.length > 0;
+  document.getElementById("alert-count").textContent = open.length ? `(${open.length} open)` : "";
+  if (typing && typing.isConnected) typing.querySelector("input")?.focus();
 }
 
 function setNow(ms) {
@@ -222,13 +310,18 @@ function live() {
   stream.className = "stream stream-up";
 }
 
+function setZone(zone) {
+  if (zone && typeof zone.offset_ms === "number") state.zone = zone;
+}
+
 function onSnapshot(view) {
   live();
   setNow(view.now_ms);
+  setZone(view.zone);
   tick();
   state.version = view.version;
   state.tables = new Map(view.tables.map((t) => [t.table, t]));
-  state.alerts = view.alerts.slice(0, MAX_ALERTS);
+  state.alerts = new Map([...view.alerts, ...(view.closed || [])].map((a) => [a.key, a]));
   document.getElementById("cards").replaceChildren();
   renderTables([]);
   renderAlerts();
@@ -237,19 +330,20 @@ function onSnapshot(view) {
 function onDelta(delta) {
   live();
   setNow(delta.now_ms);
+  setZone(delta.zone);
   state.version = delta.version;
   for (const t of delta.tables) state.tables.set(t.table, t);
   renderTables(delta.tables);
   if (delta.alerts.length) {
-    const known = new Set(state.alerts.map((a) => a.number));
-    const added = delta.alerts.filter((a) => !known.has(a.number));
-    state.alerts = [...added, ...state.alerts].slice(0, MAX_ALERTS);
+    for (const a of delta.alerts) state.alerts.set(a.key, a);
+    const keep = new Set([...openAlerts(), ...closedAlerts()].map((a) => a.key));
+    for (const key of [...state.alerts.keys()]) if (!keep.has(key)) state.alerts.delete(key);
     renderAlerts();
   }
 }
 
 function tick() {
-  document.getElementById("clock").textContent = clockText(new Date(nowMs()));
+  document.getElementById("clock").textContent = `${clockText(nowMs())} ${state.zone.name || ""}`.trim();
   for (const dd of document.querySelectorAll("dd.seen")) {
     const ms = dd.dataset.received ? Number(dd.dataset.received) : null;
     const ago = dd.querySelector(".ago");
