@@ -97,7 +97,7 @@ def fleet(tmp_path: Path) -> Iterator[dict[str, Any]]:
         keys.mkdir()
         made = controller("witness-key", "--state-dir", str(witness_dir))
         assert made.returncode == 0, made.stderr
-        witness_key = made.stdout.strip()
+        witness_key = made.stdout.splitlines()[0].strip()  # the cosigner's (the alert key 2nd)
         table = ca.table("east")
         state, config = tmp_path / "east", tmp_path / "east.toml"
         config.write_text(
