@@ -134,7 +134,7 @@ def test_the_backup_command_prints_what_it_copied_and_holds_no_private_key(
     signer = Signer.parse((played / KEY_FILE).read_text())
     copied = out.read_bytes()
     assert signer.seed not in copied
-    assert str(signer).split("+")[-1].encode() not in copied
+    assert str(signer).split("+", 4)[4].encode() not in copied  # base64 may hold "+"
     assert not list(tmp_path.glob(".table.db.*"))  # no temporary left behind
 
 

@@ -23,7 +23,7 @@ from controller.cli.rng import write_stream
 from controller.core.drbg import HmacDrbg
 from controller.core.records import RecordKind
 from controller.core.rng_escrow import escrow_key_of
-from controller.errors import RngSessionLost
+from controller.errors import AuditLogError, RngSessionLost
 from controller.rng.session import RngPort
 
 
@@ -360,7 +360,11 @@ def test_a_simulated_table_killed_mid_session_is_revealed_by_the_auditor(tmp_pat
             if proc.poll() is not None:
                 break
             if (state / "audit.db").exists():
-                db = open_for_reading(state)
+                try:
+                    db = open_for_reading(state)
+                except AuditLogError:  # the log is being created: its schema is not there yet
+                    time.sleep(0.1)
+                    continue
                 try:
                     (draws,) = db.execute(
                         "SELECT count(*) FROM records WHERE kind = 'rng_draw'"
