@@ -319,21 +319,21 @@ class LogOutbox:
         )
         return int(str(rows[0][0])) if rows else None
 
-    def last_recorded_close(self) -> int:
-        """The round close the last ``cosigned`` record covered (0: none within the look-back)."""
+    def last_cosigned(self) -> dict[str, Any]:
+        """The data of the last ``cosigned`` record within the look-back (empty: none, or it
+        cannot be read): the witness's key, the size it vouched for, the round close covered."""
         rows = self._query(
             "SELECT seq, kind, leaf FROM records WHERE kind = ? AND seq > ?"
             " ORDER BY seq DESC LIMIT 1",
             (str(RecordKind.COSIGNED), self.size() - COSIGNED_LOOKBACK_RECORDS),
         )
         if not rows:
-            return 0
+            return {}
         seq, kind, leaf = rows[0]
         try:
-            close = StoredRecord(int(str(seq)), str(kind), bytes(leaf)).data.get("close")
+            return dict(StoredRecord(int(str(seq)), str(kind), bytes(leaf)).data)
         except ValueError:
-            return 0
-        return close if type(close) is int else 0
+            return {}
 
     def rollback_evidence_recorded(self, size: int, root: str) -> bool:
         """Whether a ``rollback_evidence`` record of the witness's cosignature at ``size``

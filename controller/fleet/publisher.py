@@ -46,10 +46,12 @@ the control loop's queue (a ``COSIGNED`` event), so at most one ``cosigned`` rec
 and no loop of records begetting checkpoints begetting cosignatures.
 
 **The cursor is the witness's cosignature** (``controller.fleet.resend``): the size ``S`` of
-the newest accepted cosignature is what is known to be safe. A new connection sends from
-``min(cursor, S) + 1``; while connected, records acknowledged past ``S`` with a checkpoint past
-``S`` published and ``S`` not grown for ``RESEND_AFTER_S`` are sent again from ``S + 1``
-(backing off to ``RESEND_MAX_S``). Records a broker acknowledged and then lost reach the
+the newest accepted cosignature (before one comes, the one the log's last ``cosigned`` record
+names) is what is known to be safe. A new connection sends from ``min(cursor, S) + 1``; the
+connection's first cosignature, behind where it started, sends again from after it at once;
+while connected, records acknowledged past ``S`` with a checkpoint past ``S`` published and
+``S`` not grown for ``RESEND_AFTER_S`` are sent again from ``S + 1`` (backing off to
+``RESEND_MAX_S``). Records a broker acknowledged and then lost reach the
 witness by themselves; ``fleet-cursor`` is never deleted by hand.
 
 **A cosignature that proves the log was longer.** One whose witness's signature and whose
@@ -250,9 +252,15 @@ class Publisher:
             log.warning("fleet: the log's key is not known: no status is published")
         self._load_cursor()
         try:
-            self._recorded_close = self._outbox.last_recorded_close()
+            last = self._outbox.last_cosigned()
         except AuditLogError as exc:
             log.warning("fleet: %s", exc)
+            last = {}
+        close, size = last.get("close"), last.get("size")
+        self._recorded_close = close if type(close) is int else 0
+        if self._witness is not None and last.get("witness_key") == str(self._witness):
+            # where a connection starts until the witness says what it holds
+            self._witness_cursor.recorded = size if type(size) is int and size > 0 else 0
         self._thread.start()
         log.info("fleet: publishing table %s to %s", self.table, self.broker)
 
@@ -503,7 +511,6 @@ class Publisher:
         # From the broker's cursor, but never past what the witness is known to hold: what a
         # broker acknowledged and then lost (a restart without persistence) goes again.
         self._next_seq = self._witness_cursor.first_on_connection(self._cursor.acked)
-        self._witness_cursor.connected()
         # Never a checkpoint smaller than one published before, here or by an earlier run
         # (the witness would see the log cut back). Each was of at most the records the log
         # held then, so from now on only checkpoints of at least the records it holds now are
@@ -773,8 +780,15 @@ class Publisher:
         if root != checkpoint.root_hash:
             self._rollback_evidence(note, cosigned, size)
             return
-        if self._witness_cursor.cosigned_at(checkpoint.size):
-            log.debug("fleet: the witness holds %d records", checkpoint.size)
+        again = self._witness_cursor.cosigned_at(checkpoint.size)
+        if again is not None:
+            log.warning(
+                "fleet: the witness holds %d records, behind where this connection started:"
+                " sending again from record %d",
+                checkpoint.size,
+                again,
+            )
+            self._send_again_from(again)
         anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
         newer = self._anchor is None or (anchor.size, anchor.timestamp) > (
             self._anchor.size,
@@ -857,15 +871,20 @@ class Publisher:
         )
         if start is None:
             return
-        self.resends += 1
         log.warning(
             "fleet: the witness's cosignature stays at %d records while the broker acknowledged"
             " %d; sending again from record %d (next time after %.0f s)",
-            cursor.cosigned,
+            cursor.held,
             self._cursor.acked,
             start,
             cursor.wait_s,
         )
+        self._send_again_from(start)
+
+    def _send_again_from(self, start: int) -> None:
+        """What is in flight is forgotten (its acknowledgements move nothing) and the records
+        go again from ``start``."""
+        self.resends += 1
         self._in_flight.clear()
         self._acked_ahead.clear()
         self._next_seq = start

@@ -240,6 +240,8 @@ class WitnessService:
         if failed:
             log.error("the broker refused the witness's subscriptions: %s", ", ".join(failed))
             return
+        if not self.connected.is_set():
+            log.info("subscribed: what the tables send from now on comes to the witness")
         self.connected.set()  # connected and subscribed: what the tables send now comes here
 
     def _on_disconnect(
