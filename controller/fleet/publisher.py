@@ -305,7 +305,9 @@ class Publisher:
         if self._thread.ident is not None:
             self._thread.join(timeout=self.config.stop_flush_s + OFFLINE_GRACE_S + 5)
             if self._thread.is_alive():
+                # its reader stays open: the thread (a daemon) may still be using it
                 log.error("fleet: the publisher did not stop in time")
+                return
         self._outbox.close()
 
     @property
