@@ -163,7 +163,6 @@ class Fleet:
         """The witness started, and subscribed: what east sends from now on reaches it (a
         witness whose session the broker lost gets nothing sent before it subscribed)."""
         files = self.witness_files
-        self.witness_log.write_text("")
         with self.witness_log.open("w") as err:
             self.witness_proc = subprocess.Popen(
                 [
