@@ -49,6 +49,9 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# How long a wait for the page may take before the test fails: a bound on liveness, not a
+# measure of speed (bench/ measures that), wide enough for a CI machine under full load.
+WAIT_MS = 30_000
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display"
 LIMITS = LimitsConfig(currency="USD", table=BetLimits(25, 5000), sum=BetLimits(5, 500))
 
@@ -70,7 +73,7 @@ def page(browser: Any, table: Table) -> Iterator[Any]:
     p.on("pageerror", lambda exc: errors.append(str(exc)))
     assert table.display is not None
     p.goto(table.display.url)
-    wait_current(p, "ready", 1, timeout_ms=5000)
+    wait_current(p, "ready", 1, timeout_ms=WAIT_MS)
     yield p
     context.close()
     assert errors == []
@@ -99,9 +102,9 @@ def test_a_result_appears_after_its_commit_naming_its_record(page: Any, table: T
     the committed record it came from. (How fast it appears is measured in bench/.)"""
     table.record(RecordKind.NO_MORE_BETS, round=1, bank="dealer", mode="shaker")
     table.show(Screen.BETS_CLOSED, round=1, attempt=1)
-    wait_current(page, "bets_closed", 1, timeout_ms=5000)
+    wait_current(page, "bets_closed", 1, timeout_ms=WAIT_MS)
     seq = table.result(3, (4, 5))  # commits, then shows, as the daemon does
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     shown = rendered(page)[-1]
     assert shown["id"] == str(seq)
     assert page.text_content("#total") == "12"
@@ -116,7 +119,7 @@ def test_a_result_appears_after_its_commit_naming_its_record(page: Any, table: T
 
 def test_a_no_roll_shows_its_reason_in_plain_words(page: Any, table: Table) -> None:
     table.no_roll(NoRollReason.NOT_FLAT)
-    wait_current(page, "no_roll", 1, timeout_ms=5000)
+    wait_current(page, "no_roll", 1, timeout_ms=WAIT_MS)
     assert page.text_content("#headline") == "NO ROLL — a die is not flat"
     assert page.is_hidden("#outcome")  # no dice, no total: nothing that looks like a result
     shot(page, "no-roll")
@@ -125,7 +128,7 @@ def test_a_no_roll_shows_its_reason_in_plain_words(page: Any, table: Table) -> N
 def test_a_fault_is_shown_with_its_causes(page: Any, table: Table) -> None:
     table.record(RecordKind.FAULT, round=1, attempt=1, fault="sensor_lost", detail="", state="x")
     table.show(Screen.FAULT, faults=["sensor_lost", "tamper"])
-    wait_current(page, "fault", 1, timeout_ms=5000)
+    wait_current(page, "fault", 1, timeout_ms=WAIT_MS)
     assert page.text_content("#headline") == "FAULT — PLAY STOPPED"
     assert page.locator("#faults li").all_text_contents() == [
         "the dice sensor is disconnected",
@@ -139,7 +142,7 @@ def test_rng_number_and_session_commitment(page: Any, table: Table) -> None:
     table.show(Screen.READY, round=1, rng_session="s-0001", rng_commitment="ab" * 32)
     table.record(RecordKind.RNG_DRAW, round=1, attempt=1, number=6)
     table.rng_result(6)
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert page.text_content("#rng-value") == "6"
     assert page.text_content("#starting-label") == "SEAT 5"
     assert page.text_content("#commit-session") == "s-0001"
@@ -204,7 +207,7 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
         result=result.as_record(),
         dealing_plan=plan.as_record(),
     )
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert page.text_content("#dealing-style") == "Cup Say From the Right"
     # each turn with its stacks and their tiles (1 the top tile), the words said once
     assert page.text_content("#dealing-key") == "tiles: 1 = top"
@@ -242,7 +245,7 @@ def test_a_tiles_result_shows_its_dealing_plan_beside_the_result(page: Any, tabl
     assert dealing_turns(page)[0] == ["dealer", "1", "1"]
     assert page.is_hidden("#dealing-key")  # whole stacks: no tiles to name
     table.show(Screen.NO_ROLL, round=1, attempt=2, reason="not_flat", words="a die is not flat")
-    wait_current(page, "no_roll", 1, timeout_ms=5000)
+    wait_current(page, "no_roll", 1, timeout_ms=WAIT_MS)
     assert page.is_hidden("#dealing")
 
 
@@ -326,10 +329,10 @@ def test_stopping_the_server_turns_the_page_offline_within_five_seconds(
     page: Any, table: Table
 ) -> None:
     table.result(6, (6, 2))
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert table.display is not None
     table.display.close()
-    wait_current(page, "offline", None, timeout_ms=5000)  # type: ignore[arg-type]
+    wait_current(page, "offline", None, timeout_ms=WAIT_MS)  # type: ignore[arg-type]
     assert page.is_visible("#offline")
     assert page.is_hidden("#live")
     assert page.text_content("#offline-title") == "OFFLINE — NO RESULT"
@@ -338,12 +341,14 @@ def test_stopping_the_server_turns_the_page_offline_within_five_seconds(
 
 def test_a_stream_that_goes_silent_turns_the_page_offline(page: Any, table: Table) -> None:
     table.result(2, (6, 1))
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert table.display is not None
     since = len(rendered(page))
     table.display.heartbeat_s = 60.0  # the connection stays open but nothing arrives
     page.wait_for_function(
-        "n => window.displayLog.slice(n).some(e => e.screen === 'offline')", arg=since, timeout=5000
+        "n => window.displayLog.slice(n).some(e => e.screen === 'offline')",
+        arg=since,
+        timeout=WAIT_MS,
     )
     # It then reconnects; the server answers with a fresh snapshot, which alone makes it live.
 
@@ -355,21 +360,21 @@ def test_a_restarted_controller_gets_a_fresh_page_that_never_shows_an_older_resu
     itself, and the fresh page shows the recovered screen first, nothing older, with the
     trend board as the log holds it."""
     table.play_round(3, (4, 5))  # round 1
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     assert table.display is not None
     port = table.display.http_address[1]
     table.display.close()
-    wait_current(page, "offline", None, timeout_ms=5000)  # type: ignore[arg-type]
+    wait_current(page, "offline", None, timeout_ms=WAIT_MS)  # type: ignore[arg-type]
     # While the display is down the table goes on: round 2 closes, round 3 has a result.
     table.display = None
     table.play_round(6, (6, 2))
     table.result(5, (5, 5))
     page.evaluate("window.beforeTheRestart = true")
-    with page.expect_navigation(timeout=10_000):  # the page reloads itself
+    with page.expect_navigation(timeout=WAIT_MS):  # the page reloads itself
         table.display = start_display(table.log, http_port=port)
         # The restarted controller shows its recovered screen: round 3's committed result.
         table.show(Screen.RESULT, round=3, attempt=1, result=recorded_result(table))
-    wait_current(page, "result", 3, timeout_ms=10_000)
+    wait_current(page, "result", 3, timeout_ms=WAIT_MS)
     assert page.evaluate("window.beforeTheRestart") is None
     assert [(e["screen"], e["round"]) for e in rendered(page)] == [("result", 3)]
     assert page.text_content("#round") == "3"
@@ -442,11 +447,11 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
     try:
         page = context.new_page()
         page.goto(display.url)
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
-        wait_current(page, "bets_closed", 1, timeout_ms=5000)  # 621a.11(i): the style first
+        wait_current(page, "bets_closed", 1, timeout_ms=WAIT_MS)  # 621a.11(i): the style first
         loop.dispatch(Occurrence(Event.DICE_SET, at=2))  # the dealer's key: the RNG draws
-        wait_current(page, "result", 1, timeout_ms=5000)
+        wait_current(page, "result", 1, timeout_ms=WAIT_MS)
         (draw,) = [r.data for r in table.log.records() if r.kind == RecordKind.RNG_DRAW]
         assert page.text_content("#rng-value") == str(draw["number"])
         assert "DRAWING" not in (page.text_content("#headline") or "")
@@ -520,7 +525,7 @@ def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
     for red, blue in [(3, (4, 5)), (6, (6, 2)), (3, (4, 5))]:  # first hands: seat 3, 5, 3
         table.play_round(red, blue)
     table.show(Screen.READY, round=4, mode="shaker", stats=stats_payload(), dice=DICE)
-    page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+    page.wait_for_selector("#stats:not([hidden])", timeout=WAIT_MS)
     assert page.text_content("#stats-rolls") == "60 rolls"
     assert texts(page, "#stats-hot .total-chip", "data-total") == ["18", "4", "11"]
     assert texts(page, "#stats-cold .total-chip", "data-total") == ["16", "17", "3"]
@@ -578,7 +583,7 @@ def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
     table.show(
         Screen.RESULT, round=4, attempt=1, result=result.as_record(), dealing_plan=plan.as_record()
     )
-    wait_current(page, "result", 4, timeout_ms=5000)
+    wait_current(page, "result", 4, timeout_ms=WAIT_MS)
     assert page.is_visible("#stats")
     assert texts(page, "#stats-hot .total-chip", "data-total") == ["18", "4", "11"]
     assert page.text_content("#stats-first-title") == "FIRST HAND · LAST 4"
@@ -591,7 +596,7 @@ def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
 
     # A page that connects now (a kiosk restarted) has the panel at once, from the snapshot.
     page.reload()
-    wait_current(page, "result", 4, timeout_ms=5000)
+    wait_current(page, "result", 4, timeout_ms=WAIT_MS)
     assert page.is_visible("#stats")
     assert texts(page, "#stats-red .face .count") == [str(c) for c in SHIFT_RED]
 
@@ -603,11 +608,11 @@ def test_the_stats_panel_shows_hot_and_cold_totals_faces_and_first_hands(
         "total": [0] * 2 + [1] + [0] * 13,
     }
     table.show(Screen.READY, round=5, mode="shaker", stats=newer)
-    wait_current(page, "ready", 5, timeout_ms=5000)
+    wait_current(page, "ready", 5, timeout_ms=WAIT_MS)
     assert page.text_content("#stats-rolls") == "1 roll"
     assert texts(page, "#stats-hot .total-chip", "data-total") == ["5"]
     table.show(Screen.READY, round=5, mode="rng")
-    page.wait_for_selector("#stats", state="hidden", timeout=5000)
+    page.wait_for_selector("#stats", state="hidden", timeout=WAIT_MS)
 
 
 def test_the_stats_panel_is_not_shown_when_the_setting_is_off(browser: Any, tmp_path: Path) -> None:
@@ -619,7 +624,7 @@ def test_the_stats_panel_is_not_shown_when_the_setting_is_off(browser: Any, tmp_
         page.goto(table.display.url)
         table.open_round()
         table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(), dice=DICE)
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         assert page.is_hidden("#stats")
         assert "HOT" not in page.inner_text("body")
         assert "THIS SHIFT" not in page.inner_text("body")
@@ -642,7 +647,7 @@ def test_the_supervisors_view_shows_the_dice_alarm_and_the_table_page_does_not(
         sup = context.new_page()
         sup.on("pageerror", lambda exc: errors.append(str(exc)))
         sup.goto(table.display.url + "supervisor")
-        sup.wait_for_selector("#sup-alarm:not([hidden])", timeout=5000)
+        sup.wait_for_selector("#sup-alarm:not([hidden])", timeout=WAIT_MS)
         assert sup.text_content("#sup-alarm-what") == "RED DIE, FACE 6 LOOKS LOADED"
         evidence = sup.text_content("#sup-alarm-evidence")
         assert evidence == (
@@ -679,7 +684,7 @@ def test_the_supervisors_view_shows_the_dice_alarm_and_the_table_page_does_not(
         shot(sup, "supervisor-alarm")
 
         # The players' page: the statistics, never the alarm or the monitor's evidence.
-        page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+        page.wait_for_selector("#stats:not([hidden])", timeout=WAIT_MS)
         shown = page.inner_text("body")
         for word in ("alarm", "loaded", "evidence", "monitor", "threshold", "ln e"):
             assert word not in shown.lower(), word
@@ -689,7 +694,7 @@ def test_the_supervisors_view_shows_the_dice_alarm_and_the_table_page_does_not(
 
         # Without an alarm the supervisor sees the evidence only; the alarm box goes.
         table.show(Screen.READY, round=1, mode="shaker", stats=stats_payload(), dice=DICE)
-        sup.wait_for_selector("#sup-alarm", state="hidden", timeout=5000)
+        sup.wait_for_selector("#sup-alarm", state="hidden", timeout=WAIT_MS)
         assert texts(sup, "#sup-tests .sup-test", "data-test") == ["red", "blue", "total"]
         table.result(3, (4, 5))
         sup.wait_for_function(
@@ -709,7 +714,7 @@ def wait_recall(page: Any, back: int) -> None:
         "b => { const l = window.displayLog; const e = l[l.length - 1];"
         " return e && e.screen === 'recall' && e.back === b; }",
         arg=back,
-        timeout=5000,
+        timeout=WAIT_MS,
     )
 
 
@@ -744,7 +749,7 @@ def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
         RecordKind.FAULT, round=12, attempt=1, fault="tamper", detail="tilted", state="result"
     )
     table.show(Screen.FAULT, round=12, faults=["tamper"])
-    wait_current(page, "fault", 12, timeout_ms=5000)
+    wait_current(page, "fault", 12, timeout_ms=WAIT_MS)
     rounds = recall(tmp_path, last=11)
     assert [g["round"] for g in rounds] == list(range(2, 13))
     for back in range(1, 11):
@@ -803,7 +808,7 @@ def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
 
     # The fault is shown again: the page leaves recall for the live view.
     table.show(Screen.FAULT, round=12, faults=["tamper"])
-    wait_current(page, "fault", 12, timeout_ms=5000)
+    wait_current(page, "fault", 12, timeout_ms=WAIT_MS)
     assert page.is_hidden("#recall")
     assert page.is_visible("#live")
     assert page.text_content("#headline") == "FAULT — PLAY STOPPED"
@@ -829,7 +834,7 @@ def test_recall_on_the_supervisors_view_and_its_records_shown_as_text(
     try:
         sup = context.new_page()
         sup.goto(table.display.url + "supervisor")
-        wait_current(sup, "result", 2, timeout_ms=5000)
+        wait_current(sup, "result", 2, timeout_ms=WAIT_MS)
         for shown in (page, sup):
             table.show(Screen.RECALL, round=2, back=1, rounds=rounds)
             wait_recall(shown, 1)
@@ -933,7 +938,7 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
     try:
         page = context.new_page()
         page.goto(display.url)
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         send(Event.LID_CLOSED)
         for k in range(1, 13):
             faces = (1 + k % 6, 1 + (k + 2) % 6, 1 + (k * 5) % 6)
@@ -946,24 +951,24 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
             assert loop.machine.state.value == "result", loop.machine.state
             played[k] = faces
             send(Event.CLOSE_ROUND)
-        wait_current(page, "ready", 13, timeout_ms=5000)
+        wait_current(page, "ready", 13, timeout_ms=WAIT_MS)
         # the statistics the core counted, on the players' panel
         red_counts = [sum(1 for f in played.values() if f[0] == face) for face in range(1, 7)]
         assert loop.machine.context.dice_counts.shift.red == tuple(red_counts)
-        page.wait_for_selector("#stats:not([hidden])", timeout=5000)
+        page.wait_for_selector("#stats:not([hidden])", timeout=WAIT_MS)
         assert page.text_content("#stats-rolls") == "12 rolls"
         assert texts(page, "#stats-red .face .count") == [str(c) for c in red_counts]
         shot(page, "loop-stats-panel")
 
         send(Event.TAMPER)  # a simulated fault: the shaker is tilted off its mount
-        wait_current(page, "fault", 13, timeout_ms=5000)
+        wait_current(page, "fault", 13, timeout_ms=WAIT_MS)
         for back in range(1, 11):
             send(Event.RECALL, key=True, back=back, employee=SUPERVISOR)
             page.wait_for_function(
                 "b => { const l = window.displayLog; const e = l[l.length - 1];"
                 " return e && e.screen === 'recall' && e.back === b; }",
                 arg=back,
-                timeout=5000,
+                timeout=WAIT_MS,
             )
             text = page.text_content("body") or ""
             assert "RECALL" in text
@@ -976,8 +981,8 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
                 shot(page, "loop-recall-after-fault")
         assert loop.machine.state.value == "fault"
         send(Event.RECALL, key=True, employee=SUPERVISOR)  # leave: the table as it was
-        wait_current(page, "fault", 13, timeout_ms=5000)
-        page.wait_for_selector("#recall", state="hidden", timeout=5000)
+        wait_current(page, "fault", 13, timeout_ms=WAIT_MS)
+        page.wait_for_selector("#recall", state="hidden", timeout=WAIT_MS)
         records = table.log.records()
         actions = [r.data.get("action") for r in records if r.kind == "supervisor_action"]
         assert actions == ["recall_entered", "recall_left"]
@@ -997,10 +1002,10 @@ def test_a_notice_never_covers_the_result_and_the_next_screen_clears_it(
     hand, the wagers and the drawing; the next screen takes it away at once. In a recall it
     heads the column of records, clear of the recalled outcome."""
     table.result(3, (4, 5))
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     reason = "the shake button is not active: the result stands"
     table.show(Screen.REFUSED, reason=reason)
-    page.wait_for_selector("#notice:not([hidden])", timeout=5000)
+    page.wait_for_selector("#notice:not([hidden])", timeout=WAIT_MS)
     assert page.text_content("#notice") == "REFUSED — " + reason
     notice_box = page.locator("#notice").bounding_box()
     for shown in ("#dice", "#total-box", "#starting", "#wagers", "#table", "#bank-line"):
@@ -1008,20 +1013,20 @@ def test_a_notice_never_covers_the_result_and_the_next_screen_clears_it(
     assert overlaps(notice_box, page.locator("#trend-box").bounding_box())
     shot(page, "notice-over-the-trend-board")
     table.close_round()  # bets open for round 2
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     assert page.is_hidden("#notice")  # at once, not after its 5 s
 
     table.show(Screen.RECALL, round=2, back=2, rounds=recall(tmp_path, last=11))
     wait_recall(page, 2)
     table.show(Screen.REFUSED, reason="recall: only the supervisor's keys")
-    page.wait_for_selector(".recall-records > #notice:not([hidden])", timeout=5000)
+    page.wait_for_selector(".recall-records > #notice:not([hidden])", timeout=WAIT_MS)
     notice_box = page.locator("#notice").bounding_box()
     for shown in (".recall-banner", "#recall-dice", "#recall-total", "#recall-starting"):
         assert not overlaps(notice_box, page.locator(shown).bounding_box()), shown
     assert page.text_content("#recall-round") == "1"
     shot(page, "notice-in-a-recall")
     table.show(Screen.READY, round=2)
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     assert page.is_hidden("#notice")
 
 
@@ -1040,14 +1045,14 @@ def test_the_clock_is_the_boxs_and_says_when_it_is_not_synchronised(
         page.clock.set_fixed_time(datetime(2001, 2, 3, 4, 5, tzinfo=UTC))  # a browser far off
         page.goto(table.display.url)
         table.open_round()
-        wait_current(page, "ready", 1, timeout_ms=5000)
-        page.wait_for_selector("#clock-box:not([hidden])", timeout=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
+        page.wait_for_selector("#clock-box:not([hidden])", timeout=WAIT_MS)
         assert page.text_content("#clock") == box_time
         assert page.is_visible("#clock-warning")
         assert page.text_content("#clock-warning") == "clock not synchronised"
         shot(page, "clock-not-synchronised")
         table.display.clock_status.synchronised = True  # type: ignore[attr-defined]
-        page.wait_for_selector("#clock-warning", state="hidden", timeout=5000)  # next heartbeat
+        page.wait_for_selector("#clock-warning", state="hidden", timeout=WAIT_MS)  # next heartbeat
         assert page.text_content("#clock") == box_time
     finally:
         context.close()
@@ -1073,13 +1078,13 @@ def test_a_controller_that_sends_no_page_settings_gets_a_page_in_english_without
         page.goto(display.url)
         table.open_round()
         table.show(Screen.READY, round=1, bank="dealer")
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         page.wait_for_timeout(1500)  # a heartbeat or more, which carries no clock either
         assert page.text_content("#headline") == "PLACE YOUR BETS"
         for absent in ("#brand", "#clock-box", "#limits", "#paytables", "#stats"):
             assert page.is_hidden(absent), absent
         table.result(3, (4, 5))
-        wait_current(page, "result", 1, timeout_ms=5000)
+        wait_current(page, "result", 1, timeout_ms=WAIT_MS)
         assert page.text_content("#starting-label") == "SEAT 3"
     finally:
         context.close()
@@ -1102,14 +1107,14 @@ def test_the_page_speaks_the_languages_the_settings_name_in_their_order(
             page = context.new_page()
             page.goto(table.display.url)
             table.open_round()
-            wait_current(page, "ready", 1, timeout_ms=5000)
+            wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
             assert texts(page, "#headline .ln") == headline
             assert texts(page, "#headline .ln", "lang") == list(languages)
             assert texts(page, "#limits .limits-name")[0] == (
                 "牌九" if languages == ("zh-Hant",) else "牌九 / PAI GOW"
             )
             table.result(3, (4, 5))
-            wait_current(page, "result", 1, timeout_ms=5000)
+            wait_current(page, "result", 1, timeout_ms=WAIT_MS)
             assert page.text_content("#starting-label") == first_hand
             shot(page, "result-" + "+".join(languages))
         finally:
@@ -1138,7 +1143,7 @@ def test_the_core_s_bank_refusal_is_worded_in_the_page_s_languages_and_the_dice_
         page.goto(table.display.url)
         table.record(RecordKind.ROUND_OPENED, round=1)
         table.show(Screen.READY, **{**ready.data, "dice": dice})
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         refused = page.text_content("#bank-refused") or ""
         assert refused == "不可坐莊 — 洗牌後第一局，閒家 1 不可坐莊 (621a.11(b))"
         assert not any(word in refused for word in ("seat", "shuffle"))
@@ -1195,12 +1200,12 @@ def test_a_corrected_result_says_corrected_and_takes_its_place_on_the_trend_boar
     trend board's cell of the round is the corrected result, marked; who corrected it and why
     are on the supervisor's view only. A page that connects later has it so too."""
     (page, sup) = open_pages(browser, core.display.url, "", "supervisor")
-    wait_current(page, "ready", 1, timeout_ms=5000)
+    wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
     core.shake(3, (4, 5))  # the sensor reads 3, 4 5: seat 3
-    wait_current(page, "result", 1, timeout_ms=5000)
+    wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert page.is_hidden("#corrected")
     core.correct(3, (4, 6), CorrectionReason.SURVEILLANCE_REVIEW)  # the dice lie 3, 4 6
-    page.wait_for_selector("#corrected:not([hidden])", timeout=5000)
+    page.wait_for_selector("#corrected:not([hidden])", timeout=WAIT_MS)
     assert page.text_content("#corrected") == "CORRECTEDfirst read345"
     assert texts(page, "#corrected .mini span") == ["3", "4", "5"]
     assert texts(page, "#dice .die", "data-face") == ["3", "4", "6"]
@@ -1233,9 +1238,9 @@ def test_a_corrected_result_says_corrected_and_takes_its_place_on_the_trend_boar
         " blue 4 6 (total 13)"
     )
     core.send(Event.CLOSE_ROUND)
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     page.reload()  # a kiosk restarted: the board from the snapshot
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     assert page.locator("#trend li").first.get_attribute("class") == "cell corrected"
     assert page.text_content("#trend li:first-child .num") == "13"
     assert page.is_hidden("#corrected")
@@ -1250,7 +1255,7 @@ def test_a_corrected_result_in_traditional_chinese(browser: Any, tmp_path: Path)
         table.start()
         table.shake(6, (6, 2))
         table.correct(6, (6, 3))
-        page.wait_for_selector("#corrected:not([hidden])", timeout=5000)
+        page.wait_for_selector("#corrected:not([hidden])", timeout=WAIT_MS)
         assert page.text_content("#corrected .corrected-word") == "已更正"
         assert page.text_content("#corrected .first-read") == "原讀數"
         assert page.text_content("#total") == "15"
@@ -1271,11 +1276,11 @@ def test_a_void_round_is_void_on_the_trend_board_with_wagers_returned(
     core.shake(3, (4, 5))
     core.send(Event.CLOSE_ROUND)  # round 1: seat 3
     core.shake(6, (6, 2))
-    wait_current(page, "result", 2, timeout_ms=5000)
+    wait_current(page, "result", 2, timeout_ms=WAIT_MS)
     core.void(VoidReason.TILE_EXPOSED)  # round 2: void after its result
     core.send(Event.NO_MORE_BETS)
     core.send(Event.VOID_ROUND)  # round 3: the dealer's key before any dice
-    wait_current(page, "ready", 4, timeout_ms=5000)
+    wait_current(page, "ready", 4, timeout_ms=WAIT_MS)
     page.wait_for_function("() => document.querySelectorAll('#trend li').length === 3")
     assert texts(page, "#trend li", "data-round") == ["3", "2", "1"]
     for n in ("3", "2"):
@@ -1299,7 +1304,7 @@ def test_an_older_logs_voided_result_is_shown_as_before(page: Any, table: Table)
     table.record(RecordKind.RESULT, round=1, attempt=2, **recorded_result(table))
     table.show(Screen.RESULT, round=1, attempt=2, result=recorded_result(table))
     table.close_round()
-    wait_current(page, "ready", 2, timeout_ms=5000)
+    wait_current(page, "ready", 2, timeout_ms=WAIT_MS)
     cells = page.locator("#trend li")
     assert cells.count() == 2
     assert cells.nth(1).get_attribute("class") == "cell void"
@@ -1334,7 +1339,7 @@ def test_an_rng_round_shows_nothing_of_the_side_wagers(
         table.start()
 
         def no_side_wager(screen: str) -> None:
-            wait_current(page, screen, 1, timeout_ms=5000)
+            wait_current(page, screen, 1, timeout_ms=WAIT_MS)
             body = page.inner_text("body")
             for word in SIDE_WAGER_WORDS:
                 assert word not in body, (screen, word)
@@ -1384,14 +1389,14 @@ def test_the_table_is_not_ready_without_dice_or_tiles_and_the_supervisor_is_told
     try:
         page, sup = open_pages(browser, table.display.url, "", "supervisor")
         table.start()  # no dice set recorded
-        wait_current(page, "ready", 1, timeout_ms=5000)
+        wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
         assert page.text_content("#headline") == "TABLE NOT READY"
         assert page.text_content("#subline") == "Please wait: the table is being prepared."
         body = page.inner_text("body").lower()
         for word in ("621a", "supervisor", "dice set", "record", "place your bets"):
             assert word not in body, word
         shot(page, "not-ready-no-dice")
-        sup.wait_for_selector("#sup-set-warning:not([hidden])", timeout=5000)
+        sup.wait_for_selector("#sup-set-warning:not([hidden])", timeout=WAIT_MS)
         assert sup.text_content("#sup-set") == "NONE RECORDED"
         assert sup.text_content("#sup-set-warning") == (
             "PLAY STOPPED — no dice set is recorded in the shaker: the supervisor records the"
@@ -1418,7 +1423,7 @@ def test_the_table_is_not_ready_without_dice_or_tiles_and_the_supervisor_is_told
             ".startsWith('PLAY STOPPED — the tiles have been in play 12 hours')"
         )
         table.send(Event.NO_MORE_BETS)  # refused: the notice says why, over the trend board
-        page.wait_for_selector("#notice:not([hidden])", timeout=5000)
+        page.wait_for_selector("#notice:not([hidden])", timeout=WAIT_MS)
         sup.context.close()
         page.context.close()
     finally:
@@ -1436,10 +1441,10 @@ def test_the_supervisors_view_shows_the_meters_the_tiles_and_who_corrected_or_vo
     core.void(VoidReason.WRONG_COUNT)
     core.send(Event.NO_MORE_BETS)
     core.send(Event.VOID_ROUND)
-    wait_current(sup, "ready", 4, timeout_ms=5000)
+    wait_current(sup, "ready", 4, timeout_ms=WAIT_MS)
     meters = core.shown(Screen.READY)["meters"]  # as bets open carries them
     assert meters["corrections"] == 1
-    sup.wait_for_selector("#sup-meters [data-meter=games]", timeout=5000)
+    sup.wait_for_selector("#sup-meters [data-meter=games]", timeout=WAIT_MS)
     shown = dict(
         zip(
             texts(sup, "#sup-meters .sup-meter-item", "data-meter"),
@@ -1480,7 +1485,7 @@ def test_recall_shows_a_void_round_as_void_and_a_correction_as_corrected(
     core.send(Event.CLOSE_ROUND)  # round 1: corrected
     core.shake(6, (6, 2))
     core.void(VoidReason.TILE_EXPOSED)  # round 2: void after its result
-    wait_current(page, "ready", 3, timeout_ms=5000)
+    wait_current(page, "ready", 3, timeout_ms=WAIT_MS)
     core.send(Event.RECALL, supervisor=True, employee=SUPERVISOR, back=2)
     for shown in (page, sup):
         wait_recall(shown, 2)

@@ -58,6 +58,12 @@ JOIN_S = 30.0  # a round not finished in this long is a deadlock (a loaded machi
 SLOW = ShakerConfig(motor_max_ms=400, shake_ms=150, cycle_ms=50, amplitude=0.8, debounce_ms=5)
 # 3 cycles of 1 ms (on for 0 ms: on, then off at once) and the watchdog at 4 ms.
 FAST = ShakerConfig(motor_max_ms=4, shake_ms=3, cycle_ms=1, amplitude=0.8, debounce_ms=1)
+# A stuck pattern's shake, ended only by the stop or trip under test: its motor limit outlasts
+# the test, so that a pattern thread starved past 400 ms on a loaded machine is not cut by its own
+# overrun check before it ever turns the motor on (the watchdog is raced in the stress tests).
+STUCK = ShakerConfig(
+    motor_max_ms=int(8 * JOIN_S * 1000), shake_ms=150, cycle_ms=50, amplitude=0.8, debounce_ms=5
+)
 SAFE_LAMPS = (0, 1, 0, 0)  # shake lamp off, status red
 
 
@@ -265,7 +271,7 @@ class Bench:
             lid_pin=PINS.lid_switch,
             motion_pin=PINS.motion_sensor,
             tamper_pin=PINS.tamper_switch,
-            config=SLOW,
+            config=STUCK if stuck else SLOW,
             pin_factory=self.factory,
             latch=self.latch,
         )
