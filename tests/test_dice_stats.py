@@ -84,6 +84,7 @@ def simulations(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two simulations of 400 rounds and more: minutes on a loaded machine
 def test_loaded_dice_raise_the_alarm_and_fair_dice_do_not(tmp_path: Path, scratch: Path) -> None:
     """dice-stats, reading each log alone, reports the loaded red die's alarm and none for the
     fair dice; then what it says on a terminal, and on a log whose dice were edited."""
