@@ -29,7 +29,8 @@ from controller.errors import UsageError
 
 
 def _config_or_default(path: str | None) -> Config:
-    return Config() if path is None else load_config(Path(path))
+    # a report of the paytables, read anywhere (a lab's copy of the table's config)
+    return Config() if path is None else load_config(Path(path), on_this_machine=False)
 
 
 # --- position -------------------------------------------------------------------------------
