@@ -4,9 +4,13 @@ A config is a few kB. Anything larger, or a device or a pipe that yields more (`
 is a :class:`ConfigError` naming ``file`` (exit 78), not a process that grows until the kernel
 kills it.
 
-Then what only this machine can say: ``[display] host`` is an address the table's display and
-feed can listen on here (a loopback or any-address, or one this machine holds); a name must
-resolve, to such addresses only. The check binds a socket to port 0 and sends nothing.
+What only this machine can say is checked where a technician asks (``check-config``,
+``selftest``, ``commission``: ``on_this_machine=True``): ``[display] host`` is an address the
+table's display and feed can listen on here (a loopback or any-address, or one this machine
+holds); a name must resolve, to such addresses only. The check binds a socket to port 0 and
+sends nothing. ``run`` does not refuse it with 78: at boot the service starts after
+``network.target``, before DHCP may have given the address, and a refusal with 78 is never
+restarted; there the display's bind fails (exit 1) and systemd tries again.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ MAX_FILE_BYTES = 1 << 20
 
 
 def load_config(
-    path: Path, *, escrow_required: bool = True, on_this_machine: bool = True
+    path: Path, *, escrow_required: bool = True, on_this_machine: bool = False
 ) -> Config:
     """Read and validate ``path``. Raises :class:`ConfigError` naming the offending key.
     ``escrow_required=False`` (``simulate``): RNG mode without ``rng.escrow_public_key``.
-    ``on_this_machine=False``: a config read elsewhere (a lab's copy), its host not checked."""
+    ``on_this_machine=True``: also ``[display] host`` (:func:`listen_address_problem`)."""
     try:
         data = read_capped(path, MAX_FILE_BYTES)
     except TooLarge:
