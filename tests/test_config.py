@@ -457,8 +457,12 @@ def _deep_array(depth: int) -> str:
         (f"[table]\nname = {_deep_array(MAX_NESTING + 1)}\n", "table.name" + "[0]" * 7),
         ("[" + ".".join(["a"] * 2000) + "]\n", ".".join(["a"] * (MAX_NESTING + 1))),
         ("[paytables.A]\n" + "".join(f"k{i} = 1\n" for i in range(MAX_KEYS)), "paytables.A"),
+        # tomllib's int() of more than 4,300 digits raised ValueError (exit 70)
+        ("[round]\nsettle_ms = " + "9" * 5000 + "\n", "file"),
+        # read (a power of two's base has no digit limit), but too large to write out
+        ("[round]\nsettle_ms = 0x" + "f" * 5000 + "\n", "round.settle_ms"),
     ],
-    ids=["array-2000", "inline-2000", "array-9", "header-2000", "keys"],
+    ids=["array-2000", "inline-2000", "array-9", "header-2000", "keys", "digits", "hex-digits"],
 )
 def test_the_files_nesting_and_key_count_are_bounded(text: str, key: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -527,12 +531,13 @@ def test_a_host_that_is_not_this_machines_is_refused_naming_display_host(
         ("[shaker]\namplitude = nan\n", "shaker.amplitude"),
         ("[shaker]\namplitude = -inf\n", "shaker.amplitude"),
         (f"[rules]\nx = {_deep_array(2000)}\n", "file"),
+        ("[round]\nsettle_ms = " + "9" * 5000 + "\n", "file"),
         ("[display]\nhttp_port = 9000\nfeed_port = 9000\n", "display.feed_port"),
         ('[display]\nhost = "203.0.113.77"\n', "display.host"),
         ('[storage]\nstate_dir = "state"\n', "storage.state_dir"),
         ('[storage]\nstate_dir = "  "\n', "storage.state_dir"),
     ],
-    ids=["nan", "-inf", "deep", "ports", "host", "relative", "blank"],
+    ids=["nan", "-inf", "deep", "digits", "ports", "host", "relative", "blank"],
 )
 def test_check_config_exits_78_naming_the_key_in_one_line(
     tmp_path: Path, text: str, key: str

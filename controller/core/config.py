@@ -493,6 +493,8 @@ def config_from_bytes(data: bytes, *, source: str, escrow_required: bool = True)
         raise ConfigError(
             "file", f"{source} nests lists or tables deeper than {MAX_NESTING}"
         ) from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise ConfigError("file", f"{source} has a number too long to be one") from None
     config = parse_config(raw, escrow_required=escrow_required)
     return dataclasses.replace(config, source_sha256=hashlib.sha256(data).hexdigest())
 
@@ -653,7 +655,9 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
         raise ConfigError(key, f"has unsupported type {kind}")
     low, high = meta.get("low"), meta.get("high")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ConfigError(key, f"{value} is out of range {low}..{high}")
+        # an integer past 64 bits is not written out (past 4,300 digits str() itself fails)
+        shown = value if isinstance(value, float) or value.bit_length() <= 64 else "a number"
+        raise ConfigError(key, f"{shown} is out of range {low}..{high}")
     allowed = meta.get("choices")
     if allowed is not None and value not in allowed:
         raise ConfigError(key, f"must be one of {', '.join(str(c) for c in allowed)}")
