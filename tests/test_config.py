@@ -147,6 +147,8 @@ def test_check_config_refuses_rng_mode_without_the_auditors_key(
         ({"shaker": {"amplitude": float("inf")}}, "shaker.amplitude"),
         ({"shaker": {"amplitude": float("-inf")}}, "shaker.amplitude"),
         ({"round": {"settle_ms": float("nan")}}, "round.settle_ms"),
+        ({"shaker": {"amplitude": 10**400}}, "shaker.amplitude"),  # no float holds it
+        ({"round": {"settle_ms": 2**80}}, "round.settle_ms"),
         # the page and the feed each listen on a port of their own
         ({"display": {"http_port": 8080, "feed_port": 8080}}, "display.feed_port"),
         ({"display": {"feed_port": 8080}}, "display.feed_port"),
@@ -570,6 +572,7 @@ _NASTY: list[object] = [
     float("-inf"),
     -(2**63),
     2**63 - 1,
+    10**400,
     0,
     -1,
     1e308,

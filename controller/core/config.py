@@ -633,7 +633,12 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
     elif kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, "must be a number")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past the largest float (1e308)
+            raise ConfigError(
+                key, f"is out of range {meta.get('low')}..{meta.get('high')}"
+            ) from None
         if not math.isfinite(value):  # nan passes every comparison with a bound
             raise ConfigError(key, f"{value} is not a finite number")
     elif kind is str:
