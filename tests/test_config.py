@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
+import json
+import math
 import os
+import random
+import socket
 import subprocess
 import sys
 import threading
 import tomllib
+import typing
 from pathlib import Path
 
 import pytest
 from rng_fakes import AUDITOR_KEY
 
-from controller.app.config_file import load_config
-from controller.core.config import BetLimits, Config, Language, LimitsConfig, parse_config
+from controller.app.config_file import listen_address_problem, load_config
+from controller.core.config import (
+    _SECTIONS,
+    MAX_KEYS,
+    MAX_NESTING,
+    BetLimits,
+    Config,
+    Language,
+    LimitsConfig,
+    config_from_bytes,
+    parse_config,
+)
 from controller.core.position import Game
 from controller.core.state import Mode
 from controller.core.wagers import Odds, Wager
@@ -125,6 +142,24 @@ def test_check_config_refuses_rng_mode_without_the_auditors_key(
         ({"round": {"reads_to_agree": 0}}, "round.reads_to_agree"),
         ({"round": {"max_reshakes": True}}, "round.max_reshakes"),
         ({"shaker": {"amplitude": 1.5}}, "shaker.amplitude"),
+        # a number that is not finite passes every comparison with a bound
+        ({"shaker": {"amplitude": float("nan")}}, "shaker.amplitude"),
+        ({"shaker": {"amplitude": float("inf")}}, "shaker.amplitude"),
+        ({"shaker": {"amplitude": float("-inf")}}, "shaker.amplitude"),
+        ({"round": {"settle_ms": float("nan")}}, "round.settle_ms"),
+        ({"shaker": {"amplitude": 10**400}}, "shaker.amplitude"),  # no float holds it
+        ({"round": {"settle_ms": 2**80}}, "round.settle_ms"),
+        # the page and the feed each listen on a port of their own
+        ({"display": {"http_port": 8080, "feed_port": 8080}}, "display.feed_port"),
+        ({"display": {"feed_port": 8080}}, "display.feed_port"),
+        # the log's directory is the same whatever directory the service starts in
+        ({"storage": {"state_dir": "var/lib/paigow-controller"}}, "storage.state_dir"),
+        ({"storage": {"state_dir": " "}}, "storage.state_dir"),
+        ({"storage": {"state_dir": ""}}, "storage.state_dir"),
+        ({"storage": {"state_dir": "~/state"}}, "storage.state_dir"),
+        # the shape of the file: nesting and key count bounded
+        ({"paytables": {"A": {"pays": {"x": [[[[[[1]]]]]]}}}}, "paytables.A.pays.x[0][0][0][0][0]"),
+        ({"paytables": {f"T{i}": {} for i in range(5000)}}, "paytables"),
         ({"shaker": {"motor_max_ms": 100}}, "shaker.motor_max_ms"),
         ({"shaker": {"shake_ms": 500, "cycle_ms": 200}}, "shaker.shake_ms"),
         ({"shaker": {"motor_max_ms": 3100}}, "shaker.motor_max_ms"),
@@ -393,3 +428,266 @@ def test_a_path_with_a_nul_byte_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(Path("/etc/paigow\x00.toml"))
     assert caught.value.key == "file"
+
+
+# --- bounds: every number finite and in range, the file's shape, the host ---------------------
+
+
+def test_every_number_a_section_takes_has_bounds() -> None:
+    """A number without a range would take anything tomllib reads (1e308, a 64-bit integer)."""
+    for name, cls in _SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for spec in dataclasses.fields(cls):
+            if hints[spec.name] in (int, float):
+                meta = spec.metadata
+                bounded = meta.get("low") is not None and meta.get("high") is not None
+                assert bounded or meta.get("choices"), f"{name}.{spec.name}"
+
+
+def _deep_array(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # tomllib recurses into each nested list and inline table: past Python's recursion
+        # limit it raised RecursionError (exit 70 with a traceback); now the file is named
+        (f"[table]\nname = {_deep_array(2000)}\n", "file"),
+        ("x = " + "{a = " * 2000 + "1" + "}" * 2000 + "\n", "file"),
+        # within the recursion limit, the parsed tree's depth is bounded and the key named
+        (f"[table]\nname = {_deep_array(MAX_NESTING + 1)}\n", "table.name" + "[0]" * 7),
+        ("[" + ".".join(["a"] * 2000) + "]\n", ".".join(["a"] * (MAX_NESTING + 1))),
+        ("[paytables.A]\n" + "".join(f"k{i} = 1\n" for i in range(MAX_KEYS)), "paytables.A"),
+        # tomllib's int() of more than 4,300 digits raised ValueError (exit 70)
+        ("[round]\nsettle_ms = " + "9" * 5000 + "\n", "file"),
+        # read (a power of two's base has no digit limit), but too large to write out
+        ("[round]\nsettle_ms = 0x" + "f" * 5000 + "\n", "round.settle_ms"),
+    ],
+    ids=["array-2000", "inline-2000", "array-9", "header-2000", "keys", "digits", "hex-digits"],
+)
+def test_the_files_nesting_and_key_count_are_bounded(text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_from_bytes(text.encode(), source="deep.toml")
+    assert caught.value.key == key
+    if key == "file":
+        assert "deep.toml" in str(caught.value)
+
+
+def test_the_deepest_config_within_the_bounds_is_read() -> None:
+    """Paytables are the deepest keys a config has (three tables down): well within."""
+    text = EXAMPLE.read_text()
+    assert "[paytables." in text
+    assert config_from_bytes(text.encode(), source="example").paytables == Config().paytables
+
+
+def _this_machines_address() -> str | None:
+    """An address of one of this machine's interfaces: the one a UDP socket would send from
+    (connect() on UDP sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "0.0.0.0", "::", "::1", "localhost"])
+def test_a_loopback_or_any_address_is_a_host_to_listen_on(host: str) -> None:
+    assert listen_address_problem(host) is None
+
+
+def test_an_address_this_machine_holds_is_a_host_to_listen_on() -> None:
+    address = _this_machines_address()
+    if address is None:
+        pytest.skip("no interface but the loopback")
+    assert listen_address_problem(address) is None
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        ("203.0.113.77", "is not an address of this machine"),  # TEST-NET-3: nobody's
+        ("2001:db8::77", "address of this machine"),  # the documentation prefix
+        ("no-such-table.invalid", "does not resolve"),  # RFC 6761: never resolves
+        ("bad host", "does not resolve"),
+    ],
+)
+def test_a_host_that_is_not_this_machines_is_refused_naming_display_host(
+    tmp_path: Path, host: str, problem: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[display]\nhost = "{host}"\n')
+    with pytest.raises(ConfigError, match=problem) as caught:
+        load_config(path, on_this_machine=True)
+    assert caught.value.key == "display.host"
+    # run does not refuse it (exit 78 is never restarted; at boot the address may come later,
+    # then the display's bind fails and systemd tries again), nor a copy read elsewhere
+    assert load_config(path).display.host == host
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[shaker]\namplitude = nan\n", "shaker.amplitude"),
+        ("[shaker]\namplitude = -inf\n", "shaker.amplitude"),
+        (f"[rules]\nx = {_deep_array(2000)}\n", "file"),
+        ("[round]\nsettle_ms = " + "9" * 5000 + "\n", "file"),
+        ("[display]\nhttp_port = 9000\nfeed_port = 9000\n", "display.feed_port"),
+        ('[display]\nhost = "203.0.113.77"\n', "display.host"),
+        ('[storage]\nstate_dir = "state"\n', "storage.state_dir"),
+        ('[storage]\nstate_dir = "  "\n', "storage.state_dir"),
+    ],
+    ids=["nan", "-inf", "deep", "digits", "ports", "host", "relative", "blank"],
+)
+def test_check_config_exits_78_naming_the_key_in_one_line(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """The command itself, as a technician runs it: one line naming the key, exit 78."""
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller", "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 78, proc.stderr[-2000:]
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"paigow-controller: config: {key}: "), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr
+
+
+# --- a fuzz of the whole loader: every bad value refused naming its key, nothing else raised ---
+
+FUZZ_SEED = int(os.environ.get("CONFIG_FUZZ_SEED", "2028"))
+FUZZ_CASES = 400
+
+_NASTY: list[object] = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    -(2**63),
+    2**63 - 1,
+    10**400,
+    0,
+    -1,
+    1e308,
+    0.5,
+    True,
+    "",
+    " ",
+    "relative/dir",
+    "x" * 5000,
+    "a\u202eb",
+    "a\x7fb",
+    [],
+    [float("nan")],
+    {},
+    {"k": float("inf")},
+]
+
+
+def _nested(rng: random.Random) -> object:
+    value: object = rng.choice([1, "x", float("nan")])
+    for _ in range(rng.choice([MAX_NESTING, MAX_NESTING + 1, 40, 400, 2000])):
+        value = [value] if rng.random() < 0.5 else {"k": value}
+    return value
+
+
+def _toml_value(value: object) -> str:
+    """TOML for a value: floats as TOML writes them (nan, inf, -inf), strings escaped, lists
+    and inline tables written without recursion (the fuzz nests them 2,000 deep)."""
+    opening, closing, leaf = [], [], value
+    while isinstance(leaf, list | dict) and len(leaf) == 1:
+        if isinstance(leaf, list):
+            opening.append("[")
+            closing.append("]")
+            leaf = leaf[0]
+        else:
+            ((name, leaf),) = leaf.items()
+            opening.append(f"{{{name} = ")
+            closing.append("}")
+    if isinstance(leaf, bool):
+        text = "true" if leaf else "false"
+    elif isinstance(leaf, float):
+        text = (
+            "nan"
+            if math.isnan(leaf)
+            else ("inf" if leaf > 0 else "-inf")
+            if math.isinf(leaf)
+            else repr(leaf)
+        )
+    elif isinstance(leaf, int):
+        text = str(leaf)
+    elif isinstance(leaf, str):
+        text = json.dumps(leaf)
+    elif isinstance(leaf, list):
+        text = "[]"
+    else:
+        text = "{}"
+    return "".join(opening) + text + "".join(reversed(closing))
+
+
+def _contains_non_finite(value: object) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+    return False
+
+
+def _refusal(text: str) -> ConfigError | None:
+    """The ConfigError that loading ``text`` raises, None if it is a config; anything else
+    raised fails the test."""
+    try:
+        config_from_bytes(text.encode(), source="fuzz.toml", escrow_required=False)
+    except ConfigError as exc:
+        return exc
+    return None
+
+
+def test_a_fuzzed_config_is_read_or_refused_naming_a_key() -> None:
+    """Each case sets one key of a section (or both display ports to one value) to a value
+    drawn from the nasty ones (NaN, infinities, 64-bit extremes, nesting 2,000 deep, control
+    characters, relative paths), writes it as TOML and loads it: a config or a ConfigError,
+    nothing else ever; a non-finite number, a nesting past the bound and equal ports always
+    refused, naming the key (or the file, where tomllib itself ran out of stack)."""
+    print(f"seed {FUZZ_SEED} (CONFIG_FUZZ_SEED replays another)")
+    rng = random.Random(FUZZ_SEED)
+    keys = [
+        (name, spec.name) for name, cls in _SECTIONS.items() for spec in dataclasses.fields(cls)
+    ]
+    refused = 0
+    for case in range(FUZZ_CASES):
+        section, name = rng.choice(keys)
+        roll = rng.random()
+        if roll < 0.1:
+            section, port = "display", rng.randint(1, 65535)
+            lines = [f"http_port = {port}", f"feed_port = {port}"]
+            must_name: tuple[str, ...] | None = ("display.feed_port",)
+        else:
+            value = _nested(rng) if roll < 0.3 else rng.choice(_NASTY)
+            lines = [f"{name} = {_toml_value(value)}"]
+            key = f"{section}.{name}"
+            deep = roll < 0.3 and isinstance(value, list | dict)
+            must_name = None
+            if _contains_non_finite(value) or deep:
+                must_name = (key, "file") if deep else (key,)
+        text = f"[{section}]\n" + "\n".join(lines) + "\n"
+        refusal = _refusal(text)
+        if refusal is None:
+            assert must_name is None, (case, text[:200])
+        else:
+            refused += 1
+            if must_name is not None:
+                assert refusal.key.startswith(must_name), (case, text[:200], refusal)
+    assert refused > FUZZ_CASES // 2  # the nasty values are nasty: most are refused

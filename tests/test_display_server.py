@@ -519,7 +519,7 @@ def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: P
         {
             "table": {"mode": "rng", "modes": ["shaker"], "name": "t16"},  # sum: the dice's
             "rng": {"escrow_public_key": AUDITOR_KEY.text},
-            "display": {"http_port": 1, "feed_port": 1, "brand": "Casino"},
+            "display": {"http_port": 1, "feed_port": 2, "brand": "Casino"},
             "limits": {"table": {"min": 10, "max": 1000}, "sum": {"min": 5, "max": 100}},
         }
     )

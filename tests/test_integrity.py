@@ -33,7 +33,7 @@ from controller.cli import main
 from controller.core.config import Config
 from controller.core.dice import DiceReading, DieColour, DieReading, Roll
 from controller.core.position import Game
-from controller.core.record_data import config_loaded_data
+from controller.core.record_data import MAX_UNRECORDED_NAMED, Unrecorded, config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
 from controller.core.snapshot import decode_context, encode_context
@@ -281,6 +281,105 @@ def test_a_lid_record_lost_with_its_commit_leaves_the_lid_where_it_is(tmp_path: 
     table.send(Event.SHAKE_PRESSED)
     assert table.state is State.SHAKING
     table.close()
+
+
+class FullDisk(FailingLog):
+    """The real log on a disk that fills up: from the first commit of a step that records
+    ``kind`` on, every commit fails (SQLite's SQLITE_FULL) until ``full`` is set False."""
+
+    full = False
+
+    def commit(
+        self, entries: Sequence[tuple[RecordKind, Mapping[str, object]]], **kw: bytes | None
+    ) -> Committed:
+        self.full |= self.failures == 0 and any(kind is self.kind for kind, _ in entries)
+        if self.full:
+            self.failures += 1
+            self.log._poison("database or disk is full (injected ENOSPC)")
+            raise AuditLogError(
+                "audit log: cannot write audit.db: database or disk is full (injected ENOSPC)"
+            )
+        return self.log.commit(entries, **kw)
+
+
+def test_the_storage_fault_names_the_result_discarded_while_the_disk_was_full(
+    tmp_path: Path,
+) -> None:
+    """The disk fills up as a result is decided: its commit fails, and so do the storage
+    fault's own record and the supervisor's first clear. Space is freed; the next clear
+    finds the log poisoned, reopens it, and the storage fault that finally reaches the log
+    names every record lost since the disk filled (their kinds and round, not only the
+    fault_cleared of the last step) and that a result was decided and discarded."""
+    table = Table(tmp_path)
+    table.loop.ports.log = table.log = disk = FullDisk(table.real_log, RecordKind.RESULT)
+    table.to_reading()
+    round_number = table.loop.machine.context.round_number
+    table.send(Event.READING, reading=reading())
+    table.send(Event.READING, reading=reading())  # the second agreeing read: the result
+    assert disk.failures == 2  # the result's commit, then the fault's own
+    assert table.state is State.FAULT
+    table.send(Event.CLEAR_FAULT, supervisor=True)  # the disk is still full
+    assert table.state is State.FAULT
+    assert disk.failures == 4  # the clear's commit, then the fault's own again
+    disk.full = False  # space freed
+    table.send(Event.CLEAR_FAULT, supervisor=True)  # the log is reopened, the fault recorded
+    (fault,) = [d for _, kind, d in table.records() if kind == RecordKind.FAULT]
+    assert fault["fault"] == "storage"
+    detail = fault["detail"]
+    assert "database or disk is full" in detail
+    lost = detail.partition("not recorded: ")[2]
+    assert lost.startswith(
+        f"reading, reading, result, fault, fault_cleared, fault, fault_cleared in round"
+        f" {round_number}; "
+    ), detail
+    assert f"a result was decided and discarded (round {round_number} attempt 1)" in lost
+    assert Screen.RESULT not in table.hw.screens()
+    # the next storage fault names only what it lost itself
+    table.send(Event.CLEAR_FAULT, supervisor=True)
+    assert table.state is State.ARMED
+    assert table.loop.machine.context.attempt == 2  # the shake is void, never the result
+    disk.failures, disk.kind = 0, RecordKind.LID
+    table.send(Event.LID_OPENED)
+    assert disk.failures == 2  # the lid's commit, then the fault's own
+    disk.full = False
+    table.send(Event.CLEAR_FAULT, supervisor=True)
+    faults = [d["detail"] for _, kind, d in table.records() if kind == RecordKind.FAULT]
+    assert len(faults) == 2
+    assert faults[-1].partition("not recorded: ")[2].startswith("lid"), faults[-1]
+    assert faults[-1].endswith("no result among them"), faults[-1]
+    assert "result in round" not in faults[-1]
+    assert_shown_is_recorded(table)
+    table.close()
+    verify_state_dir(tmp_path, _verifier(tmp_path))
+
+
+def test_what_failed_commits_lost_is_named_in_order_and_bounded() -> None:
+    lost = Unrecorded().add(
+        [
+            (RecordKind.SHAKE, {"round": 7, "attempt": 1, "cycles": 4}),
+            (RecordKind.RESULT, {"round": 7, "attempt": 1}),
+        ]
+    )
+    lost = lost.add([(RecordKind.FAULT, {"round": 7}), (RecordKind.CLOCK_STATUS, {})])
+    assert lost.describe() == (
+        "shake, result, fault in round 7; clock_status;"
+        " a result was decided and discarded (round 7 attempt 1)"
+    )
+    # the log held more than was acknowledged: the result may be in it, so not "discarded"
+    assert lost.describe(discarded=False).endswith("; a result was decided (round 7 attempt 1)")
+    assert Unrecorded().add([(RecordKind.LID, {"closed": True})]).describe() == (
+        "lid; no result among them"
+    )
+    # a disk full for a shift: the detail stays bounded, every record counted
+    many = Unrecorded()
+    for round_ in range(1, 1001):
+        many = many.add([(RecordKind.NO_MORE_BETS, {"round": round_})])
+    many = many.add([(RecordKind.RESULT, {"round": 1000, "attempt": 2})])
+    text = many.describe()
+    assert text.count("no_more_bets in round") == MAX_UNRECORDED_NAMED
+    assert f"; {1001 - MAX_UNRECORDED_NAMED} more records;" in text
+    assert text.endswith("a result was decided and discarded (round 1000 attempt 2)")
+    assert len(text) < 2000
 
 
 def test_a_commit_that_fails_but_reached_the_disk_is_taken_as_the_log_says(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core.dice import Roll
+from controller.core.record_data import Unrecorded
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
 from controller.core.software import SoftwareCheck, SoftwareIdentity
@@ -213,6 +214,8 @@ class ControlLoop:
         self._power_on: Occurrence | None = None  # until its records are durable
         self._waiting: list[tuple[RecordKind, Mapping[str, object]]] = []  # not yet committed
         self._durable = machine.context  # the context stored with the last commit
+        # what failed commits lost, until a storage fault naming it is durable
+        self._unrecorded = Unrecorded()
         self.collect_garbage_when_idle = collect_garbage_when_idle
         self._idle_collections = 0
         self._submitted: dict[int, Outcome] = {}  # by id(occurrence), until taken (``submit``)
@@ -410,9 +413,9 @@ class ControlLoop:
             try:
                 committed = self.ports.log.commit(batch, context=encode_context(after))
             except AuditLogError as exc:
+                self._unrecorded = self._unrecorded.add(batch)
                 if not must_adopt:
-                    lid = after.is_lid_closed
-                    self._storage_failed(before, exc, [str(kind) for kind, _ in batch], lid=lid)
+                    self._storage_failed(before, exc, lid=after.is_lid_closed)
                     return False
                 log.error("the fault could not be recorded either: %s", exc)
             else:
@@ -544,25 +547,28 @@ class ControlLoop:
         else:
             self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, rng_number=value))
 
-    def _storage_failed(
-        self, before: RoundContext, exc: AuditLogError, kinds: list[str], *, lid: bool
-    ) -> None:
+    def _storage_failed(self, before: RoundContext, exc: AuditLogError, *, lid: bool) -> None:
         """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
         The log is reopened and read as it really is; the machine takes the storage fault from
-        the context of the last commit (or, if the failed one reached the disk, the log's)."""
-        log.error("audit log failed: %s; not recorded: %s", exc, ", ".join(kinds))
+        the context of the last commit (or, if the failed one reached the disk, the log's).
+        The fault names what was lost since the last storage fault recorded: the records'
+        kinds and rounds, and any result decided and so discarded."""
+        lost = self._unrecorded.describe()
+        log.error("audit log failed: %s; not recorded: %s", exc, lost)
         self.is_storage_failed = True
         # where the lid is, is the hardware's (reported once, by the event of this step): a lid
         # record lost with the commit does not move the lid back
         base = replace(self._durable, is_lid_closed=lid)
-        detail = f"{exc}; not recorded: {', '.join(kinds)}"
+        detail = f"{exc}; not recorded: {lost}"
         try:
             reopened = self.ports.log.reopen()
         except AuditLogError as again:
             detail += f"; reopening failed: {again}"
         else:
             if reopened.size != reopened.acknowledged:
-                detail += (
+                # the failed commit may have reached the disk: a result in it is not discarded
+                detail = (
+                    f"{exc}; not recorded: {self._unrecorded.describe(discarded=False)}"
                     f"; the log holds {reopened.size} records where {reopened.acknowledged}"
                     " were acknowledged: it is taken as it is"
                 )
@@ -579,7 +585,8 @@ class ControlLoop:
             self.is_healthy = False
             self._safe("storage fault")
             return
-        self._carry_out(base, after, actions, must_adopt=True)
+        if self._carry_out(base, after, actions, must_adopt=True):
+            self._unrecorded = Unrecorded()  # the fault that names the losses is durable
 
     def _context_in_log(self, before: RoundContext, *, lid: bool) -> RoundContext:
         try:

@@ -222,7 +222,7 @@ def selftest_command(args: argparse.Namespace) -> int:
     from controller.app.selftest import selftest
 
     given_dir = directory_argument(args.state_dir)
-    config = load_config(Path(args.config))
+    config = load_config(Path(args.config), on_this_machine=True)
     configure_logging(logging.WARNING)
     state_dir = given_dir or Path(config.storage.state_dir)
     ok, report = selftest(

@@ -101,7 +101,8 @@ def commission_command(args: argparse.Namespace) -> int:
     step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
     answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
     state_dir = directory_argument(args.state_dir)
-    config = load_config(Path(args.config))  # a bad config: exit 78 naming the key
+    # a bad config: exit 78 naming the key (its display host too: a technician is there)
+    config = load_config(Path(args.config), on_this_machine=True)
     configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
     settings = Settings(
         technician=args.technician,

@@ -198,9 +198,10 @@ def check_config_arguments(p: argparse.ArgumentParser) -> None:
     describe(
         p,
         "Reads a config file as the controller would at start-up and says whether it is valid:"
-        " a bad one (an unknown key, a value out of range, a file too large) exits 78 with one"
-        " line naming the key. A valid one shows its SHA-256 (the config_loaded record carries"
-        " the same), the table, game, mode, paytables and the log's origin. With --state-dir"
+        " a bad one (an unknown key, a value out of range, a file too large, a display host that"
+        " is not this machine's) exits 78 with one line naming the key. A valid one shows its"
+        " SHA-256 (the config_loaded record carries the same), the table, game, mode,"
+        " paytables and the log's origin. With --state-dir"
         " the log there is checked against the config too: one of another origin than"
         f" [fleet] origin exits 78 naming fleet.origin. {JSON_OR_TEXT}",
         "examples:\n"
@@ -216,7 +217,7 @@ def check_config_arguments(p: argparse.ArgumentParser) -> None:
 def check_config(args: argparse.Namespace) -> int:
     from controller.audit.log import configured_origin, require_origin
 
-    config = load_config(Path(args.config))
+    config = load_config(Path(args.config), on_this_machine=True)
     state_dir = directory_argument(args.state_dir)
     if state_dir is not None:
         require_origin(state_dir, config)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import tomllib
 import typing
 from collections.abc import Mapping
@@ -42,6 +43,10 @@ LIMIT_WAGERS = ("table", "sum", "match", "beat_it")  # the main wager, then the 
 ODDS_WIN_MAX = 100_000  # "N to M": 1 <= N <= ODDS_WIN_MAX, 1 <= M <= ODDS_STAKE_MAX
 ODDS_STAKE_MAX = 1000
 MAX_ORIGIN_CHARS = 100  # [fleet] origin
+# The shape of the file: the deepest legitimate key is paytables.NAME.pays.OUTCOME (three
+# tables deep); a few thousand keys and list items hold every section and a casino's paytables
+MAX_NESTING = 8  # tables and lists within one another
+MAX_KEYS = 4096  # keys and list items in the whole file
 
 
 def _range(low: float | None = None, high: float | None = None) -> dict[str, Any]:
@@ -180,6 +185,9 @@ class StorageConfig:
     retain_days: int = field(default=0, metadata=_range(0, MAX_RETAIN_DAYS))
 
     def __post_init__(self) -> None:
+        # the log's directory is the same whatever directory the service starts in
+        if not self.state_dir.startswith("/"):
+            raise ConfigError("storage.state_dir", "must be an absolute path")
         if 0 < self.retain_rounds < MIN_RETAIN_ROUNDS:
             raise ConfigError(
                 "storage.retain_rounds",
@@ -358,6 +366,12 @@ class DisplayConfig:
         if not self.languages:
             choices = ", ".join(str(m) for m in Language)
             raise ConfigError("display.languages", f"must name at least one of {choices}")
+        if self.feed_port == self.http_port != 0:  # 0: any free port (tests, benches)
+            # one of the two servers could never listen: the table would start without it
+            raise ConfigError(
+                "display.feed_port",
+                f"{self.feed_port} is display.http_port too: the page and the feed need one each",
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,11 +489,18 @@ def config_from_bytes(data: bytes, *, source: str, escrow_required: bool = True)
         raise ConfigError("file", f"{source} is not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("file", f"{source} is not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib recurses into each nested list and inline table
+        raise ConfigError(
+            "file", f"{source} nests lists or tables deeper than {MAX_NESTING}"
+        ) from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise ConfigError("file", f"{source} has a number too long to be one") from None
     config = parse_config(raw, escrow_required=escrow_required)
     return dataclasses.replace(config, source_sha256=hashlib.sha256(data).hexdigest())
 
 
 def parse_config(raw: Mapping[str, Any], *, escrow_required: bool = True) -> Config:
+    _check_shape(raw)
     sections: dict[str, Any] = {}
     for name, value in raw.items():
         if name in ("paytables", "limits"):
@@ -511,6 +532,30 @@ def parse_config(raw: Mapping[str, Any], *, escrow_required: bool = True) -> Con
 
 
 _MOVED = {"table.co_banking": "rules.co_banking"}
+
+
+def _check_shape(raw: Mapping[str, Any]) -> None:
+    """At most ``MAX_NESTING`` tables and lists within one another and ``MAX_KEYS`` keys and
+    list items in all, before anything reads the values. Walked without recursion: a table
+    header may nest as deep as the file is long."""
+    keys = 0
+    pending: list[tuple[str, Any, int]] = [("", raw, 0)]
+    while pending:
+        path, value, depth = pending.pop()
+        if isinstance(value, dict):
+            items: list[tuple[str, Any]] = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            items = [(f"[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise ConfigError(path, f"nests lists or tables deeper than {MAX_NESTING}")
+        keys += len(items)
+        if keys > MAX_KEYS:
+            raise ConfigError(path or "file", f"the file has more than {MAX_KEYS} keys and items")
+        for name, item in items:
+            child = f"{path}{name}" if name.startswith("[") else f"{path}.{name}" if path else name
+            pending.append((child, item, depth + 1))
 
 
 def _check_rules(config: Config, raw: Mapping[str, Any]) -> None:
@@ -588,7 +633,14 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
     elif kind is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, "must be a number")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past the largest float (1e308)
+            raise ConfigError(
+                key, f"is out of range {meta.get('low')}..{meta.get('high')}"
+            ) from None
+        if not math.isfinite(value):  # nan passes every comparison with a bound
+            raise ConfigError(key, f"{value} is not a finite number")
     elif kind is str:
         if not isinstance(value, str):
             raise ConfigError(key, "must be a string")
@@ -608,7 +660,9 @@ def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
         raise ConfigError(key, f"has unsupported type {kind}")
     low, high = meta.get("low"), meta.get("high")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ConfigError(key, f"{value} is out of range {low}..{high}")
+        # an integer past 64 bits is not written out (past 4,300 digits str() itself fails)
+        shown = value if isinstance(value, float) or value.bit_length() <= 64 else "a number"
+        raise ConfigError(key, f"{shown} is out of range {low}..{high}")
     allowed = meta.get("choices")
     if allowed is not None and value not in allowed:
         raise ConfigError(key, f"must be one of {', '.join(str(c) for c in allowed)}")

@@ -4,12 +4,15 @@ recovery that read them back. Pure: no I/O.
 ``config_loaded`` carries the configuration's SHA-256 and its paytables, so that a verifier can
 recompute every recorded payout without the file (the paytables in force are the last ones
 recorded before a result).
+
+A ``fault`` of the storage names what the failed commits took with them (:class:`Unrecorded`).
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from controller.core.config import ODDS_STAKE_MAX, ODDS_WIN_MAX, Config
@@ -123,6 +126,69 @@ def roll_of(raw: object) -> Roll:
 
 
 _RESULT_ROUND_KEYS = ("round", "attempt")
+# a result decided: discarded with its commit, never shown (write-ahead)
+_DECIDED_KINDS = frozenset({"result", "result_corrected"})
+MAX_UNRECORDED_NAMED = 32  # records named in a storage fault's detail; the rest are counted
+
+
+def _whole(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def _round_and_attempt(round_: int | None, attempt: int | None) -> str:
+    said = [f"{word} {n}" for word, n in (("round", round_), ("attempt", attempt)) if n is not None]
+    return " ".join(said) or "a round not named"
+
+
+@dataclass(frozen=True, slots=True)
+class Unrecorded:
+    """What failed commits took with them, gathered until a storage fault that names it is
+    recorded: each record's kind and round, the results decided and discarded (their round
+    and attempt), and a count of the records past ``MAX_UNRECORDED_NAMED``. A disk that stays
+    full fails the storage fault's own record too, and the next commit's: the fault that
+    finally reaches the log names every loss since the last one recorded, not only the last
+    step's (a result lost first, then a fault_cleared)."""
+
+    records: tuple[tuple[str, int | None], ...] = ()
+    decided: tuple[tuple[int | None, int | None], ...] = ()
+    more: int = 0
+
+    def add(self, batch: Sequence[tuple[object, Mapping[str, object]]]) -> Unrecorded:
+        records, decided, more = list(self.records), list(self.decided), self.more
+        for kind, data in batch:
+            name = str(kind)
+            round_ = _whole(data.get("round"))
+            if len(records) < MAX_UNRECORDED_NAMED:
+                records.append((name, round_))
+            else:
+                more += 1
+            if name in _DECIDED_KINDS and len(decided) < MAX_UNRECORDED_NAMED:
+                decided.append((round_, _whole(data.get("attempt"))))
+        return Unrecorded(tuple(records), tuple(decided), more)
+
+    def describe(self, *, discarded: bool = True) -> str:
+        """``reading, reading, result in round 4; a result was decided and discarded (round 4
+        attempt 2)``: the kinds in the order they were lost, those of one round together.
+        ``discarded=False``: the commit may have reached the disk after all (the log holds
+        more than was acknowledged), so a result is only said to have been decided."""
+        groups: list[tuple[int | None, list[str]]] = []
+        for name, round_ in self.records:
+            if groups and groups[-1][0] == round_:
+                groups[-1][1].append(name)
+            else:
+                groups.append((round_, [name]))
+        parts = [
+            ", ".join(names) + ("" if round_ is None else f" in round {round_}")
+            for round_, names in groups
+        ]
+        if self.more:
+            parts.append(f"{self.more} more records")
+        if not self.decided:
+            return "; ".join([*parts, "no result among them"])
+        where = ", ".join(_round_and_attempt(r, a) for r, a in self.decided)
+        said = "a result was" if len(self.decided) == 1 else f"{len(self.decided)} results were"
+        fate = "decided and discarded" if discarded else "decided"
+        return "; ".join([*parts, f"{said} {fate} ({where})"])
 
 
 def recompute_result(data: Mapping[str, Any], paytables: Sequence[Paytable]) -> RoundResult:
