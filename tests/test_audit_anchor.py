@@ -8,10 +8,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile, copy_path
 from controller.audit.log import DB_NAME, AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
 from controller.core.records import RecordKind
 from controller.core.state import Fault
+from controller.errors import LogIntegrityError
 
 
 def _log(state: Path, copies: Path | None) -> AuditLog:
@@ -193,3 +197,28 @@ def test_a_copy_that_cannot_be_written_is_a_storage_fault(tmp_path: Path) -> Non
         assert committed.anchor_error is not None
         assert str(copy) in committed.anchor_error
     assert not copies.exists()
+
+
+def test_verify_log_refuses_a_missing_anchor_cleared_without_who_or_why(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cleared = {"round": 1, "faults": ["anchor_missing"], "supervisor": True, "employee": "T0042"}
+    with AuditLog.open(state) as log:
+        log.append(RecordKind.FAULT_CLEARED, {**cleared, "note": "card repaired"})
+    signer = load_signer(state)
+    assert signer is not None
+    verify_state_dir(state, signer.verifier)  # who and why: as the controller writes it
+    for number, (wrong, message) in enumerate(
+        (
+            ({**cleared}, "a note saying why"),
+            ({**cleared, "note": " "}, "a note saying why"),
+            ({**cleared, "employee": None, "note": "x"}, "names themselves"),
+            ({**cleared, "supervisor": False, "note": "x"}, "names themselves"),
+        )
+    ):
+        other = tmp_path / f"other-{number}"
+        with AuditLog.open(other) as log:
+            log.append(RecordKind.FAULT_CLEARED, wrong)
+        key = load_signer(other)
+        assert key is not None
+        with pytest.raises(LogIntegrityError, match=message):
+            verify_state_dir(other, key.verifier)
