@@ -147,7 +147,14 @@ usermod -a -G gpio,dialout paigow
 echo "== config in $etc"
 install -d -m 0755 "$etc"
 if [ ! -e "$etc/config.toml" ]; then
-    install -m 0644 "$src/hw/config.example.toml" "$etc/config.toml"
+    # the log's anchor also in a second place, the unit's second StateDirectory= (README,
+    # "Integrity"): a deleted anchor is then rewritten from the other, and both gone is a fault
+    sed 's#^anchor_copy_dir = ""#anchor_copy_dir = "/var/lib/paigow-controller-anchor"#' \
+        "$src/hw/config.example.toml" > "$etc/.config.toml.new"
+    grep -q '^anchor_copy_dir = "/var/lib/paigow-controller-anchor"' "$etc/.config.toml.new" \
+        || die "the example config has no anchor_copy_dir line"
+    install -m 0644 "$etc/.config.toml.new" "$etc/config.toml"
+    rm -f "$etc/.config.toml.new"
 fi
 
 # Only what the product is built from: never a checkout's working files (demo-state/ and its

@@ -424,6 +424,21 @@ def test_text_values_are_bounded_and_without_control_characters(
     assert caught.value.key == key
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("boot/anchor", "absolute"),
+        ("/var/lib/paigow-controller/", "another directory"),
+        ("/var/lib/x\x00y", "control characters"),
+    ],
+)
+def test_the_anchors_second_place_is_another_absolute_directory(value: str, said: str) -> None:
+    with pytest.raises(ConfigError, match=said) as caught:
+        parse_config({"storage": {"anchor_copy_dir": value}})
+    assert caught.value.key == "storage.anchor_copy_dir"
+    assert parse_config({"storage": {"anchor_copy_dir": "/boot/firmware/paigow"}})
+
+
 def test_a_path_with_a_nul_byte_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(Path("/etc/paigow\x00.toml"))

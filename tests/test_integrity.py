@@ -610,7 +610,8 @@ def test_records_of_a_commit_that_failed_and_then_a_stop_are_reconciled_at_the_n
 # --- 3. anchors against rollback ------------------------------------------------------------
 
 
-def _play(state: Path, rounds: int) -> None:
+def _play(state: Path, rounds: int, *, config: Path | None = None) -> None:
+    extra = [] if config is None else ["--config", str(config)]
     proc = subprocess.run(
         [
             sys.executable,
@@ -624,6 +625,7 @@ def _play(state: Path, rounds: int) -> None:
             "none",
             "--state-dir",
             str(state),
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -679,6 +681,85 @@ def test_the_next_start_after_a_cleared_rollback_is_quiet(tmp_path: Path) -> Non
     rows = _export(state)
     rollbacks = [r for r in rows if r["kind"] == "fault" and r["data"]["fault"] == "log_rollback"]
     assert len(rollbacks) == 1
+
+
+def _since_last_power_on(state: Path) -> list[dict[str, Any]]:
+    rows = _export(state)
+    return rows[max(i for i, r in enumerate(rows) if r["kind"] == "power_on") :]
+
+
+def test_an_anchor_deleted_after_a_rollback_latches_anchor_missing(tmp_path: Path) -> None:
+    """Issue 28, finding 2: audit.db rolled back to an older copy and log-anchor deleted. The
+    table played on before, nothing recorded (no anchor was taken as no anchor yet). Now the
+    start latches anchor_missing, recorded; the table plays again only once a supervisor at
+    the terminal clears it naming the employee and why (the simulated technician does)."""
+    state = tmp_path / "state"
+    _play(state, 1)
+    _copy_log(state, tmp_path / "older")
+    _play(state, 2)
+    _restore_log(tmp_path / "older", state)
+    (state / "log-anchor").unlink()
+    _play(state, 1)
+    after = _since_last_power_on(state)
+    kinds = [r["kind"] for r in after]
+    faults = [r["data"] for r in after if r["kind"] == "fault"]
+    assert [f["fault"] for f in faults] == ["anchor_missing"]
+    assert "closed rounds but no anchor" in faults[0]["detail"]
+    assert kinds.index("fault") < kinds.index("fault_cleared") < kinds.index("no_more_bets")
+    cleared = [r["data"] for r in after if r["kind"] == "fault_cleared"]
+    assert [c["faults"] for c in cleared] == [["anchor_missing"]]
+    assert cleared[0]["employee"] == "T0042"  # the technician, at the terminal
+    assert cleared[0]["note"]  # why
+    assert cleared[0]["supervisor"] is True
+    assert (state / "log-anchor").exists()  # the log as it is, anchored again
+    verify_state_dir(state, _verifier(state))
+    _play(state, 1)
+    assert "fault" not in [r["kind"] for r in _since_last_power_on(state)]
+
+
+def _config_with_copy(tmp_path: Path, state: Path) -> tuple[Path, Path]:
+    copies = tmp_path / "boot"
+    copies.mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'[storage]\nstate_dir = "{state}"\nanchor_copy_dir = "{copies}"\n')
+    return config, copies
+
+
+def test_a_rollback_with_the_anchor_beside_the_log_deleted_is_caught_by_its_copy(
+    tmp_path: Path,
+) -> None:
+    """One deletion is not enough: the copy in [storage] anchor_copy_dir still proves the log
+    went back."""
+    state = tmp_path / "state"
+    config, copies = _config_with_copy(tmp_path, state)
+    _play(state, 1, config=config)
+    _copy_log(state, tmp_path / "older")
+    _play(state, 2, config=config)
+    assert [p.name[:11] for p in copies.iterdir()] == ["log-anchor-"]
+    _restore_log(tmp_path / "older", state)
+    (state / "log-anchor").unlink()
+    _play(state, 1, config=config)
+    faults = [r["data"] for r in _since_last_power_on(state) if r["kind"] == "fault"]
+    assert [f["fault"] for f in faults] == ["log_rollback"]
+    assert "rolled back" in faults[0]["detail"]
+
+
+def test_an_anchor_deleted_in_one_place_is_rewritten_from_the_other_and_recorded(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    config, copies = _config_with_copy(tmp_path, state)
+    _play(state, 1, config=config)
+    (state / "log-anchor").unlink()
+    _play(state, 1, config=config)
+    after = _since_last_power_on(state)
+    assert "fault" not in [r["kind"] for r in after]
+    said = after[0]["data"]["anchor"]
+    assert f"{state / 'log-anchor'} (missing)" in said
+    assert str(copies) in said
+    assert (state / "log-anchor").exists()
+    _play(state, 1, config=config)
+    assert "anchor" not in _since_last_power_on(state)[0]["data"]  # set right: quiet
 
 
 def test_verify_log_proves_the_log_extends_a_checkpoint_kept_elsewhere(
@@ -789,6 +870,53 @@ def test_a_second_controller_on_the_same_state_directory_is_refused(tmp_path: Pa
     finally:
         first.release()
     InstanceLock.acquire(tmp_path).release()  # free again once the holder is gone
+
+
+def test_a_deleted_lock_file_lets_no_second_controller_into_a_live_log(tmp_path: Path) -> None:
+    """Issue 28, finding 8: ``rm controller.lock`` under a running controller. Before, a
+    second one locked a new file and wrote into the live log (a power_on saying the run before
+    was interrupted, then a shutdown, among the running table's records). The lock is on the
+    state directory itself: the second is refused before it writes anything."""
+    state = tmp_path / "state"
+    _play(state, 1)
+    running = InstanceLock.acquire(state)  # the running controller's, as Appliance.start takes it
+    try:
+        with AuditLog.open(state) as live:
+            live.append(RecordKind.TABLE_TIME, {"table_ms": 1})
+        before = _export(state)
+        (state / "controller.lock").unlink()
+        with pytest.raises(InstanceLocked, match=r"lock file controller\.lock was removed"):
+            InstanceLock.acquire(state)
+        assert not (state / "controller.lock").exists()  # the refused one made nothing
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "controller",
+                "simulate",
+                "--fast",
+                "--rounds",
+                "1",
+                "--faults",
+                "none",
+                "--state-dir",
+                str(state),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(errors) == 1, proc.stderr
+        assert "another controller" in errors[0]
+        assert str(state) in errors[0]
+        assert "Traceback" not in proc.stderr
+        assert _export(state) == before  # nothing written to the live log: no power_on
+    finally:
+        running.release()
+    InstanceLock.acquire(state).release()  # free again once the holder is gone
+    _play(state, 1)  # and the next controller plays on the log
 
 
 # --- 5. RNG rounds end on their result ------------------------------------------------------

@@ -51,6 +51,7 @@ from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.state import (
     Event,
+    Fault,
     Mode,
     Occurrence,
     RngMode,
@@ -222,6 +223,39 @@ def shown(table: Table) -> tuple[int, int]:
 
 
 # --- each command, with the key and without -------------------------------------------------
+
+
+def test_a_missing_anchor_is_cleared_at_the_terminal_with_who_and_why(table: Table) -> None:
+    """Issue 28: anchor_missing stays until a supervisor, the key on, names themselves and
+    why; the clear is recorded with both and re-anchors the log as it is."""
+    latched = table.loop.submit(
+        Occurrence(Event.FAULT, at=table.loop.clock(), fault=Fault.ANCHOR_MISSING, detail="gone")
+    )
+    assert latched.wait_for_step(WAIT_S)
+    assert table.loop.machine.state is State.FAULT
+    (table.state_dir / "log-anchor").unlink(missing_ok=True)
+    table.key.is_supervisor_key_on = True
+    refused = request(table, "clear_fault", employee="T0042")
+    assert refused["ok"] is False
+    assert "a note saying why" in refused["refused"]
+    assert table.loop.machine.state is State.FAULT
+    table.key.is_supervisor_key_on = False
+    keyless = request(table, "clear_fault", employee="T0042", note="card repaired")
+    assert keyless["ok"] is False
+    table.key.is_supervisor_key_on = True
+    cleared = request(table, "clear_fault", employee="T0042", note="card repaired")
+    assert cleared["ok"] is True, cleared
+    assert cleared["records"][0]["kind"] == "fault_cleared"
+    assert table.loop.machine.state is State.IDLE
+    assert (table.state_dir / "log-anchor").exists()  # the log as it is, its anchor again
+    table.close()
+    kind, data = table.records()[cleared["records"][0]["seq"]]
+    assert kind == "fault_cleared"
+    assert (data["faults"], data["employee"], data["note"]) == (
+        ["anchor_missing"],
+        "T0042",
+        "card repaired",
+    )
 
 
 def test_each_command_with_the_key_on_is_recorded(table: Table) -> None:
@@ -533,6 +567,7 @@ def test_the_grammar_takes_what_the_client_writes() -> None:
         Request("tiles_shuffled", employee=e, reason="remix"),
         Request("shift_change", employee=e),
         Request("clear_fault", employee=e),
+        Request("clear_fault", employee=e, note=longest),
         *(Request("mode_switch", employee=e, mode=mode) for mode in Mode),
         Request("service_mode", employee=e),
         Request("lamp_test", employee=e),

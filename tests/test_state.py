@@ -948,6 +948,60 @@ def test_a_rolled_back_log_is_a_supervisor_fault_whose_clear_reanchors() -> None
     assert after.records() == [RecordKind.FAULT_CLEARED]
 
 
+def test_a_missing_anchor_is_cleared_only_at_the_terminal_naming_who_and_why() -> None:
+    """Issue 28: a log with closed rounds and no anchor latches anchor_missing; the table plays
+    no round until a supervisor at the service terminal clears it with an employee id and a
+    note saying why (recorded); that clear re-anchors the log as it is."""
+    t = running()
+    after = power_on(t.machine, fault=Fault.ANCHOR_MISSING, detail="log-anchor is missing")
+    assert after.state is State.FAULT
+    fault = next(a for a in after.actions if a.record is RecordKind.FAULT)
+    assert fault.data["fault"] == "anchor_missing"
+    assert ActionKind.SAFE_STATE in after.kinds()
+    with pytest.raises(IllegalTransition):  # no play (the loop shows it refused)
+        after.send(Event.NO_MORE_BETS)
+    assert after.state is State.FAULT
+    after.send(Event.CLEAR_FAULT)  # the dealer's key
+    assert after.state is State.FAULT
+    after.send(Event.CLEAR_FAULT, supervisor=True)  # the panel's supervisor key: no who, no why
+    assert after.state is State.FAULT
+    assert "note saying why" in after.shown(Screen.REFUSED).data["reason"]
+    after.send(Event.CLEAR_FAULT, supervisor=True, employee="T0042")  # who, but not why
+    assert after.state is State.FAULT
+    assert after.records() == []
+    after.send(Event.CLEAR_FAULT, supervisor=True, employee="T0042", detail="   ")
+    assert after.state is State.FAULT
+    after.send(Event.CLEAR_FAULT, employee="T0042", detail="card repaired")  # no key
+    assert after.state is State.FAULT
+    after.send(Event.CLEAR_FAULT, supervisor=True, employee="T0042", detail="card repaired")
+    assert after.state is State.IDLE
+    assert after.records() == [RecordKind.FAULT_CLEARED]
+    cleared = after.actions[0].data
+    assert cleared["faults"] == ["anchor_missing"]
+    assert (cleared["employee"], cleared["note"]) == ("T0042", "card repaired")
+    assert cleared["supervisor"] is True
+    assert ActionKind.REANCHOR in after.kinds()
+
+
+def test_the_panel_key_clears_a_rollback_beside_a_missing_anchor_but_not_the_anchor() -> None:
+    t = running()
+    after = power_on(t.machine, fault=Fault.ANCHOR_MISSING, detail="gone")
+    after.send(Event.ROLLBACK_EVIDENCE, cosignature={"size": 9, "log_size": 4})
+    assert after.machine.context.active_faults == {Fault.ANCHOR_MISSING, Fault.LOG_ROLLBACK}
+    after.send(Event.CLEAR_FAULT, supervisor=True)
+    assert after.machine.context.active_faults == {Fault.ANCHOR_MISSING}
+    assert after.state is State.FAULT
+    assert "note" not in after.actions[0].data
+
+
+def test_a_rewritten_anchor_is_recorded_in_power_on() -> None:
+    t = running()
+    after = power_on(t.machine, anchor="the anchor at /x (missing) rewritten from /y (9 records)")
+    assert after.actions[0].record is RecordKind.POWER_ON
+    assert after.actions[0].data["anchor"].startswith("the anchor at /x (missing)")
+    assert after.state is State.IDLE
+
+
 def test_the_witness_cosignature_of_a_longer_log_is_recorded_and_latches_a_rollback() -> None:
     t = running()
     evidence = {"witness": "w", "size": 90, "log_size": 40, "note": "the note as it came"}

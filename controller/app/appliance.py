@@ -50,7 +50,7 @@ from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_escrow import parse_escrow_key
 from controller.core.snapshot import SnapshotError, decode_context
-from controller.core.state import Fault, Mode, RoundContext, RoundMachine, Screen
+from controller.core.state import Mode, RoundContext, RoundMachine, Screen
 from controller.display.clock import SystemClockStatus
 from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
@@ -130,7 +130,10 @@ class Appliance:
         self.log = audit = self._open_log()
         self._closables.append(audit.close)
         context = self._stored_context(audit)
-        problem = None if audit.locked else audit.check_anchor()
+        # the log extends its anchor, kept in two places (a place missing or behind is
+        # rewritten from the other, and that recorded); no anchor at all with closed rounds
+        # is anchor_missing (audit/anchor.py)
+        found = None if audit.locked else audit.check_anchor()
         self.display = self._displays(audit)
         self._closables.append(self.display.close)
         self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
@@ -165,16 +168,19 @@ class Appliance:
             wall_clock=self.options.wall_clock,
             duties=duties,
         )
-        if problem is not None:
-            log.error("audit log: %s", problem)
+        if found is not None and found.fault is not None:
+            log.error("audit log: %s", found.detail)
+        elif found is not None and found.rewritten:
+            log.warning("audit log: %s", found.rewritten)
         # power_on, the configuration in force, then what the core decided for the context the
         # log held: all through the loop, so that a log that cannot be written is a fault.
         # The software is checked against its signed manifest first (program verification).
         checked, before = software.first()
         self.loop.power_on(
             config=config_loaded_data(config),
-            fault=None if problem is None else Fault.LOG_ROLLBACK,
-            detail=problem or "",
+            fault=None if found is None else found.fault,
+            detail="" if found is None else found.detail,
+            anchor="" if found is None else found.rewritten,
             software=checked,
             software_before=before,
             clock=clock.now(),
@@ -256,7 +262,11 @@ class Appliance:
         require_origin(self.state_dir, self.config)
         origin = configured_origin(self.config)
         try:
-            return AuditLog.open(self.state_dir, origin=origin)
+            return AuditLog.open(
+                self.state_dir,
+                origin=origin,
+                anchor_copy_dir=self.config.storage.anchor_copy_dir or None,
+            )
         except LogIdentityError as exc:
             log.error("%s", exc)
             return AuditLog.open_locked(self.state_dir, str(exc), origin=origin)

@@ -326,12 +326,14 @@ class ControlLoop:
         software: SoftwareCheck | None = None,
         software_before: SoftwareIdentity | None = None,
         clock: ClockSync | None = None,
+        anchor: str = "",
     ) -> None:
         """The first step: the core takes up the context the log held (``machine.context``).
         Until its records are durable it is taken again before every other event (a log that
         failed at power on must still record power_on and the configuration in force).
         ``software``: the program verification at start, ``software_before`` the identity the
-        previous power_on recorded; ``clock``: whether the OS's clock is synchronised."""
+        previous power_on recorded; ``clock``: whether the OS's clock is synchronised;
+        ``anchor``: a place of the log's anchor rewritten from the other (recorded)."""
         self._power_on = Occurrence(
             Event.POWER_ON,
             at=self.clock(),
@@ -341,6 +343,7 @@ class ControlLoop:
             software=software,
             software_before=software_before,
             clock=clock,
+            anchor=anchor,
         )
         self.dispatch(self._power_on)
 

@@ -20,6 +20,8 @@ form of the audit records (``controller/core/canonical.py``: keys sorted, no spa
     {"action":"tiles_shuffled","employee":"D2207"}           reason new_game (default) or remix
     {"action":"shift_change","employee":"D2207"}             the dealer coming on
     {"action":"clear_fault","employee":"S1021"}
+    {"action":"clear_fault","employee":"T0042","note":"anchor deleted in repair"}  why: a
+                                                             missing anchor needs it
     {"action":"shaker_inspected","employee":"S1021","note":"lid ok"}
     {"action":"mode_switch","employee":"S1021","mode":"rng"}  shaker, rng or manual
     {"action":"service_mode","employee":"T0042"}             into service mode, or out of it
@@ -137,7 +139,8 @@ ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
     ),
     "tiles_shuffled": (Event.SHUFFLED, frozenset({"reason", "employee"}), _WHO),
     "shift_change": (Event.SHIFT_CHANGE, _WHO, _WHO),
-    "clear_fault": (Event.CLEAR_FAULT, _WHO, _WHO),
+    # a note: why (a missing anchor is cleared only with one)
+    "clear_fault": (Event.CLEAR_FAULT, frozenset({"note", "employee"}), _WHO),
     "mode_switch": (
         Event.MODE_SWITCH,
         frozenset({"mode", "employee"}),

@@ -99,6 +99,7 @@ SUPERVISOR = "S1021"
 DEALER = "D2207"
 FLOORPERSON = "F0310"
 TECHNICIAN = "T0042"
+ANCHOR_NOTE = "simulation: the log's anchor was found missing"
 TYPED_VOIDS = tuple(r for r in VoidReason if r.is_typed)
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
@@ -397,6 +398,10 @@ class Crew:
             if isinstance(faults, list) and str(Fault.DICE_ALARM) in faults:
                 # the table locked on a dice alarm: the supervisor takes the dice out
                 self._at_terminal("dice_replaced", SUPERVISOR)
+            if isinstance(faults, list) and str(Fault.ANCHOR_MISSING) in faults:
+                # the log's anchor is gone: a technician clears it at the terminal, saying why
+                # (the panel's key never does)
+                self._at_terminal("clear_fault", TECHNICIAN, note=ANCHOR_NOTE)
             self._clear(data)
 
     def _enter_service(self, data: Mapping[str, object]) -> bool:

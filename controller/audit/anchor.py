@@ -7,6 +7,16 @@ in a file of its own, and at every start it checks that the log extends it (the 
 smaller, and the log's tree is the anchor's tree with more leaves). A log that does not is a
 supervisor fault: the table does not play on a rolled-back log unnoticed.
 
+The anchor is kept in two places: beside the log (``log-anchor``) and, with ``[storage]
+anchor_copy_dir``, a copy in another directory, best on another filesystem (the copy is named
+by the log's key id, ``log-anchor-<keyid>``, so that a simulation's log never overwrites the
+table's copy). Both are written after each round. At start (``AuditLog.check_anchor``) one place
+missing or behind the other is rewritten from the one that proves more, and that is recorded
+(``power_on``'s ``anchor``); the log is checked against that one. With both gone while the log
+has closed rounds, there is nothing to check a rollback against: ``anchor_missing`` latches, a
+supervisor fault cleared only at the terminal with an employee id and a reason. Deleting the
+anchor no longer turns the rollback check off.
+
 This is a local anchor: it is on the same card. A card rolled back as a whole (both files) or a
 log cut back to within the current round is not caught here; the checkpoint kept off the box
 (``paigow-controller checkpoint`` and ``verify-log --checkpoint``, or the fleet's witness) is.
@@ -30,10 +40,12 @@ from pathlib import Path
 
 from controller.core.merkle import HASH_SIZE, CompactRange
 from controller.core.note import Checkpoint, NoteError
+from controller.core.state import Fault
 from controller.errors import AuditLogError
 from controller.files import fsync_dir
 
 ANCHOR_FILE = "log-anchor"
+COPY_PREFIX = "log-anchor-"  # the copy in [storage] anchor_copy_dir: + the log's key id, hex
 SLOT_BYTES = 4096
 _MAGIC = b"paigow-log-anchor/1\n"
 
@@ -92,6 +104,21 @@ class Anchor:
         if any(len(h) != HASH_SIZE for h in decoded):
             return None
         return cls(note, decoded, generation)
+
+
+def copy_path(directory: Path, key_id: bytes) -> Path:
+    """Where the log of the key ``key_id`` keeps the copy of its anchor in ``directory``."""
+    return Path(directory) / f"{COPY_PREFIX}{key_id.hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorFinding:
+    """What a start found of the log's anchor: a fault to latch (and why), and a place whose
+    anchor was missing or behind and was rewritten (to be recorded)."""
+
+    fault: Fault | None = None
+    detail: str = ""
+    rewritten: str = ""
 
 
 class AnchorFile:

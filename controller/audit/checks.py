@@ -26,7 +26,7 @@ from controller.core.record_data import (
     roll_of,
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
-from controller.core.state import CorrectionReason, VoidReason, check_employee_id
+from controller.core.state import CorrectionReason, Fault, VoidReason, check_employee_id
 from controller.core.wagers import Paytable
 from controller.errors import GameRuleError, LogIntegrityError
 
@@ -244,6 +244,8 @@ class ContentCheck:
             return 1
         elif cur.kind == RecordKind.VOID:
             _check_void(cur.data)
+        elif cur.kind == RecordKind.FAULT_CLEARED:
+            _check_fault_cleared(cur.data)
         elif cur.kind == RecordKind.COMMISSIONING:
             check_commissioning(cur.data)
         elif cur.kind == RecordKind.COSIGNED:
@@ -355,6 +357,19 @@ def _check_who(data: Mapping[str, Any]) -> None:
         uid = data["uid"]
         if type(uid) is not int or not 0 <= uid <= MAX_UID:
             raise RecordDataError(f"uid is an account's number 0..{MAX_UID}, not {uid!r}")
+
+
+def _check_fault_cleared(data: Mapping[str, Any]) -> None:
+    """A missing anchor (``anchor_missing``, issue 28) is cleared by a supervisor naming
+    themselves and why: the record carries both, or it was not the controller that wrote it."""
+    faults = data.get("faults")
+    if not isinstance(faults, list) or str(Fault.ANCHOR_MISSING) not in faults:
+        return
+    if data.get("supervisor") is not True or not isinstance(data.get("employee"), str):
+        raise RecordDataError("anchor_missing is cleared by a supervisor who names themselves")
+    note = data.get("note")
+    if not isinstance(note, str) or not note.strip():
+        raise RecordDataError("anchor_missing is cleared with a note saying why")
 
 
 def _check_void(data: Mapping[str, Any]) -> None:

@@ -56,7 +56,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.audit.anchor import ANCHOR_FILE, AnchorFile
+from controller.audit.anchor import (
+    ANCHOR_FILE,
+    Anchor,
+    AnchorFile,
+    AnchorFinding,
+    copy_path,
+)
 from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import (
@@ -69,6 +75,7 @@ from controller.core.note import (
     sign_checkpoint,
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
+from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
     ConfigError,
@@ -327,6 +334,7 @@ class AuditLog:
         clock: Callable[[], str] = utc_now,
         max_page_count: int | None = None,
         anchor: AnchorFile | None = None,
+        anchor_copy: AnchorFile | None = None,
         locked: str | None = None,
     ) -> None:
         if signer is None and locked is None:
@@ -337,6 +345,7 @@ class AuditLog:
         self.locked = locked
         self._clock = clock
         self._anchor = anchor
+        self._anchor_copy = anchor_copy if anchor is not None else None
         self._max_page_count = max_page_count
         self._poisoned: str | None = None
         self._tree = CompactRange()
@@ -370,9 +379,18 @@ class AuditLog:
         return recall(self.path.parent, last=last)
 
     @classmethod
-    def open(cls, state_dir: Path | str, *, origin: str | None = None, **options: Any) -> AuditLog:
+    def open(
+        cls,
+        state_dir: Path | str,
+        *,
+        origin: str | None = None,
+        anchor_copy_dir: Path | str | None = None,
+        **options: Any,
+    ) -> AuditLog:
         """The log in ``state_dir``. On an empty directory (the first start) the key and the
-        log are created; otherwise the key must be the log's own (:class:`LogIdentityError`)."""
+        log are created; otherwise the key must be the log's own (:class:`LogIdentityError`).
+        ``anchor_copy_dir``: a second place for the log's anchor ([storage] anchor_copy_dir;
+        never created here: a mount that failed must not become a directory on the card)."""
         directory = Path(state_dir)
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -389,7 +407,10 @@ class AuditLog:
                 )
             signer = create_signer(directory, origin or DEFAULT_ORIGIN)
         anchor = AnchorFile(directory / ANCHOR_FILE)
-        return cls(path, signer, origin=origin, anchor=anchor, **options)
+        copy = None
+        if anchor_copy_dir is not None:
+            copy = AnchorFile(copy_path(Path(anchor_copy_dir), signer.verifier.key_id))
+        return cls(path, signer, origin=origin, anchor=anchor, anchor_copy=copy, **options)
 
     @classmethod
     def open_locked(cls, state_dir: Path | str, reason: str, **options: Any) -> AuditLog:
@@ -649,11 +670,8 @@ class AuditLog:
             except Exception:
                 log.exception("audit log: a commit's listener failed")
         anchor_error = None
-        if anchor is not None and self._anchor is not None:
-            try:
-                self._anchor.write(*anchor)
-            except AuditLogError as exc:
-                anchor_error = str(exc)
+        if anchor is not None:
+            anchor_error = self._write_anchor(*anchor)
         # A commit writes its new rows' pages (a record and its overflow page), the page before
         # them, the tree's parent page, the head and the database's header; a checkpoint is a
         # page of its own.
@@ -812,36 +830,117 @@ class AuditLog:
         if self._anchor is None or self._tree.size == 0:
             return 0
         size = self.checkpoint()
-        self._anchor.write(self._signed(self._tree), tuple(self._tree.hashes))
+        error = self._write_anchor(self._signed(self._tree), tuple(self._tree.hashes))
+        if error is not None:
+            raise AuditLogError(error)
         return size
 
-    def check_anchor(self) -> str | None:
+    def _anchor_places(self) -> list[AnchorFile]:
+        return [f for f in (self._anchor, self._anchor_copy) if f is not None]
+
+    def _write_anchor(self, note: str, hashes: tuple[bytes, ...]) -> str | None:
+        """The anchor written in each of its places, each tried; what failed, or None."""
+        errors = []
+        for place in self._anchor_places():
+            try:
+                place.write(note, hashes)
+            except AuditLogError as exc:
+                errors.append(str(exc))
+        return "; ".join(errors) or None
+
+    def check_anchor(self) -> AnchorFinding | None:
         """None when the log is what this controller signed: its running checkpoint signs the
-        whole log with the log's key, and the log extends its anchor
-        (if it has one yet). Otherwise what is wrong."""
+        whole log with the log's key, and the log extends its anchor (if it has one yet: a
+        log with closed rounds has one, ``anchor_missing`` otherwise). A place of the anchor
+        missing or behind the other is rewritten from the one that proves more, which the
+        log is checked against (``rewritten`` says so, to be recorded). Otherwise the fault."""
         if self.signer is None:
             return None
         tail = self._check_tail()
-        if tail is not None or self._anchor is None:
-            return tail
-        try:
-            anchor = self._anchor.read()
-        except AuditLogError as exc:
-            return str(exc)
-        if anchor is None:
+        if tail is not None:
+            return AnchorFinding(Fault.LOG_ROLLBACK, tail)
+        places = self._anchor_places()
+        kept: list[tuple[AnchorFile, Anchor, Checkpoint]] = []
+        for place in places:
+            try:
+                anchor = place.read()
+            except AuditLogError as exc:
+                return AnchorFinding(Fault.LOG_ROLLBACK, str(exc))
+            if anchor is None:
+                continue
+            opened = self._open_anchor(anchor, place)
+            if isinstance(opened, str):
+                return AnchorFinding(Fault.LOG_ROLLBACK, opened)
+            kept.append((place, anchor, opened))
+        if not kept:
+            if places and self._has_closed_rounds():
+                where = " nor ".join(str(p.path) for p in places)
+                return AnchorFinding(
+                    Fault.ANCHOR_MISSING,
+                    f"the log has closed rounds but no anchor: {where} is missing (deleted?);"
+                    " a rollback cannot be checked",
+                )
             return None
+        source, best, checkpoint = max(kept, key=lambda k: k[2].size)
+        problem = self._extends(best, checkpoint)
+        if problem is not None:
+            return AnchorFinding(Fault.LOG_ROLLBACK, problem)
+        for place, _, other in kept:
+            if other.size == checkpoint.size and other.root_hash != checkpoint.root_hash:
+                return AnchorFinding(
+                    Fault.LOG_ROLLBACK,
+                    f"the anchors {source.path} and {place.path} sign different logs of"
+                    f" {checkpoint.size} records",
+                )
+        held = {id(place): other.size for place, _, other in kept}
+        behind = [p for p in places if held.get(id(p), -1) < checkpoint.size]
+        if not behind:
+            return None
+        said = []
+        for place in behind:
+            try:
+                place.write(best.note, best.hashes)
+            except AuditLogError as exc:
+                return AnchorFinding(Fault.STORAGE, str(exc))
+            was = held.get(id(place))
+            said.append(f"{place.path} ({'missing' if was is None else f'at {was} records'})")
+        return AnchorFinding(
+            rewritten=f"the anchor at {', '.join(said)} rewritten from {source.path}"
+            f" ({checkpoint.size} records)"
+        )
+
+    def _has_closed_rounds(self) -> bool:
+        """Whether a round was closed or void in the log (each keeps a checkpoint, and its
+        commit wrote the anchor): the checkpoints, one per round, are looked through until
+        the first, never the records."""
+        row = self._db.execute(
+            "SELECT 1 FROM checkpoints c JOIN records r ON r.seq = c.size"
+            " WHERE c.size > 0 AND r.kind IN (?, ?) LIMIT 1",
+            tuple(str(k) for k in sorted(CHECKPOINT_AFTER)),
+        ).fetchone()
+        return row is not None
+
+    def _open_anchor(self, anchor: Anchor, place: AnchorFile) -> Checkpoint | str:
+        """The checkpoint an anchor keeps, verified with the log's key, or what is wrong."""
+        assert self.signer is not None
         try:
             checkpoint = open_checkpoint(anchor.note, self.signer.verifier)
         except NoteError as exc:
-            return f"the log's anchor does not verify with the log's key: {exc}"
+            return f"the log's anchor {place.path} does not verify with the log's key: {exc}"
         if checkpoint.origin != self.origin:
             return f"the log's anchor is of {checkpoint.origin!r}, not {self.origin!r}"
         try:
             tree = anchor.tree(checkpoint.size)
         except ValueError:
-            return "the log's anchor is damaged"
+            return f"the log's anchor {place.path} is damaged"
         if tree.root() != checkpoint.root_hash:
-            return "the log's anchor is damaged (its tree is not the one it signs)"
+            return f"the log's anchor {place.path} is damaged (its tree is not the one it signs)"
+        return checkpoint
+
+    def _extends(self, anchor: Anchor, checkpoint: Checkpoint) -> str | None:
+        """None when the log extends the anchor's checkpoint: at least as many records, and
+        its tree is the anchor's with more leaves (only the records after it are read)."""
+        tree = anchor.tree(checkpoint.size)
         if self.size < checkpoint.size:
             return (
                 f"the log holds {self.size} records but the checkpoint it published signs"

@@ -78,6 +78,8 @@ examples:
   paigow-controller supervise tiles-shuffled --employee D2207
   paigow-controller supervise shift-change --employee D2207     # the dealer coming on
   paigow-controller supervise clear-fault --employee S1021
+  paigow-controller supervise clear-fault --note "anchor lost with the card's repair" \
+      --employee T0042                                          # anchor_missing: why
   paigow-controller supervise shaker-inspected --note "cup, lid, tilt switch" --employee S1021
   paigow-controller supervise mode-switch --to rng --employee S1021
   paigow-controller supervise service-mode --employee T0042     # in; the same command again: out
@@ -163,8 +165,8 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--note",
-        help="correct-result, void-round, shaker-inspected, dice-kept: up to 120 printable"
-        " ASCII characters",
+        help="correct-result, void-round, shaker-inspected, dice-kept, clear-fault (required"
+        " to clear anchor_missing: why): up to 120 printable ASCII characters",
     )
     p.add_argument(
         "--back",

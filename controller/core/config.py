@@ -183,6 +183,9 @@ class StorageConfig:
     # 0 (the default) nothing is archived. The newest MIN_RETAIN_ROUNDS rounds always stay.
     retain_rounds: int = field(default=0, metadata=_range(0, MAX_RETAIN_ROUNDS))
     retain_days: int = field(default=0, metadata=_range(0, MAX_RETAIN_DAYS))
+    # A second place for the log's anchor (controller/audit/anchor.py), best on another
+    # filesystem: an absolute directory that exists and the service may write ("": none)
+    anchor_copy_dir: str = field(default="", metadata={"may_be_empty": True})
 
     def __post_init__(self) -> None:
         # the log's directory is the same whatever directory the service starts in
@@ -193,6 +196,14 @@ class StorageConfig:
                 "storage.retain_rounds",
                 f"{self.retain_rounds} is below {MIN_RETAIN_ROUNDS} (0: keep every round)",
             )
+        if self.anchor_copy_dir:
+            if not self.anchor_copy_dir.startswith("/"):
+                raise ConfigError("storage.anchor_copy_dir", "must be an absolute path")
+            if self.anchor_copy_dir.rstrip("/") == self.state_dir.rstrip("/"):
+                raise ConfigError(
+                    "storage.anchor_copy_dir",
+                    "must be another directory than storage.state_dir (a second place)",
+                )
 
 
 @dataclass(frozen=True, slots=True)

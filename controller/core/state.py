@@ -193,6 +193,10 @@ class Fault(StrEnum):
     STORAGE = "storage"
     INTERNAL = "internal"
     LOG_ROLLBACK = "log_rollback"  # the log does not extend the checkpoint kept outside it
+    # the log has closed rounds and its anchor is in neither place it is kept: deleted, so the
+    # rollback check has nothing to check against; a supervisor clears it at the terminal,
+    # naming who and why (the log as it is becomes the new anchor)
+    ANCHOR_MISSING = "anchor_missing"
     LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
     DICE_ALARM = "dice_alarm"  # the dice monitor's alarm, where the table locks on it
     # program verification (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22 as the issue cites
@@ -210,6 +214,12 @@ class Fault(StrEnum):
         """No key clears it: a technician restores the log's signing key and restarts, so
         that no record is ever signed by another key."""
         return self is Fault.LOG_IDENTITY
+
+    @property
+    def needs_reason(self) -> bool:
+        """Cleared only at the service terminal with the supervisor key, an employee id and a
+        note saying why: the panel's key alone never clears it."""
+        return self is Fault.ANCHOR_MISSING
 
     @property
     def needs_dice_action(self) -> bool:
@@ -321,6 +331,7 @@ class Occurrence:
     clock: ClockSync | None = None  # POWER_ON, CLOCK_CHANGED: the OS's clock status
     # COSIGNED: the cosigned record's data but its round (record_data.cosigned_data)
     cosignature: Mapping[str, object] | None = None
+    anchor: str = ""  # POWER_ON: a copy of the log's anchor the shell found missing or behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -1369,6 +1380,7 @@ class _Rules:
             and (f is not Fault.SENSOR_LOST or ctx.is_sensor_present)
             and (f is not Fault.TAMPER or ctx.is_secured)
             and (f is not Fault.SOFTWARE_IDENTITY or ctx.is_software_verified)
+            and (not f.needs_reason or (occ.employee is not None and bool(occ.detail.strip())))
         }
         if not clearable:
             if any(f.needs_restart for f in ctx.active_faults):
@@ -1385,18 +1397,27 @@ class _Rules:
                     "a dice alarm is cleared by replacing the dice or keeping them after"
                     " inspection (supervisor)",
                 )
+            if occ.supervisor and any(f.needs_reason for f in ctx.active_faults):
+                return _refuse(
+                    ctx,
+                    "a missing anchor is cleared at the service terminal with the supervisor"
+                    " key, the employee id and a note saying why",
+                )
             return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
         remaining = ctx.active_faults - clearable
+        why = {"note": occ.detail} if any(f.needs_reason for f in clearable) else {}
         record = _record(
             RecordKind.FAULT_CLEARED,
             round=ctx.round_number,
             faults=sorted(str(f) for f in clearable),
             supervisor=occ.supervisor,
             **self._who(ctx, occ),
+            **why,
         )
         ctx = replace(ctx, active_faults=frozenset(remaining))
         # The supervisor accepts the log as it is: its checkpoint becomes the new anchor.
-        reanchor = [Action(ActionKind.REANCHOR)] if Fault.LOG_ROLLBACK in clearable else []
+        accepted = {Fault.LOG_ROLLBACK, Fault.ANCHOR_MISSING}
+        reanchor = [Action(ActionKind.REANCHOR)] if accepted & clearable else []
         if remaining:
             return ctx, [record, *reanchor, self._fault_screen(ctx, frozenset(remaining))]
         ctx, actions = self._resume(ctx)
@@ -1811,6 +1832,8 @@ class _Rules:
             started["software"] = occ.software.identity.as_record()
         if occ.clock is not None:  # whether the times of the records come from a kept clock
             started["clock"] = str(occ.clock)
+        if occ.anchor:  # a copy of the anchor rewritten from the other (audit/anchor.py)
+            started["anchor"] = occ.anchor
         actions = [_record(RecordKind.POWER_ON, **started)]
         if occ.config is not None:
             actions.append(_record(RecordKind.CONFIG_LOADED, **occ.config))

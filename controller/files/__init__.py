@@ -81,6 +81,33 @@ class LockHeld(Exception):
         self.holder = holder
 
 
+class DirectoryLock:
+    """An exclusive ``flock`` on a directory itself, for the holder's life: a lock file in it
+    can be deleted from under its holder (and a second taker then locks a new file), the
+    directory cannot while it holds anything. Released by the kernel when the process dies."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: Path) -> DirectoryLock:
+        """The lock, or :class:`BlockingIOError` when another open of the directory holds it;
+        ``OSError`` when it cannot be opened or locked."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise
+        return cls(fd)
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class PidLock:
     """An exclusive ``flock`` on ``path`` for the holder's life (the kernel releases it when the
     process dies, so a crash never leaves it stuck), the holder's PID written in the file so
