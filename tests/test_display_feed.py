@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from display_table import Table, start_display
-from test_display_server import EmptyLog, handler_threads, reset, wait_until
+from test_display_server import NETWORK, EmptyLog, connect, handler_threads, reset, wait_until
 
 from controller.core import canonical
 from controller.core.records import RecordKind, StoredRecord
@@ -35,8 +35,10 @@ def table(tmp_path: Path) -> Iterator[Table]:
 
 
 class FeedClient:
-    def __init__(self, address: tuple[str, int], request: bytes | None) -> None:
-        self.sock = socket.create_connection(address, timeout=5)
+    def __init__(
+        self, address: tuple[str, int], request: bytes | None, *, source: str | None = None
+    ) -> None:
+        self.sock = connect(address, source=source)
         self.file = self.sock.makefile("rb")
         if request is not None:
             self.sock.sendall(request)
@@ -330,10 +332,10 @@ def test_more_feed_clients_than_the_cap_are_refused_at_once(
     feed_server: FeedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     address = address_of(feed_server)
-    clients = [FeedClient(address, b"\n") for _ in range(2)]
+    clients = [FeedClient(address, b"\n", source=NETWORK) for _ in range(2)]
     for client in clients:
         assert client.next_message()["type"] == "heartbeat"
-    refused = FeedClient(address, None)
+    refused = FeedClient(address, None, source="127.0.0.3")
     assert refused.next_message() == {"type": "error", "error": "too many clients"}
     assert refused.file.readline() == b""
     refused.close()
@@ -341,7 +343,7 @@ def test_more_feed_clients_than_the_cap_are_refused_at_once(
 
     clients.pop().close()
     assert wait_until(lambda: handler_threads() == 1)
-    again = FeedClient(address, b"\n")
+    again = FeedClient(address, b"\n", source=NETWORK)
     assert again.next_message()["type"] == "heartbeat"
     for client in [*clients, again]:
         client.close()

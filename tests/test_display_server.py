@@ -91,12 +91,37 @@ def display(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -
     server.close()
 
 
-def request(address: tuple[str, int], head: bytes, *, rcvbuf: int | None = None) -> socket.socket:
+# A client of the network, not the box's own address (127.0.0.1: the kiosk's, with slots of
+# its own): any 127.0.0.x address connects over the loopback on Linux.
+NETWORK = "127.0.0.2"
+
+
+def connect(
+    address: tuple[str, int], *, source: str | None = None, rcvbuf: int | None = None
+) -> socket.socket:
+    """A connection to ``address``, from ``source`` if given (127.0.0.1 if not)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(5)
-    sock.connect(address)
+    try:
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            sock.bind((source, 0))
+        sock.settimeout(5)
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def request(
+    address: tuple[str, int],
+    head: bytes,
+    *,
+    rcvbuf: int | None = None,
+    source: str | None = None,
+) -> socket.socket:
+    sock = connect(address, source=source, rcvbuf=rcvbuf)
     sock.sendall(head)
     return sock
 
@@ -133,8 +158,10 @@ def is_closed_by_the_server(sock: socket.socket, limit: int = 64 << 20) -> bool:
 class Stream:
     """The page's event stream on a raw socket, read event by event."""
 
-    def __init__(self, address: tuple[str, int], head: bytes = get("/events")) -> None:
-        self.sock = request(address, head)
+    def __init__(
+        self, address: tuple[str, int], head: bytes = get("/events"), *, source: str | None = None
+    ) -> None:
+        self.sock = request(address, head, source=source)
         self.buffer = b""
 
     def status(self) -> bytes:
@@ -240,11 +267,11 @@ def test_more_clients_than_the_cap_are_refused_at_once(
     display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     address = display.http_address
-    streams = [Stream(address) for _ in range(3)]
+    streams = [Stream(address, source=NETWORK) for _ in range(3)]
     for stream in streams:
         stream.until_snapshot()
 
-    refused = socket.create_connection(address, timeout=5)  # sends nothing: refused anyway
+    refused = connect(address, source="127.0.0.3")  # sends nothing: refused anyway
     answer = read_all(refused)
     refused.close()
     assert answer.startswith(b"HTTP/1.0 503 ")
@@ -254,7 +281,7 @@ def test_more_clients_than_the_cap_are_refused_at_once(
 
     streams.pop().close()
     assert display.page_server.wait_for_clients(2, timeout=WAIT_S)
-    again = Stream(address)
+    again = Stream(address, source=NETWORK)
     assert again.until_snapshot()["table"] == "table-1"
     for stream in [*streams, again]:
         stream.close()
