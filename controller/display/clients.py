@@ -63,7 +63,7 @@ class UnreadWatch:
     taking nothing. Not thread-safe: one thread checks at a time (the client's own, holding
     the hub's lock while the client is live)."""
 
-    __slots__ = ("_bound_s", "_clock", "_is_closing", "_since", "_sock", "_taken")
+    __slots__ = ("__weakref__", "_bound_s", "_clock", "_is_closing", "_since", "_sock", "_taken")
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ import socketserver
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class CappedServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 64  # a burst of connections waits to be refused, not for a SYN retry
     name = "server"
     logger = log
 
@@ -149,6 +151,7 @@ class CappedServer(socketserver.ThreadingTCPServer):
         self._by_source: Counter[str] = Counter()  # general slots taken, by source
         self._reserved_taken = 0
         self._slot_of: dict[int, tuple[str, bool]] = {}  # id(request) -> (source, reserved)
+        self._watches: weakref.WeakSet[UnreadWatch] = weakref.WeakSet()
         self._clients_changed = threading.Condition()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -226,6 +229,14 @@ class CappedServer(socketserver.ThreadingTCPServer):
                 os.close(fd)
         self._wake_read = self._wake_write = -1
 
+    @property
+    def clients_behind(self) -> int:
+        """Clients whose last look found bytes they had not taken (for surveillance and
+        tests: a client behind for ``limits.send_timeout_s`` is dropped)."""
+        with self._clients_changed:
+            watches = list(self._watches)
+        return sum(watch.is_behind for watch in watches)
+
     def clients_from(self, source: str) -> int:
         """Clients from ``source`` (clients.source_of) in the general slots now."""
         with self._clients_changed:
@@ -299,12 +310,15 @@ class CappedServer(socketserver.ThreadingTCPServer):
         """The watch on whether the client on ``sock`` takes what it is sent; the socket's
         timeout becomes the slice between two looks at its backlog."""
         sock.settimeout(SEND_SLICE_S)
-        return UnreadWatch(
+        watch = UnreadWatch(
             sock,
             bound_s=self.limits.send_timeout_s,
             clock=self.clock,
             is_closing=self._stopping.is_set,
         )
+        with self._clients_changed:
+            self._watches.add(watch)
+        return watch
 
     def refusal(self) -> bytes:
         """What a client over the cap receives before the connection closes."""
