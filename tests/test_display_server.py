@@ -628,6 +628,8 @@ def test_clients_that_hold_connections_without_reading_never_keep_the_kiosk_out(
         idle = idle_clients(address, flood_sources(count, spread))
         held = min(count, 6 if spread == "one address" else 16)  # the caps, as configured
         assert display.page_server.wait_for_clients(held, timeout=WAIT_S)
+        if spread == "one address":
+            assert display.page_server.clients_from(NETWORK) == held
 
         kiosk = Stream(address, source=KIOSK)
         assert kiosk.until_snapshot()["table"] == "table-1"
