@@ -452,12 +452,28 @@ def default_feed() -> Iterator[tuple[FeedServer, StepClock]]:
     thread.join(timeout=5)
 
 
+@pytest.fixture
+def product_feed() -> Iterator[FeedServer]:
+    """A feed server as the display server makes it: the product's bounds and clock."""
+    log = EmptyLog()
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=log.size())
+    server = FeedServer(("127.0.0.1", 0), hub, log, heartbeat_s=0.05)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    hub.close()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
 @pytest.mark.parametrize("spread", ["one address", "many addresses"])
 @pytest.mark.parametrize("count", [16, 200])
 def test_feed_clients_that_hold_connections_without_reading_never_keep_the_box_out(
     count: int,
     spread: str,
-    default_feed: tuple[FeedServer, StepClock],
+    product_feed: FeedServer,
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -465,7 +481,7 @@ def test_feed_clients_that_hold_connections_without_reading_never_keep_the_box_o
     address takes at most MAX_CLIENTS_PER_ADDRESS slots, and a reader on the box itself (a
     forwarder to the table-management system) has slots no other address takes."""
     caplog.set_level(logging.INFO, logger="paigow")
-    server, _ = default_feed
+    server = product_feed
     address = address_of(server)
     idle = []
     try:
