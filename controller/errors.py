@@ -128,6 +128,13 @@ class EscrowError(RngError, ValueError):
     another key, altered, or does not match its commitment."""
 
 
+# --- the display's clients ----------------------------------------------------------------
+
+
+class ClientNotReading(ControllerError, TimeoutError):
+    """A display or feed client has not taken what it was sent within the bound: dropped."""
+
+
 # --- audit log ------------------------------------------------------------------------------
 
 

@@ -15,7 +15,18 @@ from typing import Any
 
 import pytest
 from display_table import Table, start_display
-from test_display_server import EmptyLog, handler_threads, reset, wait_until
+from test_display_server import (
+    KIOSK,
+    NETWORK,
+    WAIT_S,
+    EmptyLog,
+    StepClock,
+    connect,
+    flood_sources,
+    handler_threads,
+    reset,
+    wait_until,
+)
 
 from controller.core import canonical
 from controller.core.records import RecordKind, StoredRecord
@@ -35,8 +46,10 @@ def table(tmp_path: Path) -> Iterator[Table]:
 
 
 class FeedClient:
-    def __init__(self, address: tuple[str, int], request: bytes | None) -> None:
-        self.sock = socket.create_connection(address, timeout=5)
+    def __init__(
+        self, address: tuple[str, int], request: bytes | None, *, source: str | None = None
+    ) -> None:
+        self.sock = connect(address, source=source)
         self.file = self.sock.makefile("rb")
         if request is not None:
             self.sock.sendall(request)
@@ -330,10 +343,10 @@ def test_more_feed_clients_than_the_cap_are_refused_at_once(
     feed_server: FeedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     address = address_of(feed_server)
-    clients = [FeedClient(address, b"\n") for _ in range(2)]
+    clients = [FeedClient(address, b"\n", source=NETWORK) for _ in range(2)]
     for client in clients:
         assert client.next_message()["type"] == "heartbeat"
-    refused = FeedClient(address, None)
+    refused = FeedClient(address, None, source="127.0.0.3")
     assert refused.next_message() == {"type": "error", "error": "too many clients"}
     assert refused.file.readline() == b""
     refused.close()
@@ -341,7 +354,7 @@ def test_more_feed_clients_than_the_cap_are_refused_at_once(
 
     clients.pop().close()
     assert wait_until(lambda: handler_threads() == 1)
-    again = FeedClient(address, b"\n")
+    again = FeedClient(address, b"\n", source=NETWORK)
     assert again.next_message()["type"] == "heartbeat"
     for client in [*clients, again]:
         client.close()
@@ -417,3 +430,122 @@ def test_a_feed_client_that_goes_away_mid_stream_costs_a_log_line(
     assert "Traceback" not in capfd.readouterr().err
     assert "Traceback" not in caplog.text
     assert len(caplog.records) <= 1
+
+
+# --- feed clients that hold connections without reading ----------------------------------------
+
+
+@pytest.fixture
+def default_feed() -> Iterator[tuple[FeedServer, StepClock]]:
+    """A feed server with the product's bounds, on a clock the test moves."""
+    clock = StepClock()
+    log = EndlessLog()
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=log.size())
+    server = FeedServer(("127.0.0.1", 0), hub, log, heartbeat_s=0.05, clock=clock)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, clock
+    hub.close()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def product_feed() -> Iterator[FeedServer]:
+    """A feed server as the display server makes it: the product's bounds and clock."""
+    log = EmptyLog()
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=log.size())
+    server = FeedServer(("127.0.0.1", 0), hub, log, heartbeat_s=0.05)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    hub.close()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("spread", ["one address", "many addresses"])
+@pytest.mark.parametrize("count", [16, 200])
+def test_feed_clients_that_hold_connections_without_reading_never_keep_the_box_out(
+    count: int,
+    spread: str,
+    product_feed: FeedServer,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Live feed clients that never read (their kernel buffers take the heartbeats): one
+    address takes at most MAX_CLIENTS_PER_ADDRESS slots, and a reader on the box itself (a
+    forwarder to the table-management system) has slots no other address takes."""
+    caplog.set_level(logging.INFO, logger="paigow")
+    server = product_feed
+    address = address_of(server)
+    idle = []
+    try:
+        for index, source in enumerate(flood_sources(count, spread)):
+            sock = connect(address, source=source)
+            idle.append(sock)
+            if index % 2 == 0:  # the others send nothing: live records only, after the wait
+                with contextlib.suppress(OSError):  # refused and closed already
+                    sock.sendall(b"\n")
+        held = min(count, 4 if spread == "one address" else 16)  # the caps, as configured
+        assert server.wait_for_clients(held, timeout=WAIT_S)
+
+        local = FeedClient(address, b"\n", source=KIOSK)
+        assert local.next_message()["type"] == "heartbeat"
+        assert local.next_message()["type"] == "heartbeat"
+        assert server.clients == held + 1  # the idle clients are all still there
+        other = FeedClient(address, b"\n", source="127.0.1.250")
+        if spread == "one address":  # one address does not take every slot
+            assert other.next_message()["type"] == "heartbeat"
+        else:
+            assert other.next_message() == {"type": "error", "error": "too many clients"}
+        other.close()
+        local.close()
+    finally:
+        for sock in idle:
+            sock.close()
+    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in caplog.text
+
+
+def test_feed_clients_that_never_read_are_dropped_at_the_bound_on_the_servers_clock(
+    default_feed: tuple[FeedServer, StepClock],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """16 clients that ask for every record and never read, from 16 addresses: once their
+    buffers are full they take nothing, and are dropped after SEND_TIMEOUT_S on the server's
+    clock, not before; a reader on the box is served throughout."""
+    caplog.set_level(logging.INFO, logger="paigow")
+    server, clock = default_feed
+    address = address_of(server)
+    stuck = []
+    for i in range(16):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.bind((f"127.0.0.{10 + i}", 0))
+        sock.connect(address)
+        sock.sendall(b"FROM 1\n")
+        stuck.append(sock)
+    local = FeedClient(address, b"\n", source=KIOSK)
+    assert local.next_message()["type"] == "heartbeat"
+    assert server.wait_for_clients(17, timeout=WAIT_S)
+    assert wait_until(lambda: server.clients_behind == 16)
+
+    clock.advance(display_feed.SEND_TIMEOUT_S - 1)
+    assert clock.wait_for_reads(200)
+    assert server.clients == 17  # behind, not yet for the bound
+    assert clock.advance_until(lambda: server.clients == 1, limit=display_feed.SEND_TIMEOUT_S)
+    for _ in range(3):  # the reader on the box is still served
+        assert local.next_message()["type"] == "heartbeat"
+    local.close()
+    dropped = [r for r in caplog.records if "nothing read for 10 s" in r.getMessage()]
+    assert len(dropped) == 16
+    for sock in stuck:
+        sock.close()
+    assert "Traceback" not in capfd.readouterr().err
+    assert "Traceback" not in caplog.text

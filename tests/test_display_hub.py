@@ -16,6 +16,7 @@ from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import _jsonable, jsonable
 from controller.display.hub import DisplayHub, sse
+from controller.errors import ClientNotReading
 from controller.ports import LoggedCheckpoint
 
 RESULT = {
@@ -324,5 +325,36 @@ def test_a_live_pages_heartbeat_is_made_outside_the_hubs_lock_and_sent() -> None
         received += theirs.recv(65536)
     assert received.startswith(sse("heartbeat", {"now_ms": 1}))
     assert sse("heartbeat", {"now_ms": 2}) not in received  # made, but the hub had closed
+    ours.close()
+    theirs.close()
+
+
+def test_a_live_client_found_not_reading_ends_its_live_state_with_that_error() -> None:
+    """stay_live looks at the client (clients.UnreadWatch.check) at each wake: what the look
+    raises ends the live state as the client's error, and the control thread sends to it no
+    more."""
+    hub = DisplayHub()
+    hub.seed(trend=[], commitment=None, last_seq=0)
+    ours, theirs = socket.socketpair()
+    client = hub.go_live_feed(ours, 1)
+    assert client is not None
+    looks: list[int] = []
+
+    def check() -> None:
+        looks.append(len(looks))
+        if len(looks) == 3:
+            raise ClientNotReading("nothing read for 10 s")
+
+    stayer = threading.Thread(
+        target=hub.stay_live, args=(client, lambda: 0.01), kwargs={"check": check}
+    )
+    stayer.start()
+    stayer.join(timeout=20)
+    assert not stayer.is_alive()
+    assert looks == [0, 1, 2]
+    assert isinstance(client.error, ClientNotReading)
+    assert not client.is_live
+    assert hub._live_feeds == []
+    hub.close()
     ours.close()
     theirs.close()

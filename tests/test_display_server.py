@@ -8,6 +8,7 @@ tests wait on conditions with timeouts and never measure how long anything took.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -91,12 +92,37 @@ def display(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -
     server.close()
 
 
-def request(address: tuple[str, int], head: bytes, *, rcvbuf: int | None = None) -> socket.socket:
+# A client of the network, not the box's own address (127.0.0.1: the kiosk's, with slots of
+# its own): any 127.0.0.x address connects over the loopback on Linux.
+NETWORK = "127.0.0.2"
+
+
+def connect(
+    address: tuple[str, int], *, source: str | None = None, rcvbuf: int | None = None
+) -> socket.socket:
+    """A connection to ``address``, from ``source`` if given (127.0.0.1 if not)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(5)
-    sock.connect(address)
+    try:
+        if rcvbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            sock.bind((source, 0))
+        sock.settimeout(5)
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def request(
+    address: tuple[str, int],
+    head: bytes,
+    *,
+    rcvbuf: int | None = None,
+    source: str | None = None,
+) -> socket.socket:
+    sock = connect(address, source=source, rcvbuf=rcvbuf)
     sock.sendall(head)
     return sock
 
@@ -133,8 +159,10 @@ def is_closed_by_the_server(sock: socket.socket, limit: int = 64 << 20) -> bool:
 class Stream:
     """The page's event stream on a raw socket, read event by event."""
 
-    def __init__(self, address: tuple[str, int], head: bytes = get("/events")) -> None:
-        self.sock = request(address, head)
+    def __init__(
+        self, address: tuple[str, int], head: bytes = get("/events"), *, source: str | None = None
+    ) -> None:
+        self.sock = request(address, head, source=source)
         self.buffer = b""
 
     def status(self) -> bytes:
@@ -240,11 +268,11 @@ def test_more_clients_than_the_cap_are_refused_at_once(
     display: DisplayServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     address = display.http_address
-    streams = [Stream(address) for _ in range(3)]
+    streams = [Stream(address, source=NETWORK) for _ in range(3)]
     for stream in streams:
         stream.until_snapshot()
 
-    refused = socket.create_connection(address, timeout=5)  # sends nothing: refused anyway
+    refused = connect(address, source="127.0.0.3")  # sends nothing: refused anyway
     answer = read_all(refused)
     refused.close()
     assert answer.startswith(b"HTTP/1.0 503 ")
@@ -254,7 +282,7 @@ def test_more_clients_than_the_cap_are_refused_at_once(
 
     streams.pop().close()
     assert display.page_server.wait_for_clients(2, timeout=WAIT_S)
-    again = Stream(address)
+    again = Stream(address, source=NETWORK)
     assert again.until_snapshot()["table"] == "table-1"
     for stream in [*streams, again]:
         stream.close()
@@ -545,3 +573,181 @@ def test_the_appliance_gives_the_page_its_limits_paytables_and_brand(tmp_path: P
     }
     assert [t["name"] for t in settings["paytables"]] == ["A", "B"]  # the built-in sum tables
     assert settings["paytables"][0]["pays"]["17"] == "25 to 1"
+
+
+# --- clients that hold connections without reading: the kiosk is always served ---------------
+
+KIOSK = "127.0.0.1"  # the kiosk's browser, on the box itself (hw/kiosk: KIOSK_URL)
+# What an idle client sends: a whole request (then never reads), half of one, nothing.
+IDLE_HEADS = (get("/events"), b"GET /events HTTP/1.1\r\nHost: ta", b"")
+
+
+def flood_sources(count: int, spread: str) -> list[str]:
+    """Where ``count`` idle clients come from: one address, or one address each."""
+    if spread == "one address":
+        return [NETWORK] * count
+    return [f"127.0.{2 + i // 250}.{2 + i % 250}" for i in range(count)]
+
+
+def idle_clients(address: tuple[str, int], sources: list[str]) -> list[socket.socket]:
+    """A client from each of ``sources`` that connects, sends one of ``IDLE_HEADS`` and never
+    reads (those over the caps are refused and closed by the server)."""
+    clients = []
+    for index, source in enumerate(sources):
+        sock = connect(address, source=source)
+        clients.append(sock)
+        head = IDLE_HEADS[index % len(IDLE_HEADS)]
+        if head:
+            with contextlib.suppress(OSError):  # refused and closed already
+                sock.sendall(head)
+    return clients
+
+
+@pytest.mark.parametrize("spread", ["one address", "many addresses"])
+@pytest.mark.parametrize("count", [16, 200])
+def test_clients_that_hold_connections_without_reading_never_keep_the_kiosk_out(
+    count: int,
+    spread: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The finding: 16 connections to /events that never read took every slot, and the kiosk
+    got 503 for as long as they stayed (their kernel buffers take the heartbeats, so a send
+    never waits). Now one address takes at most MAX_CLIENTS_PER_ADDRESS slots, and the kiosk
+    has slots no other address takes: it gets its page and its stream while they stay."""
+    # The clients with half a request hold their slots for the whole test (the request
+    # timeout is shown elsewhere): what keeps the kiosk in here is the caps alone.
+    monkeypatch.setattr(display_server, "REQUEST_TIMEOUT_S", 120.0)
+    caplog.set_level(logging.INFO, logger="paigow")
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
+    display = DisplayServer(config, EmptyLog(), table="table-1", heartbeat_s=0.05, feed=False)
+    idle: list[socket.socket] = []
+    try:
+        address = display.http_address
+        idle = idle_clients(address, flood_sources(count, spread))
+        held = min(count, 6 if spread == "one address" else 16)  # the caps, as configured
+        assert display.page_server.wait_for_clients(held, timeout=WAIT_S)
+        if spread == "one address":
+            assert display.page_server.clients_from(NETWORK) == held
+
+        kiosk = Stream(address, source=KIOSK)
+        assert kiosk.until_snapshot()["table"] == "table-1"
+        display.show(Screen.READY, {"round": 7}, seq=1)
+        assert wait_until(lambda: latest_round(*kiosk.event()) == 7)
+        page = read_all(request(address, get("/"), source=KIOSK))
+        assert page.startswith(b"HTTP/1.0 200")
+        assert display.page_server.clients >= held + 1  # the idle clients are all still there
+
+        other = request(address, get("/"), source="127.0.1.250")
+        answer = read_all(other)
+        other.close()
+        if spread == "one address":  # one address does not take every slot
+            assert answer.startswith(b"HTTP/1.0 200")
+        else:  # every slot but the kiosk's taken, by as many addresses
+            assert answer.startswith(b"HTTP/1.0 503 ")
+        kiosk.close()
+    finally:
+        for sock in idle:
+            sock.close()
+        display.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)
+
+
+class StepClock:
+    """The servers' monotonic clock, moved by the test; counts how often it is read."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.reads = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.reads += 1
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+    def advance_until(self, condition: Callable[[], bool], *, limit: float) -> bool:
+        """Advance a second at a time, each once the clients were looked at, until
+        ``condition`` holds (True) or ``limit`` seconds have passed (False). A stuck client's
+        host may still take a last segment a moment after the first look found it behind (a
+        delayed acknowledgement): its bound runs from then."""
+        for _ in range(int(limit)):
+            self.advance(1)
+            if wait_until(condition, timeout=0.5) or (self.wait_for_reads(100) and condition()):
+                return True
+        return condition()
+
+    def wait_for_reads(self, count: int) -> bool:
+        """Wait until the clock was read ``count`` more times (the clients were looked at)."""
+        with self._lock:
+            target = self.reads + count
+        return wait_until(lambda: self.reads >= target)
+
+
+def test_streams_that_never_read_are_dropped_at_the_bound_on_the_servers_clock(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """16 streams that never read, from 16 addresses, with small receive buffers so that a few
+    screens fill them: they are dropped once they have taken nothing for SEND_TIMEOUT_S on the
+    server's clock, not before; the kiosk, reading, is served throughout."""
+    caplog.set_level(logging.INFO, logger="paigow")
+    clock = StepClock()
+    config = DisplayConfig(host="127.0.0.1", http_port=0, feed_port=0)
+    display = DisplayServer(
+        config, EmptyLog(), table="table-1", heartbeat_s=0.05, feed=False, clock=clock
+    )
+    stuck: list[socket.socket] = []
+    try:
+        address = display.http_address
+        stuck = [
+            request(address, get("/events"), rcvbuf=4096, source=f"127.0.0.{10 + i}")
+            for i in range(16)
+        ]
+        kiosk = Stream(address, source=KIOSK)
+        kiosk.until_snapshot()
+        assert display.page_server.wait_for_clients(17, timeout=WAIT_S)
+        seen = [0]
+        failed: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                while True:
+                    number = latest_round(*kiosk.event())
+                    if number is not None:
+                        seen[0] = number
+            except BaseException as exc:
+                failed.append(exc)
+
+        reading = threading.Thread(target=read, daemon=True)
+        reading.start()
+        pad = "x" * 65536  # more than a stuck client's buffers and the server's take
+        for number in range(1, 4):
+            display.show(Screen.READY, {"round": number, "words": pad}, seq=number)
+        assert wait_until(lambda: seen[0] == 3)
+        assert wait_until(lambda: display.page_server.clients_behind == 16)
+
+        clock.advance(display_server.SEND_TIMEOUT_S - 1)
+        assert clock.wait_for_reads(200)
+        assert display.page_server.clients == 17  # behind, not yet for the bound
+        assert clock.advance_until(
+            lambda: display.page_server.clients == 1, limit=display_server.SEND_TIMEOUT_S
+        )
+        display.show(Screen.READY, {"round": 4}, seq=4)
+        assert wait_until(lambda: seen[0] == 4)  # the kiosk was served throughout
+        assert failed == []
+        assert all(is_closed_by_the_server(sock) for sock in stuck)
+        dropped = [r for r in caplog.records if "nothing read for 10 s" in r.getMessage()]
+        assert len(dropped) == 16
+        kiosk.sock.shutdown(socket.SHUT_RDWR)
+        reading.join(timeout=5)
+        kiosk.close()
+    finally:
+        for sock in stuck:
+            sock.close()
+        display.close()
+    assert_no_traceback(capfd.readouterr().err, caplog)

@@ -12,7 +12,10 @@ Wire format (documented in hw/result-feed.md):
   record in sequence order, without gaps; ``{"type": "heartbeat", "size", "checkpoint"}`` when
   nothing was sent for ``heartbeat_s``; ``{"type": "error", "error"}`` before closing on a bad
   request, or at once to a client over the cap of ``MAX_CLIENTS``.
-- A client that does not read what is sent for ``SEND_TIMEOUT_S`` is dropped.
+- A client that leaves what was sent untaken for ``SEND_TIMEOUT_S`` is dropped (measured by
+  the bytes it has not taken, controller/display/clients.py). At most ``MAX_CLIENTS`` clients,
+  ``MAX_CLIENTS_PER_ADDRESS`` of them from one address, and ``LOCAL_SLOTS`` more that only the
+  box's own address takes.
 
 The feed is the log itself, so a client that reconnects with ``from`` = last seq + 1 receives
 exactly the records it missed, and can check each ``hash`` (SHA-256 of ``leaf``) and the chain
@@ -31,10 +34,14 @@ import socketserver
 import sys
 import threading
 import time
+import weakref
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.display.clients import SEND_SLICE_S, UnreadWatch, is_the_box, source_of
 from controller.display.events import feed_line
 from controller.display.hub import DisplayHub
 from controller.errors import AuditLogError
@@ -44,8 +51,13 @@ log = logging.getLogger("paigow.feed")
 
 REQUEST_WAIT_S = 0.5  # in all, however slowly the request line arrives
 REQUEST_MAX_BYTES = 200
-SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
-MAX_CLIENTS = 16  # more at once are refused with an error line
+# The bounds are constants, not [display] keys: they protect the box, and no site needs others
+# (a table-management system holds one or two connections; a forwarder on the box, many).
+SEND_TIMEOUT_S = 10.0  # a client that leaves what it was sent untaken this long is dropped
+MAX_CLIENTS = 16  # at once, but for the box's own slots; more are refused with an error line
+MAX_CLIENTS_PER_ADDRESS = 4  # from one source (an IPv6 /64): one cannot take every slot
+LOCAL_SLOTS = 4  # more, for the box's own address only (127.0.0.1, ::1)
+SEND_BUFFER_BYTES = 32 * 1024  # SO_SNDBUF (Linux doubles it): what is not taken stays unsent
 BATCH = 256
 
 
@@ -87,25 +99,39 @@ def _not_a_number(word: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class ClientLimits:
-    """Bounds on one server's clients: how many at once, how long the request may take to
-    arrive, and how long a send may wait on a client that does not read."""
+    """Bounds on one server's clients: how many at once (``max_clients``), how many of them
+    from one source (``per_address``; None: no such cap), how many more only the box's own
+    address may take (``reserved``: the kiosk's), how long the request may take to arrive, how
+    long a client may leave what it was sent untaken before it is dropped
+    (``send_timeout_s``, clients.UnreadWatch), and the sockets' send buffer (``send_buffer``,
+    bytes; None: the system's, which grows to megabytes)."""
 
     max_clients: int
     request_timeout_s: float
     send_timeout_s: float
+    per_address: int | None = None
+    reserved: int = 0
+    send_buffer: int | None = None
 
 
 class CappedServer(socketserver.ThreadingTCPServer):
-    """A TCP server with a thread per client, at most ``limits.max_clients`` of them.
+    """A TCP server with a thread per client, at most ``limits.max_clients`` of them, at most
+    ``limits.per_address`` from one source (clients.source_of), and ``limits.reserved`` more
+    that only the box's own address (the kiosk) takes, before any other slot: so clients that
+    hold their connections without reading, however many and from however many addresses,
+    never keep the kiosk out, and one address never takes every slot. The box's own address
+    has no per-address cap (a forwarder the site runs on the box brings many clients).
 
-    A client over the cap is refused at once (:meth:`refuse`, then closed) with one log line.
+    A client over a cap is refused at once (:meth:`refusal`, then closed) with one log line.
     A client that goes away, or is dropped for not reading, costs one log line, never a
-    traceback (socketserver's ``handle_error`` prints one to stderr).
+    traceback (socketserver's ``handle_error`` prints one to stderr). ``clock`` is what the
+    clients' unread bounds are measured on (tests inject one).
     """
 
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 64  # a burst of connections waits to be refused, not for a SYN retry
     name = "server"
     logger = log
 
@@ -114,11 +140,18 @@ class CappedServer(socketserver.ThreadingTCPServer):
         address: tuple[str, int],
         handler: type[socketserver.BaseRequestHandler],
         limits: ClientLimits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.limits = limits
+        self.clock = clock
         self._clients = 0
+        self._by_source: Counter[str] = Counter()  # general slots taken, by source
+        self._reserved_taken = 0
+        self._slot_of: dict[int, tuple[str, bool]] = {}  # id(request) -> (source, reserved)
+        self._watches: weakref.WeakSet[UnreadWatch] = weakref.WeakSet()
         self._clients_changed = threading.Condition()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -143,11 +176,6 @@ class CappedServer(socketserver.ThreadingTCPServer):
         """Wait until exactly ``count`` clients are being served; False on timeout."""
         with self._clients_changed:
             return self._clients_changed.wait_for(lambda: self._clients == count, timeout)
-
-    def _count(self, change: int) -> None:
-        with self._clients_changed:
-            self._clients += change
-            self._clients_changed.notify_all()
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """socketserver's loop without its poll: it sleeps until a client connects or
@@ -201,19 +229,61 @@ class CappedServer(socketserver.ThreadingTCPServer):
                 os.close(fd)
         self._wake_read = self._wake_write = -1
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    @property
+    def clients_behind(self) -> int:
+        """Clients whose last look found bytes they had not taken (for surveillance and
+        tests: a client behind for ``limits.send_timeout_s`` is dropped)."""
         with self._clients_changed:
-            full = self._clients >= self.limits.max_clients
-            if not full:
-                self._clients += 1
-                self._clients_changed.notify_all()
-        if full:
-            self.logger.warning(
-                "%s: %d clients already; refused %s",
-                self.name,
-                self.limits.max_clients,
-                _address(client_address),
-            )
+            watches = list(self._watches)
+        return sum(watch.is_behind for watch in watches)
+
+    def clients_from(self, source: str) -> int:
+        """Clients from ``source`` (clients.source_of) in the general slots now."""
+        with self._clients_changed:
+            return self._by_source[source]
+
+    def _take_slot(self, request: Any, source: str) -> str | None:
+        """A slot for a client from ``source`` (counted), or why there is none."""
+        limits = self.limits
+        with self._clients_changed:
+            reserved = is_the_box(source) and self._reserved_taken < limits.reserved
+            if not reserved:
+                general = self._clients - self._reserved_taken
+                if general >= limits.max_clients:
+                    return f"{limits.max_clients} clients already"
+                if (
+                    limits.per_address is not None
+                    and not is_the_box(source)
+                    and self._by_source[source] >= limits.per_address
+                ):
+                    return f"{limits.per_address} clients from {source} already"
+                self._by_source[source] += 1
+            else:
+                self._reserved_taken += 1
+            self._clients += 1
+            self._slot_of[id(request)] = (source, reserved)
+            self._clients_changed.notify_all()
+            return None
+
+    def _give_back(self, request: Any) -> None:
+        with self._clients_changed:
+            slot = self._slot_of.pop(id(request), None)
+            if slot is None:
+                return
+            source, reserved = slot
+            if reserved:
+                self._reserved_taken -= 1
+            else:
+                self._by_source[source] -= 1
+                if not self._by_source[source]:
+                    del self._by_source[source]
+            self._clients -= 1
+            self._clients_changed.notify_all()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        refused = self._take_slot(request, source_of(client_address))
+        if refused is not None:
+            self.logger.warning("%s: %s; refused %s", self.name, refused, _address(client_address))
             with contextlib.suppress(OSError):
                 request.setblocking(False)  # the refusal never waits on the client
                 request.send(self.refusal())
@@ -221,17 +291,34 @@ class CappedServer(socketserver.ThreadingTCPServer):
             return
         with contextlib.suppress(OSError):  # what is sent goes at once (no Nagle delay)
             request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.limits.send_buffer is not None:
+            with contextlib.suppress(OSError):  # what a client does not take stays unsent
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._count(-1)
+            self._give_back(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._count(-1)
+            self._give_back(request)
+
+    def unread_watch(self, sock: socket.socket) -> UnreadWatch:
+        """The watch on whether the client on ``sock`` takes what it is sent; the socket's
+        timeout becomes the slice between two looks at its backlog."""
+        sock.settimeout(SEND_SLICE_S)
+        watch = UnreadWatch(
+            sock,
+            bound_s=self.limits.send_timeout_s,
+            clock=self.clock,
+            is_closing=self._stopping.is_set,
+        )
+        with self._clients_changed:
+            self._watches.add(watch)
+        return watch
 
     def refusal(self) -> bytes:
         """What a client over the cap receives before the connection closes."""
@@ -270,13 +357,21 @@ class FeedServer(CappedServer):
         *,
         heartbeat_s: float = 1.0,
         limits: ClientLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.hub = hub
         self.log_reader = log_reader
         self.heartbeat_s = heartbeat_s
         if limits is None:
-            limits = ClientLimits(MAX_CLIENTS, REQUEST_WAIT_S, SEND_TIMEOUT_S)
-        super().__init__(address, _FeedHandler, limits)
+            limits = ClientLimits(
+                MAX_CLIENTS,
+                REQUEST_WAIT_S,
+                SEND_TIMEOUT_S,
+                per_address=MAX_CLIENTS_PER_ADDRESS,
+                reserved=LOCAL_SLOTS,
+                send_buffer=SEND_BUFFER_BYTES,
+            )
+        super().__init__(address, _FeedHandler, limits, clock=clock)
 
     def refusal(self) -> bytes:
         return _lines([{"type": "error", "error": "too many clients"}])
@@ -294,7 +389,8 @@ class _FeedHandler(socketserver.BaseRequestHandler):
             try:
                 asked = parse_request(self._request_line(sock))
             except (FeedRequestError, UnicodeDecodeError) as exc:
-                self._send(sock, [{"type": "error", "error": f"bad request: {exc}"}])
+                watch = feed.unread_watch(sock)
+                watch.send_all(_lines([{"type": "error", "error": f"bad request: {exc}"}]))
                 return
             self._stream(sock, live_from if asked is None else asked)
         except (OSError, AuditLogError) as exc:  # the client went away, or the log failed
@@ -324,41 +420,38 @@ class _FeedHandler(socketserver.BaseRequestHandler):
     def _stream(self, sock: socket.socket, next_seq: int) -> None:
         """Records from ``next_seq`` on: the hub's lines (serialised when they were committed)
         while the client keeps up, sent by the control thread itself once it is up to date
-        (a live client), the log (read-only) for a client further behind."""
+        (a live client), the log (read-only) for a client further behind. A client that
+        leaves what it was sent untaken for the bound is dropped, live or not."""
         feed = self.server
         hub = feed.hub
-        sock.settimeout(feed.limits.send_timeout_s)  # a client that does not read is dropped
+        watch = feed.unread_watch(sock)
         while not hub.is_closed():
             lines = hub.lines_from(next_seq)
             if lines is None:
                 records = feed.log_reader.records_after(next_seq - 1, limit=BATCH)
                 if records:
                     checkpoint = feed.log_reader.latest_checkpoint()
-                    self._send(sock, [feed_line(r, checkpoint) for r in records])
+                    watch.send_all(_lines([feed_line(r, checkpoint) for r in records]))
                     next_seq = records[-1].seq + 1
                     continue
                 lines = []
             if lines:
-                sock.sendall(b"".join(lines))
+                watch.send_all(b"".join(lines))
                 next_seq += len(lines)
                 continue
             client = hub.go_live_feed(sock, next_seq)
             if client is not None:  # up to date: the control thread sends to it from now on
                 try:
-                    hub.stay_live(client, lambda: feed.heartbeat_s)
+                    hub.stay_live(client, lambda: feed.heartbeat_s, check=watch.check)
                 finally:
-                    sock.settimeout(feed.limits.send_timeout_s)
+                    sock.settimeout(SEND_SLICE_S)
                 if client.error is not None:
                     raise client.error
-                sock.sendall(client.backlog)
+                watch.send_all(client.backlog)
                 next_seq = client.position
                 continue
             if not hub.wait_lines(next_seq, feed.heartbeat_s) and not hub.is_closed():
-                sock.sendall(_lines([hub.heartbeat()]))
-
-    @staticmethod
-    def _send(sock: socket.socket, lines: list[dict[str, Any]]) -> None:
-        sock.sendall(_lines(lines))
+                watch.send_all(_lines([hub.heartbeat()]))
 
 
 def _lines(lines: list[dict[str, Any]]) -> bytes:

@@ -8,7 +8,9 @@ commit and the bytes leaving (issue 13: sensor frame to screen and feed within 1
 not fit in the client's socket buffer is kept as its backlog and the client is live no more:
 its own thread sends the backlog, waiting up to its send timeout (a client that does not read
 is dropped), catches up from the hub's history or the log, and goes live again. A client that
-is not live waits on the hub's condition variable, with a timeout, and reads.
+is not live waits on the hub's condition variable, with a timeout, and reads. Whether a client
+takes what it is sent is looked at on its own thread, live or not (clients.UnreadWatch): one
+that leaves it untaken for the bound is dropped, even while its buffers still have room.
 
 Locks: the hub's one lock guards everything here, the live clients included; a live client's
 socket is sent to only under it (by the control thread, or by its own thread for a heartbeat).
@@ -299,6 +301,7 @@ class DisplayHub:
         heartbeat_s: Callable[[], float],
         *,
         page_heartbeat: Callable[[], bytes] | None = None,
+        check: Callable[[], None] | None = None,
     ) -> None:
         """On the client's own thread: wait while the control thread sends to ``client``,
         sending a heartbeat whenever nothing was sent for ``heartbeat_s()`` (asked again after
@@ -306,10 +309,21 @@ class DisplayHub:
         ``page_heartbeat()`` (the clock, issue 16), made with the hub's lock released: it reads
         the time and the clock's status, and nothing but a send is done under the lock.
         Returns once it is live no more (it fell behind, went away, or the hub closed); its
-        socket is then its own thread's again (blocking, timeout left to the caller)."""
+        socket is then its own thread's again (blocking, timeout left to the caller).
+
+        ``check`` (clients.UnreadWatch.check) is called at each wake, under the lock (it reads
+        the socket's queue, without waiting): what it raises ends the live state as the
+        client's ``error`` (a client that has not taken what it was sent)."""
         with self._cond:
             try:
                 while client.is_live and not self._closed:
+                    if check is not None:
+                        try:
+                            check()
+                        except OSError as exc:
+                            client.error = exc
+                            client._fall()
+                            break
                     due = client.last_sent + heartbeat_s() - time.monotonic()
                     if due > 0:
                         client._cond.wait(due)

@@ -42,9 +42,13 @@ says only that the table is not ready.
 
 Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
 the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
-``MAX_CLIENTS`` at once (more are refused at once: ``503`` here), the whole request within
-``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``, and a client that does not read what is sent for
-``SEND_TIMEOUT_S`` is dropped. A client that goes away costs one log line, never a traceback.
+``MAX_CLIENTS`` at once and ``MAX_CLIENTS_PER_ADDRESS`` from one address (more are refused at
+once: ``503`` here), ``KIOSK_SLOTS`` more that only the box's own address (the kiosk, at
+127.0.0.1) takes, so clients that hold connections without reading never keep the kiosk out;
+the whole request within ``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``; and a client that
+leaves what it was sent untaken for ``SEND_TIMEOUT_S`` is dropped, measured by the bytes it has
+not taken (controller/display/clients.py), not by whether a send waited. A client that goes
+away costs one log line, never a traceback.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from controller.core.record_data import paytables_record
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.core.wagers import Paytable
+from controller.display.clients import SEND_SLICE_S, UnreadWatch
 from controller.display.clock import SystemClockStatus, page_clock
 from controller.display.events import (
     INTERVENTIONS,
@@ -98,10 +103,15 @@ ASSETS = {
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
 }
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
-MAX_CLIENTS = 16  # pages and streams at once: the kiosk, a few others; more get 503
+# The bounds are constants, not [display] keys: they protect the box, and no site needs others
+# (a browser opens at most six connections to one server; the kiosk is one browser).
+MAX_CLIENTS = 16  # pages and streams at once, but for the kiosk's slots; more get 503
+MAX_CLIENTS_PER_ADDRESS = 6  # from one source (an IPv6 /64): a browser's own limit
+KIOSK_SLOTS = 8  # more, for the box's own address only (127.0.0.1, ::1): the kiosk's
 REQUEST_TIMEOUT_S = 5.0  # the request line and headers, in all
 REQUEST_MAX_BYTES = 16 * 1024  # the request line and headers; past it the request is cut
-SEND_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
+SEND_TIMEOUT_S = 10.0  # a client that leaves what it was sent untaken this long is dropped
+SEND_BUFFER_BYTES = 32 * 1024  # SO_SNDBUF (Linux doubles it): what is not taken stays unsent
 _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
@@ -136,10 +146,14 @@ class _HttpServer(HttpCappedServer):
     logger = log
 
     def __init__(
-        self, address: tuple[str, int], display: DisplayServer, limits: ClientLimits
+        self,
+        address: tuple[str, int],
+        display: DisplayServer,
+        limits: ClientLimits,
+        clock: Callable[[], float],
     ) -> None:
         self.display = display
-        super().__init__(address, _PageHandler, limits)
+        super().__init__(address, _PageHandler, limits, clock=clock)
 
 
 class RequestReader(io.RawIOBase):
@@ -182,6 +196,23 @@ class RequestReader(io.RawIOBase):
         return count
 
 
+class WatchedWriter(io.BufferedIOBase):
+    """The writing side of a page connection: every write goes through the client's
+    :class:`UnreadWatch` (socketserver's writer, but for the watch)."""
+
+    def __init__(self, watch: UnreadWatch) -> None:
+        super().__init__()
+        self._watch = watch
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._watch.send_all(data)
+        with memoryview(data) as view:
+            return view.nbytes
+
+
 class DisplayServer:
     """The table display and the result feed (implements ``controller.ports.TableDisplay``).
 
@@ -189,7 +220,8 @@ class DisplayServer:
     start listening in the constructor; ``close`` stops them and may be called twice.
     ``limits`` and ``paytables`` are the config's, shown on the page while bets are open;
     ``clock_status`` says whether the clock is synchronised (the OS's, by default); ``wall_ns``
-    is the box's clock the page is told.
+    is the box's clock the page is told; ``clock`` the one the clients' unread bound is
+    measured on (monotonic seconds; tests inject one).
     """
 
     def __init__(
@@ -207,6 +239,7 @@ class DisplayServer:
         paytables: Sequence[Paytable] = (),
         clock_status: ClockStatus | None = None,
         wall_ns: Callable[[], int] = time.time_ns,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.log_reader = log_reader
@@ -221,9 +254,16 @@ class DisplayServer:
         self._closed = False
         self._seed()
         if page_limits is None:
-            page_limits = ClientLimits(MAX_CLIENTS, REQUEST_TIMEOUT_S, SEND_TIMEOUT_S)
+            page_limits = ClientLimits(
+                MAX_CLIENTS,
+                REQUEST_TIMEOUT_S,
+                SEND_TIMEOUT_S,
+                per_address=MAX_CLIENTS_PER_ADDRESS,
+                reserved=KIOSK_SLOTS,
+                send_buffer=SEND_BUFFER_BYTES,
+            )
         with _naming_the_address("table display", config.host, config.http_port):
-            self._http = _HttpServer((config.host, config.http_port), self, page_limits)
+            self._http = _HttpServer((config.host, config.http_port), self, page_limits, clock)
         self._feed: FeedServer | None = None
         try:
             if feed:
@@ -234,6 +274,7 @@ class DisplayServer:
                         log_reader,
                         heartbeat_s=heartbeat_s,
                         limits=feed_limits,
+                        clock=clock,
                     )
         except BaseException:
             self._http.server_close()
@@ -463,9 +504,12 @@ class _PageHandler(BaseHTTPRequestHandler):
                 self.connection,
                 timeout_s=limits.request_timeout_s,
                 max_bytes=REQUEST_MAX_BYTES,
-                send_timeout_s=limits.send_timeout_s,
+                send_timeout_s=SEND_SLICE_S,
             )
         )
+        self.watch = self.server.unread_watch(self.connection)
+        self.wfile.close()  # write through the watch instead: a client that does not take
+        self.wfile = WatchedWriter(self.watch)  # what it is sent is dropped after the bound
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("display http: " + format, *args)
@@ -526,10 +570,13 @@ class _PageHandler(BaseHTTPRequestHandler):
             if live is not None:  # up to date: the control thread sends to it from now on
                 try:
                     hub.stay_live(
-                        live, lambda: display.heartbeat_s, page_heartbeat=display.page_heartbeat
+                        live,
+                        lambda: display.heartbeat_s,
+                        page_heartbeat=display.page_heartbeat,
+                        check=self.watch.check,
                     )
                 finally:
-                    sock.settimeout(self.server.limits.send_timeout_s)
+                    sock.settimeout(SEND_SLICE_S)
                 if live.error is not None:
                     raise live.error
                 self.wfile.write(live.backlog)
