@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from controller.core.dice import Roll
 from controller.core.records import RecordKind
+from controller.core.recurrence import RecurrencePolicy, Recurrences
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
 from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import (
@@ -191,12 +192,15 @@ class ControlLoop:
         shake_delay: Callable[[], int] | None = None,
         wall_clock: Callable[[], int] = wall_ms,
         duties: Sequence[Duty] = (),
+        recurrence: RecurrencePolicy | None = None,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
         ``collect_garbage_when_idle``: run the cyclic garbage collector once the loop has been
         idle for ``IDLE_COLLECTION_S`` (the composition root makes automatic collections
-        rare), so that a collection does not land between a sensor's frame and its result."""
+        rare), so that a collection does not land between a sensor's frame and its result.
+        ``recurrence``: how a fault that comes back is held, and when the loop stops feeding
+        the watchdog (``controller.core.recurrence``)."""
         self.machine = machine
         self.ports = ports
         self.shake_delay = shake_delay  # draws the delay before a shake's motor starts
@@ -208,6 +212,9 @@ class ControlLoop:
         self.last_seq: int | None = None
         self.is_storage_failed = False
         self.is_healthy = True
+        # faults that come back: held, counted, and at the limit the watchdog goes unfed
+        self.recurrences = Recurrences(recurrence or RecurrencePolicy())
+        self.restart_reason: str | None = None
         self._stopping = False
         self._follow_ups: deque[Occurrence] = deque()
         self._power_on: Occurrence | None = None  # until its records are durable
@@ -365,6 +372,14 @@ class ControlLoop:
 
     def _step(self, occ: Occurrence) -> None:
         before = self.machine.context
+        if occ.event is Event.CLEAR_FAULT and before.state is State.FAULT:
+            # a fault that came back is held: no key clears it yet; nor one the restart awaits
+            held = self.restart_reason or self.recurrences.refusal(
+                before.active_faults, self.clock()
+            )
+            if held is not None:
+                self._refused(occ, held)
+                return
         try:
             after, actions = step(self.machine.settings, before, occ)
         except (IllegalTransition, GameRuleError) as exc:  # e.g. a bank seat refused, 621a.11(b)
@@ -424,6 +439,7 @@ class ControlLoop:
                 if committed.anchor_error is not None:
                     log.error("%s", committed.anchor_error)
                     self._follow(Fault.STORAGE, committed.anchor_error)
+        self._observe_faults(self.machine.context.active_faults, after.active_faults)
         self.machine.context = after
         if before.state is State.FAULT and after.state is not State.FAULT:
             self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
@@ -459,6 +475,21 @@ class ControlLoop:
                 self._safe("internal error")
                 break
         return durable
+
+    def _observe_faults(self, before: frozenset[Fault], after: frozenset[Fault]) -> None:
+        """The faults raised and cleared by the step adopted; at the limit of returns, the
+        watchdog is no longer fed (systemd restarts the service) and why is recorded."""
+        if before == after and not self.recurrences.faults:
+            return
+        self.recurrences = self.recurrences.observe(before, after, self.clock())
+        for fault, returns in self.recurrences.returns(after - before).items():
+            log.warning("the fault %s came back (%d times in a row): held", fault, returns)
+        reason = self.recurrences.restart_reason()
+        if reason is not None and self.restart_reason is None:
+            self.restart_reason = reason
+            self.is_healthy = False
+            log.error("%s", reason)
+            self._follow(Fault.INTERNAL, reason)
 
     def _follow(self, fault: Fault, detail: str) -> None:
         self._follow_ups.append(
@@ -526,6 +557,9 @@ class ControlLoop:
             back = _int(data["back"])
             chosen = [rounds[-back]] if 1 <= back <= len(rounds) else []
             data = {**data, "count": len(rounds), "rounds": chosen}
+        if screen is Screen.FAULT:  # how often each fault came back, and how long it is held
+            faults = self.machine.context.active_faults
+            data = {**data, **self.recurrences.shown(faults, self.clock())}
         self.ports.display.show(screen, data, seq=self.last_seq)
         bank = data.get("bank")
         self.ports.panel.show_status(
