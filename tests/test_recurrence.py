@@ -4,6 +4,7 @@ count on the fault screen, the watchdog no longer fed, and why recorded)."""
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from controller.core.state import (
     Screen,
     State,
 )
+from controller.display.console import ConsoleDisplay
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.safety import FaultLatch
 
@@ -269,3 +271,14 @@ def test_a_healthy_loop_feeds_the_watchdog(tmp_path: Path) -> None:
     assert table.alive
     assert set(table.alive) == {None}
     table.log.close()
+
+
+def test_the_console_counts_a_fault_that_came_back() -> None:
+    out = io.StringIO()
+    console = ConsoleDisplay(out)
+    console.show(Screen.FAULT, {"faults": ["storage"]}, seq=None)
+    console.show(Screen.FAULT, {"faults": ["storage"], "returns": {"storage": 2}}, seq=None)
+    assert out.getvalue().splitlines() == [
+        "  FAULT storage",
+        "  FAULT storage (back storage: 2 times in a row)",
+    ]
