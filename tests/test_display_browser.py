@@ -145,9 +145,17 @@ def test_a_fault_that_came_back_is_shown_with_its_count(page: Any, table: Table)
     storage, tamper = page.locator("#faults li").all()
     assert storage.locator(".ln").all_text_contents() == [
         "the audit log cannot be written",
-        "back 3 times in a row: held",
+        "came back (3 in a row): held",
     ]
     assert tamper.text_content() == "the shaker was moved or opened"
+    # back once too often: the controller stops feeding the watchdog and systemd restarts it
+    table.show(Screen.FAULT, faults=["storage"], returns={"storage": 5}, restart="why")
+    page.wait_for_function(
+        "() => document.querySelector('#faults li:last-child')?.textContent"
+        " === 'the controller is restarting'",
+        timeout=WAIT_MS,
+    )
+    assert len(page.locator("#faults li").all()) == 2
 
 
 def test_rng_number_and_session_commitment(page: Any, table: Table) -> None:

@@ -68,7 +68,7 @@ def test_a_fault_back_within_the_window_is_held_and_counted() -> None:
     assert rec.shown(DISK, 74_999) == {"returns": {"storage": 1}}
     why = rec.refusal(DISK, 70_000)
     assert why is not None
-    assert "storage came back 1 times" in why
+    assert "storage came back within 60 s of its clear (1 in a row)" in why
     assert "held 5 s more" in why
 
 
@@ -115,6 +115,18 @@ def test_a_fault_that_stays_cleared_is_forgotten() -> None:
     # another fault's step, more than a window after the clear: the storage fault is forgotten
     rec = rec.observe(NONE, frozenset({Fault.TAMPER}), 70_000)
     assert set(rec.faults) == {Fault.TAMPER}
+
+
+def test_a_round_decided_since_the_clear_means_the_fault_did_not_come_straight_back() -> None:
+    rec = cycle(Recurrences(POLICY), 0, 1_000)
+    rec = cycle(rec, 2_000, 9_000)  # came back once
+    rec = rec.round_decided(NONE)  # then the table played a round
+    rec = rec.observe(NONE, DISK, 10_000)
+    assert rec.returns(DISK) == {}
+    assert rec.held(DISK, 10_000) == {}
+    # a fault active while a round is decided (one the RNG plays without) keeps its count
+    rec = cycle(rec, 11_000, 12_000).observe(NONE, DISK, 13_000)
+    assert rec.round_decided(DISK).returns(DISK) == {Fault.STORAGE: 1}
 
 
 def test_faults_are_counted_each_on_its_own() -> None:
@@ -218,7 +230,7 @@ def test_a_fault_that_comes_back_is_held_shown_counted_and_cleared_after_its_hol
     assert table.loop.machine.state is State.FAULT
     refused = table.screens.shown[-1]
     assert refused[0] is Screen.REFUSED
-    assert "rng_failure came back 1 times" in str(refused[1]["reason"])
+    assert "rng_failure came back within 60 s" in str(refused[1]["reason"])
     table.at += 5_000  # the hold is over
     table.clear()
     assert table.loop.machine.state is State.IDLE
@@ -245,6 +257,7 @@ def test_after_k_returns_the_watchdog_is_no_longer_fed_and_why_is_recorded(
     table.clear()  # no key clears what the restart awaits
     assert table.loop.machine.state is State.FAULT
     assert "systemd restarts" in str(table.screens.shown[-1][1]["reason"])
+    assert table.screens.last(Screen.FAULT)["restart"] == table.loop.restart_reason
     # the loop runs: it no longer tells systemd it is alive
     done = table.loop.submit(Occurrence(Event.TICK, at=table.at))
     runner.start()
@@ -257,6 +270,21 @@ def test_after_k_returns_the_watchdog_is_no_longer_fed_and_why_is_recorded(
     details = [r["data"]["detail"] for r in export_lines(tmp_path) if r["kind"] == "fault"]
     assert details[-1].startswith("rng_failure came back 3 times in a row")
     assert "systemd restarts" in details[-1]
+
+
+def test_a_fault_cleared_and_raised_after_a_round_played_is_not_held(tmp_path: Path) -> None:
+    table = Table(tmp_path, RecurrencePolicy())
+    table.fail()
+    table.clear()
+    table.send(Event.NO_MORE_BETS)
+    table.send(Event.DICE_SET)  # 621a.8(a)(1): the RNG draws; the round is decided
+    assert table.loop.machine.state is State.RESULT
+    table.send(Event.CLOSE_ROUND)
+    table.fail()
+    assert "returns" not in table.screens.last(Screen.FAULT)
+    table.clear()
+    assert table.loop.machine.state is State.IDLE
+    table.log.close()
 
 
 def test_a_healthy_loop_feeds_the_watchdog(tmp_path: Path) -> None:
@@ -280,5 +308,5 @@ def test_the_console_counts_a_fault_that_came_back() -> None:
     console.show(Screen.FAULT, {"faults": ["storage"], "returns": {"storage": 2}}, seq=None)
     assert out.getvalue().splitlines() == [
         "  FAULT storage",
-        "  FAULT storage (back storage: 2 times in a row)",
+        "  FAULT storage (came back: storage 2 in a row)",
     ]

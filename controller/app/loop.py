@@ -439,7 +439,7 @@ class ControlLoop:
                 if committed.anchor_error is not None:
                     log.error("%s", committed.anchor_error)
                     self._follow(Fault.STORAGE, committed.anchor_error)
-        self._observe_faults(self.machine.context.active_faults, after.active_faults)
+        self._observe_faults(self.machine.context, after)
         self.machine.context = after
         if before.state is State.FAULT and after.state is not State.FAULT:
             self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
@@ -476,14 +476,18 @@ class ControlLoop:
                 break
         return durable
 
-    def _observe_faults(self, before: frozenset[Fault], after: frozenset[Fault]) -> None:
-        """The faults raised and cleared by the step adopted; at the limit of returns, the
-        watchdog is no longer fed (systemd restarts the service) and why is recorded."""
-        if before == after and not self.recurrences.faults:
+    def _observe_faults(self, prior: RoundContext, adopted: RoundContext) -> None:
+        """The faults raised and cleared by the step adopted, and whether it decided a round;
+        at the limit of returns, the watchdog is no longer fed (systemd restarts the service)
+        and why is recorded."""
+        before, after = prior.active_faults, adopted.active_faults
+        if not self.recurrences.faults and before == after:
             return
+        if adopted.state is State.RESULT and prior.state is not State.RESULT:
+            self.recurrences = self.recurrences.round_decided(after)
         self.recurrences = self.recurrences.observe(before, after, self.clock())
         for fault, returns in self.recurrences.returns(after - before).items():
-            log.warning("the fault %s came back (%d times in a row): held", fault, returns)
+            log.warning("the fault %s came back (%d in a row): held", fault, returns)
         reason = self.recurrences.restart_reason()
         if reason is not None and self.restart_reason is None:
             self.restart_reason = reason
@@ -560,6 +564,8 @@ class ControlLoop:
         if screen is Screen.FAULT:  # how often each fault came back, and how long it is held
             faults = self.machine.context.active_faults
             data = {**data, **self.recurrences.shown(faults, self.clock())}
+            if self.restart_reason is not None:
+                data["restart"] = self.restart_reason
         self.ports.display.show(screen, data, seq=self.last_seq)
         bank = data.get("bank")
         self.ports.panel.show_status(

@@ -12,7 +12,8 @@ feeding systemd's watchdog (and records why), and systemd restarts the service, 
 afresh from its log (a restart also forgets these counts: what comes back after it is counted
 again, and systemd's own start limit stops a service that never stays up).
 
-A fault that stayed cleared for ``window_ms`` is forgotten: its next return starts from zero.
+A fault that stayed cleared for ``window_ms`` is forgotten, and so is every fault cleared before
+a round was decided (the table played: the clear was real): its next return starts from zero.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ class Recurrences:
         }
         return replace(self, faults=kept)
 
+    def round_decided(self, active: frozenset[Fault]) -> Recurrences:
+        """A round was decided: the table played since the clears, so a fault cleared before
+        it and raised again later did not come straight back. Only the active faults are kept."""
+        if all(f in active for f in self.faults):
+            return self
+        return replace(self, faults={f: h for f, h in self.faults.items() if f in active})
+
     def _raised(self, history: FaultHistory | None, at: int) -> FaultHistory:
         if (
             history is None
@@ -121,8 +129,8 @@ class Recurrences:
         if not held:
             return None
         parts = [
-            f"{fault} came back {self.faults[fault].returns} times within"
-            f" {self.policy.window_ms // 1000} s of its clear: held {_seconds(left)} s more"
+            f"{fault} came back within {self.policy.window_ms // 1000} s of its clear"
+            f" ({self.faults[fault].returns} in a row): held {_seconds(left)} s more"
             for fault, left in held.items()
         ]
         return "; ".join(parts)

@@ -41,7 +41,7 @@ class ConsoleDisplay:
                 self.faults += 1
                 back = data.get("returns")
                 came_back = (
-                    f" (back {', '.join(f'{f}: {n}' for f, n in back.items())} times in a row)"
+                    f" (came back: {', '.join(f'{f} {n} in a row' for f, n in back.items())})"
                     if isinstance(back, dict) and back
                     else ""
                 )

@@ -323,7 +323,7 @@ function renderTablePage(cur) {
   renderResult(result);
   const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
   renderDealing(plan);
-  renderFaults(screen === "fault" ? d.faults : null, d.returns);
+  renderFaults(screen === "fault" ? d.faults : null, d.returns, !!d.restart);
   // While the table waits: its limits (and with bets open the paytables) fill the space.
   renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing", "no_roll"]
     .includes(screen));
@@ -680,8 +680,9 @@ function renderWagers(box, r) {
 }
 
 // ``returns``: how many times in a row each fault came back within a minute of its clear (it
-// is held: no key clears it for a while).
-function renderFaults(faults, returns) {
+// is held: no key clears it for a while); ``restart``: one came back so often that the
+// controller is being restarted.
+function renderFaults(faults, returns, restart) {
   const list = $("faults");
   list.replaceChildren();
   show("faults", !!(faults && faults.length));
@@ -694,6 +695,7 @@ function renderFaults(faults, returns) {
     if (Number.isInteger(n) && n > 0) li.append(...msgs("faults.returns", { n }).map(line));
     list.append(li);
   }
+  if (faults && faults.length && restart) list.append(lines(el("li", ""), "faults.restart"));
 }
 
 function faultWords(f) {
