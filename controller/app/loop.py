@@ -13,6 +13,10 @@ order. If the commit fails, the machine stays where the log says it is, plus the
 nothing unrecorded can be shown, resumed or closed. The log is then reopened and what it really
 holds is taken as the truth (a commit reported failed may have reached the disk after all).
 
+**Faults that come back are one fault** (``controller.core.recurrence``): a fault raised again
+soon after its clear is held (a clear key is refused for a while) and counted on the fault
+screen; at the limit of returns the loop stops feeding systemd's watchdog, and says why.
+
 **No re-entrant dispatch.** What the loop learns while carrying out a step (a drawn number, an
 action that failed) becomes an event of its own, taken right after the step and before anything
 from the queue, never dispatched from inside the step.
