@@ -137,6 +137,27 @@ def test_a_fault_is_shown_with_its_causes(page: Any, table: Table) -> None:
     shot(page, "fault")
 
 
+def test_a_fault_that_came_back_is_shown_with_its_count(page: Any, table: Table) -> None:
+    """A fault back within a minute of its clear is held: the page counts its returns."""
+    table.record(RecordKind.FAULT, round=1, attempt=1, fault="storage", detail="", state="x")
+    table.show(Screen.FAULT, faults=["storage", "tamper"], returns={"storage": 3})
+    wait_current(page, "fault", 1, timeout_ms=WAIT_MS)
+    storage, tamper = page.locator("#faults li").all()
+    assert storage.locator(".ln").all_text_contents() == [
+        "the audit log cannot be written",
+        "came back (3 in a row): held",
+    ]
+    assert tamper.text_content() == "the shaker was moved or opened"
+    # back once too often: the controller stops feeding the watchdog and systemd restarts it
+    table.show(Screen.FAULT, faults=["storage"], returns={"storage": 5}, restart="why")
+    page.wait_for_function(
+        "() => document.querySelector('#faults li:last-child')?.textContent"
+        " === 'the controller is restarting'",
+        timeout=WAIT_MS,
+    )
+    assert len(page.locator("#faults li").all()) == 2
+
+
 def test_rng_number_and_session_commitment(page: Any, table: Table) -> None:
     table.record(RecordKind.RNG_COMMIT, session="s-0001", commitment="ab" * 32)
     table.show(Screen.READY, round=1, rng_session="s-0001", rng_commitment="ab" * 32)

@@ -259,6 +259,81 @@ def test_a_failed_record_stops_the_session_but_keeps_it_provable(tmp_path: Path)
     assert verify_rng_records(log.records) == 1
 
 
+def draws_of(log: MemoryLog) -> list[tuple[int, int, object]]:
+    drawn = log.of_kind(RecordKind.RNG_DRAW)
+    return [(d["round"], d["attempt"], d.get("number")) for _, _, d in drawn]
+
+
+def twin_draws(tmp_path: Path, rounds: list[tuple[int, int]]) -> list[object]:
+    """The numbers a session of the same entropy gives for ``rounds`` when nothing fails."""
+    log = MemoryLog()
+    rng = manager(tmp_path / "twin", log, entropy_source=counter_source())
+    rng.open()
+    return [rng.draw(r, a).number for r, a in rounds]
+
+
+def test_a_failed_draw_is_taken_again_from_the_same_state_never_redrawn(tmp_path: Path) -> None:
+    """The append of round 2's draw fails and did not reach the log: once the log answers
+    again, the generator is put back and round 2 draws the very number it drew before (HMAC_DRBG
+    is deterministic), recorded once; the session goes on and replays from its seed."""
+    log = MemoryLog()
+    rng = manager(tmp_path, log, entropy_source=counter_source(), lookup=lookup_in(log))
+    rng.open()
+    rng.draw(1, 1)
+    log.fail_on = RecordKind.RNG_DRAW
+    with pytest.raises(AuditLogError):
+        rng.draw(2, 1)
+    with pytest.raises(AuditLogError):  # the log still fails: still unsure, nothing drawn
+        rng.draw(2, 1)
+    log.fail_on = None
+    again = rng.draw(2, 1)
+    assert not again.is_repeat
+    rng.draw(3, 1)
+    expected = twin_draws(tmp_path, [(1, 1), (2, 1), (3, 1)])
+    assert draws_of(log) == [(r, 1, n) for r, n in zip((1, 2, 3), expected, strict=True)]
+    rng.close()
+    assert verify_rng_records(log.records) == 1
+
+
+def test_a_failed_draw_that_reached_the_log_stands_as_recorded(tmp_path: Path) -> None:
+    """The append was reported failed but the record is on the disk: the draw stands as the
+    log holds it, returned again, never appended twice, and the generator is not put back."""
+    log = LandsThenRaises(RecordKind.RNG_DRAW)
+    rng = manager(tmp_path, log, entropy_source=counter_source(), lookup=lookup_in(log))
+    rng.open()
+    with pytest.raises(AuditLogError):
+        rng.draw(1, 1)
+    landed = rng.draw(1, 1)
+    assert landed.seq is None  # found in the log, not appended by this call
+    assert rng.draw(1, 1).is_repeat  # and from then on a recorded draw
+    rng.draw(2, 1)
+    expected = twin_draws(tmp_path, [(1, 1), (2, 1)])
+    assert landed.number == expected[0]
+    assert draws_of(log) == [(1, 1, expected[0]), (2, 1, expected[1])]
+    rng.close()
+    assert verify_rng_records(log.records) == 1
+
+
+def test_a_failed_draw_of_a_round_voided_since_leaves_no_trace_in_the_generator(
+    tmp_path: Path,
+) -> None:
+    """Round 2's draw failed and the supervisor voided the round: the next round draws from
+    the generator as it was before round 2's draw, so the log (with no draw for round 2)
+    still replays from the seed."""
+    log = MemoryLog()
+    rng = manager(tmp_path, log, entropy_source=counter_source(), lookup=lookup_in(log))
+    rng.open()
+    rng.draw(1, 1)
+    log.fail_on = RecordKind.RNG_DRAW
+    with pytest.raises(AuditLogError):
+        rng.draw(2, 1)
+    log.fail_on = None
+    rng.draw(3, 1)
+    assert [r for r, _, _ in draws_of(log)] == [1, 3]
+    rng.close()
+    assert verify_rng_records(log.records) == 1
+
+
 def test_a_continuous_test_failure_stops_draws_and_the_session_stays_provable(
     tmp_path: Path,
 ) -> None:

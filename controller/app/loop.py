@@ -13,6 +13,10 @@ order. If the commit fails, the machine stays where the log says it is, plus the
 nothing unrecorded can be shown, resumed or closed. The log is then reopened and what it really
 holds is taken as the truth (a commit reported failed may have reached the disk after all).
 
+**Faults that come back are one fault** (``controller.core.recurrence``): a fault raised again
+soon after its clear is held (a clear key is refused for a while) and counted on the fault
+screen; at the limit of returns the loop stops feeding systemd's watchdog, and says why.
+
 **No re-entrant dispatch.** What the loop learns while carrying out a step (a drawn number, an
 action that failed) becomes an event of its own, taken right after the step and before anything
 from the queue, never dispatched from inside the step.
@@ -32,6 +36,7 @@ from dataclasses import dataclass, replace
 from controller.core.dice import Roll
 from controller.core.record_data import Unrecorded
 from controller.core.records import RecordKind
+from controller.core.recurrence import RecurrencePolicy, Recurrences
 from controller.core.snapshot import SnapshotError, decode_context, encode_context
 from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import (
@@ -192,12 +197,15 @@ class ControlLoop:
         shake_delay: Callable[[], int] | None = None,
         wall_clock: Callable[[], int] = wall_ms,
         duties: Sequence[Duty] = (),
+        recurrence: RecurrencePolicy | None = None,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
         ``collect_garbage_when_idle``: run the cyclic garbage collector once the loop has been
         idle for ``IDLE_COLLECTION_S`` (the composition root makes automatic collections
-        rare), so that a collection does not land between a sensor's frame and its result."""
+        rare), so that a collection does not land between a sensor's frame and its result.
+        ``recurrence``: how a fault that comes back is held, and when the loop stops feeding
+        the watchdog (``controller.core.recurrence``)."""
         self.machine = machine
         self.ports = ports
         self.shake_delay = shake_delay  # draws the delay before a shake's motor starts
@@ -209,6 +217,9 @@ class ControlLoop:
         self.last_seq: int | None = None
         self.is_storage_failed = False
         self.is_healthy = True
+        # faults that come back: held, counted, and at the limit the watchdog goes unfed
+        self.recurrences = Recurrences(recurrence or RecurrencePolicy())
+        self.restart_reason: str | None = None
         self._stopping = False
         self._follow_ups: deque[Occurrence] = deque()
         self._power_on: Occurrence | None = None  # until its records are durable
@@ -371,6 +382,14 @@ class ControlLoop:
 
     def _step(self, occ: Occurrence) -> None:
         before = self.machine.context
+        if occ.event is Event.CLEAR_FAULT and before.state is State.FAULT:
+            # a fault that came back is held: no key clears it yet; nor one the restart awaits
+            held = self.restart_reason or self.recurrences.refusal(
+                before.active_faults, self.clock()
+            )
+            if held is not None:
+                self._refused(occ, held)
+                return
         try:
             after, actions = step(self.machine.settings, before, occ)
         except (IllegalTransition, GameRuleError) as exc:  # e.g. a bank seat refused, 621a.11(b)
@@ -430,6 +449,7 @@ class ControlLoop:
                 if committed.anchor_error is not None:
                     log.error("%s", committed.anchor_error)
                     self._follow(Fault.STORAGE, committed.anchor_error)
+        self._observe_faults(self.machine.context, after)
         self.machine.context = after
         if before.state is State.FAULT and after.state is not State.FAULT:
             self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
@@ -465,6 +485,25 @@ class ControlLoop:
                 self._safe("internal error")
                 break
         return durable
+
+    def _observe_faults(self, prior: RoundContext, adopted: RoundContext) -> None:
+        """The faults raised and cleared by the step adopted, and whether it decided a round;
+        at the limit of returns, the watchdog is no longer fed (systemd restarts the service)
+        and why is recorded."""
+        before, after = prior.active_faults, adopted.active_faults
+        if not self.recurrences.faults and before == after:
+            return
+        if adopted.state is State.RESULT and prior.state is not State.RESULT:
+            self.recurrences = self.recurrences.round_decided(after)
+        self.recurrences = self.recurrences.observe(before, after, self.clock())
+        for fault, returns in self.recurrences.returns(after - before).items():
+            log.warning("the fault %s came back (%d in a row): held", fault, returns)
+        reason = self.recurrences.restart_reason()
+        if reason is not None and self.restart_reason is None:
+            self.restart_reason = reason
+            self.is_healthy = False
+            log.error("%s", reason)
+            self._follow(Fault.INTERNAL, reason)
 
     def _follow(self, fault: Fault, detail: str) -> None:
         self._follow_ups.append(
@@ -532,6 +571,11 @@ class ControlLoop:
             back = _int(data["back"])
             chosen = [rounds[-back]] if 1 <= back <= len(rounds) else []
             data = {**data, "count": len(rounds), "rounds": chosen}
+        if screen is Screen.FAULT:  # how often each fault came back, and how long it is held
+            faults = self.machine.context.active_faults
+            data = {**data, **self.recurrences.shown(faults, self.clock())}
+            if self.restart_reason is not None:
+                data["restart"] = self.restart_reason
         self.ports.display.show(screen, data, seq=self.last_seq)
         bank = data.get("bank")
         self.ports.panel.show_status(

@@ -269,6 +269,7 @@ class Crew:
         self.fault_random = random.Random(self.seed + 1)  # noqa: S311
         self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
         self.rounds_done: set[object] = set()
+        self.restart: str | None = None  # why the controller stopped feeding the watchdog
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="simulated-crew", daemon=True)
         self._last: Screen | None = None
@@ -392,6 +393,11 @@ class Crew:
             self._press("key_close_round")
             if self.clock is not None:
                 self.clock.round_closed()
+        elif screen is Screen.FAULT and data.get("restart"):
+            # a fault came back again and again: systemd would restart the controller here;
+            # the simulation ends, saying why
+            self.restart = str(data["restart"])
+            self.on_done.set()
         elif screen in (Screen.FAULT, Screen.LOCKED):
             self._pause()
             faults = data.get("faults")
@@ -844,9 +850,11 @@ def run_simulation(
                 log.warning("simulation clean-up: %s failed: %s", close.__qualname__, exc)
         if stopper.ident is not None:
             stopper.join(timeout=5)
+    if crew.restart is not None:
+        out.write(f"stopped: {crew.restart}\n")
     out.write(
         f"done: {console.rounds} rounds, {console.no_rolls} no rolls, {console.faults} faults."
         f" Verify: paigow-controller verify-log --state-dir {state_dir}\n"
     )
     out.flush()
-    return 0
+    return 0 if crew.restart is None else 1

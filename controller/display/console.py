@@ -39,7 +39,14 @@ class ConsoleDisplay:
                 self._write(f"  round locked after {data.get('no_rolls')} no rolls\n")
             elif screen is Screen.FAULT:
                 self.faults += 1
-                self._write(f"  FAULT {', '.join(map(str, _list(data.get('faults'))))}\n")
+                back = data.get("returns")
+                came_back = (
+                    f" (came back: {', '.join(f'{f} {n} in a row' for f, n in back.items())})"
+                    if isinstance(back, dict) and back
+                    else ""
+                )
+                faults = ", ".join(map(str, _list(data.get("faults"))))
+                self._write(f"  FAULT {faults}{came_back}\n")
             elif screen is Screen.READY and isinstance(voided := data.get("voided"), dict):
                 # 621a.12(c),(e): the round before was void, every wager returned
                 if not self.progress_every:

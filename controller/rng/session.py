@@ -49,12 +49,14 @@ The daemon's part (through :class:`RngPort`, the control loop's ``RngDraws`` por
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from controller.core import canonical
 from controller.core.dice import Roll
 from controller.core.drbg import MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg, known_answer_test
 from controller.core.position import Game
@@ -120,7 +122,7 @@ class RngDraw:
     attempt: int
     number: int | None
     roll: Roll | None
-    seq: int
+    seq: int | None  # None: a draw whose append was reported failed, found in the log after
     is_repeat: bool = False
 
 
@@ -137,13 +139,25 @@ class _SeedMaterial:
         return f"<seed material of RNG session {self.session}>"
 
 
+@dataclass(frozen=True, slots=True)
+class _UnsureDraw:
+    """A draw whose record's append raised: it may or may not be in the log. ``drbg`` is the
+    generator as it was before the draw, ``data`` the record the draw made."""
+
+    round: int
+    attempt: int
+    data: Mapping[str, object]
+    drbg: HmacDrbg
+
+
 @dataclass(slots=True)
 class _OpenSession:
     material: _SeedMaterial  # in memory only
     drbg: HmacDrbg
     commitment: Commitment
     rounds: set[int] = field(default_factory=set)
-    is_broken: bool = False  # a draw failed after the DRBG moved on: no more draws
+    is_broken: bool = False  # the DRBG failed inside a draw: no more draws
+    unsure: _UnsureDraw | None = None  # a draw whose append raised, settled at the next draw
 
     @property
     def session(self) -> str:
@@ -377,14 +391,20 @@ class RngSessionManager:
             )
         if session.is_broken:
             raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
+        if session.unsure is not None:
+            landed = self._settle_draw(session)
+            if landed is not None and (landed.round, landed.attempt) == key:
+                return landed
         if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
             raise RngError(
                 f"RNG session {session.session} has drawn for its {self._max_rounds} rounds;"
                 " the next session is committed when bets open"
             )
         identity = round_identity(self._table, session.session, round_number, attempt)
-        session.is_broken = True  # until the draw is recorded: the DRBG has moved on
+        before = copy.copy(session.drbg)  # a failed append puts the generator back
+        session.is_broken = True  # until the draw is made: the DRBG may have failed inside it
         outcome = draw_outcome(session.drbg, self._mode, self._positions, identity)
+        session.is_broken = False
         data: dict[str, object] = {
             "session": session.session,
             "round": round_number,
@@ -392,11 +412,38 @@ class RngSessionManager:
             "mode": str(self._mode),
             **draw_fields(self._mode, outcome),
         }
+        session.unsure = _UnsureDraw(round_number, attempt, data, before)
         seq = self._log.append(RecordKind.RNG_DRAW, data)
-        session.is_broken = False
+        session.unsure = None
         session.rounds.add(round_number)
         number, roll = _split(outcome)
         draw = RngDraw(session.session, round_number, attempt, number, roll, seq)
+        self._remember(draw)
+        return draw
+
+    def _settle_draw(self, session: _OpenSession) -> RngDraw | None:
+        """A draw whose append raised, settled once the log is reopened (a commit reported
+        failed may be on the disk after all, as PostgreSQL learned of fsync): the log holds its
+        record, so the draw stands as recorded (returned, never drawn again); or it does not,
+        and the generator goes back to where it was before that draw, as if it never ran. The
+        same round and attempt then draw again from the same state, which gives the same
+        number (HMAC_DRBG is deterministic): taken again, never redrawn. Without a look-up the
+        log cannot be asked: the session draws no more (it stays provable)."""
+        unsure = session.unsure
+        assert unsure is not None
+        if self._lookup is None:
+            session.is_broken = True
+            session.unsure = None
+            raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
+        fragment = canonical.encode(dict(unsure.data))
+        if not self._lookup(RecordKind.RNG_DRAW, fragment):  # AuditLogError: still unsure
+            session.drbg = unsure.drbg
+            session.unsure = None
+            return None
+        session.unsure = None
+        session.rounds.add(unsure.round)
+        number, roll = _outcome_of_record(unsure.data)
+        draw = RngDraw(session.session, unsure.round, unsure.attempt, number, roll, None)
         self._remember(draw)
         return draw
 

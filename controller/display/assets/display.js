@@ -323,7 +323,7 @@ function renderTablePage(cur) {
   renderResult(result);
   const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
   renderDealing(plan);
-  renderFaults(screen === "fault" ? d.faults : null);
+  renderFaults(screen === "fault" ? d.faults : null, d.returns, !!d.restart);
   // While the table waits: its limits (and with bets open the paytables) fill the space.
   renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing", "no_roll"]
     .includes(screen));
@@ -679,16 +679,23 @@ function renderWagers(box, r) {
   ]));
 }
 
-function renderFaults(faults) {
+// ``returns``: how many times in a row each fault came back within a minute of its clear (it
+// is held: no key clears it for a while); ``restart``: one came back so often that the
+// controller is being restarted.
+function renderFaults(faults, returns, restart) {
   const list = $("faults");
   list.replaceChildren();
   show("faults", !!(faults && faults.length));
+  const back = returns && typeof returns === "object" ? returns : {};
   for (const f of faults || []) {
     const li = el("li", "");
     if (known("fault." + f)) lines(li, "fault." + f);
     else li.textContent = words(f);
+    const n = Number(back[f]);
+    if (Number.isInteger(n) && n > 0) li.append(...msgs("faults.returns", { n }).map(line));
     list.append(li);
   }
+  if (faults && faults.length && restart) list.append(lines(el("li", ""), "faults.restart"));
 }
 
 function faultWords(f) {
