@@ -26,6 +26,8 @@ frame. The simulated hardware has timing margins (bench/common.py, ``steady_simu
 the simulated dealer waits 20 ms before pressing a key, as a dealer takes seconds, so that the
 round's close does not run inside the window. The crew starts only once both clients are
 connected. Each run gives p50 and p99 of its rounds; the figures are the medians over the runs.
+A run with nothing to measure (no frame timed, a stream refused or with no result) ends the
+script with status 1, naming the stream, what it sent and the simulation's stderr.
 """
 
 from __future__ import annotations
