@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable
 
 from controller.core.dice import DiceReading, DieColour, DieReading
-from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+from controller.core.state import (
+    Event,
+    Occurrence,
+    RoundContext,
+    RoundMachine,
+    RoundSettings,
+    State,
+)
 from controller.core.wagers import all_rolls, outcomes
 
 
@@ -64,10 +71,24 @@ def median_per_call(fn: Callable[[int], None], calls: int, repeats: int = 7) -> 
     return statistics.median(samples)
 
 
+# A table plays only once it is opened: a dice set in the shaker (proposed 621a.5(c)) and a set
+# of tiles inspected and verified (621a.6(a)), both put in at the table's time 0.
+OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
+
+
 def main() -> None:
-    machine = RoundMachine(RoundSettings())
+    machine = RoundMachine(RoundSettings(), OPENED)
     machine.handle(Occurrence(Event.LID_CLOSED, at=0))
+    first = machine.context.round_number
+    one_round(machine, 299)  # as the timed rounds play it (the last of a repeat), not refused
+    if machine.state is not State.IDLE or machine.context.round_number != first + 1:
+        raise SystemExit(
+            f"bench_core: the scripted round did not close (state {machine.state.value},"
+            f" round {machine.context.round_number} after {first}): the script is out of date"
+        )
     round_ns = median_per_call(lambda n: one_round(machine, n), 300)
+    if machine.context.round_number != first + 1 + 7 * 300:
+        raise SystemExit("bench_core: a timed round did not close: the script is out of date")
     rolls = all_rolls()
     table = {r.faces: outcomes(r) for r in rolls}
     lookup_ns = median_per_call(lambda n: table.get(rolls[n % 216].faces), 20_000)

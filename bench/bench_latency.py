@@ -26,6 +26,8 @@ frame. The simulated hardware has timing margins (bench/common.py, ``steady_simu
 the simulated dealer waits 20 ms before pressing a key, as a dealer takes seconds, so that the
 round's close does not run inside the window. The crew starts only once both clients are
 connected. Each run gives p50 and p99 of its rounds; the figures are the medians over the runs.
+A run with nothing to measure (no frame timed, a stream refused or with no result) ends the
+script with status 1, naming the stream, what it sent and the simulation's stderr.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import time
 import tty
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from common import (
     env_int,
@@ -63,7 +65,6 @@ from common import (
 from controller.app import simulate
 from controller.core.config import Config
 from controller.core.sensor_protocol import Reading, Reply
-from drivers.sim.sensor import SimulatedSensor
 
 GOAL_MS = 1.0
 DEALER_PAUSE_S = 0.02
@@ -73,8 +74,10 @@ CONNECT_TIMEOUT_S = 60
 # --- the child: the appliance on simulated hardware -------------------------------------------
 
 
-class _TimedSensor(SimulatedSensor):
-    """The simulated sensor, noting when each reading frame's bytes go to the pty."""
+class _TimedSensor(simulate.CrewsSimulatedSensor):
+    """The simulation's own sensor (``simulate.CrewsSimulatedSensor``, which ``run_simulation``
+    builds; patching its base class would time nothing), noting when each reading frame's
+    bytes go to the pty."""
 
     frame_times: list[int] = []  # noqa: RUF012 - one sensor per child process
     _is_reading = False
@@ -110,7 +113,7 @@ def child(argv: Sequence[str]) -> None:
             super()._run()
 
     steady_simulation()
-    simulate.SimulatedSensor = _TimedSensor  # type: ignore[misc]
+    simulate.CrewsSimulatedSensor = _TimedSensor  # type: ignore[misc]
     simulate.Crew = Crew  # type: ignore[misc]
     config = Config()
     display = dataclasses.replace(config.display, http_port=http, feed_port=feed)
@@ -149,11 +152,41 @@ def _read_until(sock: socket.socket, marker: bytes, deadline: float) -> bytes:
     data = b""
     while marker not in data:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
-        chunk = sock.recv(65536)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            raise StreamFailed(
+                f"no {marker.decode()!r} in time; it sent {_excerpt(data)}"
+            ) from None
         if not chunk:
-            raise ConnectionError("closed before " + marker.decode())
+            raise StreamFailed(f"closed before {marker.decode()!r}; it sent {_excerpt(data)}")
         data += chunk
     return data
+
+
+class StreamFailed(Exception):
+    """A stream that gave the bench nothing to measure; its text says what it did give."""
+
+
+def _excerpt(data: bytes, limit: int = 200) -> str:
+    """What a stream sent, short enough for one line: a refusal (the feed's error line, the
+    page server's 503) reads as itself."""
+    if not data:
+        return "nothing"
+    text = data[:limit].decode("utf-8", "replace")
+    return f"{len(data)} bytes, {text!r}" + ("..." if len(data) > limit else "")
+
+
+def _check_stream(
+    name: str, chunks: Sequence[tuple[int, bytes]], arrivals: dict[int, int], frames: list[int]
+) -> None:
+    """Raise :class:`StreamFailed` where ``name`` yields no latency: what it sent instead."""
+    if frames and any(at > frames[0] for at in arrivals.values()):
+        return  # at least one latency
+    received = b"".join(data for _, data in chunks)
+    if not arrivals:
+        raise StreamFailed(f"the {name} stream carried no result; it sent {_excerpt(received)}")
+    raise StreamFailed(f"the {name} stream's {len(arrivals)} results all came before any frame")
 
 
 def _receive(
@@ -281,6 +314,8 @@ def run_baseline(frames: int) -> list[float]:
 
 
 def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]]:
+    """One run's latencies by stream; exits naming the stream (what it sent, the child's
+    stderr) where the run gives nothing to measure."""
     with tempfile.TemporaryDirectory(prefix="bench-latency-", dir=base) as tmp:
         work = Path(tmp)
         http, feed = free_port(), free_port()
@@ -288,28 +323,51 @@ def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]
         command += [str(work / "state"), str(http), str(feed), str(work)]
         stderr = (work / "child.stderr").open("wb")
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        stream = "feed"
         try:
             deadline = time.monotonic() + CONNECT_TIMEOUT_S
             feed_sock = _connect(feed, deadline)
             feed_sock.sendall(b"\n")  # no request: the records committed from now on
+            stream = "page"
             page_sock = _connect(http, deadline)
             page_sock.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             first = _read_until(page_sock, b"event: snapshot", deadline)
             (work / "go").touch()
             chunks = _receive({"feed": feed_sock, "page": page_sock}, proc)
             proc.wait(timeout=600)
+        except (OSError, StreamFailed) as exc:
+            _fail(f"the {stream} connection to the simulation failed: {exc}", proc, work)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             stderr.close()
         if proc.returncode != 0:
-            sys.exit(f"the simulation failed:\n{(work / 'child.stderr').read_text()[-3000:]}")
+            _fail("the simulation failed", proc, work)
         frames = sorted(json.loads((work / "frames.json").read_text()))
-    body = first.split(b"\r\n\r\n", 1)[1]
-    page = _results([(0, body), *chunks["page"]], b"\n\n")
-    fed = _results(chunks["feed"], b"\n")
+        body = first.split(b"\r\n\r\n", 1)[1]
+        page = _results([(0, body), *chunks["page"]], b"\n\n")
+        fed = _results(chunks["feed"], b"\n")
+        try:
+            if not frames:
+                raise StreamFailed(
+                    "the simulation timed no sensor frame: the sensor it built is not _TimedSensor"
+                )
+            _check_stream("feed", chunks["feed"], fed, frames)
+            _check_stream("page", [(0, body), *chunks["page"]], page, frames)
+        except StreamFailed as exc:
+            _fail(f"nothing to measure: {exc}", proc, work)
     return {"feed": _latencies_ms(fed, frames), "page": _latencies_ms(page, frames)}
+
+
+def _fail(reason: str, proc: subprocess.Popen[bytes], work: Path) -> NoReturn:
+    """Exit (status 1) with ``reason`` and the end of the child's stderr."""
+    try:
+        tail = (work / "child.stderr").read_text(errors="replace")[-3000:]
+    except OSError:
+        tail = ""
+    status = "running" if proc.returncode is None else f"exit status {proc.returncode}"
+    sys.exit(f"bench_latency: {reason}\nthe simulation ({status}) wrote to stderr:\n{tail}")
 
 
 def main() -> None:
