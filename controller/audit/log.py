@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile
+from controller.audit.damage import Damage, sound_rows
 from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import (
@@ -72,6 +73,7 @@ from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.errors import (
     AuditLogError,
     ConfigError,
+    LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
     StorageFull,
@@ -314,8 +316,11 @@ class AuditLog:
 
     Not thread-safe by design: the daemon's one control thread owns it.
     ``max_page_count`` caps the database (SQLite pages) so that the log cannot fill the disk.
-    A log opened with ``locked`` (its identity could not be established) reads but records
-    nothing: every commit raises :class:`LogIdentityError` with that reason.
+    A log opened with ``locked`` (its identity could not be established, or its tail is
+    damaged) reads but records nothing: every commit raises ``locked_error`` (by default
+    :class:`LogIdentityError`) with that reason. A locked log whose tree cannot be rebuilt
+    keeps the size it holds and leaves out of what it reads back any record that is not sound
+    by itself (controller/audit/damage.py).
     """
 
     def __init__(
@@ -328,6 +333,7 @@ class AuditLog:
         max_page_count: int | None = None,
         anchor: AnchorFile | None = None,
         locked: str | None = None,
+        locked_error: Callable[[str], AuditLogError] = LogIdentityError,
     ) -> None:
         if signer is None and locked is None:
             raise LogIdentityError("audit log: no signing key")
@@ -335,6 +341,8 @@ class AuditLog:
         self.signer = signer
         self.origin = origin or (signer.name if signer is not None else DEFAULT_ORIGIN)
         self.locked = locked
+        self._locked_error = locked_error
+        self._stored_size: int | None = None  # locked, with a tree that cannot be rebuilt
         self._clock = clock
         self._anchor = anchor
         self._max_page_count = max_page_count
@@ -393,7 +401,8 @@ class AuditLog:
 
     @classmethod
     def open_locked(cls, state_dir: Path | str, reason: str, **options: Any) -> AuditLog:
-        """The log in ``state_dir`` for reading only, while its identity is in doubt."""
+        """The log in ``state_dir`` for reading only, while its identity is in doubt (or,
+        with ``locked_error=LogDamagedError``, while its tail is damaged)."""
         directory = Path(state_dir)
         return cls(directory / DB_NAME, None, locked=reason, **options)
 
@@ -484,7 +493,12 @@ class AuditLog:
             last = db.execute(
                 "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
             ).fetchone()
-            head = _read_head(db)
+            try:
+                head = _read_head(db)
+            except LogIntegrityError as exc:
+                if self.locked is None:
+                    raise LogDamagedError(f"audit log: {self.path}: {exc}", exc.record) from exc
+                head = None  # read only: the records are read as they are
             self._legacy_head = head is None
             frontier = None if last is None else last[2]
             if head is not None:
@@ -505,13 +519,74 @@ class AuditLog:
             raise AuditLogError(f"audit log: {self.path} has no origin")
         self.origin = bytes(origin[0]).decode("utf-8", "replace")
         size = 0 if last is None else int(last[0])
-        if last is not None and not isinstance(last[1], bytes):
-            raise LogIntegrityError(size, "the leaf is not stored as bytes")
         try:
+            if last is not None and not isinstance(last[1], bytes):
+                raise ValueError("the last leaf is not stored as bytes")
             self._tree = CompactRange.from_bytes(size, bytes(frontier))
         except (ValueError, TypeError) as exc:
-            raise AuditLogError(f"audit log: {self.path}: Merkle frontier is damaged") from exc
+            if self.locked is None:
+                raise self._damage(size, head) from exc
+            self._tree, self._stored_size = CompactRange(), size  # read only: as it is stored
+            self._prev = GENESIS_PREV
+            return
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    def _damage(
+        self, size: int, head: tuple[int, bytes, bytes, int | None, object] | None
+    ) -> LogDamagedError:
+        """Why the tree of the log's ``size`` records cannot be rebuilt, naming the damaged
+        record where one is: each record after the last kept frontier checked by itself and
+        against the chain (controller/audit/damage.py, verify-log's own checks), then the
+        head's signature, then the kept frontier against its signed checkpoint."""
+        where = f"audit log: {self.path}"
+        if head is None:
+            return LogDamagedError(
+                f"{where}: the Merkle frontier kept with the last record is damaged"
+            )
+        if head[0] != size:
+            first = min(head[0], size) + 1
+            return LogDamagedError(
+                f"{where}: record {first}: the log holds {size} records but its head signs"
+                f" {head[0]}: records were removed or added without the controller",
+                first,
+            )
+        damage = Damage()
+        try:
+            rows = read_records(
+                self._db, start=self._frontier_size + 1, stop=size, on_bad=damage.note
+            )
+            for _row in sound_rows(rows, damage):
+                pass
+            if damage.found:
+                first_bad = min(damage.found, key=lambda exc: exc.record or 0)
+                return LogDamagedError(f"{where}: {first_bad}", first_bad.record)
+            assert self.signer is not None
+            signed = Checkpoint(self.origin, size, head[2])
+            if checkpoint_signature(signed, self.signer) != head[1]:
+                return LogDamagedError(f"{where}: the log's head row is damaged (its signature)")
+            if self._frontier_size and not self._frontier_is_signed(self._frontier_size):
+                return LogDamagedError(
+                    f"{where}: the Merkle frontier kept at record {self._frontier_size} is"
+                    " damaged (its signed checkpoint says another tree)"
+                )
+        except (AuditLogError, sqlite3.Error) as exc:
+            return LogDamagedError(f"{where}: its last records cannot be read: {exc}")
+        return LogDamagedError(
+            f"{where}: record {size}: altered: the log's signed head does not cover it", size
+        )
+
+    def _frontier_is_signed(self, size: int) -> bool:
+        """Whether the frontier kept with the checkpoint at ``size`` is the tree it signs."""
+        row = self._db.execute(
+            "SELECT note, frontier FROM checkpoints WHERE size = ?", (size,)
+        ).fetchone()
+        assert self.signer is not None
+        try:
+            checkpoint = open_checkpoint(str(row[0]), self.signer.verifier)
+            tree = CompactRange.from_bytes(size, bytes(row[1]))
+        except (NoteError, ValueError, TypeError):
+            return False
+        return checkpoint.size == size and checkpoint.root_hash == tree.root()
 
     def _tree_from_checkpoints(self, db: sqlite3.Connection, size: int, root: bytes) -> bytes:
         """The frontier of the first ``size`` records: the last kept checkpoint's, extended by
@@ -521,11 +596,11 @@ class AuditLog:
             " ORDER BY size DESC LIMIT 1",
             (size,),
         ).fetchone()
+        self._frontier_size = 0 if row is None else int(row[0])
         try:
             tree = CompactRange() if row is None else CompactRange.from_bytes(row[0], row[1])
         except (ValueError, TypeError):
             return b""
-        self._frontier_size = tree.size
         for record in read_records(db, start=tree.size + 1, stop=size):
             tree.append(record.leaf)
         return tree.to_bytes() if tree.size == size and tree.root() == root else b""
@@ -533,15 +608,15 @@ class AuditLog:
     @property
     def size(self) -> int:
         """How many records are committed (the sequence number of the last)."""
-        return self._tree.size
+        return self._tree.size if self._stored_size is None else self._stored_size
 
     @property
     def next_seq(self) -> int:
-        return self._tree.size + 1
+        return self.size + 1
 
     def _check_writable(self) -> None:
         if self.locked is not None:
-            raise LogIdentityError(self.locked)
+            raise self._locked_error(self.locked)
         if self._poisoned is not None:
             raise AuditLogError(
                 f"audit log: not written since a commit failed ({self._poisoned});"
@@ -912,7 +987,14 @@ class AuditLog:
             ).fetchall()
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
-        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found]
+        return self._readable([StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found])
+
+    def _readable(self, rows: list[StoredRecord]) -> list[StoredRecord]:
+        """The rows, less those not sound by themselves when the log is read only (its tail may
+        be damaged): what the controller reads back at start never stops it starting."""
+        if self.locked is None:
+            return rows
+        return list(sound_rows(rows, Damage(), chained=False))
 
     def last_record(self, kind: str, *, within: int) -> StoredRecord | None:
         """The newest record of ``kind`` among the last ``within`` records, or None: a look
@@ -927,7 +1009,10 @@ class AuditLog:
             ).fetchone()
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
-        return None if row is None else StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))
+        if row is None:
+            return None
+        readable = self._readable([StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))])
+        return readable[0] if readable else None
 
     def contains(self, kind: str, fragment: bytes) -> bool:
         """Whether a record of ``kind`` holds these bytes in its canonical text (a rare look-up
@@ -995,8 +1080,15 @@ def peek_identity(path: Path) -> tuple[str, str] | None:
 
 
 def read_records(
-    db: sqlite3.Connection, *, start: int = 1, stop: int | None = None
+    db: sqlite3.Connection,
+    *,
+    start: int = 1,
+    stop: int | None = None,
+    on_bad: Callable[[LogIntegrityError], None] | None = None,
 ) -> Iterator[StoredRecord]:
+    """The stored records from ``start`` (to ``stop``), in order. A row that is not a stored
+    record raises :class:`LogIntegrityError`, or, given ``on_bad``, is handed to it and left
+    out (a reader that goes past a damaged record, controller/audit/damage.py)."""
     query = "SELECT seq, kind, leaf FROM records WHERE seq >= ?"
     params: tuple[int, ...] = (start,)
     if stop is not None:
@@ -1004,11 +1096,20 @@ def read_records(
         params = (start, stop)
     try:
         for seq, kind, leaf in db.execute(query + " ORDER BY seq", params):
+            bad = None
             if not isinstance(seq, int) or not isinstance(kind, str):
-                raise LogIntegrityError(None, f"a row has a sequence number {seq!r}")
-            if not isinstance(leaf, bytes):
-                raise LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
-            yield StoredRecord(seq, kind, leaf)
+                bad = LogIntegrityError(
+                    seq if isinstance(seq, int) else None,
+                    f"a row has a sequence number {seq!r} and a kind {kind!r}",
+                )
+            elif not isinstance(leaf, bytes):
+                bad = LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
+            if bad is None:
+                yield StoredRecord(seq, kind, leaf)
+            elif on_bad is None:
+                raise bad
+            else:
+                on_bad(bad)
     except sqlite3.Error as exc:
         raise _storage_error(exc, "cannot read the records") from exc
 

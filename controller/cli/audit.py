@@ -5,7 +5,9 @@ The reading commands (``verify-log``, ``recall``, ``dice-stats``, ``meters``) pr
 a terminal and JSON with ``--json`` or when stdout is not a terminal
 (``controller/cli/render.py`` words the report); ``export`` writes JSON lines. A failed
 verification names the first bad record on stderr and exits 1; a bad argument is one line on
-stderr and exit 2.
+stderr and exit 2. ``export``, ``recall``, ``dice-stats`` and ``meters`` name each damaged
+record they meet on stderr (its seq and what is wrong), go on with the rest, and exit 1 at the
+end (controller/audit/damage.py); their JSON says which (``damaged``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.app.instance_lock import InstanceLock
+from controller.audit.damage import MAX_NAMED, Damage
 from controller.audit.log import (
     DB_NAME,
     KEY_FILE,
@@ -41,6 +44,7 @@ from controller.cli import render
 from controller.cli.args import (
     JSON_OR_TEXT,
     LOCAL_TIME_FORMS,
+    complain,
     describe,
     json_argument,
     local_span,
@@ -94,6 +98,30 @@ def log_verifier(state_dir: Path, key_file: str | None) -> Verifier:
     if signer is None:
         raise AuditLogError(f"audit log: no key in {state_dir}; pass the verifier key with --key")
     return signer.verifier
+
+
+def _damage(command: str) -> Damage:
+    """What a reader met that is damaged: each named on stderr as it is met (the first
+    MAX_NAMED of them), the reader going on with the rest."""
+
+    def named(exc: LogIntegrityError) -> None:
+        if damage.count <= MAX_NAMED:
+            complain(f"{command}: damaged: {exc}")
+
+    damage = Damage(on_found=named)
+    return damage
+
+
+def _damage_status(command: str, damage: Damage) -> int:
+    """1 when a damaged record was left out (said once more, with the count), else 0."""
+    if not damage:
+        return 0
+    more = f" ({damage.count - MAX_NAMED} not named above)" if damage.count > MAX_NAMED else ""
+    complain(
+        f"{command}: {damage.count} damaged record(s) left out{more}; the rest was read"
+        " (verify-log checks the whole log)"
+    )
+    return 1
 
 
 # --- verify-log -----------------------------------------------------------------------------
@@ -259,11 +287,12 @@ def recall_command(args: argparse.Namespace) -> int:
         return _recall_one(args, whole_number(args.round, "--round", 1, MAX_SEQ))
     default = MAX_RECALL if windowed else DEFAULT_RECALL
     last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
+    damage = _damage("recall")
     if not windowed:
-        rounds = recall(_state_dir(args), last=last)
+        rounds = recall(_state_dir(args), last=last, damage=damage)
         every = "" if len(rounds) == last else ", every round the log holds"
         heading = f"game recall: the last {len(rounds)} rounds{every}"
-        return _show_rounds(args, rounds, heading)
+        return _show_rounds(args, rounds, heading, damage)
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
     until = None if args.until is None else local_span(args.until, "--until", zone=None)
     if since is not None and until is not None and since.start >= until.end:
@@ -273,6 +302,7 @@ def recall_command(args: argparse.Namespace) -> int:
         since=None if since is None else since.start,
         until=None if until is None else until.end,
         last=last,
+        damage=damage,
     )
     window = " ".join(
         part
@@ -284,30 +314,38 @@ def recall_command(args: argparse.Namespace) -> int:
     )
     cut = "" if found == len(rounds) else f"; the last {len(rounds)} shown (--last)"
     heading = f"game recall: {found} rounds opened {window} (local time){cut}"
-    return _show_rounds(args, rounds, heading)
+    return _show_rounds(args, rounds, heading, damage)
 
 
-def _show_rounds(args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str) -> int:
+def _show_rounds(
+    args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str, damage: Damage
+) -> int:
     print_report(
         args,
-        {"rounds": rounds},
+        {"rounds": rounds, **_damaged(damage)},
         lambda doc: render.recall_table(doc["rounds"], heading=heading, zone=None),
         to_json=_print,
     )
-    return 0
+    return _damage_status("recall", damage)
+
+
+def _damaged(damage: Damage) -> dict[str, Any]:
+    return {"damaged": damage.as_record()} if damage else {}
 
 
 def _recall_one(args: argparse.Namespace, number: int) -> int:
-    game = recall_round(_state_dir(args), number)
+    damage = _damage("recall")
+    game = recall_round(_state_dir(args), number, damage=damage)
     if game is None:
+        _damage_status("recall", damage)
         raise ControllerError(f"recall: round {number} is not in the log")
     print_report(
         args,
-        {"rounds": [game]},
+        {"rounds": [game], **_damaged(damage)},
         lambda doc: render.round_report(doc["rounds"][0], zone=None),
         to_json=_print,
     )
-    return 0
+    return _damage_status("recall", damage)
 
 
 # --- export ---------------------------------------------------------------------------------
@@ -328,10 +366,12 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    """One JSON line per record (``controller.audit.recall.export_lines``)."""
-    for line in export_lines(_state_dir(args)):
+    """One JSON line per record (``controller.audit.recall.export_lines``); a damaged record
+    has none, and is named on stderr."""
+    damage = _damage("export")
+    for line in export_lines(_state_dir(args), damage=damage):
         _print(line)
-    return 0
+    return _damage_status("export", damage)
 
 
 # --- checkpoint and init ---------------------------------------------------------------------
@@ -451,9 +491,10 @@ def dice_stats_command(args: argparse.Namespace) -> int:
     from controller.audit.dice_stats import dice_stats
     from controller.core.dice_monitor import Window
 
-    stats = dice_stats(_state_dir(args), Window(args.window))
+    damage = _damage("dice-stats")
+    stats = dice_stats(_state_dir(args), Window(args.window), damage=damage)
     print_report(args, stats, render.dice_stats_report, to_json=_print)
-    return 0
+    return _damage_status("dice-stats", damage)
 
 
 # --- meters ------------------------------------------------------------------------------------
@@ -487,11 +528,14 @@ def meters_command(args: argparse.Namespace) -> int:
     from controller.audit.meters import meters_report
 
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
-    report = meters_report(_state_dir(args), since=None if since is None else since.start)
+    damage = _damage("meters")
+    report = meters_report(
+        _state_dir(args), since=None if since is None else since.start, damage=damage
+    )
     print_report(
         args,
         report,
         lambda doc: render.meters_report(doc, since=None if since is None else since.text),
         to_json=_print,
     )
-    return 0
+    return _damage_status("meters", damage)
