@@ -372,10 +372,14 @@ class AuditLog:
 
     def recall(self, last: int) -> list[dict[str, Any]]:
         """The last ``last`` live rounds as game recall reads them (AGCO 13.1.1), through a
-        read-only connection of its own: the display's RECALL screen."""
+        read-only connection of its own: the display's RECALL screen. A damaged record is
+        left out and named in the journal (``paigow-controller recall`` names it too)."""
         from controller.audit.recall import recall  # noqa: PLC0415 - recall imports this module
 
-        return recall(self.path.parent, last=last)
+        def named(exc: LogIntegrityError) -> None:
+            log.error("recall: damaged: %s", exc)
+
+        return recall(self.path.parent, last=last, damage=Damage(on_found=named))
 
     @classmethod
     def open(cls, state_dir: Path | str, *, origin: str | None = None, **options: Any) -> AuditLog:

@@ -59,6 +59,10 @@ from controller.errors import AuditLogError, ControllerError, LogIntegrityError,
 from controller.files import read_capped
 
 MAX_NOTE_BYTES = 16 * 1024  # a signed checkpoint is a few hundred bytes
+DAMAGED = (
+    "A damaged record is named on stderr (its seq and what is wrong) and left out, the rest"
+    " is read, and the exit is 1."
+)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -254,7 +258,8 @@ in the machine's local time zone (named in the heading), the dice (red, blue, bl
 the starting position, the bank, the attempt that gave the result, and the voids, no rolls and
 faults in that round. --round N shows one round in detail with its records in order. --since
 and --until choose the rounds that opened between two local date-times, both ends included to
-the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {JSON_OR_TEXT}"""
+the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {DAMAGED}
+{JSON_OR_TEXT}"""
 _RECALL_EXAMPLES = """\
 examples:
   paigow-controller recall --state-dir /var/lib/paigow-controller
@@ -357,7 +362,7 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
         "The whole audit log as JSON lines, one per record, for auditors to take away: each"
         " record's fields, its leaf as stored (the canonical text that is hashed), its SHA-256"
         " (the next record's prev), its RFC 6962 leaf hash, and the signed checkpoint made at"
-        " it, if any. Reads one snapshot, while the controller appends.",
+        " it, if any. Reads one snapshot, while the controller appends. " + DAMAGED,
         "examples:\n"
         "  paigow-controller export --state-dir /var/lib/paigow-controller > audit.jsonl\n"
         "  paigow-controller export --state-dir copy-of-state | gzip > audit.jsonl.gz",
@@ -473,7 +478,7 @@ def dice_stats_arguments(p: argparse.ArgumentParser) -> None:
         p,
         "The dice's face counts, their chi-square p-values and the dice monitor's figures,"
         " counted again from the log's records (a copy of the state directory will do). JSON"
-        " with --json or when stdout is not a terminal; a table on a terminal.",
+        " with --json or when stdout is not a terminal; a table on a terminal. " + DAMAGED,
         _DICE_STATS_EXAMPLES,
     )
     _state_dir_argument(p)
@@ -506,7 +511,7 @@ dice as they lie, rounds voided, openings of the shaker's lid and of its tamper 
 power-ups and entries into service mode, counted the way the table counts its own records.
 --since counts only the records written at or after a local date-time ({LOCAL_TIME_FORMS}).
 Without --since it also says whether the meters the table keeps (its latest stored context)
-agree with the records. {JSON_OR_TEXT}"""
+agree with the records. {DAMAGED} {JSON_OR_TEXT}"""
 _METERS_EXAMPLES = """\
 examples:
   paigow-controller meters --state-dir /var/lib/paigow-controller
