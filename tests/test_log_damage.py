@@ -11,10 +11,12 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -314,7 +316,7 @@ def test_opening_a_log_with_a_damaged_tail_names_the_record(
     state = _copy(small_log, tmp_path / "state")
     seq = _size(state) - 3
     leaf = bytearray(_leaf(state, seq))
-    leaf[-5] ^= 0x01  # inside its data: canonical still, the chain says it was altered
+    leaf[-5] ^= 0x01  # a character of its time: canonical still, the chain says it was altered
     _store(state, seq, bytes(leaf))
     with pytest.raises(LogDamagedError, match=rf"record {seq}: ") as raised:
         AuditLog.open(state)
@@ -328,7 +330,7 @@ def test_the_last_record_altered_is_named_by_the_signed_head(
     state = _copy(small_log, tmp_path / "state")
     seq = _size(state)
     entry = canonical.decode(_leaf(state, seq))
-    entry["time"] = entry["time"].replace("Z", "1Z") if "." in entry["time"] else "x"
+    entry["time"] = "2000-01-01T00:00:00.000Z"  # canonical: only the signed head vouches
     _store(state, seq, canonical.encode(entry))
     with pytest.raises(LogDamagedError, match=rf"record {seq}: altered") as raised:
         AuditLog.open(state)
@@ -410,3 +412,143 @@ def test_a_damaged_tail_at_start_latches_log_damaged_and_the_controller_stays_up
         listener.close()
     err = capsys.readouterr().err
     assert "Traceback" not in err
+
+
+def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
+    small_log: Path, tmp_path: Path
+) -> None:
+    """The daemon's own process: it starts, latches log_damaged with the record named, keeps
+    running (a restart loop would be an exit), records nothing, and stops cleanly on SIGTERM."""
+    state = _copy(small_log, tmp_path / "state")
+    seq = _seq_of(state, "close")
+    _without_time(state, seq)
+    size = _size(state)
+    output = tmp_path / "daemon.out"
+    with output.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "controller",
+                "simulate",
+                "--fast",
+                "--rounds",
+                "1",
+                "--faults",
+                "none",
+                "--state-dir",
+                str(state),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60  # a bound on liveness, not a measure of speed
+        while "FAULT log_damaged" not in output.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, output.read_text()[-2000:]
+            time.sleep(0.1)
+        text = output.read_text()
+        assert "FAULT log_damaged" in text, text[-2000:]
+        assert f"record {seq}: has fields" in text
+        assert proc.poll() is None  # still up, in the fault
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert "Traceback" not in output.read_text()
+    assert _size(state) == size
+
+
+# --- past the last kept frontier ----------------------------------------------------------
+
+
+@pytest.fixture
+def framed_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
+    """A log of 20 records whose frontier is kept every 8: the last kept at 16."""
+    monkeypatch.setattr("controller.audit.log.FRONTIER_EVERY", 8)
+    state = tmp_path / "state"
+    log = AuditLog.open(state)
+    for _ in range(19):
+        log.append(RecordKind.SENSOR, {"present": True})
+    log.close()
+    with sqlite3.connect(state / DB_NAME) as db:
+        kept = [
+            int(n) for (n,) in db.execute("SELECT size FROM checkpoints WHERE frontier NOT NULL")
+        ]
+    db.close()
+    assert max(kept) == 16
+    return state, 16
+
+
+def _flip(state: Path, seq: int) -> None:
+    leaf = bytearray(_leaf(state, seq))
+    leaf[-4] ^= 0x01  # a digit of its time: canonical still, the chain says it was altered
+    _store(state, seq, bytes(leaf))
+
+
+def test_a_damaged_record_before_the_kept_frontier_does_not_stop_a_start(
+    framed_log: tuple[Path, int],
+) -> None:
+    """Nothing at start reads further back than the kept frontier: verify-log names it."""
+    state, _ = framed_log
+    _flip(state, 3)
+    AuditLog.open(state).close()
+
+
+def test_only_the_records_after_the_kept_frontier_are_read_at_start(
+    framed_log: tuple[Path, int],
+) -> None:
+    state, kept = framed_log
+    _flip(state, 3)  # not read: the error names the tail's record
+    _flip(state, kept + 2)
+    with pytest.raises(LogDamagedError, match=rf"record {kept + 2}: altered") as raised:
+        AuditLog.open(state)
+    assert raised.value.record == kept + 2
+
+
+def test_a_damaged_kept_frontier_is_named(framed_log: tuple[Path, int]) -> None:
+    state, kept = framed_log
+    with sqlite3.connect(state / DB_NAME) as db:
+        (frontier,) = db.execute(
+            "SELECT frontier FROM checkpoints WHERE size = ?", (kept,)
+        ).fetchone()
+        damaged = bytes([frontier[0] ^ 0x80]) + bytes(frontier[1:])
+        db.execute("UPDATE checkpoints SET frontier = ? WHERE size = ?", (damaged, kept))
+    db.close()
+    with pytest.raises(LogDamagedError, match=rf"the Merkle frontier kept at record {kept}"):
+        AuditLog.open(state)
+
+
+def test_a_damaged_head_signature_is_named(framed_log: tuple[Path, int]) -> None:
+    state, _ = framed_log
+    with sqlite3.connect(state / DB_NAME) as db:
+        (root,) = db.execute("SELECT root FROM head").fetchone()
+        db.execute("UPDATE head SET root = ?", (bytes([root[0] ^ 0x01]) + bytes(root[1:]),))
+    db.close()
+    with pytest.raises(LogDamagedError, match=r"the log's head row is damaged \(its signature\)"):
+        AuditLog.open(state)
+
+
+def test_a_log_opened_for_reading_only_keeps_its_size_and_reads_past_the_damage(
+    framed_log: tuple[Path, int],
+) -> None:
+    state, kept = framed_log
+    _without_time(state, kept + 2)
+    log = AuditLog.open_locked(state, "damaged", locked_error=LogDamagedError)
+    try:
+        assert log.size == 20
+        assert log.next_seq == 21
+        last = log.last_record(str(RecordKind.SENSOR), within=10)
+        assert last is not None
+        assert last.seq == 20
+        seqs = [
+            r.seq
+            for r in log.recent_records({str(RecordKind.SENSOR)}, since_kind="sensor", count=5)
+        ]
+        assert seqs == [16, 17, 19, 20]  # 18 is not sound by itself: it has no time
+        with pytest.raises(LogDamagedError, match="damaged"):
+            log.append(RecordKind.SENSOR, {"present": False})
+    finally:
+        log.close()
