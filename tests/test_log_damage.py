@@ -414,15 +414,30 @@ def test_a_damaged_tail_at_start_latches_log_damaged_and_the_controller_stays_up
     assert "Traceback" not in err
 
 
+def _records_page_unreadable(state: Path) -> None:
+    """The records table's root page (page 2 of 512 bytes) no longer a b-tree page: SQLite
+    says the database disk image is malformed."""
+    data = bytearray((state / DB_NAME).read_bytes())
+    data[512] = 0
+    (state / DB_NAME).write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["record", "page"])
 def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
-    small_log: Path, tmp_path: Path
+    small_log: Path, tmp_path: Path, damage: str
 ) -> None:
-    """The daemon's own process: it starts, latches log_damaged with the record named, keeps
-    running (a restart loop would be an exit), records nothing, and stops cleanly on SIGTERM."""
+    """The daemon's own process: it starts, latches log_damaged saying what is damaged (the
+    record; a page SQLite cannot read), keeps running (a restart loop would be an exit),
+    records nothing, and stops cleanly on SIGTERM."""
     state = _copy(small_log, tmp_path / "state")
-    seq = _seq_of(state, "close")
-    _without_time(state, seq)
     size = _size(state)
+    seq = _seq_of(state, "close")
+    if damage == "record":
+        _without_time(state, seq)
+        named = f"record {seq}: has fields"
+    else:
+        _records_page_unreadable(state)
+        named = "the database is damaged (database disk image is malformed)"
     output = tmp_path / "daemon.out"
     with output.open("w") as out:
         proc = subprocess.Popen(
@@ -449,7 +464,7 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
             time.sleep(0.1)
         text = output.read_text()
         assert "FAULT log_damaged" in text, text[-2000:]
-        assert f"record {seq}: has fields" in text
+        assert named in text
         assert proc.poll() is None  # still up, in the fault
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -458,7 +473,27 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
             proc.kill()
             proc.wait(timeout=30)
     assert "Traceback" not in output.read_text()
-    assert _size(state) == size
+    if damage == "record":
+        assert _size(state) == size
+    else:
+        assert (state / DB_NAME).read_bytes()[512] == 0  # nothing written over it
+
+
+def test_a_page_sqlite_cannot_read_is_damage_and_the_log_opens_for_reading_only(
+    small_log: Path, tmp_path: Path
+) -> None:
+    state = _copy(small_log, tmp_path / "state")
+    _records_page_unreadable(state)
+    with pytest.raises(LogDamagedError, match="the database is damaged"):
+        AuditLog.open(state)
+    log = AuditLog.open_locked(state, "damaged", locked_error=LogDamagedError)
+    try:
+        assert log.latest_context() is None
+        assert log.last_record(str(RecordKind.CLOSE), within=100) is None
+        with pytest.raises(LogDamagedError, match="damaged"):
+            log.append(RecordKind.SENSOR, {"present": True})
+    finally:
+        log.close()
 
 
 # --- past the last kept frontier ----------------------------------------------------------
@@ -552,3 +587,15 @@ def test_a_log_opened_for_reading_only_keeps_its_size_and_reads_past_the_damage(
             log.append(RecordKind.SENSOR, {"present": False})
     finally:
         log.close()
+
+
+def test_the_first_record_after_the_kept_frontier_is_checked_against_it(
+    framed_log: tuple[Path, int],
+) -> None:
+    state, kept = framed_log
+    entry = canonical.decode(_leaf(state, kept + 1))
+    entry["prev"] = "0" * 64
+    _store(state, kept + 1, canonical.encode(entry))
+    with pytest.raises(LogDamagedError, match=rf"record {kept + 1}: altered") as raised:
+        AuditLog.open(state)
+    assert raised.value.record == kept + 1

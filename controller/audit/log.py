@@ -171,6 +171,8 @@ def _storage_error(exc: BaseException, doing: str) -> AuditLogError:
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
         return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return LogDamagedError(f"audit log: {doing}: the database is damaged ({exc})")
     if isinstance(exc, OSError) and exc.errno is not None and exc.errno == 28:  # ENOSPC
         return StorageFull(f"audit log: {doing}: storage is full ({exc})")
     return AuditLogError(f"audit log: {doing}: {exc}")
@@ -358,16 +360,19 @@ class AuditLog:
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
         if locked is not None and not self.path.exists():
             return  # nothing to read; nothing may be written
-        self._connection = connect(self.path)
         try:
+            self._connection = connect(self.path)
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
                 self._transaction(self._create)
             self._load_tail()
-        except BaseException:
-            self._connection.close()
-            self._connection = None
+        except BaseException as exc:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+            if isinstance(exc, LogDamagedError) and locked_error is LogDamagedError:
+                return  # read only, and SQLite cannot read it: nothing is read back
             raise
 
     def recall(self, last: int) -> list[dict[str, Any]]:
@@ -556,8 +561,10 @@ class AuditLog:
             )
         damage = Damage()
         try:
+            # from the record the frontier ends at: the first record after it is checked
+            # against it (its prev), as every later one is against the one before
             rows = read_records(
-                self._db, start=self._frontier_size + 1, stop=size, on_bad=damage.note
+                self._db, start=max(1, self._frontier_size), stop=size, on_bad=damage.note
             )
             for _row in sound_rows(rows, damage):
                 pass
