@@ -178,6 +178,16 @@ def _storage_error(exc: BaseException, doing: str) -> AuditLogError:
     return AuditLogError(f"audit log: {doing}: {exc}")
 
 
+@contextlib.contextmanager
+def storage_errors(doing: str) -> Iterator[None]:
+    """SQLite's errors inside as :class:`AuditLogError` (a damaged database as
+    :class:`LogDamagedError`): a reader's one line, never an internal error."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, doing) from exc
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """The writer's connection: WAL, synchronous=FULL, explicit transactions."""
     try:
@@ -200,6 +210,11 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         connection.close()
         raise _storage_error(exc, f"cannot open {path}") from exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        connection.close()
+        raise LogDamagedError(
+            f"audit log: cannot open {path}: the database is damaged (its schema is not UTF-8 text)"
+        ) from exc
     return connection
 
 
@@ -226,6 +241,11 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
         return _open_uri(path.as_uri() + "?mode=ro")
     except sqlite3.Error as exc:
         first = exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        raise LogDamagedError(
+            f"audit log: cannot open {path} for reading: the database is damaged (its schema"
+            " is not UTF-8 text)"
+        ) from exc
     wal = path.with_name(path.name + "-wal")
     try:
         has_wal = wal.exists() and wal.stat().st_size > 0
@@ -255,7 +275,7 @@ def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
         if wal_ok:
             connection.execute("PRAGMA query_only=1")
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         connection.close()
         raise
     return connection
@@ -384,7 +404,8 @@ class AuditLog:
         def named(exc: LogIntegrityError) -> None:
             log.error("recall: damaged: %s", exc)
 
-        return recall(self.path.parent, last=last, damage=Damage(on_found=named))
+        with storage_errors(f"cannot read {self.path}"):
+            return recall(self.path.parent, last=last, damage=Damage(on_found=named))
 
     @classmethod
     def open(cls, state_dir: Path | str, *, origin: str | None = None, **options: Any) -> AuditLog:

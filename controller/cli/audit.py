@@ -31,6 +31,7 @@ from controller.audit.log import (
     open_for_reading,
     read_latest_checkpoint,
     require_origin,
+    storage_errors,
 )
 from controller.audit.recall import (
     DEFAULT_RECALL,
@@ -294,7 +295,8 @@ def recall_command(args: argparse.Namespace) -> int:
     last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
     damage = _damage("recall")
     if not windowed:
-        rounds = recall(_state_dir(args), last=last, damage=damage)
+        with storage_errors(f"cannot read {_state_dir(args)}"):
+            rounds = recall(_state_dir(args), last=last, damage=damage)
         every = "" if len(rounds) == last else ", every round the log holds"
         heading = f"game recall: the last {len(rounds)} rounds{every}"
         return _show_rounds(args, rounds, heading, damage)
@@ -302,13 +304,14 @@ def recall_command(args: argparse.Namespace) -> int:
     until = None if args.until is None else local_span(args.until, "--until", zone=None)
     if since is not None and until is not None and since.start >= until.end:
         raise UsageError(f"--since {args.since} is after --until {args.until}")
-    rounds, found = recall_between(
-        _state_dir(args),
-        since=None if since is None else since.start,
-        until=None if until is None else until.end,
-        last=last,
-        damage=damage,
-    )
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        rounds, found = recall_between(
+            _state_dir(args),
+            since=None if since is None else since.start,
+            until=None if until is None else until.end,
+            last=last,
+            damage=damage,
+        )
     window = " ".join(
         part
         for part in (
@@ -340,7 +343,8 @@ def _damaged(damage: Damage) -> dict[str, Any]:
 
 def _recall_one(args: argparse.Namespace, number: int) -> int:
     damage = _damage("recall")
-    game = recall_round(_state_dir(args), number, damage=damage)
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        game = recall_round(_state_dir(args), number, damage=damage)
     if game is None:
         _damage_status("recall", damage)
         raise ControllerError(f"recall: round {number} is not in the log")
@@ -374,8 +378,9 @@ def export(args: argparse.Namespace) -> int:
     """One JSON line per record (``controller.audit.recall.export_lines``); a damaged record
     has none, and is named on stderr."""
     damage = _damage("export")
-    for line in export_lines(_state_dir(args), damage=damage):
-        _print(line)
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        for line in export_lines(_state_dir(args), damage=damage):
+            _print(line)
     return _damage_status("export", damage)
 
 
@@ -497,7 +502,8 @@ def dice_stats_command(args: argparse.Namespace) -> int:
     from controller.core.dice_monitor import Window
 
     damage = _damage("dice-stats")
-    stats = dice_stats(_state_dir(args), Window(args.window), damage=damage)
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        stats = dice_stats(_state_dir(args), Window(args.window), damage=damage)
     print_report(args, stats, render.dice_stats_report, to_json=_print)
     return _damage_status("dice-stats", damage)
 
@@ -534,9 +540,10 @@ def meters_command(args: argparse.Namespace) -> int:
 
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
     damage = _damage("meters")
-    report = meters_report(
-        _state_dir(args), since=None if since is None else since.start, damage=damage
-    )
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        report = meters_report(
+            _state_dir(args), since=None if since is None else since.start, damage=damage
+        )
     print_report(
         args,
         report,
