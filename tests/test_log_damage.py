@@ -638,3 +638,17 @@ def test_the_first_record_after_the_kept_frontier_is_checked_against_it(
     with pytest.raises(LogDamagedError, match=rf"record {kept + 1}: altered") as raised:
         AuditLog.open(state)
     assert raised.value.record == kept + 1
+
+
+def test_a_damaged_round_opening_is_named_once_by_recall(
+    small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """recall --since reads the openings, then the rounds' records: the same record is
+    met twice and named once."""
+    state = _copy(small_log, tmp_path / "state")
+    seq = _seq_of(state, "round_opened")
+    _without_time(state, seq)
+    code, _, err = _run(capsys, "recall", "--since", "2000-01-01", "--state-dir", str(state))
+    assert code == 1
+    assert err.count(f"record {seq}:") == 1
+    assert "1 damaged record(s) left out" in err

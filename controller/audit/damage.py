@@ -35,10 +35,15 @@ class Damage:
     on_found: Callable[[LogIntegrityError], None] | None = None
     found: list[LogIntegrityError] = field(default_factory=list)
     count: int = 0
+    _named: set[int] = field(default_factory=set)  # each record once, however often read
 
     def note(self, exc: LogIntegrityError) -> None:
         if self.strict:
             raise exc
+        if exc.record is not None:
+            if exc.record in self._named:
+                return
+            self._named.add(exc.record)
         self.count += 1
         if len(self.found) < MAX_NAMED:
             self.found.append(exc)
