@@ -426,9 +426,10 @@ def _records_page_unreadable(state: Path) -> None:
 def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
     small_log: Path, tmp_path: Path, damage: str
 ) -> None:
-    """The daemon's own process: it starts, latches log_damaged saying what is damaged (the
-    record; a page SQLite cannot read), keeps running (a restart loop would be an exit),
-    records nothing, and stops cleanly on SIGTERM."""
+    """The daemon's own process, as systemd runs it (NOTIFY_SOCKET, WatchdogSec): it starts,
+    latches log_damaged saying what is damaged (the record; a page SQLite cannot read), says
+    READY with that in its status, keeps running and pinging the watchdog (a restart loop
+    would be an exit or a silent watchdog), records nothing, and stops cleanly on SIGTERM."""
     state = _copy(small_log, tmp_path / "state")
     size = _size(state)
     seq = _seq_of(state, "close")
@@ -439,6 +440,12 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
         _records_page_unreadable(state)
         named = "the database is damaged (database disk image is malformed)"
     output = tmp_path / "daemon.out"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify.sock"))
+    notify.settimeout(30)  # a bound on liveness
+    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify.sock")}
+    env["WATCHDOG_USEC"] = "2000000"  # WatchdogSec=2: a ping at least every half second
+    env.pop("WATCHDOG_PID", None)
     with output.open("w") as out:
         proc = subprocess.Popen(
             [
@@ -456,8 +463,15 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
         )
     try:
+        messages = [notify.recv(4096).decode()]
+        while "WATCHDOG=1" not in messages[-1]:
+            messages.append(notify.recv(4096).decode())
+        ready = [m for m in messages if m.startswith("READY=1")]
+        assert ready, messages
+        assert named in ready[0]
         deadline = time.monotonic() + 60  # a bound on liveness, not a measure of speed
         # twice: at start, then again at an event the loop took (it runs: SIGTERM is its own)
         while output.read_text().count("FAULT log_damaged") < 2 and time.monotonic() < deadline:
@@ -467,9 +481,12 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
         assert text.count("FAULT log_damaged") >= 2, text[-2000:]
         assert named in text
         assert proc.poll() is None  # still up, in the fault
+        while "WATCHDOG=1" not in notify.recv(4096).decode():  # and still pinging
+            pass
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
+        notify.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
