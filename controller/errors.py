@@ -155,6 +155,21 @@ class LogIdentityError(AuditLogError):
     fault = "log_identity"
 
 
+class LogDamagedError(AuditLogError):
+    """Records the controller must read to append are damaged: the log's last records (those
+    after the last Merkle frontier kept, at most FRONTIER_EVERY), from which it rebuilds the
+    tree at start, or the head row that signs them. Nothing may be appended (the tree and the
+    chain would be built on what was not written): the log is read only until a technician
+    restores it from a backup (or repairs it) and restarts the controller. ``record``: the
+    damaged record, None when it is the head or a kept frontier."""
+
+    fault = "log_damaged"
+
+    def __init__(self, message: str, record: int | None = None) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 class InstanceLocked(ControllerError, RuntimeError):
     """Another controller holds the state directory."""
 

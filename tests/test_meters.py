@@ -320,10 +320,20 @@ def test_a_record_whose_time_is_not_one_is_named_with_since(
     log.close()
     assert meters_report(tmp_path)["games"] == 1  # without --since no time is read
     code, out, err = run(capsys, "meters", "--state-dir", str(tmp_path), "--since", "2026-01-01")
-    assert (code, out) == (1, "")
-    assert err == (
-        f"paigow-controller: record {seq}: its time 'yesterday' is not a date-time with its zone\n"
+    assert code == 1  # named, left out, the rest counted
+    report = json.loads(out)
+    assert report["games"] == 0
+    assert report["damaged"] == [
+        {
+            "record": seq,
+            "error": f"record {seq}: its time 'yesterday' is not a date-time with its zone",
+        }
+    ]
+    assert err.splitlines()[0] == (
+        f"paigow-controller: meters: damaged: record {seq}: its time 'yesterday' is not a"
+        " date-time with its zone"
     )
+    assert "1 damaged record(s) left out" in err
 
 
 # --- the archive ----------------------------------------------------------------------------------
@@ -398,6 +408,7 @@ def test_a_record_that_is_not_canonical_is_named(
     db.close()
     assert entry["kind"] == "close"
     code, out, err = run(capsys, "meters", "--state-dir", str(tmp_path))
-    assert (code, out) == (1, "")
-    assert err.startswith(f"paigow-controller: record {seq}: not a canonical record")
-    assert err.count("\n") == 1
+    assert code == 1
+    assert json.loads(out)["games"] == 0  # the damaged close is not counted
+    assert err.startswith(f"paigow-controller: meters: damaged: record {seq}: not a canonical")
+    assert err.count("\n") == 2  # the record named, then the count

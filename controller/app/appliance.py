@@ -55,7 +55,7 @@ from controller.display.clock import SystemClockStatus
 from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
-from controller.errors import LogIdentityError, LogIntegrityError
+from controller.errors import LogDamagedError, LogIdentityError, LogIntegrityError
 from controller.ports import (
     ClockStatus,
     LoggedCheckpoint,
@@ -127,9 +127,9 @@ class Appliance:
         settings = config.round_settings()
         self._lock = InstanceLock.acquire(self.state_dir)
         self._closables.append(self._lock.release)
-        self.log = audit = self._open_log()
+        audit, context = self._open_log_and_context()
+        self.log = audit
         self._closables.append(audit.close)
-        context = self._stored_context(audit)
         # the log extends its anchor, kept in two places (a place missing or behind is
         # rewritten from the other, and that recorded); no anchor at all with closed rounds
         # is anchor_missing (audit/anchor.py)
@@ -189,7 +189,10 @@ class Appliance:
         self._retain(audit)
         self._serve_terminal()
         self._publish(audit)
-        notify("READY=1\nSTATUS=table " + config.table.name + " ready")
+        if audit.locked is not None:  # no fault record can say it: systemd's status does
+            notify(f"READY=1\nSTATUS=table {config.table.name}: {audit.locked}")
+        else:
+            notify("READY=1\nSTATUS=table " + config.table.name + " ready")
         log.info(
             "ready: table %s, %s mode, round %d",
             config.table.name,
@@ -254,33 +257,63 @@ class Appliance:
         self.fleet = publisher
         self._closables.append(publisher.close)
 
-    def _open_log(self) -> AuditLog:
-        """The table's log. A key that is missing or not the log's own is never replaced: the
-        log is opened for reading only and the table shows the fault until it is restored.
-        A log of another origin than ``[fleet] origin`` is a configuration error (ConfigError:
-        exit 78), never a log opened under another name."""
+    def _open_log_and_context(self) -> tuple[AuditLog, RoundContext]:
+        """The table's log and the context it holds. A key that is missing or not the log's
+        own is never replaced: the log is opened for reading only and the table shows the
+        ``log_identity`` fault until it is restored. A log whose tail (the records the tree is
+        rebuilt from, or the head, or the stored context) is damaged is opened for reading
+        only too: the table shows ``log_damaged`` naming the record, serves the display and
+        the readers, and never plays; no start fails on it (no restart loop). A log of another
+        origin than ``[fleet] origin`` is a configuration error (ConfigError: exit 78), never
+        a log opened under another name."""
         require_origin(self.state_dir, self.config)
         origin = configured_origin(self.config)
         try:
-            return AuditLog.open(
+            audit = AuditLog.open(
                 self.state_dir,
                 origin=origin,
                 anchor_copy_dir=self.config.storage.anchor_copy_dir or None,
             )
         except LogIdentityError as exc:
             log.error("%s", exc)
-            return AuditLog.open_locked(self.state_dir, str(exc), origin=origin)
+            audit = AuditLog.open_locked(self.state_dir, str(exc), origin=origin)
+        except (LogDamagedError, LogIntegrityError) as exc:
+            return self._open_damaged(str(exc), origin), RoundContext()
+        try:
+            return audit, self._stored_context(audit)
+        except LogIntegrityError as exc:
+            audit.close()
+            return self._open_damaged(f"audit log: {exc}", origin), RoundContext()
+
+    def _open_damaged(self, reason: str, origin: str) -> AuditLog:
+        """The damaged log for reading only: every commit raises :class:`LogDamagedError`
+        with ``reason``, so the first step latches ``log_damaged``. The fault cannot be
+        recorded (a record appended to a tree that cannot be rebuilt would be wrong): it is
+        in memory, on the display, in the journal and in systemd's status."""
+        why = f"{reason}; nothing is recorded until the log is restored and the table restarted"
+        log.error("%s", why)
+        return AuditLog.open_locked(
+            self.state_dir, why, origin=origin, locked_error=LogDamagedError
+        )
 
     @staticmethod
     def _stored_context(audit: AuditLog) -> RoundContext:
-        """The context the log holds (with its last step), or a fresh one for a new log."""
-        stored = audit.latest_context()
+        """The context the log holds (with its last step), or a fresh one for a new log (or
+        a log read only whose context cannot be read)."""
+        try:
+            stored = audit.latest_context()
+        except LogIntegrityError:
+            if audit.locked is None:
+                raise
+            return RoundContext()
         if stored is None:
             return RoundContext()
         seq, blob = stored
         try:
             return decode_context(blob)
         except SnapshotError as exc:
+            if audit.locked is not None:
+                return RoundContext()
             raise LogIntegrityError(seq, f"the round's stored context: {exc}") from exc
 
     def _rng_records(self) -> Iterator[tuple[int, str, Mapping[str, Any]]]:

@@ -17,7 +17,10 @@ log older than the monitor says where counting began (``counted_from``), and the
 from it. Where the log holds its latest context at its last record, the counts made here must
 equal the context's (``context_agrees``; None when that context predates the monitor).
 
-Works on a copy (read-only connection, read-only media), while the controller appends.
+Works on a copy (read-only connection, read-only media), while the controller appends. Given a
+:class:`~controller.audit.damage.Damage`, a damaged record, or one the monitor cannot read, is
+named there and left out of the counts, and the rest is counted; without one, the first is
+raised as :class:`LogIntegrityError`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import open_for_reading, read_latest_context, read_records
 from controller.core.dice import Roll
 from controller.core.dice_monitor import (
@@ -47,10 +51,11 @@ from controller.errors import GameRuleError, LogIntegrityError
 _DICE_MODES = frozenset({"shaker", "manual"})
 
 
-def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
+def dice_stats(state_dir: Path, window: Window, *, damage: Damage | None = None) -> dict[str, Any]:
     """The counts over ``window``, each colour's chi-square p-value, the monitor's figures on
     its test window, whether an alarm stands at the end of the log, and the alarms recorded
     in ``window``."""
+    damage = Damage(strict=True) if damage is None else damage
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
@@ -61,12 +66,15 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         alarms: list[dict[str, Any]] = []
         last = 0
         counted_from: int | None = None  # the first start that said where its counts stood
-        for row in read_records(db):
+        for row in sound_rows(read_records(db, on_bad=damage.note), damage):
             last = row.seq
             if row.kind == RecordKind.RECOVERY:
-                windows, counted_from = _started(
-                    row.seq, row.entry()["data"], windows, counted_from
-                )
+                try:
+                    windows, counted_from = _started(
+                        row.seq, row.entry()["data"], windows, counted_from
+                    )
+                except LogIntegrityError as exc:
+                    damage.note(exc)
                 continue
             try:
                 windows, everything, standing, alarms = _take(
@@ -78,10 +86,20 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
                     modes=modes,
                 )
             except (KeyError, TypeError, ValueError, GameRuleError) as exc:
-                raise LogIntegrityError(
-                    row.seq, f"a {row.kind} record the monitor cannot read: {exc}"
-                ) from None
-        agrees = _context_agrees(db, last, windows)
+                damage.note(
+                    LogIntegrityError(
+                        row.seq, f"a {row.kind} record the monitor cannot read: {exc}"
+                    )
+                )
+            except LogIntegrityError as exc:
+                damage.note(exc)
+        (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        last = max(last, int(stored))
+        try:
+            agrees = _context_agrees(db, last, windows)
+        except LogIntegrityError as exc:  # the head row
+            damage.note(exc)
+            agrees = None
         db.execute("COMMIT")
     finally:
         db.close()
@@ -108,6 +126,7 @@ def dice_stats(state_dir: Path, window: Window) -> dict[str, Any]:
         "records": last,
         "counted_from": counted_from,
         "context_agrees": agrees,
+        **({"damaged": damage.as_record()} if damage else {}),
     }
 
 

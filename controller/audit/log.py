@@ -63,6 +63,7 @@ from controller.audit.anchor import (
     AnchorFinding,
     copy_path,
 )
+from controller.audit.damage import Damage, sound_rows
 from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import (
@@ -79,6 +80,7 @@ from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
     ConfigError,
+    LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
     StorageFull,
@@ -176,9 +178,21 @@ def _storage_error(exc: BaseException, doing: str) -> AuditLogError:
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
         return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return LogDamagedError(f"audit log: {doing}: the database is damaged ({exc})")
     if isinstance(exc, OSError) and exc.errno is not None and exc.errno == 28:  # ENOSPC
         return StorageFull(f"audit log: {doing}: storage is full ({exc})")
     return AuditLogError(f"audit log: {doing}: {exc}")
+
+
+@contextlib.contextmanager
+def storage_errors(doing: str) -> Iterator[None]:
+    """SQLite's errors inside as :class:`AuditLogError` (a damaged database as
+    :class:`LogDamagedError`): a reader's one line, never an internal error."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, doing) from exc
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -203,6 +217,11 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         connection.close()
         raise _storage_error(exc, f"cannot open {path}") from exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        connection.close()
+        raise LogDamagedError(
+            f"audit log: cannot open {path}: the database is damaged (its schema is not UTF-8 text)"
+        ) from exc
     return connection
 
 
@@ -229,6 +248,11 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
         return _open_uri(path.as_uri() + "?mode=ro")
     except sqlite3.Error as exc:
         first = exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        raise LogDamagedError(
+            f"audit log: cannot open {path} for reading: the database is damaged (its schema"
+            " is not UTF-8 text)"
+        ) from exc
     wal = path.with_name(path.name + "-wal")
     try:
         has_wal = wal.exists() and wal.stat().st_size > 0
@@ -258,7 +282,7 @@ def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
         if wal_ok:
             connection.execute("PRAGMA query_only=1")
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         connection.close()
         raise
     return connection
@@ -321,8 +345,11 @@ class AuditLog:
 
     Not thread-safe by design: the daemon's one control thread owns it.
     ``max_page_count`` caps the database (SQLite pages) so that the log cannot fill the disk.
-    A log opened with ``locked`` (its identity could not be established) reads but records
-    nothing: every commit raises :class:`LogIdentityError` with that reason.
+    A log opened with ``locked`` (its identity could not be established, or its tail is
+    damaged) reads but records nothing: every commit raises ``locked_error`` (by default
+    :class:`LogIdentityError`) with that reason. A locked log whose tree cannot be rebuilt
+    keeps the size it holds and leaves out of what it reads back any record that is not sound
+    by itself (controller/audit/damage.py).
     """
 
     def __init__(
@@ -336,6 +363,7 @@ class AuditLog:
         anchor: AnchorFile | None = None,
         anchor_copy: AnchorFile | None = None,
         locked: str | None = None,
+        locked_error: Callable[[str], AuditLogError] = LogIdentityError,
     ) -> None:
         if signer is None and locked is None:
             raise LogIdentityError("audit log: no signing key")
@@ -343,6 +371,8 @@ class AuditLog:
         self.signer = signer
         self.origin = origin or (signer.name if signer is not None else DEFAULT_ORIGIN)
         self.locked = locked
+        self._locked_error = locked_error
+        self._stored_size: int | None = None  # locked, with a tree that cannot be rebuilt
         self._clock = clock
         self._anchor = anchor
         self._anchor_copy = anchor_copy if anchor is not None else None
@@ -359,24 +389,32 @@ class AuditLog:
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
         if locked is not None and not self.path.exists():
             return  # nothing to read; nothing may be written
-        self._connection = connect(self.path)
         try:
+            self._connection = connect(self.path)
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
                 self._transaction(self._create)
             self._load_tail()
-        except BaseException:
-            self._connection.close()
-            self._connection = None
+        except BaseException as exc:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+            if isinstance(exc, LogDamagedError) and locked_error is LogDamagedError:
+                return  # read only, and SQLite cannot read it: nothing is read back
             raise
 
     def recall(self, last: int) -> list[dict[str, Any]]:
         """The last ``last`` live rounds as game recall reads them (AGCO 13.1.1), through a
-        read-only connection of its own: the display's RECALL screen."""
+        read-only connection of its own: the display's RECALL screen. A damaged record is
+        left out and named in the journal (``paigow-controller recall`` names it too)."""
         from controller.audit.recall import recall  # noqa: PLC0415 - recall imports this module
 
-        return recall(self.path.parent, last=last)
+        def named(exc: LogIntegrityError) -> None:
+            log.error("recall: damaged: %s", exc)
+
+        with storage_errors(f"cannot read {self.path}"):
+            return recall(self.path.parent, last=last, damage=Damage(on_found=named))
 
     @classmethod
     def open(
@@ -414,7 +452,8 @@ class AuditLog:
 
     @classmethod
     def open_locked(cls, state_dir: Path | str, reason: str, **options: Any) -> AuditLog:
-        """The log in ``state_dir`` for reading only, while its identity is in doubt."""
+        """The log in ``state_dir`` for reading only, while its identity is in doubt (or,
+        with ``locked_error=LogDamagedError``, while its tail is damaged)."""
         directory = Path(state_dir)
         return cls(directory / DB_NAME, None, locked=reason, **options)
 
@@ -505,7 +544,12 @@ class AuditLog:
             last = db.execute(
                 "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
             ).fetchone()
-            head = _read_head(db)
+            try:
+                head = _read_head(db)
+            except LogIntegrityError as exc:
+                if self.locked is None:
+                    raise LogDamagedError(f"audit log: {self.path}: {exc}", exc.record) from exc
+                head = None  # read only: the records are read as they are
             self._legacy_head = head is None
             frontier = None if last is None else last[2]
             if head is not None:
@@ -526,13 +570,76 @@ class AuditLog:
             raise AuditLogError(f"audit log: {self.path} has no origin")
         self.origin = bytes(origin[0]).decode("utf-8", "replace")
         size = 0 if last is None else int(last[0])
-        if last is not None and not isinstance(last[1], bytes):
-            raise LogIntegrityError(size, "the leaf is not stored as bytes")
         try:
+            if last is not None and not isinstance(last[1], bytes):
+                raise ValueError("the last leaf is not stored as bytes")
             self._tree = CompactRange.from_bytes(size, bytes(frontier))
         except (ValueError, TypeError) as exc:
-            raise AuditLogError(f"audit log: {self.path}: Merkle frontier is damaged") from exc
+            if self.locked is None:
+                raise self._damage(size, head) from exc
+            self._tree, self._stored_size = CompactRange(), size  # read only: as it is stored
+            self._prev = GENESIS_PREV
+            return
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    def _damage(
+        self, size: int, head: tuple[int, bytes, bytes, int | None, object] | None
+    ) -> LogDamagedError:
+        """Why the tree of the log's ``size`` records cannot be rebuilt, naming the damaged
+        record where one is: each record after the last kept frontier checked by itself and
+        against the chain (controller/audit/damage.py, verify-log's own checks), then the
+        head's signature, then the kept frontier against its signed checkpoint."""
+        where = f"audit log: {self.path}"
+        if head is None:
+            return LogDamagedError(
+                f"{where}: the Merkle frontier kept with the last record is damaged"
+            )
+        if head[0] != size:
+            first = min(head[0], size) + 1
+            return LogDamagedError(
+                f"{where}: record {first}: the log holds {size} records but its head signs"
+                f" {head[0]}: records were removed or added without the controller",
+                first,
+            )
+        damage = Damage()
+        try:
+            # from the record the frontier ends at: the first record after it is checked
+            # against it (its prev), as every later one is against the one before
+            rows = read_records(
+                self._db, start=max(1, self._frontier_size), stop=size, on_bad=damage.note
+            )
+            for _row in sound_rows(rows, damage):
+                pass
+            if damage.found:
+                first_bad = min(damage.found, key=lambda exc: exc.record or 0)
+                return LogDamagedError(f"{where}: {first_bad}", first_bad.record)
+            assert self.signer is not None
+            signed = Checkpoint(self.origin, size, head[2])
+            if checkpoint_signature(signed, self.signer) != head[1]:
+                return LogDamagedError(f"{where}: the log's head row is damaged (its signature)")
+            if self._frontier_size and not self._frontier_is_signed(self._frontier_size):
+                return LogDamagedError(
+                    f"{where}: the Merkle frontier kept at record {self._frontier_size} is"
+                    " damaged (its signed checkpoint says another tree)"
+                )
+        except (AuditLogError, sqlite3.Error) as exc:
+            return LogDamagedError(f"{where}: its last records cannot be read: {exc}")
+        return LogDamagedError(
+            f"{where}: record {size}: altered: the log's signed head does not cover it", size
+        )
+
+    def _frontier_is_signed(self, size: int) -> bool:
+        """Whether the frontier kept with the checkpoint at ``size`` is the tree it signs."""
+        row = self._db.execute(
+            "SELECT note, frontier FROM checkpoints WHERE size = ?", (size,)
+        ).fetchone()
+        assert self.signer is not None
+        try:
+            checkpoint = open_checkpoint(str(row[0]), self.signer.verifier)
+            tree = CompactRange.from_bytes(size, bytes(row[1]))
+        except (NoteError, ValueError, TypeError):
+            return False
+        return checkpoint.size == size and checkpoint.root_hash == tree.root()
 
     def _tree_from_checkpoints(self, db: sqlite3.Connection, size: int, root: bytes) -> bytes:
         """The frontier of the first ``size`` records: the last kept checkpoint's, extended by
@@ -542,11 +649,11 @@ class AuditLog:
             " ORDER BY size DESC LIMIT 1",
             (size,),
         ).fetchone()
+        self._frontier_size = 0 if row is None else int(row[0])
         try:
             tree = CompactRange() if row is None else CompactRange.from_bytes(row[0], row[1])
         except (ValueError, TypeError):
             return b""
-        self._frontier_size = tree.size
         for record in read_records(db, start=tree.size + 1, stop=size):
             tree.append(record.leaf)
         return tree.to_bytes() if tree.size == size and tree.root() == root else b""
@@ -554,15 +661,15 @@ class AuditLog:
     @property
     def size(self) -> int:
         """How many records are committed (the sequence number of the last)."""
-        return self._tree.size
+        return self._tree.size if self._stored_size is None else self._stored_size
 
     @property
     def next_seq(self) -> int:
-        return self._tree.size + 1
+        return self.size + 1
 
     def _check_writable(self) -> None:
         if self.locked is not None:
-            raise LogIdentityError(self.locked)
+            raise self._locked_error(self.locked)
         if self._poisoned is not None:
             raise AuditLogError(
                 f"audit log: not written since a commit failed ({self._poisoned});"
@@ -1011,7 +1118,14 @@ class AuditLog:
             ).fetchall()
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
-        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found]
+        return self._readable([StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found])
+
+    def _readable(self, rows: list[StoredRecord]) -> list[StoredRecord]:
+        """The rows, less those not sound by themselves when the log is read only (its tail may
+        be damaged): what the controller reads back at start never stops it starting."""
+        if self.locked is None:
+            return rows
+        return list(sound_rows(rows, Damage(), chained=False))
 
     def last_record(self, kind: str, *, within: int) -> StoredRecord | None:
         """The newest record of ``kind`` among the last ``within`` records, or None: a look
@@ -1026,7 +1140,10 @@ class AuditLog:
             ).fetchone()
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"cannot read {self.path}") from exc
-        return None if row is None else StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))
+        if row is None:
+            return None
+        readable = self._readable([StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))])
+        return readable[0] if readable else None
 
     def contains(self, kind: str, fragment: bytes) -> bool:
         """Whether a record of ``kind`` holds these bytes in its canonical text (a rare look-up
@@ -1094,8 +1211,15 @@ def peek_identity(path: Path) -> tuple[str, str] | None:
 
 
 def read_records(
-    db: sqlite3.Connection, *, start: int = 1, stop: int | None = None
+    db: sqlite3.Connection,
+    *,
+    start: int = 1,
+    stop: int | None = None,
+    on_bad: Callable[[LogIntegrityError], None] | None = None,
 ) -> Iterator[StoredRecord]:
+    """The stored records from ``start`` (to ``stop``), in order. A row that is not a stored
+    record raises :class:`LogIntegrityError`, or, given ``on_bad``, is handed to it and left
+    out (a reader that goes past a damaged record, controller/audit/damage.py)."""
     query = "SELECT seq, kind, leaf FROM records WHERE seq >= ?"
     params: tuple[int, ...] = (start,)
     if stop is not None:
@@ -1103,11 +1227,20 @@ def read_records(
         params = (start, stop)
     try:
         for seq, kind, leaf in db.execute(query + " ORDER BY seq", params):
+            bad = None
             if not isinstance(seq, int) or not isinstance(kind, str):
-                raise LogIntegrityError(None, f"a row has a sequence number {seq!r}")
-            if not isinstance(leaf, bytes):
-                raise LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
-            yield StoredRecord(seq, kind, leaf)
+                bad = LogIntegrityError(
+                    seq if isinstance(seq, int) else None,
+                    f"a row has a sequence number {seq!r} and a kind {kind!r}",
+                )
+            elif not isinstance(leaf, bytes):
+                bad = LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
+            if bad is None:
+                yield StoredRecord(seq, kind, leaf)
+            elif on_bad is None:
+                raise bad
+            else:
+                on_bad(bad)
     except sqlite3.Error as exc:
         raise _storage_error(exc, "cannot read the records") from exc
 

@@ -15,7 +15,10 @@ version that keeps them, so on a log begun by an older version the two differ by
 older one recorded; the stored meters are in the report (``context_meters``) to read both.
 
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
-snapshot of a log the controller may be appending to.
+snapshot of a log the controller may be appending to. Given a
+:class:`~controller.audit.damage.Damage`, a damaged record is named there and not counted, and
+the rest is counted (each record is checked by itself: the meters read only the kinds they
+count, so the hash chain is verify-log's); without one, the first is raised.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.audit.archive import archive_paths
+from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import connect_read_only, open_for_reading, read_latest_context
-from controller.core import canonical
 from controller.core.meters import Meters, counted
-from controller.core.records import RecordKind
+from controller.core.records import RecordKind, StoredRecord
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.errors import AuditLogError, LogIntegrityError
 
@@ -57,19 +60,35 @@ _SELECT = (  # eight placeholders, one per kind: no text from outside goes into 
 assert _SELECT.count("?") == 1 + len(METER_KINDS)
 
 
-def meters_report(state_dir: Path, *, since: datetime | None = None) -> dict[str, Any]:
+def meters_report(
+    state_dir: Path, *, since: datetime | None = None, damage: Damage | None = None
+) -> dict[str, Any]:
     """The meters of the log in ``state_dir`` (from ``since`` on, an aware time), and, counted
     from the first record, whether the table's own stored meters agree."""
+    damage = Damage(strict=True) if damage is None else damage
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of the live log
-        stored = read_latest_context(db, Path(state_dir))
+        try:
+            stored = read_latest_context(db, Path(state_dir))
+        except LogIntegrityError as exc:  # the head row: counted without the stored meters
+            damage.note(exc)
+            stored = None
         stored_at = None if stored is None else stored[0]
         meters, at_context, size = Meters(), Meters(), 0
-        for seq, kind, data, time in _records(state_dir, db):
+        for seq, kind, data, time in _records(state_dir, db, damage):
             size = max(size, seq)
-            if since is not None and _moment(seq, time) < since:
-                continue
+            if since is not None:
+                moment = _moment(time)
+                if moment is None:
+                    damage.note(
+                        LogIntegrityError(
+                            seq, f"its time {time!r} is not a date-time with its zone"
+                        )
+                    )
+                    continue
+                if moment < since:
+                    continue
             meters = counted(meters, kind, data)
             if stored_at is not None and seq <= stored_at:
                 at_context = meters
@@ -77,7 +96,12 @@ def meters_report(state_dir: Path, *, since: datetime | None = None) -> dict[str
         db.execute("COMMIT")
     finally:
         db.close()
-    context = None if stored is None or since is not None else _stored_meters(stored[1])
+    context = None
+    if stored is not None and since is None:
+        try:
+            context = _stored_meters(stored[1])
+        except LogIntegrityError as exc:
+            damage.note(exc)
     return {
         **meters.as_record(),
         "since": None if since is None else since.isoformat(timespec="seconds"),
@@ -85,11 +109,12 @@ def meters_report(state_dir: Path, *, since: datetime | None = None) -> dict[str
         "context_seq": None if since is not None else stored_at,
         "context_meters": None if context is None else context.as_record(),
         "context_agrees": None if context is None else context == at_context,
+        **({"damaged": damage.as_record()} if damage else {}),
     }
 
 
 def _records(
-    state_dir: Path, db: sqlite3.Connection
+    state_dir: Path, db: sqlite3.Connection, damage: Damage
 ) -> Iterator[tuple[int, str, dict[str, Any], object]]:
     """(seq, kind, data, time) of every record of a kind the meters count: the archive's
     first, then the live log's after them."""
@@ -97,7 +122,7 @@ def _records(
     for path in archive_paths(state_dir):
         archive = connect_read_only(path)
         try:
-            for row in _rows(archive, archived, path):
+            for row in _rows(archive, archived, path, damage):
                 archived = max(archived, row[0])
                 yield row
             (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
@@ -107,34 +132,35 @@ def _records(
         finally:
             archive.close()
     try:
-        yield from _rows(db, archived, state_dir)
+        yield from _rows(db, archived, state_dir, damage)
     except sqlite3.Error as exc:
         raise AuditLogError(f"audit log: cannot read {state_dir}: {exc}") from None
 
 
 def _rows(
-    db: sqlite3.Connection, after: int, where: Path
+    db: sqlite3.Connection, after: int, where: Path, damage: Damage
 ) -> Iterator[tuple[int, str, dict[str, Any], object]]:
-    for seq, kind, leaf in db.execute(_SELECT, (after, *METER_KINDS)):
-        if type(seq) is not int or type(leaf) is not bytes:
-            raise LogIntegrityError(None, f"a row of {where} is not a stored record")
-        try:
-            entry = canonical.decode(leaf)
-        except canonical.EncodingError as exc:
-            raise LogIntegrityError(seq, f"not a canonical record: {exc}") from None
-        data = entry.get("data") if isinstance(entry, dict) else None
-        if not isinstance(data, dict) or entry.get("kind") != kind:
-            raise LogIntegrityError(seq, "not a record of its kind with its data")
-        yield seq, str(kind), data, entry.get("time")
+    def stored() -> Iterator[StoredRecord]:
+        for seq, kind, leaf in db.execute(_SELECT, (after, *METER_KINDS)):
+            if type(seq) is not int or type(kind) is not str or type(leaf) is not bytes:
+                number = seq if type(seq) is int else None
+                damage.note(LogIntegrityError(number, f"a row of {where} is not a stored record"))
+                continue
+            yield StoredRecord(seq, kind, leaf)
+
+    for row in sound_rows(stored(), damage, chained=False):
+        entry = row.entry()  # sound: canonical, with its time and its data
+        yield row.seq, row.kind, entry["data"], entry["time"]
 
 
-def _moment(seq: int, time: object) -> datetime:
+def _moment(time: object) -> datetime | None:
+    """The record's time, or None when it is not a date-time with its zone."""
     try:
         moment = datetime.fromisoformat(time) if isinstance(time, str) else None
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
-        raise LogIntegrityError(seq, f"its time {time!r} is not a date-time with its zone")
+        return None
     return moment
 
 

@@ -2,7 +2,9 @@
 two times, or of one round; and the export auditors take away.
 
 Both read the log with a read-only connection (no lock; read-only media work) in one snapshot,
-while the daemon may be appending.
+while the daemon may be appending. Given a :class:`~controller.audit.damage.Damage`, a damaged
+record is named there and left out, and the rest is read (controller/audit/damage.py); without
+one, the first is raised as :class:`LogIntegrityError`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.audit.archive import archive_paths
+from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import (
     connect_read_only,
     open_for_reading,
@@ -29,7 +32,9 @@ from controller.errors import AuditLogError, LogIntegrityError
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 
 
-def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any]]:
+def recall(
+    state_dir: Path, *, last: int = DEFAULT_RECALL, damage: Damage | None = None
+) -> list[dict[str, Any]]:
     """The last ``last`` rounds, oldest first, each with its records (readings included) and
     its outcome: the result, void, or still in play. The test rounds of service mode are not
     games: their records (``service_test``, and those marked ``service``) are left out, since a
@@ -41,25 +46,31 @@ def recall(state_dir: Path, *, last: int = DEFAULT_RECALL) -> list[dict[str, Any
             (str(RecordKind.ROUND_OPENED), last),
         ).fetchall()
         first = int(starts[-1][0]) if starts else 1
-        return _rounds(db, start=first)[-last:]
+        return _rounds(db, start=first, damage=_damage(damage))[-last:]
     finally:
         db.close()
 
 
 def recall_between(
-    state_dir: Path, *, since: datetime | None, until: datetime | None, last: int
+    state_dir: Path,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    last: int,
+    damage: Damage | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The rounds that opened at or after ``since`` and before ``until`` (aware times; None:
     no bound), as ``recall`` gives them: the last ``last`` of them, and how many there are.
     A round's time is its ``round_opened`` record's, as the log wrote it (UTC). Memory is
     bounded by ``last``, however long the log."""
+    damage = _damage(damage)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
         kept: deque[tuple[int, int]] = deque(maxlen=last)
         found = 0
         after: int | None = None  # the first opening after the last one kept
-        for seq, number, moment in _openings(db):
+        for seq, number, moment in _openings(db, damage):
             if (since is None or moment >= since) and (until is None or moment < until):
                 kept.append((seq, number))
                 found += 1
@@ -70,21 +81,24 @@ def recall_between(
         if kept:
             numbers = {number for _, number in kept}
             stop = None if after is None else after - 1
-            games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers)
+            games = _rounds(db, start=kept[0][0], stop=stop, numbers=numbers, damage=damage)
         db.execute("COMMIT")
         return games, found
     finally:
         db.close()
 
 
-def recall_round(state_dir: Path, number: int) -> dict[str, Any] | None:
+def recall_round(
+    state_dir: Path, number: int, *, damage: Damage | None = None
+) -> dict[str, Any] | None:
     """Round ``number`` as ``recall`` gives it, or None when the log holds no such round."""
+    damage = _damage(damage)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
         first: int | None = None
         after: int | None = None  # the first opening after the round's last one
-        for seq, opened, _ in _openings(db):
+        for seq, opened, _ in _openings(db, damage):
             if opened == number:
                 first = seq if first is None else first
                 after = None
@@ -93,22 +107,26 @@ def recall_round(state_dir: Path, number: int) -> dict[str, Any] | None:
         games = []
         if first is not None:
             stop = None if after is None else after - 1
-            games = _rounds(db, start=first, stop=stop, numbers={number})
+            games = _rounds(db, start=first, stop=stop, numbers={number}, damage=damage)
         db.execute("COMMIT")
         return games[0] if games else None
     finally:
         db.close()
 
 
-def _openings(db: sqlite3.Connection) -> Iterator[tuple[int, int, datetime]]:
+def _damage(damage: Damage | None) -> Damage:
+    return Damage(strict=True) if damage is None else damage
+
+
+def _openings(db: sqlite3.Connection, damage: Damage) -> Iterator[tuple[int, int, datetime]]:
     """Each live round's opening, in the log's order: its record's sequence number, the
     round, the time (UTC)."""
     rows = db.execute(
-        "SELECT seq, leaf FROM records WHERE kind = ? ORDER BY seq",
+        "SELECT seq, kind, leaf FROM records WHERE kind = ? ORDER BY seq",
         (str(RecordKind.ROUND_OPENED),),
     )
-    for seq, leaf in rows:
-        row = StoredRecord(int(seq), str(RecordKind.ROUND_OPENED), bytes(leaf))
+    stored = (StoredRecord(*row) for row in rows)  # read_records' types are checked below
+    for row in sound_rows(_typed(stored, damage), damage, chained=False):
         entry = row.entry()
         data = entry["data"]
         number = data.get("round")
@@ -117,10 +135,22 @@ def _openings(db: sqlite3.Connection) -> Iterator[tuple[int, int, datetime]]:
         try:
             moment = datetime.fromisoformat(entry["time"])
         except (TypeError, ValueError):
-            raise LogIntegrityError(row.seq, "a round's opening time is not a date-time") from None
+            damage.note(LogIntegrityError(row.seq, "a round's opening time is not a date-time"))
+            continue
         if moment.tzinfo is None:
-            raise LogIntegrityError(row.seq, "a round's opening time names no zone")
+            damage.note(LogIntegrityError(row.seq, "a round's opening time names no zone"))
+            continue
         yield row.seq, number, moment
+
+
+def _typed(rows: Iterator[StoredRecord], damage: Damage) -> Iterator[StoredRecord]:
+    """The rows whose seq is a number and whose leaf is bytes, as ``read_records`` has them."""
+    for row in rows:
+        if type(row.seq) is not int or type(row.kind) is not str or type(row.leaf) is not bytes:
+            seq = row.seq if type(row.seq) is int else None
+            damage.note(LogIntegrityError(seq, "a row is not a stored record"))
+            continue
+        yield row
 
 
 def _rounds(
@@ -129,11 +159,13 @@ def _rounds(
     start: int,
     stop: int | None = None,
     numbers: Set[int] | None = None,
+    damage: Damage,
 ) -> list[dict[str, Any]]:
     """The rounds whose records lie in ``start..stop`` (those in ``numbers`` only, if given),
     oldest first."""
     rounds: dict[int, dict[str, Any]] = {}
-    for row in read_records(db, start=start, stop=stop):
+    rows = read_records(db, start=start, stop=stop, on_bad=damage.note)
+    for row in sound_rows(rows, damage):
         entry = row.entry()
         data = entry["data"]
         number = data.get("round")
@@ -157,30 +189,39 @@ def _rounds(
     return [rounds[n] for n in sorted(rounds)]
 
 
-def export_lines(state_dir: Path) -> Iterator[dict[str, Any]]:
+def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[dict[str, Any]]:
     """One object per record: the record's fields, its leaf as stored (the canonical text), its
     SHA-256 (the next record's ``prev``), its RFC 6962 leaf hash, and the signed checkpoint made
     at it, if any (the latest one with the last record). The records moved to the archive
-    (controller/audit/archive.py) come first: the export is the whole log."""
+    (controller/audit/archive.py) come first: the export is the whole log. A damaged record
+    has no line (it has no fields to give): ``damage`` names it."""
+    damage = _damage(damage)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
         checkpoints = read_checkpoints(db)
-        latest = read_latest_checkpoint(db)
+        try:
+            latest = read_latest_checkpoint(db)
+        except LogIntegrityError as exc:  # the head row: the records are exported without it
+            damage.note(exc)
+            latest = None
         size = int(db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()[0])
         archived = 0
         for path in archive_paths(state_dir):
             archive = connect_read_only(path)
             try:
                 notes = dict(archive.execute("SELECT size, note FROM checkpoints").fetchall())
-                for row in read_records(archive, start=archived + 1):
-                    archived = row.seq
+                rows = read_records(archive, start=archived + 1, on_bad=damage.note)
+                for row in sound_rows(rows, damage):
                     yield export_line(row, notes.get(row.seq))
+                (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+                archived = max(archived, int(top))
             except sqlite3.Error as exc:
                 raise AuditLogError(f"audit log: cannot read the archive {path}: {exc}") from None
             finally:
                 archive.close()
-        for row in read_records(db, start=archived + 1, stop=size):
+        rows = read_records(db, start=archived + 1, stop=size, on_bad=damage.note)
+        for row in sound_rows(rows, damage):
             note = checkpoints.get(row.seq) or (latest if row.seq == size else None)
             yield export_line(row, note)
         db.execute("COMMIT")

@@ -5,7 +5,9 @@ The reading commands (``verify-log``, ``recall``, ``dice-stats``, ``meters``) pr
 a terminal and JSON with ``--json`` or when stdout is not a terminal
 (``controller/cli/render.py`` words the report); ``export`` writes JSON lines. A failed
 verification names the first bad record on stderr and exits 1; a bad argument is one line on
-stderr and exit 2.
+stderr and exit 2. ``export``, ``recall``, ``dice-stats`` and ``meters`` name each damaged
+record they meet on stderr (its seq and what is wrong), go on with the rest, and exit 1 at the
+end (controller/audit/damage.py); their JSON says which (``damaged``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.app.instance_lock import InstanceLock
+from controller.audit.damage import MAX_NAMED, Damage
 from controller.audit.log import (
     DB_NAME,
     KEY_FILE,
@@ -28,6 +31,7 @@ from controller.audit.log import (
     open_for_reading,
     read_latest_checkpoint,
     require_origin,
+    storage_errors,
 )
 from controller.audit.recall import (
     DEFAULT_RECALL,
@@ -41,6 +45,7 @@ from controller.cli import render
 from controller.cli.args import (
     JSON_OR_TEXT,
     LOCAL_TIME_FORMS,
+    complain,
     describe,
     json_argument,
     local_span,
@@ -55,6 +60,10 @@ from controller.errors import AuditLogError, ControllerError, LogIntegrityError,
 from controller.files import read_capped
 
 MAX_NOTE_BYTES = 16 * 1024  # a signed checkpoint is a few hundred bytes
+DAMAGED = (
+    "A damaged record is named on stderr (its seq and what is wrong) and left out, the rest"
+    " is read, and the exit is 1."
+)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -94,6 +103,30 @@ def log_verifier(state_dir: Path, key_file: str | None) -> Verifier:
     if signer is None:
         raise AuditLogError(f"audit log: no key in {state_dir}; pass the verifier key with --key")
     return signer.verifier
+
+
+def _damage(command: str) -> Damage:
+    """What a reader met that is damaged: each named on stderr as it is met (the first
+    MAX_NAMED of them), the reader going on with the rest."""
+
+    def named(exc: LogIntegrityError) -> None:
+        if damage.count <= MAX_NAMED:
+            complain(f"{command}: damaged: {exc}")
+
+    damage = Damage(on_found=named)
+    return damage
+
+
+def _damage_status(command: str, damage: Damage) -> int:
+    """1 when a damaged record was left out (said once more, with the count), else 0."""
+    if not damage:
+        return 0
+    more = f" ({damage.count - MAX_NAMED} not named above)" if damage.count > MAX_NAMED else ""
+    complain(
+        f"{command}: {damage.count} damaged record(s) left out{more}; the rest was read"
+        " (verify-log checks the whole log)"
+    )
+    return 1
 
 
 # --- verify-log -----------------------------------------------------------------------------
@@ -226,7 +259,8 @@ in the machine's local time zone (named in the heading), the dice (red, blue, bl
 the starting position, the bank, the attempt that gave the result, and the voids, no rolls and
 faults in that round. --round N shows one round in detail with its records in order. --since
 and --until choose the rounds that opened between two local date-times, both ends included to
-the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {JSON_OR_TEXT}"""
+the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {DAMAGED}
+{JSON_OR_TEXT}"""
 _RECALL_EXAMPLES = """\
 examples:
   paigow-controller recall --state-dir /var/lib/paigow-controller
@@ -259,21 +293,25 @@ def recall_command(args: argparse.Namespace) -> int:
         return _recall_one(args, whole_number(args.round, "--round", 1, MAX_SEQ))
     default = MAX_RECALL if windowed else DEFAULT_RECALL
     last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
+    damage = _damage("recall")
     if not windowed:
-        rounds = recall(_state_dir(args), last=last)
+        with storage_errors(f"cannot read {_state_dir(args)}"):
+            rounds = recall(_state_dir(args), last=last, damage=damage)
         every = "" if len(rounds) == last else ", every round the log holds"
         heading = f"game recall: the last {len(rounds)} rounds{every}"
-        return _show_rounds(args, rounds, heading)
+        return _show_rounds(args, rounds, heading, damage)
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
     until = None if args.until is None else local_span(args.until, "--until", zone=None)
     if since is not None and until is not None and since.start >= until.end:
         raise UsageError(f"--since {args.since} is after --until {args.until}")
-    rounds, found = recall_between(
-        _state_dir(args),
-        since=None if since is None else since.start,
-        until=None if until is None else until.end,
-        last=last,
-    )
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        rounds, found = recall_between(
+            _state_dir(args),
+            since=None if since is None else since.start,
+            until=None if until is None else until.end,
+            last=last,
+            damage=damage,
+        )
     window = " ".join(
         part
         for part in (
@@ -284,30 +322,39 @@ def recall_command(args: argparse.Namespace) -> int:
     )
     cut = "" if found == len(rounds) else f"; the last {len(rounds)} shown (--last)"
     heading = f"game recall: {found} rounds opened {window} (local time){cut}"
-    return _show_rounds(args, rounds, heading)
+    return _show_rounds(args, rounds, heading, damage)
 
 
-def _show_rounds(args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str) -> int:
+def _show_rounds(
+    args: argparse.Namespace, rounds: list[dict[str, Any]], heading: str, damage: Damage
+) -> int:
     print_report(
         args,
-        {"rounds": rounds},
+        {"rounds": rounds, **_damaged(damage)},
         lambda doc: render.recall_table(doc["rounds"], heading=heading, zone=None),
         to_json=_print,
     )
-    return 0
+    return _damage_status("recall", damage)
+
+
+def _damaged(damage: Damage) -> dict[str, Any]:
+    return {"damaged": damage.as_record()} if damage else {}
 
 
 def _recall_one(args: argparse.Namespace, number: int) -> int:
-    game = recall_round(_state_dir(args), number)
+    damage = _damage("recall")
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        game = recall_round(_state_dir(args), number, damage=damage)
     if game is None:
+        _damage_status("recall", damage)
         raise ControllerError(f"recall: round {number} is not in the log")
     print_report(
         args,
-        {"rounds": [game]},
+        {"rounds": [game], **_damaged(damage)},
         lambda doc: render.round_report(doc["rounds"][0], zone=None),
         to_json=_print,
     )
-    return 0
+    return _damage_status("recall", damage)
 
 
 # --- export ---------------------------------------------------------------------------------
@@ -319,7 +366,7 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
         "The whole audit log as JSON lines, one per record, for auditors to take away: each"
         " record's fields, its leaf as stored (the canonical text that is hashed), its SHA-256"
         " (the next record's prev), its RFC 6962 leaf hash, and the signed checkpoint made at"
-        " it, if any. Reads one snapshot, while the controller appends.",
+        " it, if any. Reads one snapshot, while the controller appends. " + DAMAGED,
         "examples:\n"
         "  paigow-controller export --state-dir /var/lib/paigow-controller > audit.jsonl\n"
         "  paigow-controller export --state-dir copy-of-state | gzip > audit.jsonl.gz",
@@ -328,10 +375,13 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    """One JSON line per record (``controller.audit.recall.export_lines``)."""
-    for line in export_lines(_state_dir(args)):
-        _print(line)
-    return 0
+    """One JSON line per record (``controller.audit.recall.export_lines``); a damaged record
+    has none, and is named on stderr."""
+    damage = _damage("export")
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        for line in export_lines(_state_dir(args), damage=damage):
+            _print(line)
+    return _damage_status("export", damage)
 
 
 # --- checkpoint and init ---------------------------------------------------------------------
@@ -433,7 +483,7 @@ def dice_stats_arguments(p: argparse.ArgumentParser) -> None:
         p,
         "The dice's face counts, their chi-square p-values and the dice monitor's figures,"
         " counted again from the log's records (a copy of the state directory will do). JSON"
-        " with --json or when stdout is not a terminal; a table on a terminal.",
+        " with --json or when stdout is not a terminal; a table on a terminal. " + DAMAGED,
         _DICE_STATS_EXAMPLES,
     )
     _state_dir_argument(p)
@@ -451,9 +501,11 @@ def dice_stats_command(args: argparse.Namespace) -> int:
     from controller.audit.dice_stats import dice_stats
     from controller.core.dice_monitor import Window
 
-    stats = dice_stats(_state_dir(args), Window(args.window))
+    damage = _damage("dice-stats")
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        stats = dice_stats(_state_dir(args), Window(args.window), damage=damage)
     print_report(args, stats, render.dice_stats_report, to_json=_print)
-    return 0
+    return _damage_status("dice-stats", damage)
 
 
 # --- meters ------------------------------------------------------------------------------------
@@ -465,7 +517,7 @@ dice as they lie, rounds voided, openings of the shaker's lid and of its tamper 
 power-ups and entries into service mode, counted the way the table counts its own records.
 --since counts only the records written at or after a local date-time ({LOCAL_TIME_FORMS}).
 Without --since it also says whether the meters the table keeps (its latest stored context)
-agree with the records. {JSON_OR_TEXT}"""
+agree with the records. {DAMAGED} {JSON_OR_TEXT}"""
 _METERS_EXAMPLES = """\
 examples:
   paigow-controller meters --state-dir /var/lib/paigow-controller
@@ -487,11 +539,15 @@ def meters_command(args: argparse.Namespace) -> int:
     from controller.audit.meters import meters_report
 
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
-    report = meters_report(_state_dir(args), since=None if since is None else since.start)
+    damage = _damage("meters")
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        report = meters_report(
+            _state_dir(args), since=None if since is None else since.start, damage=damage
+        )
     print_report(
         args,
         report,
         lambda doc: render.meters_report(doc, since=None if since is None else since.text),
         to_json=_print,
     )
-    return 0
+    return _damage_status("meters", damage)

@@ -198,6 +198,8 @@ class Fault(StrEnum):
     # naming who and why (the log as it is becomes the new anchor)
     ANCHOR_MISSING = "anchor_missing"
     LOG_IDENTITY = "log_identity"  # the signing key is missing or not the log's own
+    # a record of the log's tail (or its head) is damaged: nothing can be appended to it
+    LOG_DAMAGED = "log_damaged"
     DICE_ALARM = "dice_alarm"  # the dice monitor's alarm, where the table locks on it
     # program verification (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22 as the issue cites
     # them): the installed software does not match its signed manifest, or that manifest is
@@ -211,9 +213,10 @@ class Fault(StrEnum):
 
     @property
     def needs_restart(self) -> bool:
-        """No key clears it: a technician restores the log's signing key and restarts, so
-        that no record is ever signed by another key."""
-        return self is Fault.LOG_IDENTITY
+        """No key clears it: a technician restores the log's signing key (or the damaged log,
+        from a backup) and restarts, so that no record is ever signed by another key, nor
+        appended to a tree that cannot be rebuilt."""
+        return self in (Fault.LOG_IDENTITY, Fault.LOG_DAMAGED)
 
     @property
     def needs_reason(self) -> bool:
@@ -1383,6 +1386,8 @@ class _Rules:
             and (not f.needs_reason or (occ.employee is not None and bool(occ.detail.strip())))
         }
         if not clearable:
+            if Fault.LOG_DAMAGED in ctx.active_faults:
+                return _refuse(ctx, "restore the damaged audit log from a backup, then restart")
             if any(f.needs_restart for f in ctx.active_faults):
                 return _refuse(ctx, "restore the log's own signing key, then restart")
             if Fault.SOFTWARE_IDENTITY in ctx.active_faults and not ctx.is_software_verified:
