@@ -403,6 +403,13 @@ def test_a_damaged_tail_at_start_latches_log_damaged_and_the_controller_stays_up
                     loop.dispatch(occ)
                     assert loop.machine.state is State.FAULT, occ.event
                     assert loop.machine.context.active_faults == {Fault.LOG_DAMAGED}
+                # the fault never clears, so it never "comes back": pressed every 10 s for
+                # ten minutes, the watchdog is still fed (a restart would find the same log)
+                for k in range(60):
+                    loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=10_000 * (k + 1)))
+                    loop.dispatch(Occurrence(Event.TICK, at=10_000 * (k + 1) + 1))
+                assert loop.machine.context.active_faults == {Fault.LOG_DAMAGED}
+                assert loop.restart_reason is None
             finally:
                 appliance.close()
                 factory.close()
