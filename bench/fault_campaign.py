@@ -594,7 +594,7 @@ class Sizes:
     argvs: int
 
 
-QUICK = Sizes(6, 4, range(8, 41, 5), range(5, 230, 45), 12, 40, 60)
+QUICK = Sizes(6, 4, range(8, 31, 2), range(5, 230, 45), 12, 40, 60)
 FULL = Sizes(250, 8, range(1, 81), range(1, 240, 3), 150, 230, 1268)
 
 
