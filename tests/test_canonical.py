@@ -229,3 +229,17 @@ def test_a_shape_is_learned_once_even_from_texts_it_does_not_recognise() -> None
             shapes.learn(canonical.decode(text), "hint")
     assert shapes.match('{"a":[]}', "hint") == ()  # room was left for the second shape
     assert shapes.match('{"a":5}', "hint") == ("5",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000],
+    ids=["lists", "objects"],
+)
+def test_a_text_nested_deeper_than_the_stack_is_refused_not_a_recursion_error(
+    text: bytes,
+) -> None:
+    """A record, a service request or a context read from outside may nest [[[[... past the
+    interpreter's stack: refused as not JSON, never a RecursionError (exit 70)."""
+    with pytest.raises(canonical.EncodingError, match="nested too deep"):
+        canonical.decode(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from support import opening
 
 from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Ports
+from controller.audit.anchor import SLOT_BYTES, Anchor
 from controller.audit.log import DB_NAME, KEY_FILE, AuditLog, create_signer, load_signer
 from controller.audit.recall import export_lines
 from controller.audit.verify import verify_state_dir
@@ -612,6 +614,17 @@ def test_records_of_a_commit_that_failed_and_then_a_stop_are_reconciled_at_the_n
 
 
 # --- 3. anchors against rollback ------------------------------------------------------------
+
+
+def test_an_anchor_slot_nested_deeper_than_the_stack_is_a_damaged_slot() -> None:
+    """A slot whose digest matches its body, the body nesting [[[[... past the interpreter's
+    stack (a forged anchor file): a damaged slot, as any other, never a RecursionError."""
+    real = Anchor("note", (), 1).encode()
+    magic = real[: real.index(b"{")]
+    body = b"[" * (SLOT_BYTES - 200)
+    slot = magic + body + b"\n" + hashlib.sha256(body).hexdigest().encode("ascii") + b"\n"
+    assert len(slot) <= SLOT_BYTES
+    assert Anchor.decode(slot.ljust(SLOT_BYTES, b"\0")) is None
 
 
 def _play(state: Path, rounds: int, *, config: Path | None = None) -> None:

@@ -180,6 +180,22 @@ def test_stored_meters_that_differ_from_the_records_are_said(
     assert "games 4 stored, 5 in the records" in text
 
 
+def test_a_stored_context_nested_deeper_than_the_stack_is_said_not_a_recursion_error(
+    day: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log whose stored context nests [[[[... past the interpreter's stack (a forged
+    audit.db): meters says the context cannot be read (exit 1); dice-stats says it does not
+    agree; neither raises RecursionError (exit 70)."""
+    with AuditLog.open(day) as log:
+        deep = b"[" * 100_000 + b"]" * 100_000
+        log.commit([(RecordKind.CLOSE, {"round": 99, "employee": None})], context=deep)
+    code, _, err = run(capsys, "meters", "--state-dir", str(day))
+    assert code == 1
+    assert "the stored context cannot be read: nested too deep" in err
+    assert "Traceback" not in err
+    assert dice_stats(day, Window.SET)["context_agrees"] is False
+
+
 def test_records_after_the_stored_context_are_counted_but_not_compared(day: Path) -> None:
     """The shell's own records come after the context (an RNG commitment, a cosignature):
     the table's meters are those of the records up to its context."""

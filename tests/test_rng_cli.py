@@ -414,3 +414,15 @@ def test_a_simulated_table_killed_mid_session_is_revealed_by_the_auditor(tmp_pat
     assert code == 0, err
     assert report["rng_sessions_revealed_by_auditor"] == [ended["session"]]
     assert report["rng_sessions_interrupted"] == [ended["session"]]
+
+
+def test_rng_replay_of_a_line_nested_deeper_than_the_stack_names_the_line_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    assert main(["rng-replay", "--log", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "line 1 is not a JSON record" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

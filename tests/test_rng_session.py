@@ -688,6 +688,18 @@ def test_a_tampered_seed_file_is_refused_not_revealed(tmp_path: Path) -> None:
     assert log.of_kind(RecordKind.RNG_REVEAL) == []
 
 
+def test_a_seed_file_nested_deeper_than_the_stack_is_refused_not_a_recursion_error(
+    tmp_path: Path,
+) -> None:
+    log = MemoryLog()
+    legacy_session(tmp_path, log)
+    [path] = seed_files(tmp_path)
+    path.write_bytes(b"[" * 4000)  # within the seed file's bound
+    with pytest.raises(RngError, match="nested too deep"):
+        manager(tmp_path, log).open()
+    assert log.of_kind(RecordKind.RNG_REVEAL) == []
+
+
 def test_a_seed_file_the_log_never_committed_is_dropped(tmp_path: Path) -> None:
     legacy_session(tmp_path, MemoryLog())  # its commitment never reached this log
     log = MemoryLog()

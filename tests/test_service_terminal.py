@@ -770,6 +770,27 @@ def test_no_controller_at_the_path_is_said_so(short_dir: Path) -> None:
         send_request(short_dir / SOCKET_NAME, Request("shaker_inspected", employee=SUPERVISOR))
 
 
+def test_a_reply_nested_deeper_than_the_stack_is_outside_the_protocol(short_dir: Path) -> None:
+    """Whatever listens at the socket answers [[[[... (within the reply's bound): the terminal
+    says the answer is outside the protocol, never a RecursionError (exit 70)."""
+    path = short_dir / SOCKET_NAME
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(1)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"[" * 8000 + b"]" * 8000 + b"\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        with pytest.raises(ServiceTerminalError, match="outside the protocol"):
+            send_request(path, Request("shaker_inspected", employee=SUPERVISOR), timeout_s=WAIT_S)
+        thread.join(timeout=WAIT_S)
+
+
 # --- the command line, end to end ------------------------------------------------------------
 
 

@@ -845,7 +845,7 @@ def send_request(
             raise ServiceTerminalError(f"the connection to {path} failed: {exc}") from exc
     try:
         reply = json.loads(data.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # [[[[... nests too deep
         reply = None
     if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
         raise ServiceTerminalError(f"the controller at {path} answered outside the protocol")

@@ -99,7 +99,7 @@ class Anchor:
             if not isinstance(generation, int) or not isinstance(note, str):
                 return None
             decoded = tuple(bytes.fromhex(h) for h in hashes)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # [[[[... nests too deep
             return None
         if any(len(h) != HASH_SIZE for h in decoded):
             return None

@@ -227,5 +227,5 @@ def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:
         if not isinstance(version, int) or version < DICE_COUNTS_SINCE:
             return None  # a context from before the monitor: it holds no counts to compare
         return bool(decode_context(stored[1]).dice_counts == windows)
-    except (SnapshotError, ValueError, KeyError, TypeError):
+    except (SnapshotError, ValueError, KeyError, TypeError, RecursionError):
         return False

@@ -171,5 +171,9 @@ def _stored_meters(blob: bytes) -> Meters | None:
         if type(version) is not int or version < METERS_SINCE:
             return None
         return decode_context(blob).meters
+    except RecursionError:  # [[[[... nests too deep: no context the table stores does
+        raise LogIntegrityError(
+            None, "the stored context cannot be read: nested too deep"
+        ) from None
     except (SnapshotError, ValueError, KeyError, TypeError) as exc:
         raise LogIntegrityError(None, f"the stored context cannot be read: {exc}") from None

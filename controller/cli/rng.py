@@ -117,7 +117,7 @@ def read_json_lines(path: Path) -> Iterator[Record]:
             try:
                 record = json.loads(line)
                 seq, kind, data = record["seq"], record["kind"], record["data"]
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, RecursionError):  # [[[[... too deep
                 raise LogIntegrityError(
                     None, f"line {number} is not a JSON record with seq, kind and data"
                 ) from None

@@ -230,6 +230,8 @@ def _decode_reference(data: bytes) -> Any:
         raise EncodingError("not UTF-8") from exc
     except json.JSONDecodeError as exc:
         raise EncodingError(f"not JSON: {exc.msg} at byte {exc.pos}") from exc
+    except RecursionError:  # [[[[... deeper than the interpreter's stack: no record nests so
+        raise EncodingError("not JSON: nested too deep") from None
     if again != data:
         raise EncodingError("not in canonical form")
     return value

@@ -591,6 +591,8 @@ class RngSessionManager:
                 personalization=bytes.fromhex(raw["personalization"]),
                 commitment=str(raw["commitment"]),
             )
+        except RecursionError:  # [[[[... nests too deep: no seed file does
+            raise RngError(f"RNG seed file {path.name} is unreadable: nested too deep") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RngError(f"RNG seed file {path.name} is unreadable: {exc!s}") from exc
         if commitment_of(material.entropy, material.nonce, material.personalization) != (
