@@ -81,13 +81,23 @@ class LockHeld(Exception):
         self.holder = holder
 
 
-class DirectoryLock:
-    """An exclusive ``flock`` on a directory itself, for the holder's life: a lock file in it
-    can be deleted from under its holder (and a second taker then locks a new file), the
-    directory cannot while it holds anything. Released by the kernel when the process dies."""
+class _HeldFlock:
+    """An open file descriptor holding an ``flock`` until released or the process dies."""
 
     def __init__(self, fd: int) -> None:
         self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class DirectoryLock(_HeldFlock):
+    """An exclusive ``flock`` on a directory itself, for the holder's life: a lock file in it
+    can be deleted from under its holder (and a second taker then locks a new file), the
+    directory cannot while it holds anything. Released by the kernel when the process dies."""
 
     @classmethod
     def acquire(cls, path: Path) -> DirectoryLock:
@@ -101,21 +111,12 @@ class DirectoryLock:
             raise
         return cls(fd)
 
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
-
-class PidLock:
+class PidLock(_HeldFlock):
     """An exclusive ``flock`` on ``path`` for the holder's life (the kernel releases it when the
     process dies, so a crash never leaves it stuck), the holder's PID written in the file so
     that a second taker can name it: one controller per state directory, one witness per its
     own."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd: int | None = fd
 
     @classmethod
     def acquire(cls, path: Path) -> PidLock:
@@ -134,9 +135,3 @@ class PidLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         return cls(fd)
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
