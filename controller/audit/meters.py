@@ -17,8 +17,8 @@ older one recorded; the stored meters are in the report (``context_meters``) to 
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
 snapshot of a log the controller may be appending to. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record is named there and not counted, and
-the rest is counted (each record is checked by itself: the meters read only the kinds they
-count, so the hash chain is verify-log's); without one, the first is raised.
+the rest is counted (every record is checked by itself and against the hash chain, whatever
+its kind, as ``export`` checks it); without one, the first is raised.
 """
 
 from __future__ import annotations
@@ -53,11 +53,10 @@ METER_KINDS = tuple(
         RecordKind.SERVICE_MODE,
     )
 )
-_SELECT = (  # eight placeholders, one per kind: no text from outside goes into the query
-    "SELECT seq, kind, leaf FROM records WHERE seq > ? AND kind IN (?, ?, ?, ?, ?, ?, ?, ?)"
-    " ORDER BY seq"
-)
-assert _SELECT.count("?") == 1 + len(METER_KINDS)
+# Every record, not only the kinds counted: each is checked by itself and against the hash
+# chain, so that a damaged record is named whatever its kind (a kind altered in its column to
+# one not counted would otherwise go uncounted and unnamed).
+_SELECT = "SELECT seq, kind, leaf FROM records WHERE seq > ? ORDER BY seq"
 
 
 def meters_report(
@@ -141,16 +140,17 @@ def _rows(
     db: sqlite3.Connection, after: int, where: Path, damage: Damage
 ) -> Iterator[tuple[int, str, dict[str, Any], object]]:
     def stored() -> Iterator[StoredRecord]:
-        for seq, kind, leaf in db.execute(_SELECT, (after, *METER_KINDS)):
+        for seq, kind, leaf in db.execute(_SELECT, (after,)):
             if type(seq) is not int or type(kind) is not str or type(leaf) is not bytes:
                 number = seq if type(seq) is int else None
                 damage.note(LogIntegrityError(number, f"a row of {where} is not a stored record"))
                 continue
             yield StoredRecord(seq, kind, leaf)
 
-    for row in sound_rows(stored(), damage, chained=False):
-        entry = row.entry()  # sound: canonical, with its time and its data
-        yield row.seq, row.kind, entry["data"], entry["time"]
+    for row in sound_rows(stored(), damage):
+        if row.kind in METER_KINDS:
+            entry = row.entry()  # sound: canonical, with its time and its data
+            yield row.seq, row.kind, entry["data"], entry["time"]
 
 
 def _moment(time: object) -> datetime | None:
