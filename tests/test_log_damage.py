@@ -524,6 +524,25 @@ UNREADABLE = {
 }
 
 
+@pytest.mark.parametrize("argv", READERS, ids=[argv[0] for argv in READERS])
+def test_a_schema_whose_seq_is_no_longer_the_key_is_damage_never_an_internal_error(
+    small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    """One bit flipped in the schema's text ("PRIMARY" to "PRKMARY", found by the file fuzz):
+    ``seq`` is no longer the rowid, and every row reads it as NULL. Each reader says the log is
+    damaged and exits 1; none fails on a seq that is not a number."""
+    state = _copy(small_log, tmp_path / "state")
+    data = (state / DB_NAME).read_bytes()
+    assert data.count(b"seq INTEGER PRIMARY KEY") == 1
+    (state / DB_NAME).write_bytes(
+        data.replace(b"seq INTEGER PRIMARY KEY", b"seq INTEGER PRKMARY KEY")
+    )
+    code, _, err = _run(capsys, *argv, "--state-dir", str(state))
+    assert code == 1, err
+    assert "internal error" not in err
+    assert "damaged" in err or "cannot read" in err, err
+
+
 @pytest.mark.parametrize("unreadable", sorted(UNREADABLE))
 @pytest.mark.parametrize("argv", READERS, ids=[argv[0] for argv in READERS])
 def test_a_database_sqlite_cannot_read_is_one_line_and_exit_1(

@@ -1350,7 +1350,17 @@ def open_log_file(path: Path) -> sqlite3.Connection:
     connection = connect_read_only(path)
     try:
         connection.execute("SELECT count(*) FROM records").fetchone()
+        columns = connection.execute("PRAGMA table_info(records)").fetchall()
     except sqlite3.Error as exc:
         connection.close()
         raise _storage_error(exc, f"cannot read {path}") from exc
+    # (cid, name, type, notnull, default, pk): a schema whose text was altered so that seq is
+    # no longer the table's integer key reads every seq as NULL, and a reader would find an
+    # empty log where there is a damaged one
+    if not any(c[1] == "seq" and str(c[2]).upper() == "INTEGER" and c[5] == 1 for c in columns):
+        connection.close()
+        raise LogDamagedError(
+            f"audit log: {path}: the records table's schema is damaged (seq is not its integer"
+            " key): the log cannot be read by seq"
+        )
     return connection

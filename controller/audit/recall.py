@@ -39,14 +39,18 @@ def recall(
     its outcome: the result, void, or still in play. The test rounds of service mode are not
     games: their records (``service_test``, and those marked ``service``) are left out, since a
     test round's number is the number the live round after it takes again."""
+    damage = _damage(damage)
     db = open_for_reading(state_dir)
     try:
         starts = db.execute(
             "SELECT seq FROM records WHERE kind = ? ORDER BY seq DESC LIMIT ?",
             (str(RecordKind.ROUND_OPENED), last),
         ).fetchall()
-        first = int(starts[-1][0]) if starts else 1
-        return _rounds(db, start=first, damage=_damage(damage))[-last:]
+        first = starts[-1][0] if starts else 1
+        if type(first) is not int:  # a damaged row, or a damaged schema: read from the start
+            damage.note(LogIntegrityError(None, f"a round_opened row's seq is {first!r}"))
+            first = 1
+        return _rounds(db, start=first, damage=damage)[-last:]
     finally:
         db.close()
 
