@@ -7,6 +7,9 @@ starts empty."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from controller.core.state import Event, Occurrence, RoundContext
 
 SUPERVISOR = "S1021"  # the employee ids the tests' people act with
@@ -31,4 +34,23 @@ def opening(at: int) -> list[Occurrence]:
             tile_set="T1",
             dealer=DEALER,
         ),
+    ]
+
+
+def simulate_argv(state: Path, rounds: int, *extra: str) -> list[str]:
+    """The daemon's own command line for ``rounds`` rounds played as fast as the rules allow,
+    with no fault injected, into the log in ``state``."""
+    return [
+        sys.executable,
+        "-m",
+        "controller",
+        "simulate",
+        "--fast",
+        "--rounds",
+        str(rounds),
+        "--faults",
+        "none",
+        "--state-dir",
+        str(state),
+        *extra,
     ]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from rng_fakes import AUDITOR_KEY, legacy_session
-from support import opening
+from support import opening, simulate_argv
 
 from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Ports
@@ -630,20 +630,7 @@ def test_an_anchor_slot_nested_deeper_than_the_stack_is_a_damaged_slot() -> None
 def _play(state: Path, rounds: int, *, config: Path | None = None) -> None:
     extra = [] if config is None else ["--config", str(config)]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "simulate",
-            "--fast",
-            "--rounds",
-            str(rounds),
-            "--faults",
-            "none",
-            "--state-dir",
-            str(state),
-            *extra,
-        ],
+        simulate_argv(state, rounds, *extra),
         capture_output=True,
         text=True,
         timeout=120,
@@ -861,19 +848,7 @@ def test_a_second_controller_on_the_same_state_directory_is_refused(tmp_path: Pa
         with pytest.raises(InstanceLocked, match=r"PID \d+"):
             InstanceLock.acquire(tmp_path)
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "simulate",
-                "--fast",
-                "--rounds",
-                "1",
-                "--faults",
-                "none",
-                "--state-dir",
-                str(tmp_path),
-            ],
+            simulate_argv(tmp_path, 1),
             capture_output=True,
             text=True,
             timeout=60,
@@ -906,19 +881,7 @@ def test_a_deleted_lock_file_lets_no_second_controller_into_a_live_log(tmp_path:
             InstanceLock.acquire(state)
         assert not (state / "controller.lock").exists()  # the refused one made nothing
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "simulate",
-                "--fast",
-                "--rounds",
-                "1",
-                "--faults",
-                "none",
-                "--state-dir",
-                str(state),
-            ],
+            simulate_argv(state, 1),
             capture_output=True,
             text=True,
             timeout=60,

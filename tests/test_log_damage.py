@@ -15,13 +15,13 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from support import simulate_argv
 
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import DB_NAME, AuditLog
@@ -45,19 +45,7 @@ def small_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three rounds played by the simulation: some fifty records."""
     state = tmp_path_factory.mktemp("small") / "state"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "simulate",
-            "--fast",
-            "--rounds",
-            "3",
-            "--faults",
-            "none",
-            "--state-dir",
-            str(state),
-        ],
+        simulate_argv(state, 3),
         capture_output=True,
         text=True,
         timeout=120,
@@ -456,19 +444,7 @@ def test_the_simulated_daemon_on_a_damaged_log_stays_up_in_the_fault(
     env.pop("WATCHDOG_PID", None)
     with output.open("w") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "simulate",
-                "--fast",
-                "--rounds",
-                "1",
-                "--faults",
-                "none",
-                "--state-dir",
-                str(state),
-            ],
+            simulate_argv(state, 1),
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
