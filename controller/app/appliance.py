@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,6 +36,7 @@ from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
+from controller.app.status import lean, log_facts
 from controller.app.watch import (
     CLOCK_EVERY_MS,
     TABLE_TIME_EVERY_MS,
@@ -44,18 +46,30 @@ from controller.app.watch import (
     table_time,
 )
 from controller.audit.archive import Policy, Retention, RetentionWorker
-from controller.audit.log import AuditLog, configured_origin, require_origin
+from controller.audit.log import (
+    AuditLog,
+    configured_origin,
+    connect_read_only,
+    require_origin,
+)
 from controller.core.config import Config, RoundConfig, require_escrow_key
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_escrow import parse_escrow_key
 from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.software import SoftwareCheck
 from controller.core.state import Mode, RoundContext, RoundMachine, Screen
+from controller.core.status import Facts, report, systemd_status
 from controller.display.clock import SystemClockStatus
 from controller.display.fanout import DisplayFanout
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
-from controller.errors import LogDamagedError, LogIdentityError, LogIntegrityError
+from controller.errors import (
+    ControllerError,
+    LogDamagedError,
+    LogIdentityError,
+    LogIntegrityError,
+)
 from controller.ports import (
     ClockStatus,
     LoggedCheckpoint,
@@ -119,6 +133,11 @@ class Appliance:
         self._closed = False
         self._lock: InstanceLock | None = None
         self._signal: int | None = None
+        # the status (``status_report``, systemd's STATUS=): what the periodic checks found
+        self._software_check: _LastCheck | None = None
+        self._clock_watch: ClockWatch | None = None
+        self._is_ready = False  # READY=1 sent: from then on STATUS= follows every change
+        self._status_sent: str | None = None
 
     # --- start ------------------------------------------------------------------------------
 
@@ -136,6 +155,7 @@ class Appliance:
         found = None if audit.locked else audit.check_anchor()
         self.display = self._displays(audit)
         self._closables.append(self.display.close)
+        self.display.observers.append(self._on_screen)
         self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
         self._closables.append(self.table_io.close)
         rng_port = self._rng()
@@ -150,8 +170,10 @@ class Appliance:
             rng=rng_port,
         )
         machine = RoundMachine(settings, context)
-        software = SoftwareWatch(self._software(), before=last_software_identity(audit))
+        self._software_check = _LastCheck(self._software())
+        software = SoftwareWatch(self._software_check, before=last_software_identity(audit))
         clock = ClockWatch(self.options.clock_status or SystemClockStatus())
+        self._clock_watch = clock
         duties = [
             Duty("software", config.software.check_every_s * 1000, software.check),
             Duty("clock", CLOCK_EVERY_MS, clock.check),
@@ -189,16 +211,97 @@ class Appliance:
         self._retain(audit)
         self._serve_terminal()
         self._publish(audit)
-        if audit.locked is not None:  # no fault record can say it: systemd's status does
-            notify(f"READY=1\nSTATUS=table {config.table.name}: {audit.locked}")
-        else:
-            notify("READY=1\nSTATUS=table " + config.table.name + " ready")
+        # systemd's status names every condition by its code (never "ready" while one stops
+        # play); a log read only is in it with why (no fault record can say it)
+        self._status_sent = self.status_line()
+        notify(f"READY=1\nSTATUS={self._status_sent}")
+        self._is_ready = True
         log.info(
             "ready: table %s, %s mode, round %d",
             config.table.name,
             config.table.mode,
             machine.context.round_number,
         )
+
+    # --- the status ---------------------------------------------------------------------------
+
+    def _facts(self) -> Facts:
+        """What the control thread's own state says (nothing read from the disk)."""
+        assert self.loop is not None
+        machine = self.loop.machine
+        ctx, settings = machine.context, machine.settings
+        mode = ctx.mode if ctx.mode in settings.allowed_modes else settings.mode
+        check = None if self._software_check is None else self._software_check.last
+        details: dict[str, str] = {}
+        if self.loop.restart_reason is not None:
+            details["internal"] = self.loop.restart_reason
+        return Facts(
+            table=self.config.table.name,
+            is_running=True,
+            context=ctx,
+            wall=self.options.wall_clock(),
+            mode=mode,
+            game=settings.game,
+            log_locked=None if self.log is None else self.log.locked,
+            clock=None if self._clock_watch is None else self._clock_watch.last,
+            software=None
+            if check is None
+            else {
+                "result": str(check.result),
+                "version": check.version,
+                "manifest": check.manifest,
+            },
+            details=details,
+        )
+
+    def status_line(self) -> str:
+        """systemd's ``STATUS=`` text for the table as it is now."""
+        return systemd_status(self._facts())
+
+    def status_report(self) -> dict[str, object]:
+        """The whole status (``controller.core.status.report``), for the service terminal's
+        ``status``: the control thread's state, and the log's checkpoint, witness and checks
+        read with a connection of its own (called from a connection's thread)."""
+        facts = self._facts()
+        found: dict[str, object] = {"problems": []}
+        if self.log is not None:
+            try:
+                db = connect_read_only(self.log.path)
+            except (ControllerError, OSError, sqlite3.Error) as exc:
+                found["problems"] = [f"the log cannot be read: {exc}"]
+            else:
+                try:
+                    found = log_facts(db)
+                finally:
+                    db.close()
+        software = facts.software
+        logged = found.get("software")
+        if isinstance(logged, dict):  # the log's record has the key and when it was checked
+            software = {**logged, **(software or {})}
+        problems = found.get("problems")
+        facts = dataclasses.replace(
+            facts,
+            software=software,
+            log_size=_int_or_none(found.get("log_size")),
+            checkpoint=_mapping_or_none(found.get("checkpoint")),
+            witness=_mapping_or_none(found.get("witness")),
+            problems=tuple(str(p) for p in problems) if isinstance(problems, list) else (),
+        )
+        return lean(report(facts))
+
+    def _on_screen(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """Every screen the loop shows follows a change of state or faults: systemd's status
+        is told when its text changed (on the control thread: a datagram, nothing read)."""
+        if not self._is_ready:
+            return
+        try:
+            line = self.status_line()
+        except Exception:  # the status is never worth the table
+            log.exception("the status line failed")
+            return
+        if line != self._status_sent:
+            self._status_sent = line
+            notify(f"STATUS={line}")
 
     def _software(self) -> ProgramVerification:
         if self.options.software is not None:
@@ -400,7 +503,9 @@ class Appliance:
         assert self.loop is not None
         assert self.table_io is not None
         path = self.options.control_socket or socket_path(self.state_dir)
-        self.terminal = ServiceTerminal(path, loop=self.loop, key=self.table_io.panel)
+        self.terminal = ServiceTerminal(
+            path, loop=self.loop, key=self.table_io.panel, status=self.status_report
+        )
         self.terminal.start()
 
     # --- run --------------------------------------------------------------------------------
@@ -472,6 +577,26 @@ class Appliance:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _LastCheck:
+    """The program verification, remembering its last result for the status."""
+
+    def __init__(self, verifier: ProgramVerification) -> None:
+        self.verifier = verifier
+        self.last: SoftwareCheck | None = None
+
+    def check(self) -> SoftwareCheck:
+        self.last = self.verifier.check()
+        return self.last
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _mapping_or_none(value: object) -> Mapping[str, object] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _each_listener(

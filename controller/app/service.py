@@ -29,6 +29,15 @@ form of the audit records (``controller/core/canonical.py``: keys sorted, no spa
     {"action":"dice_kept","employee":"S1021","note":"weighed"}  after a dice alarm
     {"action":"recall","back":"3","employee":"S1021"}        the display recalls a round
     {"action":"recall_leave","employee":"S1021"}             the display returns to the table
+    {"action":"status"}                                      read only: the table's status
+
+``status`` is the one action that reads and never acts: it takes no other key, needs no
+supervisor key and no employee id (the journal still names the operating system's account that
+asked, from SO_PEERCRED, and the reply carries its uid as ``asked_by``); the controller
+answers with ``status``, the report of ``controller.core.status`` (``paigow-controller
+status`` prints it), without the control thread stepping anything::
+
+    {"action":"status","asked_by":1000,"ok":true,"status":{"faults":[...],"state":"idle",...}}
 
 ``action`` is one of those above (``ACTIONS``) and no other key is taken than those it shows;
 every action names the employee who does it (1..16 ASCII letters and digits), and the record
@@ -154,6 +163,9 @@ ACTIONS: Mapping[str, tuple[Event, frozenset[str], frozenset[str]]] = {
 }
 # done without a record: the lamps are lit; the display steps to another recalled round
 RECORDS_NOTHING = frozenset({"lamp_test", "recall"})
+# the read-only action: exactly this line (canonical JSON), no key, no employee, no event
+STATUS_ACTION = "status"
+STATUS_REQUEST = b'{"action":"status"}\n'
 # what "reason" means for each action that takes one
 _REASONS: Mapping[str, tuple[str, ...]] = {
     "correct_result": tuple(str(r) for r in CorrectionReason),
@@ -346,6 +358,8 @@ def parse_request(data: bytes) -> Request:
     action = fields.get("action")
     if action is None:
         raise RequestError("a request names its action")
+    if action == STATUS_ACTION:  # the exact line is answered before parsing (``_answer``)
+        raise RequestError("status takes no other key")
     if not isinstance(action, str) or action not in ACTIONS:
         raise RequestError(f"unknown action {_shown(action)}")
     _, takes, needs = ACTIONS[action]
@@ -465,8 +479,12 @@ class ServiceTerminal:
         read_timeout_s: float = READ_TIMEOUT_S,
         answer_timeout_s: float = ANSWER_TIMEOUT_S,
         max_clients: int = MAX_CLIENTS,
+        status: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
+        """``status``: the table's status report, read from a connection's thread (it never
+        waits on the control thread); None answers ``status`` with an error."""
         self.path = path
+        self.status = status
         self.loop = loop
         self.key = key
         self.read_timeout_s = read_timeout_s
@@ -661,6 +679,8 @@ class ServiceTerminal:
                 "service terminal: %s sent no request within %ss", peer, self.read_timeout_s
             )
             return error_reply("timeout", f"no request line within {self.read_timeout_s} s")
+        if data == STATUS_REQUEST:
+            return self._status(peer, _peer_uid(conn))
         try:
             request = parse_request(data)
         except RequestError as exc:
@@ -696,6 +716,17 @@ class ServiceTerminal:
             if in_service is not None:
                 reply["in_service"] = in_service
         log.info("service terminal: %s: %s", request.action, _said(reply))
+        return reply
+
+    def _status(self, peer: str, uid: int | None) -> dict[str, object]:
+        """The read-only ``status``: no key is read, no event made; who asked is logged."""
+        self._count("accepted")
+        log.info("service terminal: %s: status", peer)
+        if self.status is None:
+            return error_reply("bad_request", "this controller serves no status")
+        reply: dict[str, object] = {"action": STATUS_ACTION, "ok": True}
+        reply["status"] = dict(self.status())
+        reply["asked_by"] = uid
         return reply
 
     def _in_service(self, reply: Mapping[str, object]) -> bool | None:
@@ -820,6 +851,11 @@ def send_request(
     """Send one request and return the controller's reply. Raises
     :class:`TerminalUnavailable` when nothing answers at ``path``, ``PermissionError`` when
     the socket is not ours to open, :class:`ServiceTerminalError` for anything else."""
+    return _exchange(path, request.encode(), timeout_s)
+
+
+def _exchange(path: Path, line: bytes, timeout_s: float) -> dict[str, object]:
+    """One request line sent, one reply read and decoded."""
     if len(os.fsencode(path)) > _SUN_PATH_MAX:
         raise TerminalUnavailable(f"the socket path {path} is longer than {_SUN_PATH_MAX} bytes")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -835,7 +871,7 @@ def send_request(
         except OSError as exc:
             raise ServiceTerminalError(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         try:
-            conn.sendall(request.encode())
+            conn.sendall(line)
             data = _read_reply(conn)
         except TimeoutError:
             raise ServiceTerminalError(
@@ -843,6 +879,16 @@ def send_request(
             ) from None
         except OSError as exc:
             raise ServiceTerminalError(f"the connection to {path} failed: {exc}") from exc
+    return _decoded_reply(path, data)
+
+
+def ask_status(path: Path, *, timeout_s: float = CLIENT_TIMEOUT_S) -> dict[str, object]:
+    """The running controller's status (the ``status`` action's reply); raises as
+    :func:`send_request` does."""
+    return _exchange(path, STATUS_REQUEST, timeout_s)
+
+
+def _decoded_reply(path: Path, data: bytes) -> dict[str, object]:
     try:
         reply = json.loads(data.decode("ascii"))
     except (UnicodeDecodeError, ValueError, RecursionError):  # [[[[... nests too deep

@@ -109,6 +109,13 @@ COMMANDS: list[Command] = [
         "supervise",
     ),
     Command(
+        "status",
+        "the table's status on one screen",
+        "controller.cli.status",
+        "status_arguments",
+        "status_command",
+    ),
+    Command(
         "rng-stream", "raw RNG output for test suites", _RNG, "rng_stream_arguments", "rng_stream"
     ),
     Command(

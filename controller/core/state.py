@@ -28,6 +28,7 @@ from controller.core.dice import (
     next_read,
 )
 from controller.core.dice_monitor import DiceAlarm, DiceWindows, alarm, evaluate, p_values
+from controller.core.faults import BY_NAME, Clearing, clearing_of
 from controller.core.meters import Meters, counted
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game, table_cycle
 from controller.core.records import RecordKind
@@ -206,29 +207,42 @@ class Fault(StrEnum):
     # missing, unsigned or signed by another key; the supervisor clears it
     SOFTWARE_IDENTITY = "software_identity"
 
+    # How each fault is cleared is one table, controller/core/faults.py (with its stable code,
+    # its meaning and who clears it, for the status, the supervisor view and docs/faults.md);
+    # the rules below read it.
+
+    @property
+    def clearing(self) -> Clearing:
+        return clearing_of(self.value)
+
+    @property
+    def code(self) -> str:
+        """The fault's stable code (F01...), as the status and the supervisor view show it."""
+        return BY_NAME[self.value].code
+
     @property
     def needs_supervisor(self) -> bool:
         """A dealer may clear a sensor fault; everything else takes the supervisor key."""
-        return self not in (Fault.SENSOR_TIMEOUT, Fault.SENSOR_LOST)
+        return self.clearing is not Clearing.DEALER_KEY
 
     @property
     def needs_restart(self) -> bool:
         """No key clears it: a technician restores the log's signing key (or the damaged log,
         from a backup) and restarts, so that no record is ever signed by another key, nor
         appended to a tree that cannot be rebuilt."""
-        return self in (Fault.LOG_IDENTITY, Fault.LOG_DAMAGED)
+        return self.clearing is Clearing.RESTART
 
     @property
     def needs_reason(self) -> bool:
         """Cleared only at the service terminal with the supervisor key, an employee id and a
         note saying why: the panel's key alone never clears it."""
-        return self is Fault.ANCHOR_MISSING
+        return self.clearing is Clearing.SUPERVISOR_NOTE
 
     @property
     def needs_dice_action(self) -> bool:
         """No key alone clears it: the supervisor replaces the dice, or inspects and keeps them
         (issue 15), and that is recorded."""
-        return self is Fault.DICE_ALARM
+        return self.clearing is Clearing.DICE_ACTION
 
 
 # The faults of the dice (their sensor, the shaker's motor): an RNG table does without them.

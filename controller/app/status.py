@@ -1,0 +1,184 @@
+"""The facts of the table's status that the log holds (``controller.core.status`` decides what
+they mean): the last checkpoint, the witness's last cosignature, the last program
+verification and clock status, and, for a controller that is not running, the context its
+last step stored.
+
+Read only, and for a stopped controller without creating a file in the state directory: a
+log without WAL content is opened ``immutable``; one with WAL content (a controller that
+stopped without its last checkpoint of the WAL) is read from a private copy elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.audit.log import (
+    DB_NAME,
+    read_latest_checkpoint,
+    read_latest_context,
+)
+from controller.core import canonical
+from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.state import ClockSync, RoundContext
+from controller.core.status import ROOT_PREFIX_CHARS
+from controller.errors import AuditLogError, ControllerError
+
+LOOK_BACK = 100_000  # records searched back for the last of a kind (no index by kind)
+MAX_DETAIL_CHARS = 300  # a fault's detail, as the status carries it
+
+
+@contextlib.contextmanager
+def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the log in ``state_dir`` that creates no file there (no
+    ``-wal``, no ``-shm``). Raises :class:`AuditLogError` when there is no log to read."""
+    path = (state_dir / DB_NAME).absolute()
+    if not path.is_file():
+        raise AuditLogError(f"audit log: no log at {path}")
+    wal = path.with_name(path.name + "-wal")
+    with contextlib.ExitStack() as stack:
+        try:
+            if wal.is_file() and wal.stat().st_size > 0:
+                scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paigow-")))
+                copy = scratch / path.name
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+                db = sqlite3.connect(copy.as_uri() + "?mode=ro", uri=True, isolation_level=None)
+            else:
+                db = sqlite3.connect(path.as_uri() + "?immutable=1", uri=True, isolation_level=None)
+            stack.callback(db.close)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise AuditLogError(f"audit log: cannot read {path}: {exc}") from exc
+        yield db
+
+
+def log_facts(db: sqlite3.Connection) -> dict[str, Any]:
+    """``log_size``, ``checkpoint``, ``witness``, ``software`` and ``clock`` as the log has
+    them (each None when it has none), and ``problems``: what could not be read."""
+    facts: dict[str, Any] = {"problems": []}
+    steps = (
+        ("log_size", _size),
+        ("checkpoint", _checkpoint),
+        ("witness", _witness),
+        ("software", _software),
+        ("clock", _clock),
+    )
+    for name, read in steps:
+        try:
+            facts[name] = read(db)
+        except (sqlite3.Error, ControllerError, ValueError, KeyError, TypeError) as exc:
+            facts[name] = None
+            facts["problems"].append(f"{name}: {exc}")
+    return facts
+
+
+def stored_context(db: sqlite3.Connection, path: Path) -> RoundContext | None:
+    """The context the log's last step stored (None: none)."""
+    try:
+        stored = read_latest_context(db, path)
+        return None if stored is None else decode_context(stored[1])
+    except (SnapshotError, ControllerError, sqlite3.Error) as exc:
+        raise AuditLogError(f"audit log: the stored context cannot be read: {exc}") from exc
+
+
+def _size(db: sqlite3.Connection) -> int:
+    (last,) = db.execute("SELECT max(seq) FROM records").fetchone()
+    return 0 if last is None else int(last)
+
+
+def _last(db: sqlite3.Connection, *kinds: str) -> tuple[str, dict[str, Any]] | None:
+    """The last record of one of ``kinds`` within ``LOOK_BACK``: its time and data."""
+    marks = ",".join("?" * len(kinds))
+    row = db.execute(
+        f"SELECT leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
+        " AND seq > (SELECT coalesce(max(seq), 0) FROM records) - ?"
+        " ORDER BY seq DESC LIMIT 1",
+        (*kinds, LOOK_BACK),
+    ).fetchone()
+    if row is None:
+        return None
+    entry = canonical.decode(bytes(row[0]))
+    if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
+        raise ValueError("a record is not a JSON object with data")
+    return str(entry.get("time", "")), entry["data"]
+
+
+def _checkpoint(db: sqlite3.Connection) -> dict[str, object] | None:
+    note = read_latest_checkpoint(db)
+    if note is None:
+        return None
+    lines = note.split("\n")
+    if len(lines) < 3 or not lines[1].isascii() or not lines[1].isdigit():
+        raise ValueError("the checkpoint is not a C2SP checkpoint")
+    size = int(lines[1])
+    row = db.execute("SELECT leaf FROM records WHERE seq = ?", (size,)).fetchone()
+    time = None
+    if row is not None:
+        entry = canonical.decode(bytes(row[0]))
+        time = entry.get("time") if isinstance(entry, dict) else None
+    return {"size": size, "root": lines[2][:ROOT_PREFIX_CHARS], "time": time}
+
+
+def _witness(db: sqlite3.Connection) -> dict[str, object] | None:
+    found = _last(db, "cosigned")
+    if found is None:
+        return None
+    time, data = found
+    return {
+        "witness": data.get("witness"),
+        "size": data.get("size"),
+        "root": str(data.get("root", ""))[:ROOT_PREFIX_CHARS],
+        "timestamp": data.get("timestamp"),
+        "recorded": time,
+    }
+
+
+def _software(db: sqlite3.Connection) -> dict[str, object] | None:
+    found = _last(db, "software_check")
+    if found is None:
+        return None
+    time, data = found
+    return {
+        "result": data.get("result"),
+        "version": data.get("version"),
+        "manifest": data.get("manifest"),
+        "key": data.get("key"),
+        "checked": time,
+    }
+
+
+def _clock(db: sqlite3.Connection) -> str | None:
+    found = _last(db, "clock_status", "power_on")
+    if found is None:
+        return None
+    value = found[1].get("clock")
+    return str(ClockSync(value)) if value in {str(c) for c in ClockSync} else None
+
+
+def lean(report: Mapping[str, object]) -> dict[str, object]:
+    """The report as the service terminal sends it: each fault by code, name and detail (the
+    client has the same table for the rest), details cut short, so that it fits one reply."""
+    shown = dict(report)
+    faults = report.get("faults")
+    if isinstance(faults, list):
+        shown["faults"] = [
+            {
+                "code": f.get("code"),
+                "name": f.get("name"),
+                "stops_play": f.get("stops_play"),
+                **(
+                    {"detail": str(f["detail"])[:MAX_DETAIL_CHARS]}
+                    if isinstance(f, dict) and f.get("detail")
+                    else {}
+                ),
+            }
+            for f in faults
+            if isinstance(f, dict)
+        ]
+    return shown

@@ -1,0 +1,307 @@
+"""``status``: the table's status on one screen, for the supervisor and the technician.
+
+Asks the running controller over the service terminal's socket (the read-only ``status``
+action: no key, no employee id); when no controller answers, says so and reports what the state
+directory's log says, read only, creating no file. ``--fault-table`` prints the table of fault
+codes instead (``docs/faults.md`` is its ``--markdown`` text).
+
+Exit codes: 0 the controller runs and nothing is wrong; 1 a fault, a condition that stops play,
+a notice (an unsynchronised clock, unverified software), or the controller not running; 2 a
+bad argument; 77 the socket is not ours to open; 75 the controller did not answer in time; 78 a
+bad configuration file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from controller.cli.args import complain, path_argument
+
+EX_TEMPFAIL = 75
+EX_NOPERM = 77
+
+_DESCRIPTION = """\
+The table's status on one screen: its state, every active fault or condition with its code
+(F01...), what it means, who may clear it and how; the software release, the clock, the dice
+set and the tiles with their age, the log's last checkpoint and the witness's last
+cosignature. The running controller answers over its service terminal socket (no supervisor
+key needed); when none answers, the status says so and shows what the log in the state
+directory says (read only). Exit 0: running and healthy; 1: anything to act on."""
+_EXAMPLES = """\
+examples:
+  paigow-controller status
+  paigow-controller status --json
+  paigow-controller status --state-dir demo-state        # a controller run without systemd
+  paigow-controller status --fault-table --markdown      # the table of codes (docs/faults.md)"""
+
+
+def status_arguments(p: argparse.ArgumentParser) -> None:
+    from controller.app.config_file import DEFAULT_PATH
+    from controller.app.service import DEFAULT_SOCKET
+
+    p.description = _DESCRIPTION
+    p.epilog = _EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument(
+        "--socket",
+        type=path_argument,
+        help=f"the controller's socket (default: {DEFAULT_SOCKET}, or the state directory's)",
+    )
+    p.add_argument(
+        "--state-dir",
+        help="the state directory (default: the config's [storage] state_dir): its socket for a"
+        " controller run without systemd, its log when the controller does not run",
+    )
+    p.add_argument(
+        "--config",
+        help=f"the table's config, for its name, game and state directory when the controller"
+        f" does not run (default {DEFAULT_PATH} if it exists)",
+    )
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument(
+        "--fault-table",
+        action="store_true",
+        help="print the table of fault codes instead (with --markdown: docs/faults.md)",
+    )
+    p.add_argument("--markdown", action="store_true", help="--fault-table as Markdown")
+
+
+def status_command(args: argparse.Namespace) -> int:
+    from controller.errors import UsageError
+
+    if args.markdown and not args.fault_table:
+        raise UsageError("--markdown goes with --fault-table")
+    if args.fault_table:
+        return _fault_table(markdown=args.markdown, as_json=args.json)
+    from controller.app.service import (
+        DEFAULT_SOCKET,
+        SOCKET_NAME,
+        ServiceTerminalError,
+        TerminalUnavailable,
+        ask_status,
+    )
+    from controller.cli.args import directory_argument
+
+    state_dir = directory_argument(args.state_dir)
+    if args.socket is not None:
+        path = Path(args.socket)
+    elif state_dir is not None:
+        path = state_dir / SOCKET_NAME
+    else:
+        path = DEFAULT_SOCKET
+    try:
+        reply = ask_status(path)
+    except TerminalUnavailable as exc:
+        shown = _not_running(args, state_dir, str(exc))
+    except PermissionError:
+        complain(
+            f"{path}: permission denied (the service terminal is for root and the service's group)"
+        )
+        return EX_NOPERM
+    except ServiceTerminalError as exc:
+        complain(str(exc))
+        return EX_TEMPFAIL
+    else:
+        status = reply.get("status")
+        if reply.get("ok") is not True or not isinstance(status, dict):
+            complain(f"the controller did not give its status: {reply.get('detail', reply)}")
+            return EX_TEMPFAIL
+        shown = _enriched(status)
+        shown["source"] = f"the running controller at {path}"
+    from controller.core.status import exit_code
+
+    if args.json:
+        sys.stdout.write(json.dumps(shown, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render(shown))
+    return exit_code(shown)
+
+
+def _enriched(status: Mapping[str, Any]) -> dict[str, Any]:
+    """Each fault the controller named by its code gets its meaning, who and how from the
+    table (the same release's)."""
+    from controller.core.faults import code_of
+    from controller.core.status import Condition
+
+    shown = dict(status)
+    rows = []
+    for fault in status.get("faults") or []:
+        if isinstance(fault, dict) and isinstance(fault.get("name"), str):
+            rows.append(Condition(code_of(fault["name"]), str(fault.get("detail") or "")).as_dict())
+    shown["faults"] = rows
+    return shown
+
+
+def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> dict[str, Any]:
+    """What the log in the state directory says, read only, with the controller_stopped
+    condition."""
+    from controller.app.config_file import DEFAULT_PATH, load_config
+    from controller.app.status import log_facts, quiet_connection, stored_context
+    from controller.core.config import Config
+    from controller.core.state import ClockSync
+    from controller.core.status import Facts, report
+    from controller.errors import AuditLogError
+    from controller.ports import wall_ms
+
+    if args.config is not None:
+        config = load_config(Path(args.config), escrow_required=False)
+    elif DEFAULT_PATH.is_file():
+        config = load_config(DEFAULT_PATH, escrow_required=False)
+    else:
+        config = Config()
+    directory = state_dir or Path(config.storage.state_dir)
+    problems: list[str] = []
+    context = None
+    found: dict[str, Any] = {}
+    try:
+        with quiet_connection(directory) as db:
+            found = log_facts(db)
+            context = stored_context(db, directory)
+    except AuditLogError as exc:
+        problems.append(str(exc))
+    problems.extend(found.get("problems", []))
+    settings = config.round_settings()
+    mode = settings.mode
+    if context is not None and context.mode in settings.allowed_modes:
+        mode = context.mode
+    clock = found.get("clock")
+    facts = Facts(
+        table=config.table.name,
+        is_running=False,
+        context=context,
+        wall=wall_ms(),
+        mode=mode,
+        game=settings.game,
+        log_size=found.get("log_size"),
+        clock=None if clock is None else ClockSync(clock),
+        software=found.get("software"),
+        checkpoint=found.get("checkpoint"),
+        witness=found.get("witness"),
+        details={"controller_stopped": why},
+        problems=tuple(problems),
+    )
+    shown = report(facts)
+    shown["source"] = f"the log in {directory} (read only): the controller does not run"
+    return shown
+
+
+def _fault_table(*, markdown: bool, as_json: bool) -> int:
+    from controller.core.faults import FAULT_CODES
+    from controller.core.faults import markdown as table_markdown
+
+    if markdown:
+        sys.stdout.write(table_markdown())
+    elif as_json:
+        rows = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "meaning": r.meaning,
+                "who": r.who,
+                "how": r.how,
+                "stops_play": r.stops_play,
+            }
+            for r in FAULT_CODES
+        ]
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
+    else:
+        for r in FAULT_CODES:
+            sys.stdout.write(f"{r.code} {r.name:<21} {r.who:<22} {r.meaning}\n")
+    return 0
+
+
+# --- the screen ---------------------------------------------------------------------------------
+
+
+def _age(seconds: object) -> str:
+    if not isinstance(seconds, int):
+        return "unknown"
+    if seconds >= 2**40:
+        return "unknown (treated as expired)"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours} h {rest // 60:02d} min"
+
+
+def _set_line(what: str, life: object) -> str:
+    if not isinstance(life, dict):
+        return f"{what}: unknown"
+    name = life.get("set")
+    if name is None:
+        return f"{what}: none recorded"
+    limit = life.get("life_s")
+    of = f" of {int(limit) // 3600} h" if isinstance(limit, int) else ""
+    return f"{what}: {name}, in for {_age(life.get('age_s'))}{of}"
+
+
+def render(shown: Mapping[str, Any]) -> str:
+    """The one screen."""
+    lines: list[str] = []
+    table = shown.get("table", "?")
+    faults: Sequence[Mapping[str, Any]] = shown.get("faults") or []
+    if not shown.get("running"):
+        verdict = "NOT RUNNING"
+    elif shown.get("play_stopped"):
+        verdict = "PLAY STOPPED"
+    elif faults:
+        verdict = "PLAYING, WITH NOTICES"
+    else:
+        verdict = "HEALTHY"
+    lines.append(f"Table {table}: {verdict}")
+    lines.append(f"  from {shown.get('source', '?')}")
+    state = shown.get("state")
+    if state is not None:
+        service = " (SERVICE MODE: test rounds)" if shown.get("in_service") else ""
+        mode = f", {shown['mode']} mode" if shown.get("mode") else ""
+        lines.append(
+            f"State: {state} ({shown.get('state_said', '')}), round {shown.get('round')}"
+            f"{mode}{service}"
+        )
+    else:
+        lines.append("State: unknown (no stored state in the log)")
+    if faults:
+        lines.append(f"Faults and conditions ({len(faults)}):")
+        for f in faults:
+            stops = "stops play" if f.get("stops_play") else "play goes on"
+            lines.append(f"  {f.get('code')} {f.get('name')} ({stops}; {f.get('who')})")
+            lines.append(f"      what:  {f.get('meaning')}")
+            if f.get("detail"):
+                lines.append(f"      found: {f.get('detail')}")
+            lines.append(f"      clear: {f.get('how')}")
+    else:
+        lines.append("Faults: none")
+    software = shown.get("software")
+    if isinstance(software, dict):
+        manifest = software.get("manifest")
+        release = f"manifest {str(manifest)[:16]}" if manifest else "no manifest"
+        lines.append(
+            f"Software: {software.get('version', '?')}, {release}: {software.get('result', '?')}"
+        )
+    else:
+        lines.append("Software: not checked yet")
+    lines.append(f"Clock: {shown.get('clock') or 'unknown'}")
+    lines.append(_set_line("Dice set", shown.get("dice")))
+    lines.append(_set_line("Tiles", shown.get("tiles")))
+    checkpoint = shown.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        lines.append(
+            f"Checkpoint: {checkpoint.get('size')} records, root {checkpoint.get('root')}...,"
+            f" last record {checkpoint.get('time') or '?'}"
+        )
+    else:
+        lines.append("Checkpoint: none")
+    witness = shown.get("witness")
+    if isinstance(witness, dict):
+        lines.append(
+            f"Witness: {witness.get('witness')} cosigned {witness.get('size')} records"
+            f" (root {witness.get('root')}...), recorded {witness.get('recorded')}"
+        )
+    else:
+        lines.append("Witness: no cosignature recorded")
+    for problem in shown.get("problems") or []:
+        lines.append(f"Could not read: {problem}")
+    return "\n".join(lines) + "\n"

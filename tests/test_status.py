@@ -1,0 +1,223 @@
+"""``paigow-controller status`` against the real appliance (in-process, on gpiozero's
+MockFactory, its service terminal on a real Unix socket): a healthy table, the same table with
+two faults, and the same table stopped (read from its log, creating no file); systemd's
+``STATUS=`` under those faults; the terminal's read-only ``status`` action and its grammar."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rng_fakes import AUDITOR_KEY
+from support import opening
+
+from controller.app.appliance import Appliance, Options
+from controller.app.service import SOCKET_NAME, STATUS_REQUEST, encode_reply
+from controller.cli import main
+from controller.core.config import Config
+from controller.core.software import Change, Difference, SoftwareCheck, SoftwareResult
+from controller.core.state import Event, Fault, Mode, Occurrence, State
+
+TABLE = dataclasses.replace(
+    Config(),
+    table=dataclasses.replace(Config().table, mode=Mode.RNG, name="t9"),
+    rng=dataclasses.replace(Config().rng, escrow_public_key=AUDITOR_KEY.text),
+)
+VERIFIED = SoftwareCheck(SoftwareResult.OK, "1.0", manifest="ab" * 32, key="01020304", files=80)
+CHANGED = SoftwareCheck(
+    SoftwareResult.MISMATCH,
+    "1.0",
+    manifest="ab" * 32,
+    key="01020304",
+    files=80,
+    differences=(Difference("controller/core/state.py", Change.CHANGED),),
+)
+
+
+class Software:
+    def __init__(self) -> None:
+        self.result = VERIFIED
+
+    def check(self) -> SoftwareCheck:
+        return self.result
+
+
+class Synchronised:
+    def is_synchronised(self) -> bool | None:
+        return True
+
+
+@pytest.fixture
+def notify(tmp_path: Path) -> Iterator[socket.socket]:
+    """systemd's notification socket: what the appliance says, one datagram each."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify.sock"))
+    listener.settimeout(30)  # a bound on liveness
+    os.environ["NOTIFY_SOCKET"] = str(tmp_path / "notify.sock")
+    try:
+        yield listener
+    finally:
+        del os.environ["NOTIFY_SOCKET"]
+        listener.close()
+
+
+def _status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["status", *args])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out
+
+
+def _messages(listener: socket.socket, until: str) -> list[str]:
+    said = [listener.recv(4096).decode()]
+    while until not in said[-1]:
+        said.append(listener.recv(4096).decode())
+    return said
+
+
+def test_status_of_a_healthy_table_then_two_faults_then_stopped(
+    tmp_path: Path,
+    factory: Any,
+    capsys: pytest.CaptureFixture[str],
+    notify: socket.socket,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    software = Software()
+    appliance = Appliance(
+        TABLE,
+        Options(
+            pin_factory=factory,
+            state_dir=state,
+            web_display=False,
+            software=software,
+            clock_status=Synchronised(),
+        ),
+    )
+    try:
+        appliance.start()
+        loop = appliance.loop
+        assert loop is not None
+        ready = notify.recv(4096).decode()
+        assert ready.startswith("READY=1\nSTATUS=table t9: FAULT F18 tiles_missing")  # none yet
+        for occ in opening(1):  # the tiles inspected: the RNG table may play
+            loop.dispatch(occ)
+        assert _messages(notify, "STATUS=")[-1] == "STATUS=table t9: ready: bets open, round 1"
+
+        code, out = _status(capsys, "--state-dir", str(state))
+        assert code == 0, out
+        assert out.startswith("Table t9: HEALTHY\n")
+        assert "Faults: none" in out
+        assert "State: idle (bets open), round 1, rng mode" in out
+        assert "Tiles: T1, in for 0 h 00 min of 12 h" in out
+        assert "Clock: synchronised" in out
+        assert "Software: 1.0, manifest abababababababab: ok" in out
+        assert "Checkpoint: " in out
+        assert " records, root " in out
+
+        # two faults: the RNG fails, and the periodic check finds a file changed
+        loop.dispatch(Occurrence(Event.FAULT, at=2, fault=Fault.RNG_FAILURE, detail="KAT"))
+        software.result = CHANGED
+        [check] = [duty.check for duty in loop.duties if duty.name == "software"]
+        found = check(3)  # the periodic program verification, as the loop makes it
+        assert found is not None
+        loop.dispatch(found)
+        assert loop.machine.state is State.FAULT
+        said = _messages(notify, "F14")[-1]
+        assert said == (
+            "STATUS=table t9: FAULT F06 rng_failure, F14 software_identity: play stopped, round 1"
+        )
+        code, out = _status(capsys, "--state-dir", str(state))
+        assert code == 1, out
+        assert out.startswith("Table t9: PLAY STOPPED\n")
+        assert "Faults and conditions (2):" in out
+        assert "  F06 rng_failure (stops play; supervisor key)" in out
+        assert "  F14 software_identity (stops play; supervisor key)" in out
+        assert "`paigow-controller verify-software` says what differs" in out
+        assert "Software: 1.0, manifest abababababababab: mismatch" in out
+        code, out = _status(capsys, "--state-dir", str(state), "--json")
+        assert code == 1
+        shown = json.loads(out)
+        assert [f["code"] for f in shown["faults"]] == ["F06", "F14"]
+        assert shown["state"] == "fault"
+        assert shown["play_stopped"] is True
+        assert all(f["how"] and f["who"] and f["meaning"] for f in shown["faults"])
+    finally:
+        appliance.close()
+
+    before = sorted(p.name for p in state.iterdir())
+    code, out = _status(capsys, "--state-dir", str(state))
+    assert code == 1
+    assert out.startswith("Table table-1: NOT RUNNING\n")  # no config given: the default name
+    assert "F22 controller_stopped" in out
+    assert "F06 rng_failure" in out
+    assert "F14 software_identity" in out
+    assert "State: fault (fault: play stopped), round 1" in out
+    assert sorted(p.name for p in state.iterdir()) == before  # read only: no file made
+
+
+def test_status_without_a_log_or_controller_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _status(capsys, "--state-dir", str(tmp_path))
+    assert code == 1
+    assert "NOT RUNNING" in out
+    assert "F22 controller_stopped" in out
+    assert "Could not read: audit log: no log at" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_status_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--markdown"]) == 2
+    assert "--markdown goes with --fault-table" in capsys.readouterr().err
+    assert main(["status", "--no-such-option"]) == 2
+
+
+def test_the_status_action_takes_no_other_key(
+    tmp_path: Path, factory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exact line is answered, with who asked (no key, no employee); any other key with
+    it is a bad request, counted."""
+    state = tmp_path / "s"
+    state.mkdir()
+    appliance = Appliance(TABLE, Options(pin_factory=factory, state_dir=state, web_display=False))
+    try:
+        appliance.start()
+        terminal = appliance.terminal
+        assert terminal is not None
+
+        def ask(line: bytes) -> dict[str, Any]:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(30)
+                conn.connect(str(state / SOCKET_NAME))
+                conn.sendall(line)
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            reply = json.loads(data)
+            assert encode_reply(reply) == data  # one canonical line
+            return reply  # type: ignore[no-any-return]
+
+        reply = ask(STATUS_REQUEST)
+        assert reply["ok"] is True
+        assert reply["asked_by"] == os.getuid()
+        assert reply["status"]["table"] == "t9"
+        reply = ask(b'{"action":"status","employee":"S1021"}\n')
+        assert reply == {
+            "ok": False,
+            "error": "bad_request",
+            "detail": "status takes no other key",
+        }
+        assert terminal.counts["bad_request"] == 1
+    finally:
+        appliance.close()
