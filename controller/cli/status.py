@@ -145,7 +145,7 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     from controller.core.config import Config
     from controller.core.state import ClockSync
     from controller.core.status import Facts, report
-    from controller.errors import AuditLogError
+    from controller.errors import AuditLogError, ControllerError
     from controller.ports import wall_ms
 
     if args.config is not None:
@@ -155,6 +155,8 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     else:
         config = Config()
     directory = state_dir or Path(config.storage.state_dir)
+    if not directory.is_dir():
+        raise ControllerError(f"{why}; and there is no state directory {directory} to read")
     problems: list[str] = []
     context = None
     found: dict[str, Any] = {}

@@ -12,6 +12,7 @@ Pure: no I/O. This module imports nothing of the state machine (``state.py`` imp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -343,3 +344,21 @@ def markdown() -> str:
         )
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def faults_json() -> str:
+    """The table for the supervisor view (``/faults.json``): each row by its name."""
+    return json.dumps(
+        {
+            row.name: {
+                "code": row.code,
+                "meaning": row.meaning,
+                "who": row.who,
+                "how": row.how,
+                "stops_play": row.stops_play,
+            }
+            for row in FAULT_CODES
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )

@@ -68,6 +68,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from controller.core.config import DisplayConfig, LimitsConfig
+from controller.core.faults import faults_json
 from controller.core.record_data import paytables_record
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
@@ -100,6 +101,7 @@ ASSETS = {
     "/supervisor": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.html": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
+    "/supervisor.css": ("supervisor.css", "text/css; charset=utf-8"),
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
 }
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
@@ -250,6 +252,7 @@ class DisplayServer:
         self._settings = _fixed_settings(config, limits, paytables)
         self.hub = DisplayHub(history=history, table=table)
         self._assets = load_assets("controller.display", ASSETS)
+        self._assets["/faults.json"] = (faults_json().encode(), "application/json; charset=utf-8")
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._seed()

@@ -14,8 +14,7 @@ function renderSupervisor(cur) {
   const d = cur.data || {};
   text("table-name", (view.table || "").toUpperCase());
   text("round", cur.round ?? "–");
-  text("status-line", d.service ? "SERVICE — TEST ROUNDS" : "LIVE");
-  $("status-line").classList.toggle("service", !!d.service);
+  supStatus(cur, d);
   supNow(cur, d);
   supDiceSet(view.dice);
   supTiles(view.tiles);
@@ -25,6 +24,86 @@ function renderSupervisor(cur) {
   supAlarm(stats);
   supMonitor(stats);
   supCounts(stats);
+}
+
+// The table's status as `paigow-controller status` says it: every active fault or condition
+// with its stable code, what it means, who may clear it and how (the table of
+// controller/core/faults.py, served as /faults.json), and the LIVE indicator in its colour:
+// red while play is stopped, amber for a notice, green otherwise.
+let supFaultTable = null;
+fetch("/faults.json", { cache: "no-store" })
+  .then((r) => (r.ok ? r.json() : null))
+  .then((table) => {
+    supFaultTable = table && typeof table === "object" ? table : null;
+    if (typeof render === "function" && view.current) render();  // display.js
+  })
+  .catch(() => {});
+
+function supConditions(cur, d) {
+  const found = [];
+  if (cur.screen === "fault") {
+    for (const f of Array.isArray(d.faults) ? d.faults : []) found.push(String(f));
+  }
+  if (cur.screen === "locked") found.push("reshake_limit");
+  if (!d.service) {
+    const life = (x, missing, expired) => {
+      if (!x || typeof x !== "object") return;
+      if (x.set == null) found.push(missing);
+      else if (x.minutes_left === 0) found.push(expired);
+    };
+    life(view.dice, "dice_missing", "dice_expired");
+    life(view.tiles, "tiles_missing", "tiles_expired");
+  }
+  if (view.clock && view.clock.synchronised === false) found.push("clock_unsynchronised");
+  const rows = [...new Set(found)].map((name) => {
+    const row = supFaultTable && supFaultTable[name] && typeof supFaultTable[name] === "object"
+      ? supFaultTable[name] : {};
+    return { name, code: row.code || "F??", meaning: row.meaning || "", who: row.who || "",
+      how: row.how || "", stops: row.stops_play !== false };
+  });
+  return rows.sort((a, b) => (a.code < b.code ? -1 : a.code > b.code ? 1 : 0));
+}
+
+function supStatus(cur, d) {
+  const rows = supConditions(cur, d);
+  const stopped = rows.some((r) => r.stops);
+  const stats = view.stats && typeof view.stats === "object" ? view.stats : null;
+  const warned = rows.length > 0 || !!(stats && stats.alarm)
+    || [view.dice, view.tiles].some((x) => x && typeof x === "object" && x.warning != null);
+  const level = stopped ? "stopped" : warned ? "notice" : "ok";
+  const line = $("status-line");
+  line.dataset.level = level;
+  $("live").dataset.level = level;  // supervisor.css: play stopped, the fault comes first
+  line.classList.toggle("service", !!d.service && level === "ok");
+  const codes = rows.filter((r) => r.stops).map((r) => r.code).join(" ");
+  text("status-line", stopped ? "PLAY STOPPED — " + codes
+    : d.service ? "SERVICE — TEST ROUNDS" : warned ? "LIVE — ATTENTION" : "LIVE");
+  show("sup-faults", rows.length > 0);
+  $("sup-faults").dataset.level = level;
+  text("sup-faults-title", stopped
+    ? (rows.length === 1 ? "PLAY STOPPED — 1 FAULT" : "PLAY STOPPED — " + rows.length + " FAULTS")
+    : "NOTICE — PLAY GOES ON");
+  const list = $("sup-fault-list");
+  list.replaceChildren();
+  for (const r of rows) {
+    const li = el("li", "sup-fault" + (r.stops ? " stops" : ""));
+    li.dataset.code = r.code;
+    li.dataset.name = r.name;
+    li.append(el("span", "sup-fault-code", r.code), el("span", "sup-fault-name", words(r.name)),
+      el("span", "sup-fault-who", r.who ? "clears: " + r.who : ""));
+    if (r.meaning) li.append(el("span", "sup-fault-meaning", r.meaning));
+    if (r.how) li.append(el("span", "sup-fault-how", r.how));
+    list.append(li);
+  }
+  const health = $("sup-health");
+  health.replaceChildren();
+  const c = view.clock;
+  health.append(el("li", "", "Clock: " + (c ? (c.synchronised ? "synchronised" : "NOT synchronised") : "–")));
+  const a = view.anchor && typeof view.anchor === "object" ? view.anchor : null;
+  const at = a && Number.isInteger(a.timestamp)
+    ? " at " + new Date(a.timestamp * 1000).toISOString().slice(11, 16) + " UTC" : "";
+  health.append(el("li", "", a && Number.isInteger(a.size)
+    ? "Witness: cosigned " + a.size + " records" + at : "Witness: no cosignature yet"));
 }
 
 function supNow(cur, d) {
@@ -54,10 +133,8 @@ function supNow(cur, d) {
         + ": read " + diceText(c.dice_read) + ", the dice as they lie " + diceText(r.dice));
     }
   }
-  if (screen === "fault") {
-    for (const f of Array.isArray(d.faults) ? d.faults : []) line("Fault: " + faultWords(f));
-    if (d.fallback === "rng") line("The table can go on with its RNG (supervisor).");
-  }
+  // each fault is in the status box above, with its code and how to clear it
+  if (screen === "fault" && d.fallback === "rng") line("The table can go on with its RNG (supervisor).");
   if (screen === "locked") line("The no-roll limit: a supervisor must clear the table.");
   if (d.rng_session) line("RNG session " + d.rng_session);
 }
