@@ -15,7 +15,7 @@ from controller.core.state import (
     RoundContext,
     State,
 )
-from controller.core.status import Facts, conditions, report, systemd_status
+from controller.core.status import Facts, conditions, exit_code, report, systemd_status
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "faults.md"
 
@@ -127,8 +127,12 @@ def test_conditions_that_stop_play_without_a_fault_are_named() -> None:
     expired = RoundContext(dice_set="B1", dice_since_table=0, table_ms=DICE_LIFE_MS)
     names = [c.row.name for c in conditions(_facts(expired, mode=Mode.SHAKER))]
     assert names == ["dice_expired"]
-    line = systemd_status(_facts(RoundContext(), clock=ClockSync.UNSYNCHRONISED))
-    assert line == "table t1: ready: bets open, round 1 (F20 clock_unsynchronised)"
+    noticed = _facts(RoundContext(), clock=ClockSync.UNSYNCHRONISED)
+    assert (
+        systemd_status(noticed) == "table t1: ready: bets open, round 1 (F20 clock_unsynchronised)"
+    )
+    assert exit_code(report(noticed)) == 0  # a notice: play goes on
+    assert exit_code(report(_facts(ctx, mode=Mode.SHAKER))) == 1
     locked = _facts(RoundContext(), log_locked="audit log: record 9: damaged")
     assert systemd_status(locked).startswith("table t1: FAULT F12 log_damaged: play stopped")
     assert "record 9: damaged" in systemd_status(locked)

@@ -118,7 +118,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert "State: idle (bets open), round 1, rng mode" in out
         assert "Tiles: T1, in for 0 h 00 min of 12 h" in out
         assert "Clock: synchronised" in out
-        assert "Software: 1.0, manifest abababababababab: ok" in out
+        assert "Software: 1.0, manifest abababababababab: ok, verified" in out
         assert "Checkpoint: " in out
         assert " records, root " in out
 
@@ -141,7 +141,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert "  F06 rng_failure (stops play; supervisor key)" in out
         assert "  F14 software_identity (stops play; supervisor key)" in out
         assert "`paigow-controller verify-software` says what differs" in out
-        assert "Software: 1.0, manifest abababababababab: mismatch" in out
+        assert "Software: 1.0, manifest abababababababab: MISMATCH" in out
         code, out = _status(capsys, "--state-dir", str(state), "--json")
         assert code == 1
         shown = json.loads(out)
@@ -155,7 +155,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
     before = sorted(p.name for p in state.iterdir())
     code, out = _status(capsys, "--state-dir", str(state))
     assert code == 1
-    assert out.startswith("Table table-1: NOT RUNNING\n")  # no config given: the default name
+    assert out.startswith("Table t9: NOT RUNNING\n")  # no config given: the name the log has
     assert "F22 controller_stopped" in out
     assert "F06 rng_failure" in out
     assert "F14 software_identity" in out

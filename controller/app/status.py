@@ -59,8 +59,9 @@ def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
 
 
 def log_facts(db: sqlite3.Connection) -> dict[str, Any]:
-    """``log_size``, ``checkpoint``, ``witness``, ``software`` and ``clock`` as the log has
-    them (each None when it has none), and ``problems``: what could not be read."""
+    """``log_size``, ``checkpoint``, ``witness``, ``software``, ``clock`` and ``table`` (its
+    configuration's name, game and modes) as the log has them (each None when it has none),
+    and ``problems``: what could not be read."""
     facts: dict[str, Any] = {"problems": []}
     steps = (
         ("log_size", _size),
@@ -68,6 +69,7 @@ def log_facts(db: sqlite3.Connection) -> dict[str, Any]:
         ("witness", _witness),
         ("software", _software),
         ("clock", _clock),
+        ("table", _table),
     )
     for name, read in steps:
         try:
@@ -159,6 +161,16 @@ def _clock(db: sqlite3.Connection) -> str | None:
         return None
     value = found[1].get("clock")
     return str(ClockSync(value)) if value in {str(c) for c in ClockSync} else None
+
+
+def _table(db: sqlite3.Connection) -> dict[str, object] | None:
+    """The table's name, game, mode and modes as its last ``config_loaded`` record has them
+    (what a stopped controller was configured with)."""
+    found = _last(db, "config_loaded")
+    if found is None:
+        return None
+    data = found[1]
+    return {key: data.get(key) for key in ("table", "game", "mode", "modes")}
 
 
 def lean(report: Mapping[str, object]) -> dict[str, object]:

@@ -5,10 +5,10 @@ action: no key, no employee id); when no controller answers, says so and reports
 directory's log says, read only, creating no file. ``--fault-table`` prints the table of fault
 codes instead (``docs/faults.md`` is its ``--markdown`` text).
 
-Exit codes: 0 the controller runs and nothing is wrong; 1 a fault, a condition that stops play,
-a notice (an unsynchronised clock, unverified software), or the controller not running; 2 a
-bad argument; 77 the socket is not ours to open; 75 the controller did not answer in time; 78 a
-bad configuration file.
+Exit codes: 0 the controller runs and nothing stops play (a notice, such as an unsynchronised
+clock or unverified software, is listed but play goes on); 1 a fault or another condition that
+stops play, or the controller not running; 2 a bad argument; 77 the socket is not ours to
+open; 75 the controller did not answer in time; 78 a bad configuration file.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ The table's status on one screen: its state, every active fault or condition wit
 set and the tiles with their age, the log's last checkpoint and the witness's last
 cosignature. The running controller answers over its service terminal socket (no supervisor
 key needed); when none answers, the status says so and shows what the log in the state
-directory says (read only). Exit 0: running and healthy; 1: anything to act on."""
+directory says (read only). Exit 0: running, nothing stops play (notices are listed); 1: a
+fault or a condition stops play, or the controller does not run."""
 _EXAMPLES = """\
 examples:
   paigow-controller status
@@ -88,24 +89,33 @@ def status_command(args: argparse.Namespace) -> int:
     from controller.cli.args import directory_argument
 
     state_dir = directory_argument(args.state_dir)
+    # where a controller may answer: the socket named; else the state directory's (a
+    # controller run without systemd), then the unit's RuntimeDirectory=
     if args.socket is not None:
-        path = Path(args.socket)
+        candidates = [Path(args.socket)]
     elif state_dir is not None:
-        path = state_dir / SOCKET_NAME
+        candidates = [state_dir / SOCKET_NAME, DEFAULT_SOCKET]
     else:
-        path = DEFAULT_SOCKET
-    try:
-        reply = ask_status(path)
-    except TerminalUnavailable as exc:
-        shown = _not_running(args, state_dir, str(exc))
-    except PermissionError:
-        complain(
-            f"{path}: permission denied (the service terminal is for root and the service's group)"
-        )
-        return EX_NOPERM
-    except ServiceTerminalError as exc:
-        complain(str(exc))
-        return EX_TEMPFAIL
+        candidates = [DEFAULT_SOCKET]
+    reply: dict[str, object] | None = None
+    unavailable = ""
+    for path in candidates:
+        try:
+            reply = ask_status(path)
+            break
+        except TerminalUnavailable as exc:
+            unavailable = str(exc)
+        except PermissionError:
+            complain(
+                f"{path}: permission denied (the service terminal is for root and the"
+                " service's group)"
+            )
+            return EX_NOPERM
+        except ServiceTerminalError as exc:
+            complain(str(exc))
+            return EX_TEMPFAIL
+    if reply is None:
+        shown = _not_running(args, state_dir, unavailable)
     else:
         status = reply.get("status")
         if reply.get("ok") is not True or not isinstance(status, dict):
@@ -143,15 +153,15 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     from controller.app.config_file import DEFAULT_PATH, load_config
     from controller.app.status import log_facts, quiet_connection, stored_context
     from controller.core.config import Config
-    from controller.core.state import ClockSync
+    from controller.core.position import Game
+    from controller.core.state import ClockSync, Mode
     from controller.core.status import Facts, report
     from controller.errors import AuditLogError, ControllerError
     from controller.ports import wall_ms
 
-    if args.config is not None:
-        config = load_config(Path(args.config), escrow_required=False)
-    elif DEFAULT_PATH.is_file():
-        config = load_config(DEFAULT_PATH, escrow_required=False)
+    configured = args.config is not None or DEFAULT_PATH.is_file()
+    if configured:
+        config = load_config(Path(args.config or DEFAULT_PATH), escrow_required=False)
     else:
         config = Config()
     directory = state_dir or Path(config.storage.state_dir)
@@ -168,17 +178,25 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         problems.append(str(exc))
     problems.extend(found.get("problems", []))
     settings = config.round_settings()
-    mode = settings.mode
-    if context is not None and context.mode in settings.allowed_modes:
+    table, game, mode = config.table.name, settings.game, settings.mode
+    allowed = set(settings.allowed_modes)
+    logged = found.get("table")
+    if not configured and isinstance(logged, dict):  # as the log says it was configured
+        table = str(logged.get("table") or table)
+        game = Game(logged["game"]) if logged.get("game") in {str(g) for g in Game} else game
+        if logged.get("mode") in {str(m) for m in Mode}:
+            mode = Mode(logged["mode"])
+            allowed = {mode} | {Mode(m) for m in logged.get("modes") or [] if m in set(Mode)}
+    if context is not None and context.mode in allowed:
         mode = context.mode
     clock = found.get("clock")
     facts = Facts(
-        table=config.table.name,
+        table=table,
         is_running=False,
         context=context,
         wall=wall_ms(),
         mode=mode,
-        game=settings.game,
+        game=game,
         log_size=found.get("log_size"),
         clock=None if clock is None else ClockSync(clock),
         software=found.get("software"),
@@ -220,6 +238,14 @@ def _fault_table(*, markdown: bool, as_json: bool) -> int:
 # --- the screen ---------------------------------------------------------------------------------
 
 
+_SOFTWARE_SAID = {
+    "ok": "ok, verified against its signed manifest",
+    "no_manifest": "unverified (no manifest installed)",
+    "mismatch": "MISMATCH: it differs from its signed manifest",
+    "bad_manifest": "BAD MANIFEST: unreadable, unsigned or signed by another key",
+}
+
+
 def _age(seconds: object) -> str:
     if not isinstance(seconds, int):
         return "unknown"
@@ -250,7 +276,7 @@ def render(shown: Mapping[str, Any]) -> str:
     elif shown.get("play_stopped"):
         verdict = "PLAY STOPPED"
     elif faults:
-        verdict = "PLAYING, WITH NOTICES"
+        verdict = "HEALTHY, WITH NOTICES (play goes on)"
     else:
         verdict = "HEALTHY"
     lines.append(f"Table {table}: {verdict}")
@@ -280,9 +306,9 @@ def render(shown: Mapping[str, Any]) -> str:
     if isinstance(software, dict):
         manifest = software.get("manifest")
         release = f"manifest {str(manifest)[:16]}" if manifest else "no manifest"
-        lines.append(
-            f"Software: {software.get('version', '?')}, {release}: {software.get('result', '?')}"
-        )
+        result = str(software.get("result", "?"))
+        said = _SOFTWARE_SAID.get(result, result)
+        lines.append(f"Software: {software.get('version', '?')}, {release}: {said}")
     else:
         lines.append("Software: not checked yet")
     lines.append(f"Clock: {shown.get('clock') or 'unknown'}")

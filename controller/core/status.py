@@ -27,7 +27,7 @@ from controller.core.state import (
 # What each state means to a supervisor, in a few words
 STATE_SAID: Mapping[State, str] = {
     State.IDLE: "bets open",
-    State.ARMED: "no more bets: waiting for the shake",
+    State.ARMED: "no more bets",
     State.WAITING: "shake pressed",
     State.SHAKING: "shaking",
     State.SETTLING: "dice settling",
@@ -132,7 +132,8 @@ def report(facts: Facts) -> dict[str, object]:
     shown: dict[str, object] = {
         "table": facts.table,
         "running": facts.is_running,
-        "healthy": not active,
+        # a notice (a clock not synchronised, software unverified) is shown, but play goes on
+        "healthy": facts.is_running and not stopped,
         "play_stopped": stopped,
         "faults": [c.as_dict() for c in active],
         "clock": None if facts.clock is None else str(facts.clock),
@@ -170,7 +171,8 @@ def report(facts: Facts) -> dict[str, object]:
 
 
 def exit_code(shown: Mapping[str, object]) -> int:
-    """``status``'s exit code: 0 healthy, 1 a condition (a fault, stopped play, a notice)."""
+    """``status``'s exit code: 0 the controller runs and nothing stops play (notices may be
+    listed), 1 a fault or another condition stops play, or the controller does not run."""
     return 0 if shown.get("healthy") is True and shown.get("running") is True else 1
 
 
