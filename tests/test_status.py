@@ -118,7 +118,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert "State: idle (bets open), round 1, rng mode" in out
         assert "Tiles: T1, in for 0 h 00 min of 12 h" in out
         assert "Clock: synchronised" in out
-        assert "Software: 1.0, manifest abababababababab: ok, verified" in out
+        assert "Software: 1.0 (manifest abababababababab): ok, verified" in out
         assert "Checkpoint: " in out
         assert " records, root " in out
 
@@ -141,7 +141,9 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert "  F06 rng_failure (stops play; supervisor key)" in out
         assert "  F14 software_identity (stops play; supervisor key)" in out
         assert "`paigow-controller verify-software` says what differs" in out
-        assert "Software: 1.0, manifest abababababababab: MISMATCH" in out
+        assert "      found: KAT\n" in out  # the fault record's detail
+        assert "found: the software does not match its signed manifest: changed: controller/" in out
+        assert "Software: 1.0 (manifest abababababababab): MISMATCH" in out
         code, out = _status(capsys, "--state-dir", str(state), "--json")
         assert code == 1
         shown = json.loads(out)

@@ -36,7 +36,7 @@ from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
 from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
-from controller.app.status import lean, log_facts
+from controller.app.status import fault_details, lean, log_facts
 from controller.app.watch import (
     CLOCK_EVERY_MS,
     TABLE_TIME_EVERY_MS,
@@ -272,6 +272,12 @@ class Appliance:
             else:
                 try:
                     found = log_facts(db)
+                    if facts.context is not None:
+                        active = {str(f) for f in facts.context.active_faults}
+                        details = {**fault_details(db, active), **facts.details}
+                        facts = dataclasses.replace(facts, details=details)
+                except (ControllerError, sqlite3.Error, ValueError) as exc:
+                    found["problems"] = [f"fault details: {exc}"]
                 finally:
                     db.close()
         software = facts.software
@@ -292,8 +298,8 @@ class Appliance:
     def _on_screen(self, screen: Screen, data: Mapping[str, object]) -> None:
         """Every screen the loop shows follows a change of state or faults: systemd's status
         is told when its text changed (on the control thread: a datagram, nothing read)."""
-        if not self._is_ready:
-            return
+        if not self._is_ready or not os.environ.get("NOTIFY_SOCKET"):
+            return  # not under systemd: nobody to tell, nothing computed
         try:
             line = self.status_line()
         except Exception:  # the status is never worth the table

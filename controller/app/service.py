@@ -724,8 +724,13 @@ class ServiceTerminal:
         log.info("service terminal: %s: status", peer)
         if self.status is None:
             return error_reply("bad_request", "this controller serves no status")
+        try:
+            status = dict(self.status())
+        except Exception as exc:  # a bug in gathering it: this reply says so, the table goes on
+            log.exception("service terminal: the status could not be gathered")
+            return error_reply("no_answer", f"the status could not be gathered: {exc}")
         reply: dict[str, object] = {"action": STATUS_ACTION, "ok": True}
-        reply["status"] = dict(self.status())
+        reply["status"] = status
         reply["asked_by"] = uid
         return reply
 

@@ -14,7 +14,7 @@ import contextlib
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,35 @@ def _clock(db: sqlite3.Connection) -> str | None:
         return None
     value = found[1].get("clock")
     return str(ClockSync(value)) if value in {str(c) for c in ClockSync} else None
+
+
+FAULT_RECORDS_SEARCHED = 200  # the newest fault records looked at for the active faults' details
+
+
+def fault_details(db: sqlite3.Connection, names: Iterable[str]) -> dict[str, str]:
+    """Each named fault's detail as its newest ``fault`` record says it (what the table found:
+    the file that differs, the anchor that is missing), cut to ``MAX_DETAIL_CHARS``."""
+    wanted = set(names)
+    found: dict[str, str] = {}
+    if not wanted:
+        return found
+    rows = db.execute(
+        "SELECT leaf FROM records WHERE kind = 'fault'"
+        " AND seq > (SELECT coalesce(max(seq), 0) FROM records) - ?"
+        " ORDER BY seq DESC LIMIT ?",
+        (LOOK_BACK, FAULT_RECORDS_SEARCHED),
+    ).fetchall()
+    for (leaf,) in rows:
+        entry = canonical.decode(bytes(leaf))
+        data = entry.get("data") if isinstance(entry, dict) else None
+        if not isinstance(data, dict):
+            continue
+        name, detail = data.get("fault"), data.get("detail")
+        if name in wanted and name not in found and isinstance(detail, str) and detail:
+            found[str(name)] = detail[:MAX_DETAIL_CHARS]
+        if found.keys() == wanted:
+            break
+    return found
 
 
 def _table(db: sqlite3.Connection) -> dict[str, object] | None:

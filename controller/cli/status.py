@@ -151,7 +151,12 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     """What the log in the state directory says, read only, with the controller_stopped
     condition."""
     from controller.app.config_file import DEFAULT_PATH, load_config
-    from controller.app.status import log_facts, quiet_connection, stored_context
+    from controller.app.status import (
+        fault_details,
+        log_facts,
+        quiet_connection,
+        stored_context,
+    )
     from controller.core.config import Config
     from controller.core.position import Game
     from controller.core.state import ClockSync, Mode
@@ -168,12 +173,15 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     if not directory.is_dir():
         raise ControllerError(f"{why}; and there is no state directory {directory} to read")
     problems: list[str] = []
+    details = {"controller_stopped": why}
     context = None
     found: dict[str, Any] = {}
     try:
         with quiet_connection(directory) as db:
             found = log_facts(db)
             context = stored_context(db, directory)
+            if context is not None:
+                details.update(fault_details(db, {str(f) for f in context.active_faults}))
     except AuditLogError as exc:
         problems.append(str(exc))
     problems.extend(found.get("problems", []))
@@ -202,7 +210,7 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         software=found.get("software"),
         checkpoint=found.get("checkpoint"),
         witness=found.get("witness"),
-        details={"controller_stopped": why},
+        details=details,
         problems=tuple(problems),
     )
     shown = report(facts)
@@ -305,14 +313,17 @@ def render(shown: Mapping[str, Any]) -> str:
     software = shown.get("software")
     if isinstance(software, dict):
         manifest = software.get("manifest")
-        release = f"manifest {str(manifest)[:16]}" if manifest else "no manifest"
+        release = f" (manifest {str(manifest)[:16]})" if manifest else ""
         result = str(software.get("result", "?"))
         said = _SOFTWARE_SAID.get(result, result)
-        lines.append(f"Software: {software.get('version', '?')}, {release}: {said}")
+        lines.append(f"Software: {software.get('version', '?')}{release}: {said}")
     else:
         lines.append("Software: not checked yet")
     lines.append(f"Clock: {shown.get('clock') or 'unknown'}")
-    lines.append(_set_line("Dice set", shown.get("dice")))
+    dice = _set_line("Dice set", shown.get("dice"))
+    if shown.get("mode") == "rng" and dice.endswith("none recorded"):
+        dice += " (an RNG table needs none)"
+    lines.append(dice)
     lines.append(_set_line("Tiles", shown.get("tiles")))
     checkpoint = shown.get("checkpoint")
     if isinstance(checkpoint, dict):
