@@ -151,6 +151,23 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert shown["state"] == "fault"
         assert shown["play_stopped"] is True
         assert all(f["how"] and f["who"] and f["meaning"] for f in shown["faults"])
+
+        # the release verifies again, the supervisor clears both: systemd hears "ready"
+        software.result = VERIFIED
+        found = check(4)
+        assert found is not None
+        loop.dispatch(found)
+        loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=5, supervisor=True))
+        assert loop.machine.state is State.IDLE
+        said = _messages(notify, "ready")[-1]
+        assert said == "STATUS=table t9: ready: bets open, round 1"
+        assert _status(capsys, "--state-dir", str(state))[0] == 0
+        # and the faults again, for the log to keep at the stop
+        loop.dispatch(Occurrence(Event.FAULT, at=6, fault=Fault.RNG_FAILURE, detail="KAT"))
+        software.result = CHANGED
+        found = check(7)
+        assert found is not None
+        loop.dispatch(found)
     finally:
         appliance.close()
 
