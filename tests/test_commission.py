@@ -514,6 +514,13 @@ def test_a_walk_of_the_simulated_hardware_passes_and_is_recorded_as_simulated(
     assert kind == RecordKind.COMMISSIONING
     assert data["simulated"] is True
     assert main(["verify-log", "--state-dir", str(state)]) == 0
+    capsys.readouterr()
+    # recall reaches it, though no round was ever played (a record outside rounds)
+    assert main(["recall", "--state-dir", str(state), "--kind", "commissioning", "--json"]) == 0
+    (recalled,) = json.loads(capsys.readouterr().out)["records"]
+    assert recalled["seq"] == report["record"]
+    assert recalled["round"] is None
+    assert recalled["data"]["technician"] == "JR"
 
 
 # --- the pure parts ------------------------------------------------------------------------------

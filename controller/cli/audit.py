@@ -363,10 +363,10 @@ def recall_command(args: argparse.Namespace) -> int:
     windowed = args.since is not None or args.until is not None
     by_record = args.seq is not None or args.kind is not None
     if args.round is not None:
-        if windowed or args.last is not None or by_record:
-            raise UsageError(
-                "--round shows one round: it takes no --last, --since, --until, --seq or --kind"
-            )
+        if windowed or args.last is not None:
+            raise UsageError("--round shows one round: it takes no --last, --since or --until")
+        if by_record:
+            raise UsageError("--round shows one round: it takes no --seq or --kind")
         return _recall_one(args, whole_number(args.round, "--round", 1, MAX_SEQ))
     if by_record:
         if windowed:
