@@ -177,6 +177,30 @@ def test_a_backup_older_than_the_anchor_copy_is_refused_as_a_rollback(
     nothing_written(tmp_path, new)
 
 
+def test_into_an_empty_directory_and_never_behind_a_checkpoint_kept_off_the_box(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path, copy_anchor=False)
+    bench.play(2)
+    bench.keep_keys(capsys)
+    old = bench.backup("old.db", capsys)
+    bench.play(1)
+    assert main(["checkpoint", "--state-dir", str(bench.state)]) == 0
+    kept = tmp_path / "checkpoint.txt"
+    kept.write_text(capsys.readouterr().out)  # kept off the box, newer than the old backup
+    empty = tmp_path / "empty-card"
+    empty.mkdir()
+    line = refused(capsys, bench.restore(old, empty, "--checkpoint", str(kept)))
+    assert line.startswith("paigow-controller: restore: refused: the backup does not verify:")
+    assert "rolled back" in line
+    nothing_written(tmp_path, empty)
+    new = bench.backup("new.db", capsys)
+    assert main(bench.restore(new, empty, "--checkpoint", str(kept))) == 0
+    assert json.loads(capsys.readouterr().out)["records"] == max(leaves(new))
+    assert sorted(p.name for p in empty.iterdir()) == [KEY_FILE, DB_NAME]
+    verify(empty, bench.verifier_key, capsys)
+
+
 def test_the_anchor_left_in_the_target_refuses_an_older_backup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

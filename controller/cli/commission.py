@@ -69,7 +69,7 @@ def commission_arguments(p: argparse.ArgumentParser) -> None:
         " --step-timeout 60\n"
         "  paigow-controller commission --technician JR --config /etc/paigow-controller/config.toml"
         " --json > commissioning.json\n"
-        "  paigow-controller init --state-dir bench-state > bench-state.pub\n"
+        "  paigow-controller init --config bench.toml --state-dir bench-state > bench-state.pub\n"
         '  paigow-controller commission --simulate --state-dir bench-state --technician "JR"'
         " --readings 2",
     )
