@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -369,3 +370,141 @@ def test_a_garbage_archive_file_is_one_line_never_a_traceback(
     assert err.count("\n") == 1
     assert "Traceback" not in err
     assert "archive" in err
+
+
+# --- recall reads the archives, verified first ---------------------------------------------------
+
+
+def _recall(capsys: pytest.CaptureFixture[str], state: Path, *argv: str) -> tuple[int, Any, str]:
+    code = main(["recall", "--state-dir", str(state), "--json", *argv])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out else None, err
+
+
+def _round_records(rows: dict[int, bytes], number: int) -> list[int]:
+    found = []
+    for seq, leaf in sorted(rows.items()):
+        data = canonical.decode(leaf)["data"]
+        if data.get("round") == number and data.get("service") is not True:
+            found.append(seq)
+    return found
+
+
+def test_recall_finds_an_archived_round_and_the_records_outside_rounds(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = _rows(state / DB_NAME)
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    first_live = min(_rows(state / DB_NAME))
+    assert first_live > 1
+    # a round that retention moved: found in the archive, verified, with its records
+    code, doc, err = _recall(capsys, state, "--round", "3")
+    assert (code, err) == (0, "")
+    (game,) = doc["rounds"]
+    assert game["round"] == 3
+    assert game["archive"] == "00000001.db"
+    assert [r["seq"] for r in game["records"]] == _round_records(original, 3)
+    assert all(r["seq"] < first_live for r in game["records"])
+    # a live round is still read from the log
+    code, doc, _ = _recall(capsys, state, "--round", "170")
+    assert code == 0
+    assert "archive" not in doc["rounds"][0]
+    # records by number across the archive and the live log: the log's first records first
+    code, doc, _ = _recall(capsys, state, "--seq", f"1-{first_live + 1}")
+    assert code == 0
+    assert [r["seq"] for r in doc["records"]] == list(range(1, first_live + 2))
+    assert doc["records"][0]["kind"] == "log_created"
+    assert doc["records"][0]["from"] == "archive/00000001.db"
+    assert doc["records"][-1]["from"] == "log"
+    # by kind, outside rounds: every power-on, the archived ones included, the last ones kept
+    every = [s for s, leaf in original.items() if canonical.decode(leaf)["kind"] == "power_on"]
+    code, doc, _ = _recall(capsys, state, "--kind", "power_on", "--last", "1000")
+    assert code == 0
+    assert [r["seq"] for r in doc["records"]] == sorted(every)
+    assert doc["found"] == len(every)
+    code, doc, _ = _recall(capsys, state, "--kind", "power_on,log_created", "--last", "1")
+    assert code == 0
+    assert doc["found"] == len(every) + 1
+    assert len(doc["records"]) == 1
+
+
+def altered_said(seq: int, path: Path) -> str:
+    """What recall says of an archive whose record ``seq`` was altered: the first record
+    after it no longer carries its hash."""
+    return (
+        f"paigow-controller: record {seq + 1}: does not carry the hash of the record before it"
+        f" ({path})"
+    )
+
+
+def test_recall_believes_no_altered_archive(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    (path,) = archive_paths(state)[:1]
+    with sqlite3.connect(path) as db:
+        seq, leaf = db.execute(
+            "SELECT seq, leaf FROM records WHERE kind = 'result' ORDER BY seq LIMIT 1 OFFSET 2"
+        ).fetchone()
+        entry = canonical.decode(bytes(leaf))
+        entry["data"]["starting_position"] = "seat 9"
+        db.execute("UPDATE records SET leaf = ? WHERE seq = ?", (canonical.encode(entry), seq))
+    db.close()
+    number = entry["data"]["round"]
+    code, doc, err = _recall(capsys, state, "--round", str(number))
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [altered_said(seq, path)]
+    code, doc, err = _recall(capsys, state, "--seq", "1-10")
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [altered_said(seq, path)]
+
+
+def test_recall_of_an_archive_needs_the_verifier_key(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    signer = load_signer(state)
+    assert signer is not None
+    key = tmp_path / "log.pub"
+    key.write_text(f"{signer.verifier}\n")
+    (state / "audit-log.key").unlink()  # an auditor's copy: no signing key
+    code, _, err = _recall(capsys, state, "--round", "3")
+    assert code == 1
+    assert "pass the verifier key with --key" in err
+    code, doc, _ = _recall(capsys, state, "--round", "3", "--key", str(key))
+    assert code == 0
+    assert doc["rounds"][0]["round"] == 3
+    other = tmp_path / "other.pub"
+    other.write_text(f"{Signer.generate(signer.name).verifier}\n")
+    code, _, err = _recall(capsys, state, "--round", "3", "--key", str(other))
+    assert code == 1
+    assert "archive" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--seq", "0"), "--seq"),
+        (("--seq", "3-2"), "3 is after 2"),
+        (("--seq", "1-1001"), "at most 1000"),
+        (("--seq", "\u0663"), "is not N or A-B"),
+        (("--seq", "1-2-3"), "is not N or A-B"),
+        (("--kind", "power_on,nope"), "'nope' is not a record kind"),
+        (("--kind", "power_on", "--last", "1001"), "--last"),
+        (("--seq", "1-5", "--last", "2"), "--last goes with --kind"),
+        (("--seq", "1", "--since", "2026-01-01"), "take no --since"),
+        (("--round", "3", "--kind", "power_on"), "--round shows one round"),
+    ],
+)
+def test_recall_of_records_bounds_its_arguments(
+    argv: tuple[str, ...], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["recall", "--state-dir", str(tmp_path / "none"), *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert said in line

@@ -111,6 +111,7 @@ def table(tmp_path: Path, factory: MockFactory, monkeypatch: pytest.MonkeyPatch)
     config_file = tmp_path / "config.toml"
     config_file.write_text(FAST)
     config = load_config(config_file)
+    AuditLog.open(tmp_path / "state", origin="paigow-controller/t9").close()  # what init makes
     monkeypatch.setattr(Device, "pin_factory", factory)  # what run's default finds on a Pi
     shaker = SimShaker(factory, config.pins, config.shaker)
     panel = SimPanel(factory, config.pins)
@@ -366,7 +367,7 @@ def test_it_refuses_to_run_beside_the_controller(
     assert len(said) == 1, said
     assert "another controller (PID" in said[0]
     assert "stop the controller first" in said[0]
-    assert not (table.state_dir / "audit.db").exists()  # nothing driven, nothing recorded
+    assert records(table.state_dir)[-1][0] == RecordKind.LOG_CREATED  # nothing recorded
 
 
 @pytest.mark.parametrize(
@@ -407,6 +408,119 @@ def test_a_bad_config_exits_78_naming_the_key(
     bad.write_text("[shaker]\ncycle_ms = 1\n")
     assert main(["commission", "--technician", "JR", "--config", str(bad)]) == 78
     assert "shaker.cycle_ms" in capsys.readouterr().err
+
+
+# --- never a log, a key or a state directory of its own ----------------------------------------
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+def test_a_missing_state_directory_is_one_line_exit_2_and_nothing_appears(
+    simulate: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere" / "state"
+    argv = ["commission", "--technician", "JR", "--state-dir", str(missing)]
+    assert main([*argv, *(["--simulate"] if simulate else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"paigow-controller: --state-dir {missing} is no directory: commission never makes the"
+        f" log; make it first: paigow-controller init --state-dir {missing}, or the"
+        " controller's first start"
+    ]
+    assert _files(tmp_path) == []
+
+
+def test_a_config_naming_a_missing_state_directory_exits_78(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[storage]\nstate_dir = "{tmp_path / "gone"}"\n')
+    assert main(["commission", "--technician", "JR", "--config", str(config)]) == 78
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("paigow-controller: config: storage.state_dir: ")
+    assert _files(tmp_path) == ["config.toml"]
+
+
+def test_a_state_directory_without_a_log_is_exit_1_and_no_key_or_log_appears(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "state"
+    empty.mkdir()
+    argv = ["commission", "--technician", "JR", "--state-dir", str(empty), "--simulate"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"paigow-controller: commission: no audit log in {empty}: commission never makes one;"
+        f" make it first: paigow-controller init --state-dir {empty}, or the controller's"
+        " first start"
+    ]
+    assert _files(tmp_path) == ["state"]
+
+
+def test_a_log_without_its_key_is_exit_1_and_no_key_appears(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    state = tmp_path / "state"
+    AuditLog.open(state, origin="paigow-controller/t9").close()
+    (state / "audit-log.key").unlink()
+    before = _files(tmp_path)
+    argv = ["commission", "--technician", "JR", "--state-dir", str(state), "--simulate"]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "the log's signing key is missing" in line
+    assert _files(tmp_path) == before
+
+
+def test_simulate_needs_a_state_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["commission", "--technician", "JR", "--simulate"]) == 2
+    assert "--simulate needs --state-dir" in capsys.readouterr().err
+
+
+def test_a_walk_of_the_simulated_hardware_passes_and_is_recorded_as_simulated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commission --simulate: the walk works simulate's hardware itself (keys, lid, tamper
+    loop, the key switch, the dice); the technician only answers. Every step passes, the lamps
+    and the tray are said, and the record says simulated; verify-log passes."""
+    state = tmp_path / "state"
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(FAST)
+    AuditLog.open(state, origin="paigow-controller/t9").close()
+    steps = walk.plan(has_shaker=True, has_sensor=True, readings=2)
+    answers = []
+    for step in steps:
+        if step.kind is walk.StepKind.LAMP:
+            answers.append("y")
+        elif step.kind is walk.StepKind.READING:
+            answers += ["", "y"]
+        elif step.kind is not walk.StepKind.SENSOR:
+            answers.append("")
+    screen = Screen()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{a}\n" for a in answers)))
+    monkeypatch.setattr(sys, "stderr", screen)
+    argv = ["commission", "--simulate", "--state-dir", str(state), "--technician", "JR"]
+    code = main([*argv, "--config", str(config_file), "--readings", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, screen.text
+    assert {s["verdict"] for s in report["steps"]} == {"pass"}, report["steps"]
+    assert [s["step"] for s in report["steps"]] == [s.name for s in steps]
+    assert report["simulated"] is True
+    assert "(simulated: lamp_red is lit)" in screen.text
+    assert "(simulated tray: red " in screen.text
+    kind, data = records(state)[-1]
+    assert kind == RecordKind.COMMISSIONING
+    assert data["simulated"] is True
+    assert main(["verify-log", "--state-dir", str(state)]) == 0
+    capsys.readouterr()
+    # recall reaches it, though no round was ever played (a record outside rounds)
+    assert main(["recall", "--state-dir", str(state), "--kind", "commissioning", "--json"]) == 0
+    (recalled,) = json.loads(capsys.readouterr().out)["records"]
+    assert recalled["seq"] == report["record"]
+    assert recalled["round"] is None
+    assert recalled["data"]["technician"] == "JR"
 
 
 # --- the pure parts ------------------------------------------------------------------------------

@@ -28,10 +28,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from controller.app.instance_lock import InstanceLock
-from controller.audit.log import AuditLog, configured_origin, require_origin
+from controller.audit.log import (
+    DB_NAME,
+    AuditLog,
+    configured_origin,
+    load_signer,
+    require_origin,
+)
 from controller.core import commissioning as walk
 from controller.core.commissioning import (
     Handshake,
@@ -46,7 +52,14 @@ from controller.core.dice import DiceReading
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context
 from controller.core.state import Event, Mode, Occurrence
-from controller.errors import AuditLogError, ControllerError, InstanceLocked
+from controller.errors import (
+    AuditLogError,
+    ConfigError,
+    ControllerError,
+    InstanceLocked,
+    LogIdentityError,
+    UsageError,
+)
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
@@ -61,6 +74,45 @@ MOTOR_MARGIN_S = 0.5  # after the motor's limit: time for the driver's watchdog 
 
 class NoAnswer(ControllerError, TimeoutError):
     """The technician did not answer in time, or their input ended: the walk is abandoned."""
+
+
+class Hands(Protocol):
+    """The technician's hands on simulated hardware (``commission --simulate``:
+    :class:`controller.app.simulate.SimulatedBench`): an input the walk waits for is worked,
+    the dice rolled before a reading, and what would be seen on the bench said."""
+
+    def work(self, target: str, first: bool, *, timeout_s: float) -> threading.Thread: ...
+
+    def saw(self, target: str, state: bool) -> None: ...
+
+    def lamp_seen(self, lamp: str) -> str: ...
+
+    def roll(self) -> str: ...
+
+
+def require_log(state_dir: Path, *, option: str | None) -> None:
+    """Commissioning records into the table's log and never makes one, nor its signing key,
+    nor the state directory: each missing is one line. ``option``: the command-line option
+    that named the directory (a bad argument, exit 2), or None when the config's
+    ``[storage] state_dir`` did (a bad config, exit 78 naming the key)."""
+    how = (
+        f"make it first: paigow-controller init --state-dir {state_dir}, or the controller's"
+        " first start"
+    )
+    if not state_dir.is_dir():
+        said = f"{state_dir} is no directory: commission never makes the log; {how}"
+        if option is not None:
+            raise UsageError(f"{option} {said}")
+        raise ConfigError("storage.state_dir", said)
+    if not (state_dir / DB_NAME).is_file():
+        raise ControllerError(
+            f"commission: no audit log in {state_dir}: commission never makes one; {how}"
+        )
+    if load_signer(state_dir) is None:
+        raise LogIdentityError(
+            f"commission: the log's signing key is missing in {state_dir} (nor a systemd"
+            " credential): commission never makes one; restore the key the log was made with"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,14 +256,20 @@ def commission(
     *,
     pin_factory: Any = None,
     clock: Callable[[], float] = time.monotonic,
+    hands: Hands | None = None,
+    state_dir_option: str | None = None,
 ) -> dict[str, Any]:
     """The walk, then its report recorded as a ``commissioning`` record. Returns the report
     (with ``record``, the record's number, or ``record_error``). Raises
     :class:`InstanceLocked` when the controller runs on the state directory, and the log's
-    errors when it cannot be opened (before anything is driven)."""
+    errors when it cannot be opened (before anything is driven); a missing state directory,
+    log or key before anything is written (:func:`require_log`: never created here).
+    ``hands``: simulated hardware worked by the walk itself (the record says ``simulated``)."""
+    require_log(settings.state_dir, option=state_dir_option)
     lock = InstanceLock.acquire(settings.state_dir)
     try:
         require_origin(settings.state_dir, config)
+        require_log(settings.state_dir, option=state_dir_option)  # not gone meanwhile
         audit = AuditLog.open(settings.state_dir, origin=configured_origin(config))
         try:
             return _walk_and_record(
@@ -221,6 +279,7 @@ def commission(
                 audit=audit,
                 pin_factory=pin_factory,
                 clock=clock,
+                hands=hands,
             )
         finally:
             audit.close()
@@ -236,6 +295,7 @@ def _walk_and_record(
     audit: AuditLog,
     pin_factory: Any,
     clock: Callable[[], float],
+    hands: Hands | None = None,
 ) -> dict[str, Any]:
     observations = Observations()
     table_io = build_table_io(
@@ -249,6 +309,7 @@ def _walk_and_record(
             table_io=table_io,
             observations=observations,
             clock=clock,
+            hands=hands,
         )
         with _signals_drive_safe(table_io):
             walker.walk()
@@ -268,6 +329,8 @@ def _walk_and_record(
         outputs_safe=outputs,
         ended=walker.ended,
     )
+    if hands is not None:  # a walk of simulated hardware never passes for the table's own
+        document["simulated"] = True
     data = dict(document)
     round_number = _round_in_log(audit)
     if round_number is not None:  # recall shows the record in the round it happened in
@@ -322,8 +385,10 @@ class _Walker:
         table_io: TableIO,
         observations: Observations,
         clock: Callable[[], float],
+        hands: Hands | None = None,
     ) -> None:
         self.config = config
+        self.hands = hands
         self.settings = settings
         self.console = console
         self.table_io = table_io
@@ -405,6 +470,8 @@ class _Walker:
         panel = self.table_io.panel
         panel.light_only(step.target)
         try:
+            if self.hands is not None:
+                self.console.say(f"  ({self.hands.lamp_seen(step.target)})")
             answer = self.console.ask("  Is it? [y/n, s to skip]", YES_NO_SKIP)
         finally:
             panel.light_only(None)
@@ -435,6 +502,8 @@ class _Walker:
         )
         changes: list[bool] = []
         deadline = self.clock() + timeout
+        if self.hands is not None:
+            self.hands.work(step.target, step.expect[0], timeout_s=timeout)
         while not walk.has_seen(changes, step.expect):
             remaining = deadline - self.clock()
             if remaining <= 0:
@@ -445,6 +514,8 @@ class _Walker:
                 continue
             changes.append(change[1])
             self.console.say(f"  seen: {walk.state_word(step.target, change[1])}")
+            if self.hands is not None:
+                self.hands.saw(step.target, change[1])
         return walk.judge_input(step, initial=initial, changes=changes, timeout_s=timeout)
 
     def _motor(self, step: Step) -> StepResult:
@@ -536,6 +607,8 @@ class _Walker:
         sensor = self.sensor
         if sensor is None:
             return walk.not_run(step, self.sensor_error or "the dice sensor is not open")
+        if self.hands is not None:
+            self.console.say(f"  ({self.hands.roll()})")
         answer = self.console.ask("  Press Enter to read, s to skip:", START_OR_SKIP)
         if answer == "s":
             return walk.skipped(step)

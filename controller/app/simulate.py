@@ -21,6 +21,15 @@ dealer shuffles for a new game at round 20 (621a.11(b)); the shaker is inspected
 of each day (N.J.A.C. 13:69E-1.16A); with ``[table] modes`` every fifteenth round is played in
 another mode, and before round 25 a technician plays a test round in service mode (9 NYCRR
 5319.58). Every action at the terminal names its employee.
+
+The simulated supervisor key switch (``--supervisor-key``, :class:`KeySwitch`): ``auto`` (the
+default) is the crew's own use of it, turned on for each of its supervisor's actions and off
+again, so a person's ``paigow-controller supervise`` between them finds it off and is refused;
+``on`` leaves it on for the whole run, so a person may try every supervisor action at the
+simulated table's terminal (the crew's actions go on as before); ``off`` leaves it off for the
+whole run: every supervisor action is refused, the crew's too (a table that needs its
+supervisor, to record the first dice set or to clear a fault only the key clears, stops the
+run saying so). It is the switch's position only: the config has no say in it.
 ``--table-minutes-per-round M`` gives the table a simulated wall clock that
 moves M minutes with each round closed, so that a day of play passes in a few seconds. A table
 that may play RNG mode without ``[rng] escrow_public_key`` seals its sessions' seeds to a
@@ -36,8 +45,9 @@ import random
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -100,6 +110,16 @@ DEALER = "D2207"
 FLOORPERSON = "F0310"
 TECHNICIAN = "T0042"
 ANCHOR_NOTE = "simulation: the log's anchor was found missing"
+
+
+class KeySwitch(StrEnum):
+    """The simulated supervisor key switch's position for a run (``--supervisor-key``)."""
+
+    AUTO = "auto"  # the crew turns it on for its supervisor's actions, off after each
+    ON = "on"  # on for the whole run: a person's supervise is taken at any time
+    OFF = "off"  # off for the whole run: every supervisor action is refused
+
+
 TYPED_VOIDS = tuple(r for r in VoidReason if r.is_typed)
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
 
@@ -261,6 +281,7 @@ class Crew:
     # and the table's wall clock
     control_socket: Path | None = None
     clock: SimulatedWallClock | None = None
+    key_switch: KeySwitch = KeySwitch.AUTO  # the supervisor key switch (--supervisor-key)
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
@@ -284,6 +305,21 @@ class Crew:
         self.mode: Mode | None = None  # as the last READY showed it
         self._serviced = False
         self._test_rounds = 0
+        self._fault_clears = 0  # key off: the crew's clears of one fault in a row
+
+    def _turn_key(self, on: bool) -> None:
+        """The crew turns the supervisor key switch only when it is theirs to turn (auto);
+        held on or off for the run (``--supervisor-key``), it stays where it was set."""
+        if self.key_switch is KeySwitch.AUTO:
+            self.panel.turn_supervisor_key(on)
+
+    def _supervisor_stopped(self, what: str) -> None:
+        """The key is held off and the table needs its supervisor: the run ends, saying so."""
+        self.restart = (
+            f"the table needs its supervisor ({what}) but the simulated supervisor key is"
+            " held off (--supervisor-key off)"
+        )
+        self.on_done.set()
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -311,6 +347,8 @@ class Crew:
                 self._refused(data)
                 continue
             self._last, self._last_data = screen, data
+            if screen not in (Screen.FAULT, Screen.LOCKED):
+                self._fault_clears = 0
             try:
                 self._act(screen, data)
             except Exception:  # the crew must never stop the simulation silently
@@ -452,7 +490,7 @@ class Crew:
         if self.control_socket is None:
             return False
         request = Request(action, employee=employee, **fields)  # type: ignore[arg-type]
-        self.panel.turn_supervisor_key(True)
+        self._turn_key(True)
         self.stopping.wait(self.press_s)  # the key switch settles
         try:
             reply = send_request(self.control_socket, request)
@@ -463,12 +501,14 @@ class Crew:
             if reply.get("ok") is not True:
                 why = reply.get("refused") or f"{reply.get('error')}: {reply.get('detail')}"
                 log.warning("the simulated crew: %s: %s", request.summary(), why)
+                if self.key_switch is KeySwitch.OFF and "supervisor key" in str(why):
+                    self._supervisor_stopped(action)
                 return False
             log.info("the simulated crew: %s", request.summary())
             return True
         finally:
             self.stopping.wait(self.press_s)
-            self.panel.turn_supervisor_key(False)
+            self._turn_key(False)
 
     def _once(self, what: str, number: int, action: str, employee: str, **fields: object) -> bool:
         """A supervisor's task of round ``number`` done once: True while it is being tried (the
@@ -705,10 +745,18 @@ class Crew:
         self.stopping.wait(self.press_s)  # the lid switch and the tamper loop settle
         self._press("key_clear_fault")
         self.stopping.wait(self.pause_s)
-        self.panel.turn_supervisor_key(True)
+        if self.key_switch is KeySwitch.OFF:
+            # the dealer's clear is all there is: a fault that needs the key stays
+            self._fault_clears += 1
+            if self._fault_clears > SUPERVISOR_TRIES:
+                faults = data.get("faults")
+                named = ", ".join(map(str, faults)) if isinstance(faults, list) else "a fault"
+                self._supervisor_stopped(f"to clear {named}")
+            return
+        self._turn_key(True)
         self.stopping.wait(self.press_s)  # the key switch settles before the key is pressed
         self._press("key_clear_fault")
-        self.panel.turn_supervisor_key(False)
+        self._turn_key(False)
         self.stopping.wait(self.press_s)
 
 
@@ -739,8 +787,10 @@ def run_simulation(
     table_minutes_per_round: float | None = None,
     dice_bias: Mapping[DieColour, Sequence[float]] | None = None,
     sensor_url: str | None = None,
+    supervisor_key: KeySwitch = KeySwitch.AUTO,
 ) -> int:
-    """``dice_bias``: the simulated dice loaded (``parse_dice_bias``). ``plain_rounds``: the
+    """``supervisor_key``: the simulated key switch's position (:class:`KeySwitch`).
+    ``dice_bias``: the simulated dice loaded (``parse_dice_bias``). ``plain_rounds``: the
     dealer banks every round with the standard delivery (no bank or
     style key is pressed) and the supervisor does nothing, the round the writes and latency
     benchmarks count. ``table_minutes_per_round``: see :class:`SimulatedWallClock`.
@@ -798,7 +848,10 @@ def run_simulation(
         makes_choices=not plain_rounds,
         control_socket=control_socket,
         clock=clock,
+        key_switch=supervisor_key,
     )
+    if supervisor_key is KeySwitch.ON:
+        panel.turn_supervisor_key(True)  # before the controller reads the panel
     console = ConsoleDisplay(out, progress_every=50 if fast else 0, total_rounds=rounds)
     options = Options(
         pin_factory=factory,
@@ -817,6 +870,11 @@ def run_simulation(
     )
     if sensor_url is not None:
         out.write(f"dice sensor: {sensor_url} (its dice are read as they lie in its tray)\n")
+    if supervisor_key is not KeySwitch.AUTO:
+        out.write(
+            f"supervisor key: held {supervisor_key} for the run; the service terminal:"
+            f" paigow-controller supervise ... --state-dir {state_dir}\n"
+        )
     if web_display:
         display = config.display
         out.write(f"table display: http://{display.host}:{display.http_port}/\n")
@@ -858,3 +916,114 @@ def run_simulation(
     )
     out.flush()
     return 0 if crew.restart is None else 1
+
+
+# --- commissioning on the bench ----------------------------------------------------------------
+
+COMMISSION_SEED = 1
+LID, TAMPER, SUPERVISOR_KEY_INPUT = "lid", "tamper", "supervisor_key"  # commissioning's targets
+
+
+class SimulatedBench:
+    """The simulated hardware of ``simulate`` for ``commission --simulate``: gpiozero's mock
+    pins (``MockFactory(pin_class=SimPin)``) behind the simulated shaker and panel, and the
+    simulated dice sensor at the far end of a real pseudo-terminal; with the technician's
+    hands on it: each input the walk waits for is worked (pressed and released, the lid lifted
+    and closed, the shaker lifted and secured, the key switch turned on and off), the dice
+    rolled before each reading, and what a person would see on the bench (a lamp lit, the
+    dice in the tray) said, since nobody can look at a mock pin. The technician still answers
+    every question at the terminal. A context manager; ``close`` may be called twice."""
+
+    def __init__(self, config: Config, *, seed: int = COMMISSION_SEED) -> None:
+        self.factory = MockFactory(pin_class=SimPin)
+        self.shaker: SimShaker | None = None
+        self.sensor: CrewsSimulatedSensor | None = None
+        try:
+            self.shaker = SimShaker(self.factory, config.pins, config.shaker)
+            self.panel = SimPanel(self.factory, config.pins)
+            self.sensor = CrewsSimulatedSensor(seed=seed)
+            self.sensor.start()
+        except BaseException:
+            self.close()
+            raise
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, bool], threading.Event] = {}
+        self._closed = threading.Event()
+
+    @property
+    def sensor_url(self) -> str:
+        assert self.sensor is not None
+        return self.sensor.url
+
+    def lamp_seen(self, lamp: str) -> str:
+        """What a person would see of ``lamp`` (its mock pin's level)."""
+        try:
+            lit = bool(self.panel.lamp_pin(lamp).state)
+        except KeyError:
+            return f"simulated: {lamp} is no lamp of the simulated panel"
+        return f"simulated: {lamp} is {'lit' if lit else 'dark'}"
+
+    def roll(self) -> str:
+        """The dice shaken and set down in the tray: what lies there, as a person sees it."""
+        assert self.sensor is not None
+        self.sensor.roll()
+        seen = self.sensor.dice_as_they_lie()
+        assert seen is not None
+        first, second = seen.blue
+        return f"simulated tray: red {seen.red}, blue {first} and {second}"
+
+    def saw(self, target: str, state: bool) -> None:
+        """The walk saw ``target`` go to ``state`` (the hands let go after it)."""
+        self._event(target, state).set()
+
+    def _event(self, target: str, state: bool) -> threading.Event:
+        with self._lock:
+            return self._seen.setdefault((target, state), threading.Event())
+
+    def work(self, target: str, first: bool, *, timeout_s: float) -> threading.Thread:
+        """On a thread: ``target`` worked to ``first``, held until the walk saw it (at most
+        ``timeout_s``), then back."""
+        seen = self._event(target, first)
+        seen.clear()
+        do, undo = self._hands(target, first)
+
+        def run() -> None:
+            do()
+            if not seen.wait(timeout_s):
+                log.warning("commission --simulate: the walk never saw %s", target)
+            if not self._closed.is_set():
+                undo()
+
+        thread = threading.Thread(target=run, name=f"bench-{target}", daemon=True)
+        thread.start()
+        return thread
+
+    def _hands(self, target: str, first: bool) -> tuple[Callable[[], None], Callable[[], None]]:
+        shaker = self.shaker
+        assert shaker is not None
+        if target == LID:
+            return shaker.open_lid, shaker.close_lid
+        if target == TAMPER:
+            return shaker.remove, shaker.secure
+        if target == SUPERVISOR_KEY_INPUT:
+            return (
+                lambda: self.panel.turn_supervisor_key(first),
+                lambda: self.panel.turn_supervisor_key(not first),
+            )
+        return lambda: self.panel.press(target), lambda: self.panel.release(target)
+
+    def close(self) -> None:
+        self._closed.set()
+        for part in (self.shaker, self.sensor):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception as exc:  # noqa: BLE001 - one line; the rest still closed
+                    log.warning("commission --simulate: closing %s failed: %s", part, exc)
+        self.factory.close()
+
+    def __enter__(self) -> SimulatedBench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -130,7 +130,12 @@ def archive_dir(state_dir: Path | str) -> Path:
 
 def archive_paths(state_dir: Path | str) -> list[Path]:
     """The archive files of a state directory, in order (temporary and rejected ones left out)."""
-    directory = archive_dir(state_dir)
+    return archive_files(archive_dir(state_dir))
+
+
+def archive_files(directory: Path) -> list[Path]:
+    """The archive files in ``directory`` (a state directory's ``archive/``, or a copy of it
+    taken away with a backup), in order."""
     try:
         names = sorted(entry.name for entry in os.scandir(directory) if _NAME.match(entry.name))
     except FileNotFoundError:
@@ -182,11 +187,15 @@ def read_archive(path: Path, verifier: Verifier) -> Archive:
     return archive
 
 
-def read_chain(state_dir: Path | str, verifier: Verifier) -> list[Archive]:
-    """Every archive of ``state_dir``, each note verified and chained to the one before: its
-    number, its first record (the last one's next) and the previous note's hash."""
+def read_chain(
+    state_dir: Path | str, verifier: Verifier, *, directory: Path | None = None
+) -> list[Archive]:
+    """Every archive of ``state_dir`` (or in ``directory``, a copy of its ``archive/``), each
+    note verified and chained to the one before: its number, its first record (the last
+    one's next) and the previous note's hash."""
     chain: list[Archive] = []
-    for path in archive_paths(state_dir):
+    paths = archive_paths(state_dir) if directory is None else archive_files(directory)
+    for path in paths:
         archive = read_archive(path, verifier)
         previous = chain[-1] if chain else None
         expected = (

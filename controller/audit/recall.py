@@ -1,5 +1,14 @@
 """Reading the log back: game recall (AGCO 13.1.1) of the last rounds, of the rounds between
-two times, or of one round; and the export auditors take away.
+two times, or of one round (in the live log or, once retention moved it, in the archive
+files); the records outside rounds, by sequence number or kind (a commissioning before the
+first round, a shift change), across the archives and the live log; and the export auditors
+take away.
+
+An archive file (controller/audit/archive.py) is believed only once verified: the chain of
+signed notes (each note's signature with the log's verifier key, each following the one
+before), and its records against its note: consecutive from its first to its last, each
+carrying the hash of the one before (``prev``), and the RFC 6962 root of them, after the tree
+before its first, the root its note signs (:func:`verified_archive_rows`).
 
 Both read the log with a read-only connection (no lock; read-only media work) in one snapshot,
 while the daemon may be appending. Given a :class:`~controller.audit.damage.Damage`, a damaged
@@ -16,20 +25,30 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from controller.audit.archive import archive_paths
+from controller.audit.archive import (
+    Archive,
+    ArchiveError,
+    archive_paths,
+    archived_records,
+    read_chain,
+)
+from controller.audit.checks import decode_entry
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import (
+    GENESIS_PREV,
     connect_read_only,
     open_for_reading,
     read_checkpoints,
     read_latest_checkpoint,
     read_records,
 )
-from controller.core.merkle import leaf_hash
+from controller.core.merkle import CompactRange, leaf_hash
+from controller.core.note import Verifier
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import AuditLogError, LogIntegrityError
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
+MAX_RECORDS = 1000  # records one recall of records shows at most (--seq A-B, --kind --last)
 
 
 def recall(
@@ -167,9 +186,14 @@ def _rounds(
 ) -> list[dict[str, Any]]:
     """The rounds whose records lie in ``start..stop`` (those in ``numbers`` only, if given),
     oldest first."""
-    rounds: dict[int, dict[str, Any]] = {}
     rows = read_records(db, start=start, stop=stop, on_bad=damage.note)
-    for row in sound_rows(rows, damage):
+    return _games(sound_rows(rows, damage), numbers)
+
+
+def _games(rows: Iterator[StoredRecord], numbers: Set[int] | None) -> list[dict[str, Any]]:
+    """The rounds of ``rows`` (sound records, in order), oldest first."""
+    rounds: dict[int, dict[str, Any]] = {}
+    for row in rows:
         entry = row.entry()
         data = entry["data"]
         number = data.get("round")
@@ -191,6 +215,131 @@ def _rounds(
         elif row.kind == RecordKind.CLOSE:
             game["outcome"] = "closed"
     return [rounds[n] for n in sorted(rounds)]
+
+
+# --- the archives, and the records outside rounds -----------------------------------------------
+
+
+def verified_chain(state_dir: Path, verifier: Verifier | None) -> list[Archive]:
+    """The archive files of ``state_dir``, their signed notes verified and chained (none: an
+    empty list). Without the verifier key, archives are not believed: an error saying so."""
+    if not archive_paths(state_dir):
+        return []
+    if verifier is None:
+        raise AuditLogError(
+            "recall: the archive files are read only once verified with the log's verifier"
+            " key: pass --key FILE (what export-key prints)"
+        )
+    try:
+        return read_chain(state_dir, verifier)
+    except ArchiveError as exc:
+        raise LogIntegrityError(None, str(exc)) from None
+
+
+def verified_archive_rows(archive: Archive, previous_hash: str | None) -> list[StoredRecord]:
+    """The records of ``archive``, once they are what its signed note says: consecutive from
+    its first to its last, each canonical and carrying the hash of the one before
+    (``previous_hash``: the previous archive's last record's, or None when not read; the first
+    archive's first record carries the genesis), and the RFC 6962 root of them, after the tree
+    before its first, the root the note signs. :class:`LogIntegrityError` naming the record."""
+    tree = CompactRange.from_bytes(archive.first - 1, archive.start_frontier)
+    rows: list[StoredRecord] = []
+    expected_prev = GENESIS_PREV if archive.first == 1 else previous_hash
+    for row in archived_records(archive):
+        if row.seq != archive.first + len(rows):
+            raise LogIntegrityError(
+                archive.first + len(rows), f"is missing from the archive {archive.path}"
+            )
+        entry = decode_entry(row)
+        if expected_prev is not None and entry.prev != expected_prev:
+            raise LogIntegrityError(
+                row.seq, f"does not carry the hash of the record before it ({archive.path})"
+            )
+        expected_prev = entry.hash
+        tree.append(row.leaf)
+        rows.append(row)
+        if row.seq > archive.last:
+            break
+    if not rows or rows[-1].seq != archive.last or tree.root() != archive.root:
+        raise LogIntegrityError(
+            archive.last, f"the archive {archive.path} is not the records its signed note signs"
+        )
+    return rows
+
+
+def archived_round(
+    state_dir: Path, number: int, *, verifier: Verifier | None
+) -> dict[str, Any] | None:
+    """Round ``number`` from the archive files (newest first, each verified before it is
+    read), as ``recall`` gives it, with the archive named; None when none holds it."""
+    chain = verified_chain(state_dir, verifier)
+    for archive in reversed(chain):
+        games = _games(iter(verified_archive_rows(archive, None)), {number})
+        if games:
+            return {**games[0], "archive": archive.path.name}
+    return None
+
+
+def recall_records(
+    state_dir: Path,
+    *,
+    verifier: Verifier | None,
+    seqs: tuple[int, int] | None = None,
+    kinds: Set[str] | None = None,
+    last: int = DEFAULT_RECALL,
+    damage: Damage | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Records by sequence number (``seqs``, both ends included) and/or kind (``kinds``),
+    across the archive files (verified first) and the live log, oldest first: the last
+    ``last`` of those found, and how many were found. Each says where it was read (an archive
+    file's name, or ``log``). Memory is bounded by ``last``."""
+    damage = _damage(damage)
+    low, high = seqs if seqs is not None else (1, None)
+    kept: deque[dict[str, Any]] = deque(maxlen=last)
+    found = 0
+
+    def take(row: StoredRecord, where: str) -> None:
+        nonlocal found
+        if kinds is not None and row.kind not in kinds:
+            return
+        entry = row.entry()
+        found += 1
+        kept.append(
+            {
+                "seq": row.seq,
+                "kind": row.kind,
+                "time": entry["time"],
+                "round": entry["data"].get("round"),
+                "data": entry["data"],
+                "from": where,
+            }
+        )
+
+    archived = 0
+    previous: str | None = None
+    chain = verified_chain(state_dir, verifier)
+    for archive in chain:
+        if archive.last < low or (high is not None and archive.first > high):
+            previous = None  # not read: the next one's first link is not checked
+            archived = archive.last
+            continue
+        rows = verified_archive_rows(archive, previous)
+        previous = rows[-1].hash
+        archived = archive.last
+        for row in rows:
+            if row.seq >= low and (high is None or row.seq <= high):
+                take(row, f"archive/{archive.path.name}")
+    if high is None or high > archived:
+        db = open_for_reading(state_dir)
+        try:
+            db.execute("BEGIN")
+            live = read_records(db, start=max(low, archived + 1), stop=high, on_bad=damage.note)
+            for row in sound_rows(live, damage, chained=False):
+                take(row, "log")
+            db.execute("COMMIT")
+        finally:
+            db.close()
+    return list(kept), found
 
 
 def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[dict[str, Any]]:

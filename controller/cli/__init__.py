@@ -165,6 +165,13 @@ COMMANDS: list[Command] = [
         "backup_arguments",
         "backup_command",
     ),
+    Command(
+        "restore",
+        "the audit log from a backup into a new state directory, verified first; never a rollback",
+        "controller.cli.backup",
+        "restore_arguments",
+        "restore_command",
+    ),
     Command("export-key", "the log's verifier key", _AUDIT, "key_arguments", "export_key"),
     Command(
         "checkpoint",

@@ -97,6 +97,8 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         "  paigow-controller simulate --rounds 50 --fast --state-dir demo-state\n"
         "  paigow-controller simulate --rounds 200 --fast --faults none --plain-rounds\n"
         "  paigow-controller simulate --fast --faults tilted=0.2,lid=0.05 --seed 7\n"
+        "  paigow-controller simulate --rounds 500 --supervisor-key on --state-dir demo-state"
+        "   # then: paigow-controller supervise ... --state-dir demo-state\n"
         "  paigow-controller simulate --rounds 1 --sensor-url /dev/paigow-dice   # a sensor on the"
         " bench",
     )
@@ -141,6 +143,16 @@ def simulate_arguments(p: argparse.ArgumentParser) -> None:
         " socket://host:port) instead of the simulated one: try a sensor on the bench with the"
         " shaker and keys simulated; its dice are read as they lie, no sensor fault is injected",
     )
+    p.add_argument(
+        "--supervisor-key",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the simulated supervisor key switch: auto (the default) the simulated crew turns"
+        " it on for its own actions only; on for the whole run, so that"
+        " 'paigow-controller supervise ... --state-dir DIR' can be tried at any time; off for"
+        " the whole run (every supervisor action refused; the run stops when the table needs"
+        " its supervisor)",
+    )
     p.add_argument("--debug", action="store_true", help="log at debug level")
 
 
@@ -153,7 +165,12 @@ def _sensor_url(text: str) -> str:
 
 def simulate_command(args: argparse.Namespace) -> int:
     from controller.app.logs import configure_logging
-    from controller.app.simulate import parse_dice_bias, parse_faults, run_simulation
+    from controller.app.simulate import (
+        KeySwitch,
+        parse_dice_bias,
+        parse_faults,
+        run_simulation,
+    )
 
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
@@ -188,6 +205,7 @@ def simulate_command(args: argparse.Namespace) -> int:
             table_minutes_per_round=per_round,
             dice_bias=dice_bias,
             sensor_url=sensor_url,
+            supervisor_key=KeySwitch(args.supervisor_key),
         )
     except ControllerError:
         raise  # ours say what failed: one line on stderr, exit 1

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.app.instance_lock import InstanceLock
+from controller.audit.archive import archive_paths
 from controller.audit.damage import MAX_NAMED, Damage
 from controller.audit.log import (
     DB_NAME,
@@ -35,9 +37,12 @@ from controller.audit.log import (
 )
 from controller.audit.recall import (
     DEFAULT_RECALL,
+    MAX_RECORDS,
+    archived_round,
     export_lines,
     recall,
     recall_between,
+    recall_records,
     recall_round,
 )
 from controller.audit.verify import verify_database, verify_export, verify_state_dir
@@ -56,6 +61,7 @@ from controller.cli.args import (
 from controller.core.config import StorageConfig
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
 from controller.core.note import NoteError, Verifier
+from controller.core.records import RecordKind
 from controller.errors import AuditLogError, ControllerError, LogIntegrityError, UsageError
 from controller.files import read_capped
 
@@ -260,6 +266,14 @@ the starting position, the bank, the attempt that gave the result, and the voids
 faults in that round. --round N shows one round in detail with its records in order. --since
 and --until choose the rounds that opened between two local date-times, both ends included to
 the precision written ({LOCAL_TIME_FORMS}; a date alone is the whole day). {DAMAGED}
+
+A round that retention moved to the archive files is found there by --round N. Records outside
+rounds (a commissioning before the first round, shift changes, power-ons) are read by sequence
+number, --seq N or --seq A-B (at most {MAX_RECORDS}), and by kind, --kind KIND[,KIND...] (the last
+--last of them, default {DEFAULT_RECALL}, at most {MAX_RECORDS}; with --seq, within that span),
+across the archive files and the live log. An archive file is read only once verified with the
+log's verifier key (--key, default the state directory's own key): its signed note, the chain of
+notes, and its records against the root its note signs; one that does not verify is exit 1.
 {JSON_OR_TEXT}"""
 _RECALL_EXAMPLES = """\
 examples:
@@ -267,7 +281,10 @@ examples:
   paigow-controller recall --last 20
   paigow-controller recall --round 1234
   paigow-controller recall --since "2026-11-30 14:00" --until "2026-11-30 16:30"
-  paigow-controller recall --since 2026-11-30 --json > rounds.json"""
+  paigow-controller recall --since 2026-11-30 --json > rounds.json
+  paigow-controller recall --round 12 --key log.pub           # archived, verified first
+  paigow-controller recall --kind commissioning,shift_change --last 5
+  paigow-controller recall --seq 1-40"""
 
 
 def recall_arguments(p: argparse.ArgumentParser) -> None:
@@ -281,16 +298,80 @@ def recall_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--round", metavar="N", help="one round in detail: its records in order")
     p.add_argument("--since", metavar="DATE-TIME", help="rounds opened at or after it (local)")
     p.add_argument("--until", metavar="DATE-TIME", help="rounds opened up to it (local)")
+    p.add_argument(
+        "--seq",
+        metavar="N|A-B",
+        help=f"records by sequence number, one or a span of at most {MAX_RECORDS} (any kind,"
+        " in rounds or not)",
+    )
+    p.add_argument(
+        "--kind",
+        metavar="KIND[,KIND]",
+        help="records of these kinds (e.g. commissioning, shift_change, power_on): the last"
+        " --last of them",
+    )
+    p.add_argument(
+        "--key",
+        help="the log's verifier key (export-key's output), to verify the archive files before"
+        " they are read (default: the state directory's own key)",
+    )
     json_argument(p)
+
+
+_SEQ_SPAN = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")  # ASCII digits only
+
+
+def _seq_span(text: str) -> tuple[int, int]:
+    """``--seq N`` or ``--seq A-B``: ASCII digits, 1..MAX_SEQ, A <= B, at most MAX_RECORDS."""
+    found = _SEQ_SPAN.fullmatch(text)
+    if found is None:
+        raise UsageError(f"--seq {quoted(text)} is not N or A-B (sequence numbers)")
+    low = whole_number(found[1], "--seq", 1, MAX_SEQ)
+    high = low if found[2] is None else whole_number(found[2], "--seq", 1, MAX_SEQ)
+    if high < low:
+        raise UsageError(f"--seq {text}: {low} is after {high}")
+    if high - low + 1 > MAX_RECORDS:
+        raise UsageError(f"--seq {text} spans {high - low + 1} records: at most {MAX_RECORDS}")
+    return low, high
+
+
+def _kinds(text: str) -> frozenset[str]:
+    """``--kind``: record kinds the log knows, comma-separated, each at most once."""
+    known = {str(kind) for kind in RecordKind}
+    names = text.split(",")
+    if len(names) > len(known):
+        raise UsageError(f"--kind names more kinds than there are ({len(known)})")
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"--kind {quoted(name)} is not a record kind (e.g. commissioning, shift_change,"
+                " power_on, dice_replaced)"
+            )
+    return frozenset(names)
+
+
+def _archive_verifier(args: argparse.Namespace) -> Verifier | None:
+    """The verifier key the archive files are checked with: --key, else the state
+    directory's own; None when there are no archive files to check."""
+    if args.key is None and not archive_paths(_state_dir(args)):
+        return None
+    return log_verifier(_state_dir(args), args.key)
 
 
 def recall_command(args: argparse.Namespace) -> int:
     """Every argument is checked before the log is opened: a bad one is exit 2."""
     windowed = args.since is not None or args.until is not None
+    by_record = args.seq is not None or args.kind is not None
     if args.round is not None:
         if windowed or args.last is not None:
             raise UsageError("--round shows one round: it takes no --last, --since or --until")
+        if by_record:
+            raise UsageError("--round shows one round: it takes no --seq or --kind")
         return _recall_one(args, whole_number(args.round, "--round", 1, MAX_SEQ))
+    if by_record:
+        if windowed:
+            raise UsageError("--seq and --kind read records: they take no --since or --until")
+        return _recall_records(args)
     default = MAX_RECALL if windowed else DEFAULT_RECALL
     last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
     damage = _damage("recall")
@@ -341,10 +422,63 @@ def _damaged(damage: Damage) -> dict[str, Any]:
     return {"damaged": damage.as_record()} if damage else {}
 
 
+def _recall_records(args: argparse.Namespace) -> int:
+    seqs = None if args.seq is None else _seq_span(args.seq)
+    kinds = None if args.kind is None else _kinds(args.kind)
+    if kinds is None and args.last is not None:
+        raise UsageError("--seq shows the records it names: --last goes with --kind")
+    default = MAX_RECORDS if kinds is None else DEFAULT_RECALL
+    last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECORDS)
+    damage = _damage("recall")
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        records, found = recall_records(
+            _state_dir(args),
+            verifier=_archive_verifier(args),
+            seqs=seqs,
+            kinds=kinds,
+            last=last,
+            damage=damage,
+        )
+    what = " ".join(
+        part
+        for part in (
+            "" if kinds is None else f"of kind {', '.join(sorted(kinds))}",
+            "" if seqs is None else f"numbered {seqs[0]}..{seqs[1]}",
+        )
+        if part
+    )
+    cut = "" if found == len(records) else f"; the last {len(records)} shown (--last)"
+    heading = f"recall: {found} records {what}{cut}"
+    print_report(
+        args,
+        {"records": records, "found": found, **_damaged(damage)},
+        lambda doc: _records_report(doc["records"], heading),
+        to_json=_print,
+    )
+    return _damage_status("recall", damage)
+
+
+def _records_report(records: list[dict[str, Any]], heading: str) -> str:
+    lines = [render.clean(heading)]
+    for record in records:
+        where = "" if record["from"] == "log" else f" [{record['from']}]"
+        in_round = "" if record.get("round") is None else f" round {record['round']}"
+        text = render.record_text(record["kind"], record["data"])
+        lines.append(
+            render.clean(f"#{record['seq']} {record['time']} {record['kind']}{in_round}{where}")
+        )
+        lines.append(render.clean(f"    {text}"))
+    return "\n".join(lines) + "\n"
+
+
 def _recall_one(args: argparse.Namespace, number: int) -> int:
     damage = _damage("recall")
     with storage_errors(f"cannot read {_state_dir(args)}"):
         game = recall_round(_state_dir(args), number, damage=damage)
+        if game is None:  # retention may have moved it: the archives, verified first
+            verifier = _archive_verifier(args)
+            if verifier is not None:
+                game = archived_round(_state_dir(args), number, verifier=verifier)
     if game is None:
         _damage_status("recall", damage)
         raise ControllerError(f"recall: round {number} is not in the log")

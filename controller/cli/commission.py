@@ -4,6 +4,7 @@ by step, answering at the terminal; the report is printed and recorded in the au
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from controller.core.commissioning import (
     TECHNICIAN_MAX_CHARS,
     technician_error,
 )
+from controller.core.config import Config
 from controller.core.digits import quoted
 from controller.errors import ControllerError, InstanceLocked, UsageError
 
@@ -48,15 +50,28 @@ def commission_arguments(p: argparse.ArgumentParser) -> None:
         " and on Ctrl-C. The report is recorded in the audit log as a commissioning record"
         " (recall and export show it, verify-log checks it). Prompts go to stderr; the"
         f" report to stdout. {JSON_OR_TEXT}\n\n"
+        "It records into the table's existing log and never makes one: a state directory"
+        " without a log (or its signing key) is an error in one line, and nothing is"
+        " written (make the log with init, or the controller's first start).\n\n"
+        "--simulate walks simulate's simulated hardware instead (mock pins behind the"
+        " simulated shaker and panel, the simulated dice sensor on a pseudo-terminal), its"
+        " inputs worked and its dice rolled by the walk itself, what a person would see said"
+        " on the terminal: practice on the bench. The technician still answers each question;"
+        " it takes --state-dir (a practice log, never the config's), the built-in config"
+        " unless --config is given, and the record says simulated.\n\n"
         "Exit codes: 0 every step passed or was skipped by the technician; 1 a step failed,"
-        " or no answer came in time; 130 interrupted (Ctrl-C); 2 a bad argument; 78 a bad"
-        " config.",
+        " or no answer came in time, or no log in the state directory; 130 interrupted"
+        " (Ctrl-C); 2 a bad argument (a --state-dir that is no directory); 78 a bad config"
+        " (its [storage] state_dir no directory).",
         "examples:\n"
         '  paigow-controller commission --technician "J. Rivera #4411"\n'
         '  paigow-controller commission --technician "J. Rivera #4411" --readings 20'
         " --step-timeout 60\n"
         "  paigow-controller commission --technician JR --config /etc/paigow-controller/config.toml"
-        " --json > commissioning.json",
+        " --json > commissioning.json\n"
+        "  paigow-controller init --config bench.toml --state-dir bench-state > bench-state.pub\n"
+        '  paigow-controller commission --simulate --state-dir bench-state --technician "JR"'
+        " --readings 2",
     )
     p.add_argument(
         "--technician",
@@ -65,7 +80,15 @@ def commission_arguments(p: argparse.ArgumentParser) -> None:
         help=f"who commissions the table: name or badge, 1 to {TECHNICIAN_MAX_CHARS} printable"
         " ASCII characters (recorded)",
     )
-    p.add_argument("--config", default=str(DEFAULT_PATH), help=f"default {DEFAULT_PATH}")
+    p.add_argument(
+        "--config",
+        help=f"default {DEFAULT_PATH} (with --simulate: the built-in defaults)",
+    )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="walk the simulated hardware of simulate (practice; needs --state-dir)",
+    )
     p.add_argument(
         "--readings",
         default="10",
@@ -91,7 +114,13 @@ def commission_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def commission_command(args: argparse.Namespace) -> int:
-    from controller.app.commission import Console, Settings, commission, describe_lock_error
+    from controller.app.commission import (
+        Console,
+        Settings,
+        commission,
+        describe_lock_error,
+        require_log,
+    )
     from controller.app.logs import configure_logging
 
     problem = technician_error(args.technician)
@@ -101,9 +130,18 @@ def commission_command(args: argparse.Namespace) -> int:
     step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
     answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
     state_dir = directory_argument(args.state_dir)
-    # a bad config: exit 78 naming the key (its display host too: a technician is there)
-    config = load_config(Path(args.config), on_this_machine=True)
-    configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
+    if args.simulate and state_dir is None:
+        raise UsageError("--simulate needs --state-dir (a practice log, never the table's)")
+    if args.simulate and args.sensor_url is not None:
+        raise UsageError("--simulate has its own dice sensor: it takes no --sensor-url")
+    if state_dir is not None:  # an argument: checked before the config is read
+        require_log(state_dir, option="--state-dir")
+    if args.simulate and args.config is None:
+        config = Config()
+    else:
+        # a bad config: exit 78 naming the key (its display host too: a technician is there)
+        config_file = Path(args.config or DEFAULT_PATH)
+        config = load_config(config_file, on_this_machine=not args.simulate)
     settings = Settings(
         technician=args.technician,
         state_dir=state_dir or Path(config.storage.state_dir),
@@ -112,9 +150,26 @@ def commission_command(args: argparse.Namespace) -> int:
         answer_timeout_s=answer_timeout,
         sensor_url=args.sensor_url,
     )
+    option = None if state_dir is None else "--state-dir"
+    require_log(settings.state_dir, option=option)  # before anything is opened or driven
+    configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
     console = Console(sys.stdin, sys.stderr, timeout_s=answer_timeout)
     try:
-        document = commission(config, settings, console)
+        if args.simulate:
+            from controller.app.simulate import SimulatedBench
+
+            with SimulatedBench(config) as bench:
+                settings = dataclasses.replace(settings, sensor_url=bench.sensor_url)
+                document = commission(
+                    config,
+                    settings,
+                    console,
+                    pin_factory=bench.factory,
+                    hands=bench,
+                    state_dir_option=option,
+                )
+        else:
+            document = commission(config, settings, console, state_dir_option=option)
     except InstanceLocked as exc:
         raise ControllerError(describe_lock_error(exc)) from None
     print_report(args, document, render.commission_report)

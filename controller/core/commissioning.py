@@ -503,7 +503,7 @@ _RECORD_KEYS = frozenset(
         "outputs_safe",
     }
 )
-_OPTIONAL_KEYS = frozenset({"round", "ended"})
+_OPTIONAL_KEYS = frozenset({"round", "ended", "simulated"})  # simulated: on the bench
 
 
 def check_record(data: Mapping[str, Any]) -> None:
@@ -513,6 +513,8 @@ def check_record(data: Mapping[str, Any]) -> None:
     keys = set(data)
     if not keys >= _RECORD_KEYS or not keys <= _RECORD_KEYS | _OPTIONAL_KEYS:
         raise RecordDataError(f"commissioning has fields {sorted(keys)}")
+    if "simulated" in data and data["simulated"] is not True:
+        raise RecordDataError("commissioning's simulated is true when given")
     technician = data["technician"]
     if not isinstance(technician, str) or technician_error(technician) is not None:
         raise RecordDataError("commissioning names no technician")

@@ -1,0 +1,419 @@
+"""Restoring the audit log from a backup (``paigow-controller restore``) into a new state
+directory, after a card failed or was replaced.
+
+A backup (``paigow-controller backup``, controller/audit/backup.py) is the log as it was at one
+commit; the archive files the retention moved older rounds to (controller/audit/archive.py)
+are copied with it. Restoring one is putting an older log in place of the table's, which is
+exactly what the log's integrity machinery exists to notice: the rules never let a log be
+rolled back unnoticed. So a restore:
+
+1. refuses a target that holds a log (``audit.db``) or anything but the log's anchor: it never
+   writes over a log, and restores only into a new (empty or absent) directory;
+2. verifies the backup before anything is written: every record, the hash chain, the signed
+   checkpoints and the running checkpoint with the log's verifier key (``verify-log``'s own
+   verifier), the archive chain's signed notes and that the backup follows the last archive;
+   given a checkpoint kept off the box (``--checkpoint``), that the backup extends it;
+3. refuses when an anchor it can see shows a newer log than the backup (or another log): the
+   anchor left in the target directory, and the copy in ``[storage] anchor_copy_dir`` (a
+   configured copy directory that is missing is a refusal too: a mount that failed proves
+   nothing). An anchor at or behind the backup is kept: the controller checks the log
+   against it at its start, as always;
+4. writes the copy into a hidden directory beside the target, fsynced, checks it (the bytes
+   verified are the bytes copied; with archives, the whole log verified again there), and only
+   then gives the files their names (the log last: a log appears whole or not at all).
+
+The restored directory holds no anchor of its own unless one was there: at its first start the
+controller takes the copy in ``anchor_copy_dir`` if there is one (and records that it rewrote
+the local one), else it latches ``anchor_missing``, which is cleared only at the service
+terminal with an employee id and a note saying why (the restore): the log records who put an
+older copy in place, and the table plays on from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.audit.anchor import ANCHOR_FILE, Anchor, AnchorFile, copy_path
+from controller.audit.archive import (
+    ARCHIVE_DIR,
+    Archive,
+    ArchiveError,
+    archived_records,
+    read_chain,
+)
+from controller.audit.backup import _identity
+from controller.audit.log import (
+    DB_NAME,
+    KEY_FILE,
+    _storage_error,
+    connect_read_only,
+    read_latest_checkpoint,
+    read_records,
+)
+from controller.audit.verify import verify_database, verify_state_dir
+from controller.core.merkle import CompactRange
+from controller.core.note import Checkpoint, NoteError, Signer, Verifier, open_checkpoint
+from controller.errors import AuditLogError, LogIntegrityError, UsageError
+from controller.files import fsync_dir, fsync_file, write_new
+
+COPY_CHUNK = 1 << 20
+
+
+class RestoreRefused(AuditLogError):
+    """The restore would write over a log, or roll the log back, or the backup does not
+    verify: nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    state_dir: Path
+    records: int  # the last record's number
+    first: int  # the backup's first record (past 1 with archives)
+    archives: int
+    origin: str
+    key_id: str
+    checkpoint_size: int
+    signing_key: str
+    anchors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": True,
+            "restored": str(self.state_dir),
+            "records": self.records,
+            "first_in_backup": self.first,
+            "archives": self.archives,
+            "origin": self.origin,
+            "key_id": self.key_id,
+            "checkpoint_size": self.checkpoint_size,
+            "signing_key": self.signing_key,
+            "anchors": self.anchors,
+            "next": [
+                f"paigow-controller verify-log --state-dir {self.state_dir} --key LOG.pub",
+                "start the controller on it; without an anchor copy it latches anchor_missing:"
+                " clear it at the terminal saying why, e.g. paigow-controller supervise"
+                ' clear-fault --note "restored from backup" --employee T0042',
+            ],
+        }
+
+
+def restore_log(
+    backup: Path,
+    state_dir: Path,
+    *,
+    verifier: Verifier,
+    signer: Signer | None = None,
+    archive: Path | None = None,
+    anchor_copy_dir: Path | None = None,
+    checkpoint: str | None = None,
+) -> RestoreReport:
+    """Restore ``backup`` (and the archive files in ``archive``) into the new ``state_dir``:
+    see the module's docstring. ``signer``: the log's signing key, written beside it (mode
+    0600); None when the controller takes it from its systemd credential. Raises
+    :class:`RestoreRefused` (or :class:`UsageError` for a bad argument) with nothing written."""
+    if signer is not None and signer.verifier.key_id != verifier.key_id:
+        raise UsageError(
+            f"--signing-key is the key {signer.verifier.key_id.hex()}, not the verifier key's"
+            f" {verifier.key_id.hex()}"
+        )
+    kept_anchor = _check_target(state_dir)
+    origin, key_id, first, size = _backup_identity(backup)
+    if key_id != verifier.key_id.hex() or origin != verifier.name:
+        raise RestoreRefused(
+            f"restore: refused: the backup {backup} is the log of {origin} (key {key_id}), not"
+            f" of the key given ({verifier.name}, key {verifier.key_id.hex()})"
+        )
+    chain = _check_archives(backup, archive, verifier, first)
+    if not chain:
+        _verified(lambda: verify_database(backup, verifier, checkpoint=checkpoint))
+    head = _head(backup, verifier, size)
+    anchors = _check_anchors(
+        state_dir, kept_anchor, anchor_copy_dir, verifier, head, backup=backup, chain=chain
+    )
+    staging = state_dir.parent / f".{state_dir.name}.restore-{os.getpid()}"
+    try:
+        _stage(staging, backup, chain, signer, verified_alone=not chain)
+        if chain:  # the archives and the backup, verified as one log where they will lie
+            _verified(lambda: verify_state_dir(staging, verifier, checkpoint=checkpoint))
+        _put_in_place(staging, state_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    said_key = (
+        f"{state_dir / KEY_FILE} (0600)"
+        if signer is not None
+        else f"not copied: the controller takes it from its systemd credential {KEY_FILE}"
+    )
+    return RestoreReport(
+        state_dir, size, first, len(chain), origin, key_id, head.size, said_key, anchors
+    )
+
+
+# --- before anything is written -------------------------------------------------------------
+
+
+def _check_target(state_dir: Path) -> Anchor | None:
+    """The target holds no log and nothing but (perhaps) the log's anchor; that anchor, if any."""
+    try:
+        if state_dir.exists() and not state_dir.is_dir():
+            raise UsageError(f"--state-dir {state_dir} exists and is not a directory")
+        names = sorted(os.listdir(state_dir)) if state_dir.exists() else []
+    except OSError as exc:
+        raise UsageError(f"--state-dir {state_dir}: {exc.strerror or exc}") from None
+    if DB_NAME in names:
+        raise RestoreRefused(
+            f"restore: refused: {state_dir / DB_NAME} exists: a restore never writes over a"
+            " log; restore into a new (empty or absent) state directory"
+        )
+    others = [n for n in names if n != ANCHOR_FILE]
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise RestoreRefused(
+            f"restore: refused: {state_dir} is not empty ({shown}): restore into a new (empty"
+            " or absent) state directory"
+        )
+    if ANCHOR_FILE not in names:
+        return None
+    found = AnchorFile(state_dir / ANCHOR_FILE).read()  # damaged: AuditLogError, said so
+    if found is None:
+        raise RestoreRefused(f"restore: refused: the anchor {state_dir / ANCHOR_FILE} is empty")
+    return found
+
+
+def _backup_identity(backup: Path) -> tuple[str, str, int, int]:
+    """The backup's origin, key id, first and last record (read only)."""
+    try:
+        is_file = backup.is_file()
+    except OSError as exc:
+        raise UsageError(f"{backup}: {exc.strerror or exc}") from None
+    if not is_file:
+        raise UsageError(f"{backup}: no such backup file")
+    db = connect_read_only(backup)
+    try:
+        origin, key_id = _identity(db, backup)
+        first, last = db.execute(
+            "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
+        ).fetchone()
+    except sqlite3.Error as exc:
+        raise _storage_error(exc, f"cannot read {backup}") from exc
+    finally:
+        db.close()
+    if type(first) is not int or type(last) is not int or first < 1:
+        raise RestoreRefused(f"restore: refused: the backup {backup} holds no records")
+    return origin, key_id, first, last
+
+
+def _check_archives(
+    backup: Path, archive: Path | None, verifier: Verifier, first: int
+) -> list[Archive]:
+    """The archive chain the backup follows (empty when it starts at record 1), each note's
+    signature and the chain checked."""
+    if first == 1:
+        if archive is not None:
+            raise UsageError(f"--archive: the backup {backup} starts at record 1: it has none")
+        return []
+    if archive is None:
+        raise UsageError(
+            f"the backup {backup} starts at record {first}: records 1..{first - 1} are in the"
+            f" archive files; give their directory with --archive (the {ARCHIVE_DIR}/ beside"
+            " the log it was taken from)"
+        )
+    if not archive.is_dir():
+        raise UsageError(f"--archive {archive}: no such directory")
+    try:
+        chain = read_chain(archive, verifier, directory=archive)
+    except ArchiveError as exc:
+        raise RestoreRefused(f"restore: refused: {exc}") from None
+    if not chain:
+        raise UsageError(f"--archive {archive}: no archive files (00000001.db, ...) there")
+    # the live log keeps the archive's last records until their drop is done: it may overlap
+    if not chain[-1].first <= first <= chain[-1].last + 1:
+        raise RestoreRefused(
+            f"restore: refused: the archives end at record {chain[-1].last} but the backup"
+            f" starts at {first}: they are not of one log"
+        )
+    return chain
+
+
+def _verified(check: Callable[[], object]) -> None:
+    """A verification, its failure a refusal naming the record (nothing was written)."""
+    try:
+        check()
+    except LogIntegrityError as exc:
+        raise RestoreRefused(f"restore: refused: the backup does not verify: {exc}") from None
+
+
+def _head(backup: Path, verifier: Verifier, size: int) -> Checkpoint:
+    """The backup's running checkpoint (signs its whole log; verified with the rest)."""
+    db = connect_read_only(backup)
+    try:
+        note = read_latest_checkpoint(db)
+    finally:
+        db.close()
+    try:
+        head = None if note is None else open_checkpoint(note, verifier)
+    except NoteError as exc:
+        raise RestoreRefused(f"restore: refused: the backup's checkpoint: {exc}") from None
+    if head is None or head.size != size:
+        raise RestoreRefused(
+            f"restore: refused: the backup {backup} has no checkpoint signing its {size} records"
+        )
+    return head
+
+
+def _check_anchors(
+    state_dir: Path,
+    kept: Anchor | None,
+    copy_dir: Path | None,
+    verifier: Verifier,
+    head: Checkpoint,
+    *,
+    backup: Path,
+    chain: list[Archive],
+) -> list[str]:
+    """Every anchor in sight must sign this log at or behind the backup: a newer one is a
+    rollback. What was checked, in words."""
+    places: list[tuple[Path, Anchor]] = []
+    said: list[str] = []
+    if kept is not None:
+        places.append((state_dir / ANCHOR_FILE, kept))
+    if copy_dir is not None:
+        if not copy_dir.is_dir():
+            raise RestoreRefused(
+                f"restore: refused: [storage] anchor_copy_dir {copy_dir} is missing (a mount"
+                " that failed?): the anchor's copy cannot be checked against the backup"
+            )
+        path = copy_path(copy_dir, verifier.key_id)
+        found = AnchorFile(path).read()
+        if found is None:
+            said.append(f"{path}: none (no copy of this log's anchor)")
+        else:
+            places.append((path, found))
+    for path, anchor in places:
+        try:
+            signed = open_checkpoint(anchor.note, verifier)
+            tree = anchor.tree(signed.size)
+        except (NoteError, ValueError) as exc:
+            raise RestoreRefused(
+                f"restore: refused: the anchor {path} is not of this log's key: {exc}"
+            ) from None
+        if signed.size > head.size:
+            raise RestoreRefused(
+                f"restore: refused: the anchor {path} shows the log at {signed.size} records,"
+                f" newer than the backup's {head.size}: restoring it would roll the log back;"
+                " restore the newest backup"
+            )
+        if tree.root() != signed.root_hash or not _extends(tree, signed.size, backup, chain, head):
+            raise RestoreRefused(
+                f"restore: refused: the anchor {path} signs {signed.size} records that are not"
+                " the backup's first ones: it is another log, or a fork"
+            )
+        said.append(f"{path}: {signed.size} records, at or behind the backup's {head.size}")
+    return said
+
+
+def _extends(
+    tree: CompactRange, size: int, backup: Path, chain: list[Archive], head: Checkpoint
+) -> bool:
+    """Whether the backup's log is the anchor's tree with more leaves (RFC 6962: the leaves
+    after the anchor appended to its compact range give the backup's root)."""
+    for row in _leaves_after(size, backup, chain):
+        tree.append(row)
+    return tree.root() == head.root_hash
+
+
+def _leaves_after(size: int, backup: Path, chain: list[Archive]) -> Iterator[bytes]:
+    seen = size
+    for archive in chain:
+        if archive.last <= seen:
+            continue
+        for row in archived_records(archive):
+            if row.seq == seen + 1:
+                seen += 1
+                yield row.leaf
+    db = connect_read_only(backup)
+    try:
+        for row in read_records(db, start=seen + 1):
+            yield row.leaf
+    finally:
+        db.close()
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _stage(
+    staging: Path,
+    backup: Path,
+    chain: list[Archive],
+    signer: Signer | None,
+    *,
+    verified_alone: bool,
+) -> None:
+    try:
+        staging.mkdir(mode=0o700)
+        if chain:
+            (staging / ARCHIVE_DIR).mkdir(mode=0o700)
+            for archive in chain:
+                _copy(archive.path, staging / ARCHIVE_DIR / archive.path.name)
+            fsync_dir(staging / ARCHIVE_DIR)
+        copied = _copy(backup, staging / DB_NAME)
+        if signer is not None:
+            write_new(staging / KEY_FILE, f"{signer}\n".encode(), 0o600, replace=False)
+        fsync_dir(staging)
+    except OSError as exc:
+        raise _storage_error(exc, f"cannot write {staging}") from exc
+    if verified_alone and _sha256(backup) != copied:  # the bytes verified are the bytes copied
+        raise RestoreRefused(f"restore: refused: the backup {backup} changed while it was copied")
+
+
+def _copy(source: Path, target: Path) -> str:
+    """``source`` to the new file ``target``, fsynced; the SHA-256 of what was written."""
+    digest = hashlib.sha256()
+    with source.open("rb") as reading:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as writing:
+            while chunk := reading.read(COPY_CHUNK):
+                digest.update(chunk)
+                writing.write(chunk)
+    fsync_file(target)
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(COPY_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _put_in_place(staging: Path, state_dir: Path) -> None:
+    """The staged files under their names: the whole directory renamed when the target is
+    absent; else each entry moved in, the log last and never over one that appeared."""
+    try:
+        if not state_dir.exists():
+            os.rename(staging, state_dir)
+            fsync_dir(state_dir.parent)
+            return
+        for name in sorted(os.listdir(staging)):
+            if name != DB_NAME:
+                os.rename(staging / name, state_dir / name)
+        try:
+            os.link(staging / DB_NAME, state_dir / DB_NAME)  # never replaces a log
+        except FileExistsError:
+            raise RestoreRefused(
+                f"restore: refused: {state_dir / DB_NAME} appeared meanwhile (a controller"
+                " started on it?): nothing was written over it"
+            ) from None
+        with contextlib.suppress(OSError):
+            os.unlink(staging / DB_NAME)
+        fsync_dir(state_dir)
+    except OSError as exc:
+        raise _storage_error(exc, f"cannot write {state_dir}") from exc
