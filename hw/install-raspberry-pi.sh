@@ -76,6 +76,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+[ "$kiosk" = no ] || kiosk=yes # PAIGOW_KIOSK: "no", or anything else for yes
 if [ -n "$wheels" ] && [ ! -d "$wheels" ]; then
     echo "install: --wheels $wheels: not a directory" >&2
     exit 2
@@ -242,7 +243,7 @@ elif [ ${#need[@]} -gt 0 ]; then
     if [ ${#lacking[@]} -gt 0 ]; then
         die "${lacking[*]} not installed, and --wheels takes nothing from the network: put the .deb files in $wheels/debs"
     fi
-    if [ "$kiosk" != no ]; then
+    if [ "$kiosk" = yes ]; then
         mapfile -t lacking < <(missing_of "${kiosk_packages[@]}")
         if [ ${#lacking[@]} -gt 0 ]; then
             say "kiosk skipped: ${lacking[*]} not installed, and --wheels takes nothing from the network (their .deb files in $wheels/debs install it)"

@@ -410,6 +410,7 @@ def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Ma
         done = guest.run(["paigow-controller", "verify-software", "--json"], check=False)
         assert done.returncode == 1
         status, out = install(guest, "release-a", env=offline, kiosk=True)
+        print(out)  # what the technician reads (pytest -rP shows it)
         assert status == 0, out
         assert "changed: controller/core/wagers.py (installed)" in out
         assert f"{UNIT_PATH} was changed on this box (it is no release's)" in out
