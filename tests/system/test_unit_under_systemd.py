@@ -371,14 +371,16 @@ def test_one_byte_changed_in_the_installed_release_is_found(guest: Machine) -> N
 SITE = "venv/lib/python3.11/site-packages"
 START_LIMIT = "/etc/systemd/system/paigow-controller.service.d/start-limit.conf"
 APT_SHIM = "/root/no-network/apt-get"
+KIOSK_PACKAGES = ("cage", "chromium", "fonts-noto-cjk")
 
 
 def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Machine) -> None:
     """A package file changed, the installed unit changed, the manifest deleted: running the
     installer again with the release's manifest names what differs, builds the release again
-    and installs its manifest and unit. Offline (``--wheels``, the kiosk asked for but its
-    packages missing): apt is never run. Under ``StartLimitBurst=2`` (the shipped unit allows
-    5 in 300 s: fewer installs in a row would meet this one), every restart still starts."""
+    and installs its manifest and unit. Offline (``--wheels``, the kiosk asked for, its
+    packages missing, then in the wheels' debs/): apt never downloads. Under
+    ``StartLimitBurst=2`` (the shipped unit allows 5 in 300 s: fewer installs in a row would
+    meet this one), every restart still starts."""
     release_a = current_release(guest)
     assert previous_release(guest).startswith(f"{VERSION}+systest.b-")
     release = guest.root / f"{PREFIX.lstrip('/')}/releases/{release_a}"
@@ -390,7 +392,11 @@ def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Ma
     # apt-get that says it was run (there is no network: --private-network)
     shim = guest.root / APT_SHIM.lstrip("/")
     shim.parent.mkdir()
-    shim.write_text("#!/bin/sh\necho apt-get was run >&2\ntouch /root/apt-was-run\nexit 100\n")
+    shim.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --no-download "*) exec /usr/bin/apt-get "$@" ;; esac\n'
+        "echo apt-get was run >&2\ntouch /root/apt-was-run\nexit 100\n"
+    )
     shim.chmod(0o755)
     offline = (*papers, f"PATH={shim.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin")
     limit = guest.root / START_LIMIT.lstrip("/")
@@ -432,13 +438,34 @@ def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Ma
             "RestartUSec": "2s",
         }
 
-        # once more: nothing differs, nothing is built; a third start within the limit
+        # once more: nothing differs, nothing is built; a third start within the limit. The
+        # kiosk's packages now in the wheels' debs/ (stand-ins of the same names): installed
+        # without the network, and the kiosk set up from the release's own files
+        debs = guest.root / "root/wheels/debs"
+        for name in KIOSK_PACKAGES:
+            control = guest.root / f"root/stand-in/{name}/DEBIAN/control"
+            control.parent.mkdir(parents=True)
+            control.write_text(
+                f"Package: {name}\nVersion: 999\nArchitecture: all\n"
+                "Maintainer: system test <root@localhost>\nDescription: a stand-in\n"
+            )
+            guest.run(["dpkg-deb", "--build", f"/root/stand-in/{name}"])
+            debs.mkdir(exist_ok=True)
+            (guest.root / f"root/stand-in/{name}.deb").rename(debs / f"{name}.deb")
         status, out = install(guest, "release-a", env=offline, kiosk=True)
+        print(out)
         assert status == 0, out
         assert "built already: checking it" in out
         assert "building release" not in out
         assert "was changed on this box" not in out
         assert show(guest, "ActiveState")["ActiveState"] == "active"
+        assert "3 packages from /root/wheels/debs (no download)" in out
+        assert "kiosk (offline: its packages are installed)" in out
+        assert not (guest.root / "root/apt-was-run").exists()
+        kiosk_unit = guest.root / "etc/systemd/system/paigow-kiosk.service"
+        assert kiosk_unit.read_bytes() == (CHECKOUT / "hw/kiosk/paigow-kiosk.service").read_bytes()
+        enabled = guest.run(["systemctl", "is-enabled", "paigow-kiosk.service"], check=False)
+        assert enabled.stdout.strip() == "enabled"
 
         # a manifest that is not this checkout's (release b's) is refused: nothing changes
         b_manifest = (
