@@ -53,7 +53,7 @@ keep_releases=3
 kiosk_packages=(cage chromium fonts-noto-cjk)
 src=$(cd "$(dirname "$0")/.." && pwd)
 
-usage="usage: install-raspberry-pi.sh [--rollback] [--wheels DIR] [--no-kiosk] [--no-start]"
+usage="usage: [PAIGOW_MANIFEST=FILE PAIGOW_RELEASE_PUB=FILE | PAIGOW_RELEASE_KEY=FILE] install-raspberry-pi.sh [--rollback] [--wheels DIR] [--no-kiosk] [--no-start]"
 say() { echo "install: $*" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -231,13 +231,17 @@ if [ ${#need[@]} -gt 0 ] && [ -z "$wheels" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}"
 elif [ ${#need[@]} -gt 0 ]; then
     # --wheels: nothing from the network. Debian packages only from DIR/debs (with what they
-    # depend on), installed by apt without downloading.
+    # depend on), installed by apt told of no archive at all (no sources.list: nothing it
+    # could download; apt-get's --no-download refuses local .deb files).
     debs=()
     [ ! -d "$wheels/debs" ] || mapfile -t debs < <(find "$wheels/debs" -maxdepth 1 -name '*.deb' | sort)
     if [ ${#debs[@]} -gt 0 ]; then
         echo "== ${#debs[@]} packages from $wheels/debs (no download)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-download "${debs[@]}" \
+        no_sources=$(mktemp -d)
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dir::Etc::SourceList=/dev/null \
+            -o Dir::Etc::SourceParts="$no_sources" "${debs[@]}" \
             || die "the packages in $wheels/debs do not install without the network (above); nothing else installed"
+        rmdir "$no_sources"
     fi
     mapfile -t lacking < <(missing_of "${base[@]}")
     if [ ${#lacking[@]} -gt 0 ]; then

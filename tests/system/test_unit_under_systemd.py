@@ -482,6 +482,16 @@ def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Ma
         assert "systest.b" in out  # what differs: the version it names
         assert show(guest, "MainPID")["MainPID"] == pid
         assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
+
+        # a release whose files are right but whose manifest is gone (installed without it):
+        # the right manifest given again is installed, without building anything
+        (package / "MANIFEST.json").unlink()
+        assert guest.run(["paigow-controller", "verify-software"], check=False).returncode == 1
+        status, out = install(guest, "release-a", env=papers)
+        assert status == 0, out
+        assert "building release" not in out
+        assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
+        assert show(guest, "ActiveState")["ActiveState"] == "active"
     finally:
         limit.unlink()
         guest.run(["systemctl", "daemon-reload"])
