@@ -124,7 +124,11 @@ switch_to() { # make release $1 current (one rename), remembering the one it rep
         mv -T "$prefix/previous.new" "$prefix/previous"
     fi
     sync -f "$prefix"
-    echo "== current release: $new${old:+ (was $old)}"
+    if [ -n "$old" ] && [ "$old" != "$new" ]; then
+        echo "== current release: $new (was $old)"
+    else
+        echo "== current release: $new"
+    fi
 }
 
 restart_service() { # true when the unit reached active (Type=notify: after READY=1)
