@@ -7,6 +7,7 @@ tests say so before an install does. The wheel must carry the display's page (pa
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -124,13 +125,22 @@ def test_the_wheel_carries_the_packages_and_the_display_page(tmp_path: Path) -> 
         (["--bogus"], "unknown argument '--bogus'"),
         (["--wheels"], "--wheels needs a directory"),
         (["--wheels", "/nonexistent/wheels"], "--wheels /nonexistent/wheels: not a directory"),
+        # signing first: a release without its signed manifest would fault under `run`
+        ([], "install: no release signing: give PAIGOW_MANIFEST=FILE (signed off the box)"),
+        (["--no-kiosk", "--no-start"], "or PAIGOW_RELEASE_KEY=FILE (made once by paigow-contr"),
+        (["PAIGOW_RELEASE_KEY=/nonexistent/release.key"], "/nonexistent/release.key: no such"),
+        (["PAIGOW_MANIFEST=/nonexistent/M.json"], "install: /nonexistent/M.json: no such file"),
     ],
 )
 def test_the_installer_refuses_a_bad_argument_in_one_line(args: list[str], said: str) -> None:
     """Checked before anything else (root, apt, the lock): one line, exit 2. (What it installs
-    is tested in a booted Debian: tests/system.)"""
+    is tested in a booted Debian: tests/system.) Never given a signing that exists: run as
+    root, it would install on this machine."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAIGOW_")}
+    env.update(arg.split("=", 1) for arg in args if "=" in arg)
+    argv = [arg for arg in args if "=" not in arg]
     done = subprocess.run(
-        [str(ROOT / "hw/install-raspberry-pi.sh"), *args], capture_output=True, text=True
+        [str(ROOT / "hw/install-raspberry-pi.sh"), *argv], capture_output=True, text=True, env=env
     )
     assert done.returncode == 2
     assert done.stdout == ""

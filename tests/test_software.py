@@ -7,7 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,7 @@ from controller.core.software import (
 )
 from controller.core.state import ClockSync, Event, Fault, Mode, Occurrence, State
 from controller.errors import SoftwareIdentityError
+from controller.software import release as releases
 from controller.software.check import (
     SoftwareVerifier,
     build_manifest,
@@ -549,3 +553,173 @@ def test_the_last_software_check_is_found_within_a_bounded_look_back(
         assert log.last_record(RecordKind.SOFTWARE_CHECK, within=1) is None  # not the last
     finally:
         log.close()
+
+
+# --- the release the installer builds (controller/software/release.py) -----------------------
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+RELEASE_PY = CHECKOUT / "controller/software/release.py"
+
+
+def staged(tmp_path: Path, name: str = "stage") -> Path:
+    dest = tmp_path / name
+    releases.stage(CHECKOUT, dest)
+    return dest
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    """The parts of the checkout a release is built from, copied (so a test may change them)."""
+    checkout = tmp_path / "checkout"
+    for source in releases.SOURCES:
+        origin = CHECKOUT / source
+        (checkout / source).parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_dir():
+            shutil.copytree(origin, checkout / source, ignore=releases._ignore)
+        else:
+            shutil.copy2(origin, checkout / source)
+    return checkout
+
+
+def built(tmp_path: Path, stage: Path) -> Path:
+    """A release built from ``stage`` as the installer leaves it: src/, system/, RELEASE and
+    the packages in a venv's site-packages (copied: the wheel carries them unchanged)."""
+    built_dir = tmp_path / releases.release_id(stage)
+    shutil.copytree(stage, built_dir)
+    site = built_dir / "venv/lib/python3.11/site-packages"
+    for package in releases.PACKAGES:
+        shutil.copytree(stage / "src" / package, site / package)
+    (site / "controller/MANIFEST.json").write_text("{}\n")  # the installer's: not compared
+    (built_dir / "RELEASE").write_text(f"{built_dir.name}\n")
+    return built_dir
+
+
+def test_a_release_holds_everything_the_installer_installs(tmp_path: Path) -> None:
+    stage = staged(tmp_path)
+    files = releases.listing(stage)
+    for path in (
+        "system/paigow-controller.service",
+        "system/99-paigow-dice.rules",
+        "system/config.example.toml",
+        "system/kiosk/setup-kiosk.sh",
+        "src/pyproject.toml",
+        "src/controller/core/software.py",
+    ):
+        assert path in files, path
+    assert files["system/kiosk/setup-kiosk.sh"].endswith("+x")  # the mode is part of it
+    assert not [p for p in files if "__pycache__" in p or p.endswith(".pyc")]
+    assert re.fullmatch(rf"{re.escape(VERSION)}-[0-9a-f]{{12}}", releases.release_id(stage))
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        "systemd/paigow-controller.service",
+        "hw/99-paigow-dice.rules",
+        "hw/config.example.toml",
+        "hw/kiosk/offline.html",
+        "controller/core/wagers.py",
+    ],
+)
+def test_the_release_id_covers_every_file_installed(tmp_path: Path, changed: str) -> None:
+    checkout = fake_checkout(tmp_path)
+    releases.stage(checkout, tmp_path / "before")
+    with (checkout / changed).open("a") as f:
+        f.write("\n")
+    releases.stage(checkout, tmp_path / "after")
+    before, after = (releases.release_id(tmp_path / n) for n in ("before", "after"))
+    assert before != after
+    assert before.split("-")[0] == after.split("-")[0]  # one version, two releases
+
+
+def test_the_release_id_is_the_same_whatever_the_checkouts_modes(tmp_path: Path) -> None:
+    checkout = fake_checkout(tmp_path)
+    releases.stage(checkout, tmp_path / "one")
+    (checkout / "hw/config.example.toml").chmod(0o664)  # a group-writable checkout
+    releases.stage(checkout, tmp_path / "two")
+    assert releases.release_id(tmp_path / "one") == releases.release_id(tmp_path / "two")
+    (checkout / "hw/config.example.toml").chmod(0o755)  # made executable: another release
+    releases.stage(checkout, tmp_path / "three")
+    assert releases.release_id(tmp_path / "one") != releases.release_id(tmp_path / "three")
+
+
+def test_a_checkout_with_a_link_cannot_be_a_release(tmp_path: Path) -> None:
+    checkout = fake_checkout(tmp_path)
+    (checkout / "hw/kiosk/linked").symlink_to("/etc/passwd")
+    with pytest.raises(releases.ReleaseError, match="kiosk/linked"):
+        releases.stage(checkout, tmp_path / "stage")
+
+
+def test_a_built_release_that_matches_compares_equal(tmp_path: Path) -> None:
+    stage = staged(tmp_path)
+    assert releases.compare(built(tmp_path, stage), stage) == []
+
+
+def test_compare_names_every_file_that_differs(tmp_path: Path) -> None:
+    stage = staged(tmp_path)
+    done = built(tmp_path, stage)
+    site = done / "venv/lib/python3.11/site-packages"
+    flip_one_byte(site / "controller/core/wagers.py")
+    (site / "drivers/extra.py").write_text("print('hello')\n")
+    (site / "controller/core/state.py").unlink()
+    (site / "controller/display/assets").rename(tmp_path / "assets")  # not a module: the
+    flip_one_byte(done / "system/paigow-controller.service")  # manifest names those
+    (done / "system/kiosk/offline.html").unlink()
+    (done / "src/controller/core/added.py").write_text("")
+    (done / "system/kiosk/setup-kiosk.sh").chmod(0o644)
+    (done / "RELEASE").unlink()
+    assert releases.compare(done, stage) == [
+        "missing: RELEASE",
+        "missing: controller/core/state.py (installed)",
+        "changed: controller/core/wagers.py (installed)",
+        "added: drivers/extra.py (installed)",
+        "added: src/controller/core/added.py",
+        "missing: system/kiosk/offline.html",
+        "changed: system/kiosk/setup-kiosk.sh",
+        "changed: system/paigow-controller.service",
+    ]
+
+
+def test_a_release_without_its_venv_is_named(tmp_path: Path) -> None:
+    stage = staged(tmp_path)
+    done = built(tmp_path, stage)
+    shutil.rmtree(done / "venv")
+    assert releases.compare(done, stage) == ["missing: venv (the release's virtualenv)"]
+
+
+def test_the_installers_commands_through_the_system_python(tmp_path: Path) -> None:
+    """As the installer runs it: ``python3 -I -B release.py``, the standard library only."""
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-I", "-B", str(RELEASE_PY), *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    done = run("stage", str(CHECKOUT), str(tmp_path / "stage"))
+    assert (done.returncode, done.stderr) == (0, "")
+    done = run("id", str(tmp_path / "stage"))
+    assert done.stdout == f"{releases.release_id(tmp_path / 'stage')}\n"
+    built_dir = built(tmp_path, tmp_path / "stage")
+    assert run("compare", str(built_dir), str(tmp_path / "stage")).returncode == 0
+    flip_one_byte(built_dir / "src/README.md")
+    done = run("compare", str(built_dir), str(tmp_path / "stage"))
+    assert (done.returncode, done.stdout) == (1, "changed: src/README.md\n")
+    done = run("stage", str(tmp_path / "nowhere"), str(tmp_path / "again"))
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "nowhere/controller: missing" in done.stderr
+    done = run("bogus")
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1)
+
+
+def test_version_names_the_release_it_runs_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "releases/0.1.0-0123456789ab/venv"
+    venv.mkdir(parents=True)
+    assert releases.installed_release(venv) is None  # not written (a checkout's venv)
+    (venv.parent / "RELEASE").write_text("0.1.0-0123456789ab\n")
+    assert releases.installed_release(venv) == "0.1.0-0123456789ab"
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"paigow-controller {VERSION} (release 0.1.0-0123456789ab)\n"
+    (venv.parent / "RELEASE").write_text("0.1.0-0123456789ab\x1b[2J\n")  # never shown
+    assert releases.installed_release(venv) is None

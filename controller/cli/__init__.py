@@ -1,6 +1,7 @@
 """``paigow-controller``: the command line. JSON on stdout, stable: auditors rely on it; the
 reading commands print a readable report instead when stdout is a terminal (``--json`` keeps
-the JSON there too). ``paigow-controller --version`` prints the package's version.
+the JSON there too). ``paigow-controller --version`` prints the package's version (and the
+release's id on a table).
 
 Exit codes: 0 success; 1 a check failed; 2 a bad argument (one line on stderr, nothing on
 stdout, never a traceback); 78 a bad configuration (the message names the key); 70 anything
@@ -266,7 +267,13 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        sys.stdout.write(f"{PROG} {package_version()}\n")
+        from controller.software.release import installed_release
+
+        # The version alone names two different releases of one version: the release's id
+        # (the version and a digest of every file installed) names which one runs.
+        release = installed_release()
+        named = f" (release {release})" if release else ""  # a checkout is no release
+        sys.stdout.write(f"{PROG} {package_version()}{named}\n")
         parser.exit(0)
 
 

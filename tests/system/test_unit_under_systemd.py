@@ -8,8 +8,11 @@ restart policy, the sandbox, the user. The tests run in order on one guest, each
 service running for the next:
 
 install → READY=1 before active → journal priorities → watchdog restart after SIGSTOP → clean
-stop with ``shutdown`` recorded → exit 78 without a restart loop → upgrade → a release that
-does not start is rolled back by the installer → --rollback → reboot with the log verifying.
+stop with ``shutdown`` recorded → exit 78 without a restart loop → upgrade (a changed unit
+file) → a release that does not start is rolled back by the installer → --rollback (the old
+unit file back) → reboot with the log verifying → one byte changed found → a tampered release
+(a package file, the unit, the manifest gone) repaired by running the installer again, offline
+with the kiosk skipped, under a start limit that repeated restarts would meet.
 """
 
 from __future__ import annotations
@@ -40,16 +43,27 @@ SIMULATE = (
 )
 INSTALL = ["/root/{tree}/hw/install-raspberry-pi.sh", "--no-kiosk", "--wheels", "/root/wheels"]
 RELEASE_KEY = ("PAIGOW_RELEASE_KEY=/root/release.key",)
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+UNIT_A = (CHECKOUT / "systemd" / UNIT).read_text()
+DESCRIPTION_B = "Pai Gow table controller, release b"
 
 VERSION = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["version"]
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def install(guest: Machine, tree: str, *extra: str) -> tuple[int, str]:
+def install(
+    guest: Machine, tree: str, *extra: str, env: tuple[str, ...] = RELEASE_KEY, kiosk: bool = False
+) -> tuple[int, str]:
     argv = [INSTALL[0].format(tree=tree), *INSTALL[1:], *extra]
-    done = guest.run(argv, check=False, env=RELEASE_KEY, timeout=300)
+    if kiosk:
+        argv.remove("--no-kiosk")
+    done = guest.run(argv, check=False, env=env, timeout=300)
     return done.returncode, done.stdout + done.stderr
+
+
+def installed_unit(guest: Machine) -> str:
+    return (guest.root / UNIT_PATH.lstrip("/")).read_text()
 
 
 def show(guest: Machine, *properties: str) -> dict[str, str]:
@@ -107,7 +121,16 @@ def rounds_played(guest: Machine) -> int:
 def test_install_starts_the_service_after_ready(guest: Machine) -> None:
     tmp = guest.root / "root"
     source_tree(tmp / "release-a")
-    source_tree(tmp / "release-b", local_version="systest.b")
+    tree_b = source_tree(tmp / "release-b", local_version="systest.b")
+    unit_b = tree_b / "systemd" / UNIT  # a release whose unit differs: --rollback must undo it
+    text_b = unit_b.read_text()
+    assert text_b.count("\nDescription=") == 1
+    unit_b.write_text(
+        "\n".join(
+            f"Description={DESCRIPTION_B}" if line.startswith("Description=") else line
+            for line in text_b.split("\n")
+        )
+    )
     broken = source_tree(tmp / "release-c", local_version="systest.c")
     appliance = broken / "controller/app/appliance.py"
     text = appliance.read_text()
@@ -121,6 +144,7 @@ def test_install_starts_the_service_after_ready(guest: Machine) -> None:
         check=False,
     )
     assert made.returncode == 0, made.stderr
+    (tmp / "release.pub").write_bytes(made.stdout)  # its verifier key, for the papers
     drop_in = guest.root / DROP_IN.lstrip("/")
     drop_in.parent.mkdir(parents=True)
     drop_in.write_text(SIMULATE)
@@ -134,12 +158,23 @@ def test_install_starts_the_service_after_ready(guest: Machine) -> None:
     assert "python3-lgpio is not in this system's archives" in out  # detected, not required
     assert "udevd is not running" in out
     version = guest.run(["paigow-controller", "--version"]).stdout  # on PATH, via current
-    assert version.startswith("paigow-controller ")
+    assert version == f"paigow-controller {VERSION} (release {release_a})\n"
     # nothing but the product went in: no working files of a checkout
     listing = guest.run(["find", f"{PREFIX}/releases/{release_a}/src", "-maxdepth", "1"]).stdout
     assert sorted(Path(p).name for p in listing.split()[1:]) == sorted(
         ["controller", "drivers", "requirements", "pyproject.toml", "README.md"]
     )
+    # ... and everything else it installs, in the release: what --rollback puts back
+    listing = guest.run(["find", f"{PREFIX}/releases/{release_a}/system"]).stdout
+    system = sorted(p.split("/system/", 1)[1] for p in listing.split()[1:])
+    assert system == [
+        "99-paigow-dice.rules",
+        "config.example.toml",
+        "kiosk",
+        *sorted(f"kiosk/{p.name}" for p in (CHECKOUT / "hw/kiosk").iterdir()),
+        UNIT,
+    ], system
+    assert installed_unit(guest) == UNIT_A
 
     # READY=1 before active: a Type=notify unit is active only once READY=1 came, and the
     # status text sent with it says so; the log holds power_on and the self-tests by then.
@@ -247,7 +282,12 @@ def test_upgrade_restarts_on_the_new_release(guest: Machine) -> None:
     unit = show(guest, "MainPID", "ActiveState")
     assert unit["MainPID"] != pid
     assert unit["ActiveState"] == "active"
-    assert guest.run(["paigow-controller", "--version"]).stdout.strip().endswith("systest.b")
+    assert guest.run(["paigow-controller", "--version"]).stdout == (
+        f"paigow-controller {VERSION}+systest.b (release {release_b})\n"
+    )
+    # the release's own unit, loaded: the id covers systemd/ as well as the code
+    assert installed_unit(guest).count(f"Description={DESCRIPTION_B}\n") == 1
+    assert show(guest, "Description")["Description"] == DESCRIPTION_B
     software = last_power_on(guest)["software"]
     assert software["version"] == f"{VERSION}+systest.b"
     assert guest.run(["sha256sum", CONFIG]).stdout == config_before  # the config untouched
@@ -265,7 +305,8 @@ def test_a_release_that_does_not_start_is_rolled_back(guest: Machine) -> None:
     assert show(guest, "ActiveState")["ActiveState"] == "active"
     releases = guest.run(["ls", f"{PREFIX}/releases"]).stdout.split()
     assert not [r for r in releases if "systest.c" in r]  # the failed release is gone
-    assert guest.run(["paigow-controller", "--version"]).stdout.strip().endswith("systest.b")
+    assert show(guest, "Description")["Description"] == DESCRIPTION_B  # b's unit, back too
+    assert guest.run(["paigow-controller", "--version"]).stdout.endswith(f"{release_b})\n")
 
 
 def test_rollback_returns_to_the_previous_release(guest: Machine) -> None:
@@ -279,6 +320,10 @@ def test_rollback_returns_to_the_previous_release(guest: Machine) -> None:
     assert show(guest, "MainPID")["MainPID"] != pid
     assert show(guest, "ActiveState")["ActiveState"] == "active"
     assert last_power_on(guest)["software"]["version"] == VERSION
+    # the unit file in place is release a's again, and the one systemd runs
+    assert installed_unit(guest) == UNIT_A
+    assert show(guest, "Description")["Description"] != DESCRIPTION_B
+    assert guest.run(["paigow-controller", "--version"]).stdout.endswith(f"{release_a})\n")
 
 
 def test_reboot_stops_cleanly_and_the_log_verifies(guest: Machine) -> None:
@@ -321,3 +366,132 @@ def test_one_byte_changed_in_the_installed_release_is_found(guest: Machine) -> N
         guest.run(["systemctl", "stop", UNIT], check=False)
         target.write_bytes(original)
     assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
+
+
+SITE = "venv/lib/python3.11/site-packages"
+START_LIMIT = "/etc/systemd/system/paigow-controller.service.d/start-limit.conf"
+APT_SHIM = "/root/no-network/apt-get"
+KIOSK_PACKAGES = ("cage", "chromium", "fonts-noto-cjk")
+
+
+def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Machine) -> None:
+    """A package file changed, the installed unit changed, the manifest deleted: running the
+    installer again with the release's manifest names what differs, builds the release again
+    and installs its manifest and unit. Offline (``--wheels``, the kiosk asked for, its
+    packages missing, then in the wheels' debs/): apt never downloads. Under
+    ``StartLimitBurst=2`` (the shipped unit allows 5 in 300 s: fewer installs in a row would
+    meet this one), every restart still starts."""
+    release_a = current_release(guest)
+    assert previous_release(guest).startswith(f"{VERSION}+systest.b-")
+    release = guest.root / f"{PREFIX.lstrip('/')}/releases/{release_a}"
+    package = release / SITE / "controller"
+    # the release's papers, as the release manager hands them over: its manifest, the key's
+    # verifier (the key itself stays off the box)
+    (guest.root / "root/a.manifest").write_bytes((package / "MANIFEST.json").read_bytes())
+    papers = ("PAIGOW_MANIFEST=/root/a.manifest", "PAIGOW_RELEASE_PUB=/root/release.pub")
+    # apt-get that says it was run (there is no network: --private-network)
+    shim = guest.root / APT_SHIM.lstrip("/")
+    shim.parent.mkdir()
+    shim.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --no-download "*) exec /usr/bin/apt-get "$@" ;; esac\n'
+        "echo apt-get was run >&2\ntouch /root/apt-was-run\nexit 100\n"
+    )
+    shim.chmod(0o755)
+    offline = (*papers, f"PATH={shim.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin")
+    limit = guest.root / START_LIMIT.lstrip("/")
+    limit.write_text("[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=2\n")
+    unit = guest.root / UNIT_PATH.lstrip("/")
+    wagers = package / "core/wagers.py"
+    try:
+        guest.run(["systemctl", "daemon-reload"])
+        guest.run(["systemctl", "start", UNIT])
+        changed = bytearray(wagers.read_bytes())
+        changed[len(changed) // 2] ^= 0x01
+        wagers.write_bytes(bytes(changed))
+        unit.write_text(UNIT_A.replace("RestartSec=2\n", "RestartSec=600\n"))
+        (package / "MANIFEST.json").unlink()
+
+        # the check names the file before
+        done = guest.run(["paigow-controller", "verify-software", "--json"], check=False)
+        assert done.returncode == 1
+        status, out = install(guest, "release-a", env=offline, kiosk=True)
+        print(out)  # what the technician reads (pytest -rP shows it)
+        assert status == 0, out
+        assert "changed: controller/core/wagers.py (installed)" in out
+        assert f"{UNIT_PATH} was changed on this box (it is no release's)" in out
+        assert f"building release {release_a}" in out
+        assert "kiosk skipped: cage chromium fonts-noto-cjk not installed" in out
+        assert "apt-get was run" not in out
+        assert not (guest.root / "root/apt-was-run").exists()
+
+        # repaired: the files the manifest names, its manifest, the release's unit; running
+        assert current_release(guest) == release_a
+        verified = guest.run(["paigow-controller", "verify-software", "--json"])
+        assert json.loads(verified.stdout)["result"] == "ok"
+        assert (package / "MANIFEST.json").read_bytes() == (
+            guest.root / "root/a.manifest"
+        ).read_bytes()
+        assert installed_unit(guest) == UNIT_A
+        assert show(guest, "ActiveState", "RestartUSec") == {
+            "ActiveState": "active",
+            "RestartUSec": "2s",
+        }
+
+        # once more: nothing differs, nothing is built; a third start within the limit. The
+        # kiosk's packages now in the wheels' debs/ (stand-ins of the same names): installed
+        # without the network, and the kiosk set up from the release's own files
+        debs = guest.root / "root/wheels/debs"
+        for name in KIOSK_PACKAGES:
+            control = guest.root / f"root/stand-in/{name}/DEBIAN/control"
+            control.parent.mkdir(parents=True)
+            control.write_text(
+                f"Package: {name}\nVersion: 999\nArchitecture: all\n"
+                "Maintainer: system test <root@localhost>\nDescription: a stand-in\n"
+            )
+            guest.run(["dpkg-deb", "--build", f"/root/stand-in/{name}"])
+            debs.mkdir(exist_ok=True)
+            (guest.root / f"root/stand-in/{name}.deb").rename(debs / f"{name}.deb")
+        status, out = install(guest, "release-a", env=offline, kiosk=True)
+        print(out)
+        assert status == 0, out
+        assert "built already: checking it" in out
+        assert "building release" not in out
+        assert "was changed on this box" not in out
+        assert show(guest, "ActiveState")["ActiveState"] == "active"
+        assert "3 packages from /root/wheels/debs (no download)" in out
+        assert "kiosk (offline: its packages are installed)" in out
+        assert not (guest.root / "root/apt-was-run").exists()
+        kiosk_unit = guest.root / "etc/systemd/system/paigow-kiosk.service"
+        assert kiosk_unit.read_bytes() == (CHECKOUT / "hw/kiosk/paigow-kiosk.service").read_bytes()
+        enabled = guest.run(["systemctl", "is-enabled", "paigow-kiosk.service"], check=False)
+        assert enabled.stdout.strip() == "enabled"
+
+        # a manifest that is not this checkout's (release b's) is refused: nothing changes
+        b_manifest = (
+            guest.root
+            / f"{PREFIX.lstrip('/')}/releases/{previous_release(guest)}/{SITE}"
+            / "controller/MANIFEST.json"
+        )
+        (guest.root / "root/b.manifest").write_bytes(b_manifest.read_bytes())
+        pid = show(guest, "MainPID")["MainPID"]
+        wrong = ("PAIGOW_MANIFEST=/root/b.manifest", "PAIGOW_RELEASE_PUB=/root/release.pub")
+        status, out = install(guest, "release-a", env=wrong)
+        assert status == 1, out
+        assert "the manifest /root/b.manifest is not this checkout's" in out
+        assert "systest.b" in out  # what differs: the version it names
+        assert show(guest, "MainPID")["MainPID"] == pid
+        assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
+
+        # a release whose files are right but whose manifest is gone (installed without it):
+        # the right manifest given again is installed, without building anything
+        (package / "MANIFEST.json").unlink()
+        assert guest.run(["paigow-controller", "verify-software"], check=False).returncode == 1
+        status, out = install(guest, "release-a", env=papers)
+        assert status == 0, out
+        assert "building release" not in out
+        assert guest.run(["paigow-controller", "verify-software", "--json"]).returncode == 0
+        assert show(guest, "ActiveState")["ActiveState"] == "active"
+    finally:
+        limit.unlink()
+        guest.run(["systemctl", "daemon-reload"])
