@@ -516,6 +516,7 @@ _SUPERVISOR_FIELDS = frozenset(
         "meters",
         "warning",
         "monitor",
+        "section",  # a rule's number (a dealing plan's, a style's): surveillance reads it
     }
 )
 # A recall's records that are never on the players' page: the monitor's alarm (issue 15).
