@@ -840,7 +840,7 @@ def test_recall_shows_each_of_the_last_ten_rounds_then_the_table_again(
     table.show(Screen.RECALL, round=12, back=1, rounds=rounds)
     wait_recall(page, 1)
     fault = page.locator("#recall-actions li[data-kind=fault] .what").text_content()
-    assert fault == "the shaker was moved or opened"  # its detail is the supervisor's
+    assert fault == "the shaker needs attention"  # its kind; its name and detail: supervisor's
     assert page.text_content("#recall-outcome") == "RESULT — NOT CLOSED"
     assert page.is_visible(".recall-banner")
     shot(page, "recall-newest")
@@ -883,7 +883,10 @@ def test_recall_on_the_supervisors_view_and_its_records_shown_as_text(
                 shown.text_content("#recall-starting") == str(result["starting_position"]).upper()
             )
             refused = shown.locator("#recall-actions li[data-kind=bank_selected] .what")
-            assert refused.text_content() == "bank seat 4 · refused: " + HOSTILE
+            if shown is sup:
+                assert refused.text_content() == "bank seat 4 · refused: " + HOSTILE
+            else:  # the rule's words are the supervisor's: the players read that it was refused
+                assert refused.text_content() == "bank seat 4 · BANK REFUSED"
             assert shown.locator("#recall-actions *").filter(has=shown.locator("img")).count() == 0
             assert shown.evaluate("window.pwned") is None
         alarm = sup.locator("#recall-actions li[data-kind=dice_alarm]")
@@ -1535,10 +1538,10 @@ def test_recall_shows_a_void_round_as_void_and_a_correction_as_corrected(
             "Every wager returned",
         ]
         assert shown.locator("#recall-dice, #recall-total, #recall-starting").count() == 0
-    detail = "in result · tile exposed · wagers returned · tiles reshuffled"
+    detail = "tile exposed · wagers returned · tiles reshuffled"  # not the state's name
     assert page.text_content("#recall-actions li[data-kind=void] .what") == detail
     on_sup = sup.text_content("#recall-actions li[data-kind=void] .what")
-    assert on_sup == detail + " · employee S100"
+    assert on_sup == "in result · " + detail + " · employee S100"
     shot(page, "recall-void-round")
     core.send(Event.RECALL, supervisor=True, employee=SUPERVISOR, back=3)
     for shown in (page, sup):

@@ -517,10 +517,38 @@ _SUPERVISOR_FIELDS = frozenset(
         "warning",
         "monitor",
         "section",  # a rule's number (a dealing plan's, a style's): surveillance reads it
+        "state",  # the state machine's name of where the table was (a void's, a fault's)
     }
 )
 # A recall's records that are never on the players' page: the monitor's alarm (issue 15).
 _SUPERVISOR_KINDS = frozenset({RecordKind.DICE_ALARM})
+# The records of a recalled round the players' page is sent (AGCO 13.1.1: the round as played);
+# not the supervisor's actions, the dice or tiles put in, the table's own housekeeping.
+_PLAYERS_RECALL_KINDS = frozenset(
+    {
+        RecordKind.ROUND_OPENED,
+        RecordKind.NO_MORE_BETS,
+        RecordKind.SHUFFLE,
+        RecordKind.TILES_SHUFFLED,
+        RecordKind.BANK_SELECTED,
+        RecordKind.DELIVERY_STYLE,
+        RecordKind.SHAKE,
+        RecordKind.READING,
+        RecordKind.NO_ROLL,
+        RecordKind.RESULT,
+        RecordKind.RESULT_CORRECTED,
+        RecordKind.RESULT_VOIDED,
+        RecordKind.VOID,
+        RecordKind.CLOSE,
+        RecordKind.RESHAKE_LIMIT,
+        RecordKind.FAULT,
+        RecordKind.FAULT_CLEARED,
+        RecordKind.LID,
+        RecordKind.RNG_DRAW,
+        RecordKind.RNG_COMMIT,
+        RecordKind.RNG_REVEAL,
+    }
+)
 
 
 def player_refusal(data: Mapping[str, Any]) -> str:
@@ -556,11 +584,53 @@ def _strip(value: Any) -> Any:
     return value
 
 
+def _fault_kinds(faults: object) -> list[str]:
+    kinds = [PLAYER_FAULTS.get(str(f), PLAYER_FAULT_OTHER) for f in _listed(faults)]
+    return list(dict.fromkeys(kinds))  # each kind once
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else [value]
+
+
+def _players_record(record: object) -> dict[str, Any] | None:
+    """A record of a recalled round as the players' page is sent it, or None for one of the
+    supervisor's (see ``_PLAYERS_RECALL_KINDS``)."""
+    if not isinstance(record, Mapping) or record.get("kind") not in _PLAYERS_RECALL_KINDS:
+        return None
+    shown: dict[str, Any] = _strip(dict(record))
+    data = shown.get("data")
+    if isinstance(data, dict):
+        if "fault" in data:
+            data["fault"] = _fault_kinds(data["fault"])[0]
+        if "faults" in data:
+            data["faults"] = _fault_kinds(data["faults"])
+        if isinstance(data.get("refused"), str):  # the bank rule's words: refused, and no more
+            data["refused"] = True
+    return shown
+
+
+def _players_recall(rounds: object) -> list[Any]:
+    shown: list[Any] = []
+    for game in _listed(rounds):
+        if not isinstance(game, Mapping):
+            continue
+        records = [_players_record(r) for r in _listed(game.get("records", []))]
+        kept = {k: v for k, v in game.items() if k != "records"}
+        shown.append({**_strip(kept), "records": [r for r in records if r is not None]})
+    return shown
+
+
 def players_data(screen: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """A screen's data as the players' page is sent it (see above)."""
     if screen == Screen.REFUSED:
         return {"code": player_refusal(data)}
-    shown: dict[str, Any] = _strip(dict(data))
+    if screen == Screen.RECALL and "rounds" in data:
+        data = {**data, "rounds": _players_recall(data["rounds"])}
+    # a result is the game's outcome, the players' own: not walked (on the path to the page)
+    shown: dict[str, Any] = {
+        k: v if k == "result" else _strip(v) for k, v in data.items() if k not in _SUPERVISOR_FIELDS
+    }
     for key in ("dice", "tiles"):
         if key in shown:
             shown[key] = _stops(data[key])
@@ -569,8 +639,7 @@ def players_data(screen: str, data: Mapping[str, Any]) -> dict[str, Any]:
     if "bank_refused" in shown:
         shown["bank_refused"] = data["bank_refused"] is not None
     if isinstance(shown.get("faults"), list):
-        kinds = [PLAYER_FAULTS.get(str(f), PLAYER_FAULT_OTHER) for f in shown["faults"]]
-        shown["faults"] = list(dict.fromkeys(kinds))  # each kind once
+        shown["faults"] = _fault_kinds(shown["faults"])
     if isinstance(shown.get("corrected"), dict):  # the dice first read; not why, nor who
         shown["corrected"] = {"dice_read": shown["corrected"].get("dice_read")}
     if isinstance(shown.get("voided"), dict):

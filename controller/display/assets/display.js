@@ -332,7 +332,7 @@ function renderTablePage(cur) {
   renderBank(screen === "ready" ? d : result ? { bank: result.bank ?? "dealer" } : null);
   renderStyle(["bets_closed", "drawing"].includes(screen) ? d.delivery_style : null);
   renderNotReady(notReady && screen !== "ready");
-  renderResult(result);
+  renderResult(result, !!d.service);
   const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
   renderDealing(plan);
   renderFaults(screen === "fault" ? d.faults : null, d.returns, !!d.restart);
@@ -348,11 +348,12 @@ function renderTablePage(cur) {
   // What the table waits with gives way, in this order, to what it must say (a bank refused,
   // the table not ready, service mode) where a column has no room for both; then the dice, the
   // total and the first hand are drawn smaller (a correction over a result, a board of voids),
-  // and last the bank's line goes (the drawing rings the bank).
+  // then the bank's line goes (the drawing rings the bank), then the line under the headline,
+  // and last the side wagers' outcomes: nothing is ever drawn over the board below.
   live.classList.remove("compact");
   if (!fit($("main"), ["limits"])) {
     live.classList.add("compact");
-    fit($("main"), ["bank-line"]);
+    fit($("main"), ["bank-line", "subline", "wagers"]);
   }
   fit($("right"), ["paytables"]);
 }
@@ -446,10 +447,11 @@ function noRollWords(lang, d) {
   return String(d.words || words(d.reason || ""));
 }
 
-function renderResult(r) {
+// ``test``: a test round of service mode, which has no wagers (what would have won is not said).
+function renderResult(r, test) {
   show("outcome", !!r);
   show("starting", !!r);
-  show("wagers", !!(r && r.wagers) && !isRng());
+  show("wagers", !!(r && r.wagers) && !isRng() && !test);
   const dice = $("dice");
   dice.replaceChildren();
   if (!r) return;
@@ -713,6 +715,8 @@ function renderFaults(faults, returns, restart) {
 }
 
 function faultWords(f) {
+  // the players' stream names a fault by its kind (events.PLAYER_FAULTS)
+  if (PAGE === "table" && known("player_fault." + f)) return tr("player_fault." + f);
   return trOr("fault." + f, {}, words(f));
 }
 
@@ -1349,7 +1353,8 @@ function recordDetail(kind, d, forSupervisor) {
     case "no_more_bets": return join(tr("detail.bank", { who: who(d.bank ?? "dealer") }),
       d.mode ? tr("detail.mode", { mode: modeOf(d.mode) }) : "", d.co_bank ? tr("detail.co_bank") : "");
     case "bank_selected": return join(tr("detail.bank", { who: who(d.bank) }),
-      d.co_bank ? tr("detail.co_bank") : "", d.refused ? tr("detail.refused", { why: d.refused }) : "");
+      d.co_bank ? tr("detail.co_bank") : "", typeof d.refused === "string"
+        ? tr("detail.refused", { why: d.refused }) : d.refused ? tr("bank.refused") : "");
     case "delivery_style": return join(styleName(d.style), d.section);
     case "shake": return join(att, d.cycles != null ? tr("detail.cycles", { n: d.cycles }) : "",
       d.delay_ms != null ? tr("detail.delay", { n: d.delay_ms }) : "");
