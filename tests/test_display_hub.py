@@ -444,3 +444,32 @@ def test_the_players_statistics_count_every_result_once_and_no_test_round() -> N
     hub.publish(Screen.READY, {"round": 4, "mode": "shaker", "stats": newer}, 5)
     hub.publish(Screen.RESULT, {"round": 4, "attempt": 1, "result": red3}, 6)
     assert hub.snapshot(players=True)[1]["stats"]["shift"]["red"] == [0, 0, 2, 0, 0, 0]
+
+
+def test_the_core_s_refusals_carry_their_stable_code_beside_the_operator_s_words() -> None:
+    """controller/core/state.py: a refused key's screen says why in the operator's words (the
+    log, the supervisor's view) and by a stable code (the players' message is chosen by it)."""
+    from dataclasses import replace
+
+    from display_table import OPENED, WALL
+
+    from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+
+    def refused(machine: RoundMachine, event: Event, **data: object) -> dict[str, object]:
+        actions = machine.handle(Occurrence(event, at=1, wall=WALL, **data))
+        (shown,) = [a for a in actions if a.screen is Screen.REFUSED]
+        return dict(shown.data)
+
+    machine = RoundMachine(RoundSettings(), replace(OPENED, dice_set=None, dice_since_table=None))
+    machine.handle(Occurrence(Event.LID_CLOSED, at=0, wall=WALL))
+    machine.handle(Occurrence(Event.NO_MORE_BETS, at=0, wall=WALL))
+    dice = refused(machine, Event.SHAKE_PRESSED)
+    assert dice["code"] == Refusal.DICE_MISSING
+    assert "no dice set is recorded" in str(dice["reason"])
+    assert player_refusal(dice) == "not_ready"
+    key = refused(machine, Event.SERVICE_MODE, employee="S1")
+    assert key["code"] == Refusal.SUPERVISOR_KEY
+    assert player_refusal(key) == "no_change"
+    machine.handle(Occurrence(Event.LID_OPENED, at=2, wall=WALL))
+    lid = refused(machine, Event.SHAKE_PRESSED)
+    assert (lid["code"], player_refusal(lid)) == (Refusal.LID_OPEN, "close_lid")

@@ -180,6 +180,23 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
     screens.wait(latest("result", n), None)
     screens.check("result")
 
+    # Service mode (9 NYCRR 5319.58), with a player bank and a full statistics panel: TEST
+    # across the page, and a test result with its dealing plan.
+    table.show(
+        Screen.READY,
+        round=n,
+        mode="shaker",
+        bank="seat 1",
+        stats=stats_payload(),
+        dice=DICE,
+        service=True,
+    )
+    screens.wait("() => document.getElementById('live').dataset.screen === 'ready'", None)
+    screens.check("service-ready")
+    show_result(table, Roll(6, (6, 5)), 1, DeliveryStyle.STANDARD, service=True)
+    screens.wait("() => document.getElementById('live').dataset.screen === 'result'", None)
+    screens.check("service-result")
+
     table.close_round()
     n = table.round
     table.show(Screen.NO_ROLL, round=n, attempt=2, reason="not_flat", words="a die is not flat")
@@ -217,14 +234,25 @@ def smallest(texts: list[dict[str, Any]]) -> dict[str, Any]:
     return min(texts, key=lambda t: t["size"])
 
 
-def show_result(table: Table, roll: Roll, bank_seat: int | None, style: DeliveryStyle) -> None:
-    """A dice result of the current round recorded, then shown with its dealing plan."""
+def show_result(
+    table: Table, roll: Roll, bank_seat: int | None, style: DeliveryStyle, *, service: bool = False
+) -> None:
+    """A dice result of the current round recorded, then shown with its dealing plan; with
+    ``service``, a test result of service mode (recorded as the core records it)."""
     n = table.round
     result = result_of_roll(Game.TILES, roll, bank_seat=bank_seat, paytables=PAYTABLES)
     plan = dealing_plan(Game.TILES, style, result.position)
-    table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
+    if service:
+        table.record(RecordKind.SERVICE_TEST, round=n, attempt=1, **result.as_record())
+    else:
+        table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
     table.show(
-        Screen.RESULT, round=n, attempt=1, result=result.as_record(), dealing_plan=plan.as_record()
+        Screen.RESULT,
+        round=n,
+        attempt=1,
+        result=result.as_record(),
+        dealing_plan=plan.as_record(),
+        **({"service": True} if service else {}),
     )
 
 
