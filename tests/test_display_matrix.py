@@ -600,7 +600,8 @@ def test_refusals_service_mode_and_player_banks_speak_to_players_at_every_size(
         table.shake(6, (6, 5))
         round_shown("result")
         test_mode("service-result")
-        statistics("service result", 2)  # a test round is not counted
+        for w, h, page in screens.pages:  # test rounds are not counted: the panel waits
+            expect(f"service result {w}x{h}: statistics shown", page.is_visible("#stats"), False)
         screens.check("service-result")
     finally:
         screens.close()

@@ -12,6 +12,11 @@ is not live waits on the hub's condition variable, with a timeout, and reads. Wh
 takes what it is sent is looked at on its own thread, live or not (clients.UnreadWatch): one
 that leaves it untaken for the bound is dropped, even while its buffers still have room.
 
+Each message is serialised twice, once for each stream: the supervisor's (everything) and the
+players' page's (events.for_players: nothing that is the supervisor's alone, and the players'
+statistics brought up to date with every result, events.ShiftTally). A live client is sent the
+one of its page.
+
 Locks: the hub's one lock guards everything here, the live clients included; a live client's
 socket is sent to only under it (by the control thread, or by its own thread for a heartbeat).
 Nothing is called out to while it is held but a non-blocking send.

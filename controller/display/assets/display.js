@@ -342,7 +342,7 @@ function renderTablePage(cur) {
   renderPaytables(!d.service && screen === "ready" && !isRng());
   renderTable(result, plan, screen === "ready" ? d : null);
   renderTrend();
-  renderStats();
+  renderStats(!!d.service);
   renderCommitment();
   renderAnchor();
   // What the table waits with gives way, in this order, to what it must say (a bank refused,
@@ -987,9 +987,10 @@ function hotAndCold(total) {
   return { hot, cold };
 }
 
-function renderStats() {
+// ``test``: service mode, whose test rounds are not counted: the live shift's panel waits.
+function renderStats(test) {
   const counts = shiftCounts(view.stats);
-  const on = view.settings.stats_panel && !!counts;
+  const on = view.settings.stats_panel && !!counts && !test;
   show("stats", on);
   $("live").classList.toggle("with-stats", on);
   if (!on) return;
