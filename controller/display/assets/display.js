@@ -477,7 +477,10 @@ function renderResult(r, test) {
 // over: the shake, or "no more bets", is refused until the supervisor acts. Their warnings are
 // the supervisor's (supervisor.js); the players read only that the table is not ready.
 function stops(life) {
-  return !!(life && typeof life === "object" && (life.set == null || life.minutes_left === 0));
+  if (!life || typeof life !== "object") return false;
+  // the players' stream says only whether it stops play (events.players_data)
+  if (typeof life.stops === "boolean") return life.stops;
+  return life.set == null || life.minutes_left === 0;
 }
 
 function isNotReady(screen, d) {
