@@ -562,6 +562,8 @@ def test_refusals_service_mode_and_player_banks_speak_to_players_at_every_size(
     try:
         table.start()
         round_shown("ready")
+        for size, headline in each_page(screens, HEADLINE):  # live: bets are invited
+            expect(f"ready {size}: the headline", headline, ["PLACE YOUR BETS", "請下注"])
         screens.check("ready-no-rolls")
         table.shake(3, (4, 5))  # round 1, the dealer banks
         round_shown("result")
