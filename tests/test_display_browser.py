@@ -329,7 +329,7 @@ def test_each_new_style_shows_each_turn_s_tiles(page: Any, table: Table) -> None
         )
         turns = dealing_turns(page)
         assert turns == [
-            [p, str(k + 1), t] for k, (p, t) in enumerate(zip(order, shown, strict=True))
+            [p, "ABCDEFGH"[k], t] for k, (p, t) in enumerate(zip(order, shown, strict=True))
         ]
         assert page.text_content("#dealing-key") == "tiles: 1 = top"
         box = page.locator("#dealing").bounding_box()
