@@ -36,6 +36,7 @@ from controller.core.state import (
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
+from controller.errors import GameRuleError, IllegalTransition
 
 PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 # A table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of tiles
@@ -367,6 +368,18 @@ class CoreTable:
                 self.display.show(action.screen, shown, seq=self.last_seq)
         self.actions = actions
         return actions
+
+    def press(self, event: Event, **data: Any) -> list[Action]:
+        """A key pressed as the control loop takes it (controller/app/loop.py ``_step``): an
+        event the state machine does not take now, or a rule refuses, is shown as a refused
+        key's notice with the operator's words and the event, nothing recorded."""
+        try:
+            return self.send(event, **data)
+        except (IllegalTransition, GameRuleError) as exc:
+            self.display.show(
+                Screen.REFUSED, {"reason": str(exc), "event": str(event)}, seq=self.last_seq
+            )
+            return []
 
     def shown(self, screen: Screen) -> dict[str, Any]:
         """The data of ``screen`` as the last step showed it."""

@@ -4,8 +4,11 @@ that falls behind (its socket's buffer full) losing nothing."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
+from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,8 +16,16 @@ from hypothesis import strategies as st
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.state import Screen
-from controller.display.events import _jsonable, jsonable
+from controller.core.state import Refusal, Screen
+from controller.display.events import (
+    PLAYER_FAULT_OTHER,
+    PLAYER_FAULTS,
+    PLAYER_REFUSAL_OTHER,
+    PLAYER_REFUSALS,
+    _jsonable,
+    jsonable,
+    player_refusal,
+)
 from controller.display.hub import DisplayHub, sse
 from controller.errors import ClientNotReading
 from controller.ports import LoggedCheckpoint
@@ -358,3 +369,107 @@ def test_a_live_client_found_not_reading_ends_its_live_state_with_that_error() -
     hub.close()
     ours.close()
     theirs.close()
+
+
+# --- the players' stream ----------------------------------------------------------------------
+
+ASSETS = Path(__file__).resolve().parents[1] / "controller" / "display" / "assets"
+CITATION = re.compile(r"\b(?:621a|645a)\.|N\.J\.A\.C\.|NYCRR|13:69E")
+MACHINE_WORDS = re.compile(r"\b(?:state|event|alarm|supervisor)\b|[a-z]+_[a-z_]+", re.I)
+
+
+def test_every_refusal_has_a_players_message_in_both_languages_in_plain_words() -> None:
+    """Each stable refusal code of the core (controller/core/state.py ``Refusal``) chooses one
+    of the players' messages, and each of those is in English and Traditional Chinese, with no
+    state or event name, no identifier, no mention of the supervisor's alarm, no rule."""
+    catalogue = json.loads((ASSETS / "messages.json").read_text(encoding="utf-8"))
+    assert set(PLAYER_REFUSALS) == set(Refusal)
+    shown = {*PLAYER_REFUSALS.values(), PLAYER_REFUSAL_OTHER}
+    for language in ("en", "zh-Hant"):
+        for code in shown:
+            words = catalogue[language][f"refused.{code}"]
+            assert MACHINE_WORDS.findall(words) == [], (language, code, words)
+    for fault_kind in {*PLAYER_FAULTS.values(), PLAYER_FAULT_OTHER}:
+        assert catalogue["zh-Hant"][f"player_fault.{fault_kind}"]
+    assert player_refusal({"reason": "event tick is not allowed in state idle"}) == "no_change"
+    assert player_refusal({"code": "lid_open", "reason": "close the lid"}) == "close_lid"
+
+
+def test_no_message_of_the_catalogue_cites_a_rule() -> None:
+    """Rule citations are the supervisor's and surveillance's (their views and the log): the
+    catalogue the players' page reads words every message without them."""
+    catalogue = json.loads((ASSETS / "messages.json").read_text(encoding="utf-8"))
+    cited = {
+        f"{language}:{key}": text
+        for language, table in catalogue.items()
+        for key, text in table.items()
+        if CITATION.search(text)
+    }
+    assert cited == {}
+
+
+def _players_messages(hub: DisplayHub) -> list[dict[str, Any]]:
+    messages, _ = hub.wait_messages(0, 0)
+    out = []
+    for message in messages:
+        body = message.players_sse.decode().split("data: ", 1)[1]
+        out.append(json.loads(body))
+    return out
+
+
+def test_the_players_statistics_count_every_result_once_and_no_test_round() -> None:
+    """The core's counts come with bets open; each result of the dice after them is counted at
+    once in the players' stream (the same result shown again, a test round of service mode and
+    the RNG's number are not), until the next counts replace them."""
+    hub = DisplayHub()
+    zero = {"red": [0] * 6, "blue": [0] * 6, "total": [0] * 16}
+    stats = {"shift": zero, "monitor": {"rolls": 0}, "alarm": None}
+    hub.publish(Screen.READY, {"round": 1, "mode": "shaker", "stats": stats}, 1)
+    red3 = {"total": 12, "dice": {"red": 3, "blue": [4, 5]}}
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": red3}, 2)
+    hub.publish(Screen.RESULT, {"round": 1, "attempt": 1, "result": red3}, 2)  # again
+    hub.publish(Screen.RESULT, {"round": 2, "attempt": 1, "result": red3, "service": True}, 3)
+    rng = {"count": 6, "dice": None}
+    hub.publish(Screen.RESULT, {"round": 3, "attempt": 1, "result": rng}, 4)
+    shown = [m["data"].get("stats") for m in _players_messages(hub) if m.get("screen")]
+    once = {
+        "red": [0, 0, 1, 0, 0, 0],
+        "blue": [0, 0, 0, 1, 1, 0],
+        "total": [0] * 9 + [1] + [0] * 6,  # 12
+    }
+    assert shown == [{"shift": zero}, *[{"shift": once}] * 4]
+    assert hub.snapshot(players=True)[1]["stats"] == {"shift": once}
+    assert hub.snapshot()[1]["stats"] == stats  # the supervisor's: the core's own
+    newer = {**stats, "shift": once}
+    hub.publish(Screen.READY, {"round": 4, "mode": "shaker", "stats": newer}, 5)
+    hub.publish(Screen.RESULT, {"round": 4, "attempt": 1, "result": red3}, 6)
+    assert hub.snapshot(players=True)[1]["stats"]["shift"]["red"] == [0, 0, 2, 0, 0, 0]
+
+
+def test_the_core_s_refusals_carry_their_stable_code_beside_the_operator_s_words() -> None:
+    """controller/core/state.py: a refused key's screen says why in the operator's words (the
+    log, the supervisor's view) and by a stable code (the players' message is chosen by it)."""
+    from dataclasses import replace
+
+    from display_table import OPENED, WALL
+
+    from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+
+    def refused(machine: RoundMachine, event: Event, **data: object) -> dict[str, object]:
+        actions = machine.handle(Occurrence(event, at=1, wall=WALL, **data))
+        (shown,) = [a for a in actions if a.screen is Screen.REFUSED]
+        return dict(shown.data)
+
+    machine = RoundMachine(RoundSettings(), replace(OPENED, dice_set=None, dice_since_table=None))
+    machine.handle(Occurrence(Event.LID_CLOSED, at=0, wall=WALL))
+    machine.handle(Occurrence(Event.NO_MORE_BETS, at=0, wall=WALL))
+    dice = refused(machine, Event.SHAKE_PRESSED)
+    assert dice["code"] == Refusal.DICE_MISSING
+    assert "no dice set is recorded" in str(dice["reason"])
+    assert player_refusal(dice) == "not_ready"
+    key = refused(machine, Event.SERVICE_MODE, employee="S1")
+    assert key["code"] == Refusal.SUPERVISOR_KEY
+    assert player_refusal(key) == "no_change"
+    machine.handle(Occurrence(Event.LID_OPENED, at=2, wall=WALL))
+    lid = refused(machine, Event.SHAKE_PRESSED)
+    assert (lid["code"], player_refusal(lid)) == (Refusal.LID_OPEN, "close_lid")

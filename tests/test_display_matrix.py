@@ -14,6 +14,7 @@ English and Traditional Chinese together (the tightest setting), the page is che
   (color-contrast among them) is allowed;
 - the lowest contrast ratio of any text against what is under it (computed from the computed
   colours: the nearest background or SVG shape at the text's centre), at least 4.5;
+- no rule citation ("621a.8(d)", "N.J.A.C. ...") anywhere in the players' text or labels;
 - at 1920x1080 the smallest font size of the players' text (an SVG text's size times its
   scale), at least 34 px. The recall's column of records (image digests, the timeline: the
   inspector's evidence) is reported apart and not held to it.
@@ -37,6 +38,7 @@ from typing import Any
 import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 from display_table import PAYTABLES, CoreTable, Table, start_display
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_display_browser import DICE, RECALL_PLAYS, stats_payload, wait_current
 
 from controller.audit.recall import recall
@@ -77,6 +79,11 @@ SERIOUS = {"minor", "moderate", "serious", "critical"}  # every violation
 # effective font size and contrast against what is under it.
 _SOURCE = (Path(__file__).resolve().parent / "display_measure.js").read_text(encoding="utf-8")
 MEASURE = _SOURCE[_SOURCE.index("() =>") :]  # the function, after its comment
+# Every word on the players' page: its text as shown, and its labels for assistive technology.
+PLAYER_WORDS = """() => document.body.innerText + " | " + [...document.querySelectorAll(
+  "[aria-label]")].map((e) => e.getAttribute("aria-label")).join(" | ")"""
+# A rule's citation: the section numbers of the rules (621a, 645a), N.J.A.C., NYCRR, AGCO.
+CITATION = re.compile(r"\b(?:621a|645a)\.[\w().]*|N\.J\.A\.C\.|NYCRR|13:69E|AGCO \d")
 
 
 class Screens:
@@ -115,6 +122,9 @@ class Screens:
             measured = page.evaluate(MEASURE)
             self.problems += [f"{label}: {p}" for p in measured["problems"]]
             self.figures[(state, width, height)] = measured["texts"]
+            words = page.evaluate(PLAYER_WORDS)
+            for citation in sorted(set(CITATION.findall(words))):
+                self.problems.append(f"{label}: a rule citation on the players' page: {citation}")
             if page.evaluate("typeof window.axe") == "undefined":
                 page.evaluate(AXE_SCRIPT)
             violations = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
@@ -170,6 +180,23 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
     screens.wait(latest("result", n), None)
     screens.check("result")
 
+    # Service mode (9 NYCRR 5319.58), with a player bank and a full statistics panel: TEST
+    # across the page, and a test result with its dealing plan.
+    table.show(
+        Screen.READY,
+        round=n,
+        mode="shaker",
+        bank="seat 1",
+        stats=stats_payload(),
+        dice=DICE,
+        service=True,
+    )
+    screens.wait("() => document.getElementById('live').dataset.screen === 'ready'", None)
+    screens.check("service-ready")
+    show_result(table, Roll(6, (6, 5)), 1, DeliveryStyle.STANDARD, service=True)
+    screens.wait("() => document.getElementById('live').dataset.screen === 'result'", None)
+    screens.check("service-result")
+
     table.close_round()
     n = table.round
     table.show(Screen.NO_ROLL, round=n, attempt=2, reason="not_flat", words="a die is not flat")
@@ -207,14 +234,25 @@ def smallest(texts: list[dict[str, Any]]) -> dict[str, Any]:
     return min(texts, key=lambda t: t["size"])
 
 
-def show_result(table: Table, roll: Roll, bank_seat: int | None, style: DeliveryStyle) -> None:
-    """A dice result of the current round recorded, then shown with its dealing plan."""
+def show_result(
+    table: Table, roll: Roll, bank_seat: int | None, style: DeliveryStyle, *, service: bool = False
+) -> None:
+    """A dice result of the current round recorded, then shown with its dealing plan; with
+    ``service``, a test result of service mode (recorded as the core records it)."""
     n = table.round
     result = result_of_roll(Game.TILES, roll, bank_seat=bank_seat, paytables=PAYTABLES)
     plan = dealing_plan(Game.TILES, style, result.position)
-    table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
+    if service:
+        table.record(RecordKind.SERVICE_TEST, round=n, attempt=1, **result.as_record())
+    else:
+        table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
     table.show(
-        Screen.RESULT, round=n, attempt=1, result=result.as_record(), dealing_plan=plan.as_record()
+        Screen.RESULT,
+        round=n,
+        attempt=1,
+        result=result.as_record(),
+        dealing_plan=plan.as_record(),
+        **({"service": True} if service else {}),
     )
 
 
@@ -425,3 +463,150 @@ def test_the_catalogue_has_every_message_the_page_names_in_both_languages() -> N
         )
 
     assert sorted(k for k in en if not used(k)) == []
+
+
+# --- what the players read: refusals, service mode, player banks, the statistics' minimum ----
+
+_SCRIPT = (ASSETS / "display.js").read_text(encoding="utf-8")
+_MINIMUM = re.search(r"const HOT_COLD_MIN_ROLLS = (\d+);", _SCRIPT)
+HOT_COLD_MIN_ROLLS = int(_MINIMUM.group(1)) if _MINIMUM else 0  # the test says when it is not
+CATALOGUE = json.loads((ASSETS / "messages.json").read_text(encoding="utf-8"))
+# What a refusal must never say to players: the state machine's words (a state, an event, an
+# identifier with an underscore) or the supervisor's (the dice alarm, a fault's internals).
+MACHINE_WORDS = re.compile(
+    r"\b(?:state|event|idle|armed|alarm|supervisor|audit|manifest)\b|[a-z]+_[a-z_]+", re.I
+)
+INVITATIONS = ("PLACE YOUR BETS", "請下注", "LIMITS", "PAYTABLE")
+
+NOTICE_LINES = """() => { const n = document.getElementById("notice");
+  return n.hidden ? null : [...n.querySelectorAll(".ln")].map((s) => [s.lang, s.textContent]); }"""
+HEADLINE = """() => [...document.querySelectorAll("#headline .ln")].map((s) => s.textContent)"""
+STATS = """() => ({ rolls: document.getElementById("stats-rolls").textContent,
+  hot: !document.getElementById("stats-hot").hidden
+    && !!document.querySelector("#stats-hot .total-chip, #stats-hot .stats-label"),
+  cold: !document.getElementById("stats-cold").hidden
+    && !!document.querySelector("#stats-cold .total-chip, #stats-cold .stats-label"),
+  minimum: (document.getElementById("stats-hot-cold-min") || {}).textContent || "" })"""
+
+
+def message(language: str, key: str, **values: object) -> str:
+    template = CATALOGUE[language].get(key, f"<no message {key}>")
+    return str(template).format(**values)
+
+
+def each_page(screens: Screens, script: str) -> list[tuple[str, Any]]:
+    return [(f"{w}x{h}", page.evaluate(script)) for w, h, page in screens.pages]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a dozen states at every size in a browser
+def test_refusals_service_mode_and_player_banks_speak_to_players_at_every_size(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Played through the round state machine, in English and Traditional Chinese together, at
+    every size: a result (the statistics counted at once; hot and cold not named below the
+    minimum of rolls), a key the table does not take (the players' message in both languages,
+    never the state machine's words), bets open and a result with a player bank, and service
+    mode's bets open and a test result with a player bank (TEST / 測試 as the headline, no
+    invitation to bet, no limits, no paytables). Every page: nothing overprinted or cut off,
+    no rule citation (Screens.check)."""
+    table = CoreTable(
+        tmp_path,
+        RoundSettings(settle_ms=10, player_bank=True),
+        languages=("en", "zh-Hant"),
+        brand=BRAND,
+        limits=LIMITS,
+        paytables=PAYTABLES,
+        synchronised=False,
+    )
+    screens = Screens(browser, table, "en+zh-Hant")
+    wrong: list[str] = []
+
+    def expect(what: str, found: object, wanted: object) -> None:
+        if found != wanted:
+            wrong.append(f"{what}: {found!r}, not {wanted!r}")
+
+    def round_shown(screen: str) -> None:
+        screens.wait(latest(screen, table.machine.context.round_number), None)
+
+    def statistics(state: str, rolls: int) -> None:
+        key = "stats.roll" if rolls == 1 else "stats.rolls"
+        words = " / ".join(message(lang, key, n=rolls) for lang in ("en", "zh-Hant"))
+        try:
+            screens.wait("w => document.getElementById('stats-rolls').textContent === w", words)
+        except PlaywrightTimeout:
+            shown = each_page(screens, "() => document.getElementById('stats-rolls').textContent")
+            wrong.append(f"{state}: the statistics say {shown[0][1]!r}, not {words!r}")
+        for size, shown in each_page(screens, STATS):
+            expect(
+                f"{state} {size}: hot named below {HOT_COLD_MIN_ROLLS} rolls", shown["hot"], False
+            )
+            expect(f"{state} {size}: cold named", shown["cold"], False)
+            minimum = " / ".join(
+                message(lang, "stats.after", n=HOT_COLD_MIN_ROLLS) for lang in ("en", "zh-Hant")
+            )
+            expect(f"{state} {size}: the minimum said", minimum in shown["minimum"], True)
+
+    def test_mode(state: str) -> None:
+        for size, headline in each_page(screens, HEADLINE):
+            expect(f"{state} {size}: the headline", headline, ["TEST", "測試"])
+        for size, words in each_page(screens, PLAYER_WORDS):
+            for invitation in INVITATIONS:
+                expect(f"{state} {size}: says {invitation!r}", invitation in words.upper(), False)
+        for w, h, page in screens.pages:
+            for box in ("#limits", "#paytables"):
+                expect(f"{state} {w}x{h}: {box} shown", page.is_visible(box), False)
+
+    expect("display.js states HOT_COLD_MIN_ROLLS", _MINIMUM is not None, True)
+    try:
+        table.start()
+        round_shown("ready")
+        for size, headline in each_page(screens, HEADLINE):  # live: bets are invited
+            expect(f"ready {size}: the headline", headline, ["PLACE YOUR BETS", "請下注"])
+        screens.check("ready-no-rolls")
+        table.shake(3, (4, 5))  # round 1, the dealer banks
+        round_shown("result")
+        statistics("result", 1)  # counted with the result, not at the next bets open
+        screens.check("result-one-roll")
+
+        table.press(Event.NO_MORE_BETS)  # not taken over a result
+        screens.wait("() => !document.getElementById('notice').hidden", None)
+        wanted = [[lang, message(lang, "refused.no_change")] for lang in ("en", "zh-Hant")]
+        for size, lines in each_page(screens, NOTICE_LINES):
+            expect(f"refused {size}: the notice", lines, wanted)
+            for _, words in lines or []:
+                expect(f"refused {size}: machine words", MACHINE_WORDS.findall(words), [])
+        notices = each_page(screens, "() => document.getElementById('notice').textContent")
+        for size, words in notices:
+            expect(f"refused {size}: machine words", MACHINE_WORDS.findall(words), [])
+        screens.check("refused")
+
+        table.send(Event.CLOSE_ROUND)
+        table.press(Event.BANK_SEAT_KEY)  # round 2: seat 1 banks
+        round_shown("ready")
+        screens.wait("() => /1/.test(document.getElementById('bank-line').textContent)", None)
+        screens.check("ready-player-bank")
+        table.shake(5, (5, 6))
+        round_shown("result")
+        statistics("player-bank result", 2)
+        screens.check("result-player-bank")
+
+        table.send(Event.CLOSE_ROUND)
+        table.send(Event.SERVICE_MODE, supervisor=True, employee="S100")
+        round_shown("ready")
+        test_mode("service-ready")
+        screens.check("service-ready")
+        for _ in range(2):
+            table.press(Event.BANK_SEAT_KEY)  # seat 2 banks the test round
+        table.shake(6, (6, 5))
+        round_shown("result")
+        test_mode("service-result")
+        for w, h, page in screens.pages:  # test rounds are not counted: the panel waits
+            expect(f"service result {w}x{h}: statistics shown", page.is_visible("#stats"), False)
+        screens.check("service-result")
+    finally:
+        screens.close()
+        table.close()
+    assert screens.errors == []
+    assert wrong + screens.problems == [], "\n".join(wrong + screens.problems)

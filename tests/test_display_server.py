@@ -406,6 +406,128 @@ def test_the_supervisors_page_is_served_and_the_snapshot_carries_the_page_settin
         stream.close()
 
 
+# --- the players' stream: nothing supervisor-only is sent to the players' page ----------------
+
+REFUSAL_WORDS = "event no_more_bets is not allowed in state armed"
+SUPERVISOR_SCREENS: list[tuple[Screen, dict[str, Any]]] = [
+    (
+        Screen.READY,
+        {
+            "round": 7,
+            "bank": "seat 1",
+            "bank_refused": "seat 1 may not bank the first round after a shuffle (621a.11(b))",
+            "bank_refused_rule": {"rule": "after_shuffle", "seat": 1},
+            "dice": {"set": "D-9", "warning": "replace the dice within 12 min (621a.5(c))"},
+            "tiles": {"set": None, "warning": "no set of tiles is inspected (621a.6(a))"},
+            "meters": {"games": 40, "corrections": 1},
+            "stats": {
+                "shift": {"red": [1, 0, 0, 0, 0, 0], "blue": [0, 1, 1, 0, 0, 0], "total": [0] * 16},
+                "monitor": {"rolls": 1, "p_values": {"red": "0.0001"}},
+                "alarm": {"test": "red", "log_e": "9.000", "threshold": "5.521"},
+            },
+        },
+    ),
+    (Screen.REFUSED, {"reason": REFUSAL_WORDS, "event": "no_more_bets"}),
+    (
+        Screen.REFUSED,
+        {
+            "code": "supervisor_key",
+            "reason": "keeping the dice after an alarm needs the supervisor key",
+        },
+    ),
+    (
+        Screen.FAULT,
+        {
+            "round": 7,
+            "faults": ["dice_alarm", "log_identity", "tamper"],
+            "detail": "signing key /var/lib/paigow/log.key: mode 0644",
+            "returns": {"tamper": 3},
+            "restart": "tamper came back 5 times in a row",
+        },
+    ),
+    (
+        Screen.RESULT,
+        {
+            "round": 7,
+            "attempt": 1,
+            "result": {"total": 12, "dice": {"red": 3, "blue": [4, 5]}, "bank": "seat 1"},
+            "corrected": {"dice_read": {"red": 3, "blue": [4, 4]}, "employee": "S100"},
+            "dealing_plan": {"style": "standard", "section": "621a.8(d)", "plan": []},
+        },
+    ),
+]
+# What only the supervisor's and surveillance's stream may carry.
+SUPERVISOR_ONLY = [
+    REFUSAL_WORDS,
+    "not allowed",
+    "alarm",
+    "supervisor key",
+    "p_values",
+    "monitor",
+    "meters",
+    "warning",
+    "621a",
+    "log_identity",
+    "log.key",
+    "came back",
+    "S100",
+    "section",
+]
+
+
+def test_the_players_stream_carries_nothing_that_is_the_supervisors(
+    display: DisplayServer,
+) -> None:
+    """The players' page reads ``/table/events``: a refusal comes as the players' message code
+    (never the operator's words with a state and an event), and no alarm, monitor, meters,
+    warning, rule citation, fault internals or employee id is ever sent to it, live, in its
+    snapshot, or replayed after a reconnection. The supervisor's stream (``/events``) keeps
+    them all."""
+    address = display.http_address
+    players = Stream(address, get("/table/events"))
+    supervisor = Stream(address, get("/events"))
+    players.until_snapshot()
+    supervisor.until_snapshot()
+    for screen, data in SUPERVISOR_SCREENS:
+        display.show(screen, data, seq=None)
+    display.show(Screen.SHAKING, {"round": 8}, seq=None)  # the last: read up to it
+    seen: dict[str, list[tuple[str, dict[str, Any]]]] = {"players": [], "supervisor": []}
+    for name, stream in (("players", players), ("supervisor", supervisor)):
+        while True:
+            event, data = stream.event()
+            seen[name].append((event, data))
+            if event == "screen" and data.get("screen") == Screen.SHAKING:
+                break
+        stream.close()
+    notices = [d["data"] for e, d in seen["players"] if e == "notice"]
+    assert notices == [{"code": "no_change"}, {"code": "no_change"}]
+    sent = json.dumps(seen["players"], ensure_ascii=False)
+    assert [word for word in SUPERVISOR_ONLY if word in sent] == []
+    everything = json.dumps(seen["supervisor"], ensure_ascii=False)
+    assert [word for word in SUPERVISOR_ONLY if word not in everything] == []
+    (fault,) = [d["data"] for e, d in seen["players"] if d.get("screen") == Screen.FAULT]
+    assert fault == {"round": 7, "faults": ["table", "shaker"]}  # by kind, each once
+    (ready,) = [d["data"] for e, d in seen["players"] if d.get("screen") == Screen.READY]
+    assert ready["dice"] == {"stops": False}
+    assert ready["tiles"] == {"stops": True}
+    assert ready["bank_refused"] is True
+    assert ready["stats"] == {"shift": SUPERVISOR_SCREENS[0][1]["stats"]["shift"]}
+
+    # a page that connects again later: its snapshot and what is replayed to it
+    again = Stream(address, get("/table/events?last=0"))
+    assert again.status().startswith(b"HTTP/1.0 200")
+    replayed: list[Any] = []
+    while True:
+        event, data = again.event()
+        replayed.append(data)
+        if event == "snapshot":
+            break
+    again.close()
+    assert len(replayed) > 1
+    sent = json.dumps(replayed, ensure_ascii=False)
+    assert [word for word in SUPERVISOR_ONLY if word in sent] == []
+
+
 # --- issue 16: the page's settings, its clock, its message catalogue ---------------------------
 
 

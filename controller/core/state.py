@@ -296,6 +296,45 @@ class Screen(StrEnum):
     RECALL = "recall"  # AGCO 13.1.1: a past round, for the supervisor; the table waits
 
 
+class Refusal(StrEnum):
+    """Why a key or button was refused, as a stable code: the refused screen carries it beside
+    the operator's words, so that a display chooses its own message by it (the players' page
+    says it plainly, in its languages) and never has to show or parse the words."""
+
+    SUPERVISOR_KEY = "supervisor_key"  # the action needs the supervisor key
+    LID_OPEN = "lid_open"
+    DICE_MISSING = "dice_missing"  # proposed 621a.5(c)
+    DICE_EXPIRED = "dice_expired"
+    TILES_MISSING = "tiles_missing"  # 621a.6(a)
+    TILES_EXPIRED = "tiles_expired"  # 621a.3(e)
+    NO_PLAYER_BANK = "no_player_bank"
+    CO_BANK_NEEDS_PLAYER_BANK = "co_bank_needs_player_bank"
+    STYLE_TOO_LATE = "style_too_late"
+    NO_STYLE_OFFERED = "no_style_offered"
+    FAULT_NEEDS_RESTART = "fault_needs_restart"
+    FAULT_NEEDS_DICE_ACTION = "fault_needs_dice_action"
+    FAULT_NEEDS_TERMINAL = "fault_needs_terminal"
+    FAULT_NOT_CLEARED = "fault_not_cleared"
+    NOTHING_TO_CLEAR = "nothing_to_clear"
+    NOT_RECALLING = "not_recalling"
+    IN_RECALL = "in_recall"
+    NOT_THE_RESULT_SHOWN = "not_the_result_shown"
+    TEST_ROUND = "test_round"
+    RNG_RESULT_STANDS = "rng_result_stands"
+    CORRECTED_ALREADY = "corrected_already"
+    NOTHING_TO_CORRECT = "nothing_to_correct"
+    IN_SERVICE_MODE = "in_service_mode"
+    NOT_IN_SERVICE_MODE = "not_in_service_mode"
+    MODE_ALREADY = "mode_already"
+    SENSOR_NOT_CONNECTED = "sensor_not_connected"
+    RNG_ONLY_IN_FAULT = "rng_only_in_fault"
+    ROUND_NOT_CLOSED = "round_not_closed"
+    NOT_BETWEEN_SHAKES = "not_between_shakes"
+    VOID_AT_TERMINAL = "void_at_terminal"
+    NOT_THE_ROUND_IN_PLAY = "not_the_round_in_play"
+    NO_ROUND_IN_PLAY = "no_round_in_play"
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     """One thing for the shell to do. A ``RECORD`` that ``may_wait`` may share the transaction
@@ -592,8 +631,11 @@ def _show(screen: Screen, **data: object) -> Action:
     return Action(ActionKind.SHOW, screen=screen, data=data)
 
 
-def _refuse(ctx: RoundContext, why: str) -> Step:
-    return ctx, [_show(Screen.REFUSED, reason=why)]
+def _refuse(ctx: RoundContext, code: Refusal, why: str) -> Step:
+    """A key or button refused: nothing changes; the notice carries the stable ``code`` (a
+    display words it for its readers) and ``why`` in the operator's words (the log, the
+    supervisor's view)."""
+    return ctx, [_show(Screen.REFUSED, code=str(code), reason=why)]
 
 
 def next_round(ctx: RoundContext) -> RoundContext:
@@ -906,7 +948,7 @@ class _Rules:
         if ctx.service_round is not None:
             return None
         why = DICE_LIFE.refusal(ctx, self.wall)
-        return None if why is None else _refuse(ctx, why)
+        return None if why is None else _refuse(ctx, *why)
 
     def _shown_again(self, ctx: RoundContext) -> list[Action]:
         """The screen of a resting state shown again after a change it displays (bets open,
@@ -958,7 +1000,7 @@ class _Rules:
             # 621a.6(a), 621a.3(e): a round is dealt only from an inspected set, at most 12 hours
             why = TILES_LIFE.refusal(ctx, self.wall)
             if why is not None:
-                return _refuse(ctx, why)
+                return _refuse(ctx, *why)
         bank_seat = occ.bank_seat if occ.bank_seat is not None else ctx.bank_seat
         if bank_seat is not None and not self.settings.player_bank:
             raise GameRuleError(_NO_PLAYER_BANK)
@@ -993,7 +1035,7 @@ class _Rules:
         bets" is refused while it is selected. A table whose Rules Submission offers no player
         bank (621a.11(a), 645a.12(a)) has the dealer bank every round."""
         if not self.settings.player_bank:
-            return _refuse(ctx, _NO_PLAYER_BANK)
+            return _refuse(ctx, Refusal.NO_PLAYER_BANK, _NO_PLAYER_BANK)
         banks: list[int | None] = [None, *range(1, BETTING_POSITIONS + 1)]
         ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat), co_bank=False)
         return self._bank_selected(ctx, occ)
@@ -1019,12 +1061,20 @@ class _Rules:
         if ctx.state is S.IDLE or self.settings.game is not Game.TILES:
             return self._co_bank(ctx, occ)
         if ctx.attempt != 1 or ctx.no_rolls:
-            return _refuse(ctx, "the style of delivery is chosen before the first shake")
+            return _refuse(
+                ctx,
+                Refusal.STYLE_TOO_LATE,
+                "the style of delivery is chosen before the first shake",
+            )
         offered = [DeliveryStyle.STANDARD, *self.settings.styles]
         current = ctx.delivery_style if ctx.delivery_style in offered else _STANDARD
         chosen = _after(offered, current)
         if chosen is ctx.delivery_style:
-            return _refuse(ctx, "the casino's Rules Submission allows no style of delivery")
+            return _refuse(
+                ctx,
+                Refusal.NO_STYLE_OFFERED,
+                "the casino's Rules Submission allows no style of delivery",
+            )
         ctx = replace(ctx, delivery_style=chosen)
         record = _record(
             RecordKind.DELIVERY_STYLE,
@@ -1052,7 +1102,11 @@ class _Rules:
                 )
             raise GameRuleError("this table does not offer co-banking (645a.12(e))")
         if ctx.bank_seat is None:
-            return _refuse(ctx, "co-banking is for a player bank (621a.11(e), 645a.12(e))")
+            return _refuse(
+                ctx,
+                Refusal.CO_BANK_NEEDS_PLAYER_BANK,
+                "co-banking is for a player bank (621a.11(e), 645a.12(e))",
+            )
         ctx = replace(ctx, co_bank=not ctx.co_bank)
         return self._bank_selected(ctx, occ, co_bank=ctx.co_bank)
 
@@ -1093,7 +1147,11 @@ class _Rules:
             raise GameRuleError("Pai Gow Poker has no tiles")
         _live_only(ctx, "a tile inspection")
         if not occ.supervisor:
-            return _refuse(ctx, "the floorperson verifies the inspection with the supervisor key")
+            return _refuse(
+                ctx,
+                Refusal.SUPERVISOR_KEY,
+                "the floorperson verifies the inspection with the supervisor key",
+            )
         employee = _need_employee(occ)
         tile_set = _need(occ.tile_set, occ)
         check_dice_set_id(tile_set, what="a tile set id")
@@ -1124,7 +1182,7 @@ class _Rules:
         if ctx.state not in (S.ARMED, S.NO_ROLL) or self._mode(ctx) is not Mode.SHAKER:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
-            return _refuse(ctx, "close the lid to shake")
+            return _refuse(ctx, Refusal.LID_OPEN, "close the lid to shake")
         refused = self._dice_refused(ctx)
         if refused is not None:
             return refused
@@ -1379,7 +1437,11 @@ class _Rules:
     def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if ctx.state is S.LOCKED:
             if not occ.supervisor:
-                return _refuse(ctx, "the reshake limit is cleared with the supervisor key")
+                return _refuse(
+                    ctx,
+                    Refusal.SUPERVISOR_KEY,
+                    "the reshake limit is cleared with the supervisor key",
+                )
             ctx = replace(ctx, state=S.ARMED, no_rolls=0)
             record = _record(
                 RecordKind.SUPERVISOR_ACTION,
@@ -1401,28 +1463,43 @@ class _Rules:
         }
         if not clearable:
             if Fault.LOG_DAMAGED in ctx.active_faults:
-                return _refuse(ctx, "restore the damaged audit log from a backup, then restart")
+                return _refuse(
+                    ctx,
+                    Refusal.FAULT_NEEDS_RESTART,
+                    "restore the damaged audit log from a backup, then restart",
+                )
             if any(f.needs_restart for f in ctx.active_faults):
-                return _refuse(ctx, "restore the log's own signing key, then restart")
+                return _refuse(
+                    ctx,
+                    Refusal.FAULT_NEEDS_RESTART,
+                    "restore the log's own signing key, then restart",
+                )
             if Fault.SOFTWARE_IDENTITY in ctx.active_faults and not ctx.is_software_verified:
                 return _refuse(
                     ctx,
+                    Refusal.FAULT_NEEDS_RESTART,
                     "the software does not match its signed manifest: reinstall the release"
                     " and restart (paigow-controller verify-software says what differs)",
                 )
             if any(f.needs_dice_action for f in ctx.active_faults):
                 return _refuse(
                     ctx,
+                    Refusal.FAULT_NEEDS_DICE_ACTION,
                     "a dice alarm is cleared by replacing the dice or keeping them after"
                     " inspection (supervisor)",
                 )
             if occ.supervisor and any(f.needs_reason for f in ctx.active_faults):
                 return _refuse(
                     ctx,
+                    Refusal.FAULT_NEEDS_TERMINAL,
                     "a missing anchor is cleared at the service terminal with the supervisor"
                     " key, the employee id and a note saying why",
                 )
-            return _refuse(ctx, "this fault needs the supervisor key or its cause removed")
+            return _refuse(
+                ctx,
+                Refusal.FAULT_NOT_CLEARED,
+                "this fault needs the supervisor key or its cause removed",
+            )
         remaining = ctx.active_faults - clearable
         why = {"note": occ.detail} if any(f.needs_reason for f in clearable) else {}
         record = _record(
@@ -1447,7 +1524,9 @@ class _Rules:
         next number; the 24 hours start again, in the table's time. Between shakes, with the
         supervisor key and the supervisor's employee id."""
         if not occ.supervisor:
-            return _refuse(ctx, "replacing the dice needs the supervisor key")
+            return _refuse(
+                ctx, Refusal.SUPERVISOR_KEY, "replacing the dice needs the supervisor key"
+            )
         employee = _need_employee(occ)
         wall = _need(occ.wall, occ)
         dice_set = occ.dice_set if occ.dice_set is not None else _next_dice_set(ctx.dice_set)
@@ -1481,10 +1560,14 @@ class _Rules:
         """Issue 15: after a dice alarm the supervisor inspected the dice and keeps them (the
         note says what was checked); the monitor's test starts again on them."""
         if not occ.supervisor:
-            return _refuse(ctx, "keeping the dice after an alarm needs the supervisor key")
+            return _refuse(
+                ctx,
+                Refusal.SUPERVISOR_KEY,
+                "keeping the dice after an alarm needs the supervisor key",
+            )
         employee = _need_employee(occ)
         if ctx.dice_alarm is None:
-            return _refuse(ctx, "there is no dice alarm to clear")
+            return _refuse(ctx, Refusal.NOTHING_TO_CLEAR, "there is no dice alarm to clear")
         record = _record(
             RecordKind.SUPERVISOR_ACTION,
             round=ctx.round_number,
@@ -1505,12 +1588,12 @@ class _Rules:
         and leaving shows where the table was. Nothing changes in the round meanwhile (see
         ``step``); a fault ends it. Entering and leaving are recorded, with who."""
         if not occ.supervisor:
-            return _refuse(ctx, "game recall needs the supervisor key")
+            return _refuse(ctx, Refusal.SUPERVISOR_KEY, "game recall needs the supervisor key")
         employee = _need_employee(occ)
         who = {"employee": employee, **self._uid(occ)}
         if occ.back is None:
             if ctx.recall is None:
-                return _refuse(ctx, "the display is not recalling a round")
+                return _refuse(ctx, Refusal.NOT_RECALLING, "the display is not recalling a round")
             ctx = replace(ctx, recall=None)
             left = _record(
                 RecordKind.SUPERVISOR_ACTION, round=ctx.round_number, action="recall_left", **who
@@ -1537,7 +1620,9 @@ class _Rules:
     def shaker_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
         """N.J.A.C. 13:69E-1.16A: the shaker's end-of-day inspection, by the supervisor."""
         if not occ.supervisor:
-            return _refuse(ctx, "the shaker inspection needs the supervisor key")
+            return _refuse(
+                ctx, Refusal.SUPERVISOR_KEY, "the shaker inspection needs the supervisor key"
+            )
         record = _record(
             RecordKind.SUPERVISOR_ACTION,
             round=ctx.round_number,
@@ -1559,7 +1644,9 @@ class _Rules:
         positions the remedy is the round's void (621a.12(c)). An RNG result is never
         corrected: the RNG's number is the selection (N.J.A.C. 13:69E-1.28G)."""
         if not occ.supervisor:
-            return _refuse(ctx, "correcting a result needs the supervisor key")
+            return _refuse(
+                ctx, Refusal.SUPERVISOR_KEY, "correcting a result needs the supervisor key"
+            )
         employee = _need_employee(occ)
         reason = _need(occ.correction, occ)
         seen = _need(occ.dice_seen, occ)
@@ -1570,24 +1657,34 @@ class _Rules:
             # a command repeated, or two supervisors at once, never corrects another result
             return _refuse(
                 ctx,
+                Refusal.NOT_THE_RESULT_SHOWN,
                 f"round {meant[0]} attempt {meant[1]} is not the result shown (round"
                 f" {ctx.round_number} attempt {ctx.attempt}): nothing corrected",
             )
         if ctx.service_round is not None:
-            return _refuse(ctx, "a test round of service mode has no wagers to correct")
+            return _refuse(
+                ctx, Refusal.TEST_ROUND, "a test round of service mode has no wagers to correct"
+            )
         if self._mode(ctx) is Mode.RNG or result.roll is None or result.wagers is None:
             return _refuse(
                 ctx,
+                Refusal.RNG_RESULT_STANDS,
                 "an RNG result is never corrected or redrawn (N.J.A.C. 13:69E-1.28G); void"
                 " the round if it cannot stand",
             )
         if ctx.correction is not None:
             return _refuse(
-                ctx, "this result was corrected already: void the round if the correction is wrong"
+                ctx,
+                Refusal.CORRECTED_ALREADY,
+                "this result was corrected already: void the round if the correction is wrong",
             )
         read = ctx.correction.dice_read if ctx.correction is not None else result.roll
         if _same_dice(seen, read):
-            return _refuse(ctx, "the dice seen are the dice read: nothing to correct")
+            return _refuse(
+                ctx,
+                Refusal.NOTHING_TO_CORRECT,
+                "the dice seen are the dice read: nothing to correct",
+            )
         corrected = result_of_roll(
             self.settings.game,
             seen,
@@ -1616,20 +1713,24 @@ class _Rules:
         before the next bets close (621a.8(a)(1)). A round whose bets closed under the old mode
         is void (its RNG commitment, or its dice, belong to the old one)."""
         if not occ.supervisor:
-            return _refuse(ctx, "switching the mode needs the supervisor key")
+            return _refuse(
+                ctx, Refusal.SUPERVISOR_KEY, "switching the mode needs the supervisor key"
+            )
         employee = _need_employee(occ)
         if ctx.service_round is not None:
-            return _refuse(ctx, "leave service mode to switch the mode")
+            return _refuse(ctx, Refusal.IN_SERVICE_MODE, "leave service mode to switch the mode")
         to = _need(occ.mode, occ)
         if to not in self.settings.allowed_modes:
             raise GameRuleError(f"{to} mode is not allowed at this table ([table] modes)")
         current = self._mode(ctx)
         if to is current:
-            return _refuse(ctx, f"the table is already in {to} mode")
+            return _refuse(ctx, Refusal.MODE_ALREADY, f"the table is already in {to} mode")
         if to is not Mode.RNG and not ctx.is_sensor_present:
-            return _refuse(ctx, "the dice sensor is not connected")
+            return _refuse(ctx, Refusal.SENSOR_NOT_CONNECTED, "the dice sensor is not connected")
         if ctx.state is S.FAULT and to is not Mode.RNG:
-            return _refuse(ctx, "out of a fault the table switches to the RNG only")
+            return _refuse(
+                ctx, Refusal.RNG_ONLY_IN_FAULT, "out of a fault the table switches to the RNG only"
+            )
         cleared = ctx.active_faults & DICE_FAULTS if ctx.state is S.FAULT else frozenset()
         actions: list[Action] = []
         resume = ctx.resume_state
@@ -1694,14 +1795,18 @@ class _Rules:
         light every lamp. Leaving it, from any state, returns to bets open of the live round (or
         to the fault, if one is active)."""
         if not occ.supervisor:
-            return _refuse(ctx, "service mode needs the supervisor key")
+            return _refuse(ctx, Refusal.SUPERVISOR_KEY, "service mode needs the supervisor key")
         employee = _need_employee(occ)
         if ctx.service_round is not None:
             return self._leave_service(ctx, occ)
         if ctx.state is S.RESULT:
-            return _refuse(ctx, "close the round before service mode")
+            return _refuse(ctx, Refusal.ROUND_NOT_CLOSED, "close the round before service mode")
         if ctx.state in (S.FAULT, *_SHAKE_IN_PROGRESS, S.DRAWING):
-            return _refuse(ctx, "service mode is entered with bets open, or between shakes")
+            return _refuse(
+                ctx,
+                Refusal.NOT_BETWEEN_SHAKES,
+                "service mode is entered with bets open, or between shakes",
+            )
         actions: list[Action] = []
         if ctx.state is not S.IDLE:  # bets closed, no result: the round is void
             actions.append(self._void_record(ctx, VoidReason.SERVICE_MODE, occ))
@@ -1754,9 +1859,11 @@ class _Rules:
 
     def lamp_test(self, ctx: RoundContext, occ: Occurrence) -> Step:
         if not occ.supervisor:
-            return _refuse(ctx, "the lamp test needs the supervisor key")
+            return _refuse(ctx, Refusal.SUPERVISOR_KEY, "the lamp test needs the supervisor key")
         if ctx.service_round is None:
-            return _refuse(ctx, "the lamp test is part of service mode")
+            return _refuse(
+                ctx, Refusal.NOT_IN_SERVICE_MODE, "the lamp test is part of service mode"
+            )
         return ctx, [Action(ActionKind.LAMP_TEST)]
 
     def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
@@ -1775,13 +1882,16 @@ class _Rules:
             if ctx.state not in _DEALER_VOIDS:
                 return _refuse(
                     ctx,
+                    Refusal.VOID_AT_TERMINAL,
                     "the dice are at rest: the supervisor voids the round at the service"
                     " terminal, with a reason",
                 )
             reason = VoidReason.DEALER_KEY
         else:
             if not occ.supervisor:
-                return _refuse(ctx, "voiding a round needs the supervisor key")
+                return _refuse(
+                    ctx, Refusal.SUPERVISOR_KEY, "voiding a round needs the supervisor key"
+                )
             _need_employee(occ)
             reason = occ.void_reason
             if not reason.is_typed:
@@ -1790,11 +1900,12 @@ class _Rules:
             if meant != ctx.round_number:
                 return _refuse(
                     ctx,
+                    Refusal.NOT_THE_ROUND_IN_PLAY,
                     f"round {meant} is not the round in play (round {ctx.round_number}):"
                     " nothing voided",
                 )
         if ctx.state is S.FAULT and ctx.resume_state in (None, S.IDLE):
-            return _refuse(ctx, "no round is in play: its bets are open")
+            return _refuse(ctx, Refusal.NO_ROUND_IN_PLAY, "no round is in play: its bets are open")
         voided = {"round": ctx.round_number, "reason": str(reason)}
         actions = [Action(ActionKind.STOP_MOTOR), self._void_record(ctx, reason, occ)]
         if ctx.state is S.FAULT:
@@ -2009,6 +2120,8 @@ class _Life:
     missing: str  # the refusal when none is recorded
     expired: str  # the refusal once its life is over
     warning: str  # the warning before, with {minutes}
+    missing_code: Refusal
+    expired_code: Refusal
 
     def age(self, ctx: RoundContext, wall: int | None) -> int | None:
         """None when nothing is recorded."""
@@ -2038,12 +2151,12 @@ class _Life:
             return None
         return self.expired if minutes == 0 else self.warning.format(minutes=minutes)
 
-    def refusal(self, ctx: RoundContext, wall: int | None) -> str | None:
+    def refusal(self, ctx: RoundContext, wall: int | None) -> tuple[Refusal, str] | None:
         """Why play may not go on with it (None: it may): none recorded, or its life over."""
         age = self.age(ctx, wall)
         if age is None:
-            return self.missing
-        return self.expired if age >= self.life_ms else None
+            return self.missing_code, self.missing
+        return (self.expired_code, self.expired) if age >= self.life_ms else None
 
 
 DICE_LIFE = _Life(
@@ -2052,6 +2165,8 @@ DICE_LIFE = _Life(
     missing="no dice set is recorded in the shaker: the supervisor records the dice put in",
     expired="the dice have been on the table 24 hours: the supervisor replaces them (621a.5(c))",
     warning="replace the dice within {minutes} min: 24 hours on the table (621a.5(c))",
+    missing_code=Refusal.DICE_MISSING,
+    expired_code=Refusal.DICE_EXPIRED,
 )
 TILES_LIFE = _Life(
     TILE_LIFE_MS,
@@ -2062,6 +2177,8 @@ TILES_LIFE = _Life(
     ),
     expired="the tiles have been in play 12 hours: change them (621a.3(e))",
     warning="change the tiles within {minutes} min: 12 hours in play (621a.3(e))",
+    missing_code=Refusal.TILES_MISSING,
+    expired_code=Refusal.TILES_EXPIRED,
 )
 
 
@@ -2179,7 +2296,9 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
     if allowed is None:
         raise IllegalTransition(ctx.state, occ.event)
     if ctx.recall is not None and occ.event in _WAIT_IN_RECALL:
-        return _refuse(ctx, "leave recall first: nothing changes in the round meanwhile")
+        return _refuse(
+            ctx, Refusal.IN_RECALL, "leave recall first: nothing changes in the round meanwhile"
+        )
     advanced = advance_table_time(ctx, occ)
     new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), advanced, occ)
     if new_ctx is advanced and not any(a.kind is ActionKind.RECORD for a in actions):

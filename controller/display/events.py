@@ -22,7 +22,7 @@ from controller.core import canonical
 from controller.core.dice import NoRollReason
 from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.state import Screen
+from controller.core.state import Refusal, Screen
 from controller.ports import LoggedCheckpoint
 
 TREND_LENGTH = 20  # the trend board: the last 20 results
@@ -435,3 +435,294 @@ def _feed_line(
 
 def checkpoint_json(checkpoint: LoggedCheckpoint | None) -> dict[str, Any] | None:
     return None if checkpoint is None else {"size": checkpoint.size, "note": checkpoint.note}
+
+
+# --- what the players' page is sent ----------------------------------------------------------
+# The players' page (``/``, its stream ``/table/events``) is sent only what it shows: nothing
+# that is the supervisor's or surveillance's alone reaches it, whatever its script does. A
+# refused key is a player-facing code (the operator's words, with the state, the event and the
+# rule, stay in the log and the supervisor's stream); the dice's statistics are the shift's
+# counts without the monitor's evidence or its alarm; the dice and the tiles only say whether
+# they stop play (not their warnings); a fault is named in the players' words, by kind (never
+# the dice alarm, a log's or the software's internals); no meters, no corrections' or voids'
+# who and why, no employee id, no note, no detail.
+
+# The players' message for each refusal (messages.json: "refused.<code>").
+PLAYER_REFUSALS: Mapping[Refusal, str] = {
+    Refusal.LID_OPEN: "close_lid",
+    Refusal.DICE_MISSING: "not_ready",
+    Refusal.DICE_EXPIRED: "not_ready",
+    Refusal.TILES_MISSING: "not_ready",
+    Refusal.TILES_EXPIRED: "not_ready",
+    Refusal.FAULT_NEEDS_RESTART: "not_ready",
+    Refusal.FAULT_NEEDS_DICE_ACTION: "not_ready",
+    Refusal.FAULT_NEEDS_TERMINAL: "not_ready",
+    Refusal.FAULT_NOT_CLEARED: "not_ready",
+    Refusal.NO_PLAYER_BANK: "bank",
+    Refusal.CO_BANK_NEEDS_PLAYER_BANK: "bank",
+    Refusal.STYLE_TOO_LATE: "style",
+    Refusal.NO_STYLE_OFFERED: "style",
+    Refusal.IN_RECALL: "recall",
+    **dict.fromkeys(
+        (
+            Refusal.SUPERVISOR_KEY,
+            Refusal.NOTHING_TO_CLEAR,
+            Refusal.NOT_RECALLING,
+            Refusal.NOT_THE_RESULT_SHOWN,
+            Refusal.TEST_ROUND,
+            Refusal.RNG_RESULT_STANDS,
+            Refusal.CORRECTED_ALREADY,
+            Refusal.NOTHING_TO_CORRECT,
+            Refusal.IN_SERVICE_MODE,
+            Refusal.NOT_IN_SERVICE_MODE,
+            Refusal.MODE_ALREADY,
+            Refusal.SENSOR_NOT_CONNECTED,
+            Refusal.RNG_ONLY_IN_FAULT,
+            Refusal.ROUND_NOT_CLOSED,
+            Refusal.NOT_BETWEEN_SHAKES,
+            Refusal.VOID_AT_TERMINAL,
+            Refusal.NOT_THE_ROUND_IN_PLAY,
+            Refusal.NO_ROUND_IN_PLAY,
+        ),
+        "no_change",
+    ),
+}
+PLAYER_REFUSAL_OTHER = "no_change"  # a key the state machine does not take now (no code)
+
+# The players' words for a fault, by kind (messages.json: "player_fault.<kind>").
+PLAYER_FAULTS: Mapping[str, str] = {
+    "tamper": "shaker",
+    "motor_overrun": "shaker",
+    "sensor_timeout": "dice_reader",
+    "sensor_lost": "dice_reader",
+    "sensor_hardware": "dice_reader",
+    "rng_failure": "rng",
+}
+PLAYER_FAULT_OTHER = "table"  # any other: the table's own systems (the dice alarm among them)
+
+# Fields never sent to the players' page, at any depth of a screen's data.
+_SUPERVISOR_FIELDS = frozenset(
+    {
+        "employee",
+        "uid",
+        "note",
+        "detail",
+        "alarm",
+        "alarm_cleared",
+        "log_e",
+        "threshold",
+        "restart",
+        "returns",
+        "meters",
+        "warning",
+        "monitor",
+        "section",  # a rule's number (a dealing plan's, a style's): surveillance reads it
+        "state",  # the state machine's name of where the table was (a void's, a fault's)
+    }
+)
+# A recall's records that are never on the players' page: the monitor's alarm (issue 15).
+_SUPERVISOR_KINDS = frozenset({RecordKind.DICE_ALARM})
+# The records of a recalled round the players' page is sent (AGCO 13.1.1: the round as played);
+# not the supervisor's actions, the dice or tiles put in, the table's own housekeeping.
+_PLAYERS_RECALL_KINDS = frozenset(
+    {
+        RecordKind.ROUND_OPENED,
+        RecordKind.NO_MORE_BETS,
+        RecordKind.SHUFFLE,
+        RecordKind.TILES_SHUFFLED,
+        RecordKind.BANK_SELECTED,
+        RecordKind.DELIVERY_STYLE,
+        RecordKind.SHAKE,
+        RecordKind.READING,
+        RecordKind.NO_ROLL,
+        RecordKind.RESULT,
+        RecordKind.RESULT_CORRECTED,
+        RecordKind.RESULT_VOIDED,
+        RecordKind.VOID,
+        RecordKind.CLOSE,
+        RecordKind.RESHAKE_LIMIT,
+        RecordKind.FAULT,
+        RecordKind.FAULT_CLEARED,
+        RecordKind.LID,
+        RecordKind.RNG_DRAW,
+        RecordKind.RNG_COMMIT,
+        RecordKind.RNG_REVEAL,
+    }
+)
+
+
+def player_refusal(data: Mapping[str, Any]) -> str:
+    """The players' message code of a refused key's screen data."""
+    try:
+        return PLAYER_REFUSALS[Refusal(str(data.get("code")))]
+    except ValueError:
+        return PLAYER_REFUSAL_OTHER
+
+
+def _stops(life: object) -> dict[str, bool] | None:
+    """The dice or the tiles as the players' page needs them: whether they stop play (none
+    recorded, or their life over)."""
+    if not isinstance(life, Mapping):
+        return None
+    return {"stops": life.get("set") is None or life.get("minutes_left") == 0}
+
+
+def _players_stats(stats: object) -> dict[str, Any] | None:
+    shift = stats.get("shift") if isinstance(stats, Mapping) else None
+    return {"shift": shift} if isinstance(shift, Mapping) else None
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in _SUPERVISOR_FIELDS}
+    if isinstance(value, list):
+        return [
+            _strip(v)
+            for v in value
+            if not (isinstance(v, dict) and v.get("kind") in _SUPERVISOR_KINDS)
+        ]
+    return value
+
+
+def _fault_kinds(faults: object) -> list[str]:
+    kinds = [PLAYER_FAULTS.get(str(f), PLAYER_FAULT_OTHER) for f in _listed(faults)]
+    return list(dict.fromkeys(kinds))  # each kind once
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else [value]
+
+
+def _players_record(record: object) -> dict[str, Any] | None:
+    """A record of a recalled round as the players' page is sent it, or None for one of the
+    supervisor's (see ``_PLAYERS_RECALL_KINDS``)."""
+    if not isinstance(record, Mapping) or record.get("kind") not in _PLAYERS_RECALL_KINDS:
+        return None
+    shown: dict[str, Any] = _strip(dict(record))
+    data = shown.get("data")
+    if isinstance(data, dict):
+        if "fault" in data:
+            data["fault"] = _fault_kinds(data["fault"])[0]
+        if "faults" in data:
+            data["faults"] = _fault_kinds(data["faults"])
+        if isinstance(data.get("refused"), str):  # the bank rule's words: refused, and no more
+            data["refused"] = True
+    return shown
+
+
+def _players_recall(rounds: object) -> list[Any]:
+    shown: list[Any] = []
+    for game in _listed(rounds):
+        if not isinstance(game, Mapping):
+            continue
+        records = [_players_record(r) for r in _listed(game.get("records", []))]
+        kept = {k: v for k, v in game.items() if k != "records"}
+        shown.append({**_strip(kept), "records": [r for r in records if r is not None]})
+    return shown
+
+
+def players_data(screen: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A screen's data as the players' page is sent it (see above)."""
+    if screen == Screen.REFUSED:
+        return {"code": player_refusal(data)}
+    if screen == Screen.RECALL and "rounds" in data:
+        data = {**data, "rounds": _players_recall(data["rounds"])}
+    # a result is the game's outcome, the players' own: not walked (on the path to the page)
+    shown: dict[str, Any] = {
+        k: v if k == "result" else _strip(v) for k, v in data.items() if k not in _SUPERVISOR_FIELDS
+    }
+    for key in ("dice", "tiles"):
+        if key in shown:
+            shown[key] = _stops(data[key])
+    if "stats" in shown:
+        shown["stats"] = _players_stats(data["stats"])
+    if "bank_refused" in shown:
+        shown["bank_refused"] = data["bank_refused"] is not None
+    if isinstance(shown.get("faults"), list):
+        shown["faults"] = _fault_kinds(shown["faults"])
+    if isinstance(shown.get("corrected"), dict):  # the dice first read; not why, nor who
+        shown["corrected"] = {"dice_read": shown["corrected"].get("dice_read")}
+    if isinstance(shown.get("voided"), dict):
+        shown["voided"] = {k: shown["voided"].get(k) for k in ("round", "reason")}
+    return shown
+
+
+def for_players(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A message of the page's stream (a screen, a notice, a replay, a board) as the players'
+    page is sent it: its screen's data filtered, no corrections' or voids' list."""
+    shown = {k: v for k, v in payload.items() if k != "interventions"}
+    if isinstance(payload.get("data"), Mapping):
+        shown["data"] = players_data(str(payload.get("screen")), payload["data"])
+    if "interventions" in payload:
+        shown["interventions"] = []
+    return shown
+
+
+def players_view(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot's view as the players' page is sent it."""
+    shown = for_players(view)
+    if isinstance(view.get("current"), Mapping):
+        shown["current"] = for_players(view["current"])
+    for key in ("dice", "tiles"):
+        if key in shown:
+            shown[key] = _stops(view[key])
+    if "stats" in shown:
+        shown["stats"] = _players_stats(view["stats"])
+    shown.pop("meters", None)
+    return shown
+
+
+class ShiftTally:
+    """The shift's counts of the dice as the players' statistics panel shows them, brought up
+    to date with every result. The core's counts come with bets open (its figures cost time on
+    the path to a result); each result of the dice shown after them (not a test round of
+    service mode, not the RNG's) is added here, once per round and attempt, until the next
+    counts replace them. Pure: no I/O."""
+
+    def __init__(self) -> None:
+        self._shift: dict[str, list[int]] | None = None
+        self._counted: set[tuple[object, object]] = set()
+
+    @property
+    def shift(self) -> dict[str, list[int]] | None:
+        return None if self._shift is None else {k: list(v) for k, v in self._shift.items()}
+
+    def counts(self, shift: object, *, key: tuple[object, object] | None = None) -> None:
+        """The core's counts (``key``: the result they came with, counted in them already)."""
+        sizes = {"red": 6, "blue": 6, "total": 16}
+        shown = {k: shift.get(k) if isinstance(shift, Mapping) else None for k in sizes}
+        counts = {k: v for k, v in shown.items() if isinstance(v, list) and _is_counts(v, sizes[k])}
+        if len(counts) != len(sizes):
+            self._shift = None
+            return
+        self._shift = {k: list(v) for k, v in counts.items()}
+        self._counted = set() if key is None else {key}
+
+    def result(self, key: tuple[object, object], result: Mapping[str, Any]) -> bool:
+        """A result of the dice shown; True when the counts changed."""
+        dice = result.get("dice")
+        if self._shift is None or key in self._counted or not isinstance(dice, Mapping):
+            return False
+        red, blue = dice.get("red"), dice.get("blue")
+        if not isinstance(red, int) or not _is_face(red) or not isinstance(blue, list):
+            return False
+        if len(blue) != 2 or not all(_is_face(b) for b in blue):
+            return False
+        self._counted.add(key)
+        self._shift["red"][red - 1] += 1
+        for face in blue:
+            self._shift["blue"][face - 1] += 1
+        self._shift["total"][red + sum(blue) - 3] += 1
+        return True
+
+
+def _is_counts(value: object, size: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == size
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+    )
+
+
+def _is_face(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 6

@@ -12,6 +12,11 @@ is not live waits on the hub's condition variable, with a timeout, and reads. Wh
 takes what it is sent is looked at on its own thread, live or not (clients.UnreadWatch): one
 that leaves it untaken for the bound is dropped, even while its buffers still have room.
 
+Each message is serialised twice, once for each stream: the supervisor's (everything) and the
+players' page's (events.for_players: nothing that is the supervisor's alone, and the players'
+statistics brought up to date with every result, events.ShiftTally). A live client is sent the
+one of its page.
+
 Locks: the hub's one lock guards everything here, the live clients included; a live client's
 socket is sent to only under it (by the control thread, or by its own thread for a heartbeat).
 Nothing is called out to while it is held but a non-blocking send.
@@ -34,12 +39,15 @@ from controller.core.state import Screen
 from controller.display.events import (
     INTERVENTIONS,
     EventId,
+    ShiftTally,
     TrendBoard,
     anchor_of,
     checkpoint_json,
     commitment_of,
     committed_feed_line,
+    for_players,
     intervention_of,
+    players_view,
     screen_event,
     trend_entry,
 )
@@ -67,6 +75,7 @@ class Message:
     payload: dict[str, Any]
     event_id: EventId | None  # None for a notice: it does not move Last-Event-ID
     sse: bytes  # the message as the stream sends it (serialised once, when made)
+    players_sse: bytes  # as the players' stream sends it (events.for_players)
 
 
 def sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
@@ -101,10 +110,22 @@ class LiveClient:
     the socket again: it sends ``backlog`` (what the control thread could not), or raises
     ``error`` (the send that found the client gone)."""
 
-    __slots__ = ("_cond", "backlog", "error", "is_live", "last_sent", "position", "sock")
+    __slots__ = (
+        "_cond",
+        "backlog",
+        "error",
+        "is_live",
+        "is_players",
+        "last_sent",
+        "position",
+        "sock",
+    )
 
-    def __init__(self, sock: socket.socket, position: int, lock: threading.Lock) -> None:
+    def __init__(
+        self, sock: socket.socket, position: int, lock: threading.Lock, *, players: bool = False
+    ) -> None:
         self.sock = sock
+        self.is_players = players  # the players' page: sent the players' stream
         self.position = position
         self.backlog = b""
         self.error: OSError | None = None
@@ -158,6 +179,7 @@ class DisplayHub:
         self._anchor: dict[str, Any] | None = None  # the witness's latest cosignature (fleet)
         self._round: int | None = None
         self._kept: dict[str, Any] = {}
+        self._shift = ShiftTally()  # the players' statistics, with every result
         self._table = table
         self._log_version = 0
         self._closed = False
@@ -202,6 +224,7 @@ class DisplayHub:
             payload = screen_event(screen, data, event_id, round_number=self._round)
             self._round = payload["round"]
             self._keep(payload["data"])
+            self._tally(screen, payload)
             if screen is Screen.RESULT and not data.get("service"):  # a test result: no trend
                 shown = payload["data"]
                 result = shown.get("result")
@@ -284,14 +307,16 @@ class DisplayHub:
             self._live_feeds.append(client)
             return client
 
-    def go_live_page(self, sock: socket.socket, number: int) -> LiveClient | None:
+    def go_live_page(
+        self, sock: socket.socket, number: int, *, players: bool = False
+    ) -> LiveClient | None:
         """The page on ``sock``, sent every message up to ``number``, as a live client if no
-        message came since; else None."""
+        message came since; else None. ``players``: the players' page (its own stream)."""
         with self._cond:
             if self._closed or number != self._number:
                 return None
             sock.settimeout(0.0)
-            client = LiveClient(sock, number, self._lock)
+            client = LiveClient(sock, number, self._lock, players=players)
             self._live_pages.append(client)
             return client
 
@@ -428,6 +453,22 @@ class DisplayHub:
                 client._fall()
             self._cond.notify_all()
 
+    def _tally(self, screen: Screen, payload: dict[str, Any]) -> None:
+        """The players' statistics: the core's counts (bets open), and each result since."""
+        data = payload["data"]
+        key = (payload["round"], data.get("attempt"))
+        result = data.get("result") if screen is Screen.RESULT else None
+        if data.get("mode") == "rng":
+            self._shift.counts(None)
+        elif isinstance(data.get("stats"), dict):
+            self._shift.counts(data["stats"].get("shift"), key=key if result else None)
+        elif isinstance(result, dict) and not data.get("service"):
+            self._shift.result(key, result)
+
+    def _players_stats(self) -> dict[str, Any] | None:
+        shift = self._shift.shift
+        return None if shift is None else {"shift": shift}
+
     def _keep(self, data: dict[str, Any]) -> None:
         if data.get("mode") == "rng":  # an RNG table uses no dice: no statistics, no set
             for key in _DICE_KEYS:
@@ -450,25 +491,31 @@ class DisplayHub:
         was added (the whole board was four fifths of the cost of a result's message)."""
         self._number += 1
         event_id_text = None if event_id is None else str(event_id)
+        players = for_players(payload)
+        stats = self._players_stats()
+        if stats is not None and payload.get("screen") == Screen.RESULT:
+            players["data"] = {**players["data"], "stats": stats}  # the panel, with every result
         if with_board:
-            members = _COMPACT(payload)[1:-1]
             board = (
                 f'"trend":[{",".join(self._trend.json)}],"commitment":'
                 f'{_compact(self._commitment)},"anchor":{_compact(self._anchor)},'
-                f'"table":{_compact(self._table)},"interventions":{self._interventions_json}'
+                f'"table":{_compact(self._table)},"interventions":'
             )
-            whole = "{" + (members + "," if members else "") + board + "}"
-            data = _sse_of_json(event, whole, event_id_text)
+            data = _sse_of_json(
+                event, _joined(payload, board + self._interventions_json), event_id_text
+            )
+            players_data = _sse_of_json(event, _joined(players, board + "[]"), event_id_text)
         else:
             data = sse(event, payload, event_id_text)
+            players_data = sse(event, players, event_id_text)
         if self._live_pages:  # first: the page waits for nothing that follows
             for client in self._live_pages:
-                client._send(data)
+                client._send(players_data if client.is_players else data)
                 client.position = self._number
             self._live_pages = [c for c in self._live_pages if c.is_live]
         if with_board:
             payload = {**payload, **self._board()}
-        self._history.append(Message(self._number, event, payload, event_id, data))
+        self._history.append(Message(self._number, event, payload, event_id, data, players_data))
         self._log_version += 1
         self._cond.notify_all()
 
@@ -487,14 +534,20 @@ class DisplayHub:
         with self._cond:
             return self._closed
 
-    def snapshot(self) -> tuple[int, dict[str, Any], EventId | None]:
+    def snapshot(self, *, players: bool = False) -> tuple[int, dict[str, Any], EventId | None]:
         """The message number it is current at, the page's whole view, and its event id. The
-        view has the last of each of ``KEPT_KEYS`` any screen carried (None if none did)."""
+        view has the last of each of ``KEPT_KEYS`` any screen carried (None if none did);
+        ``players``: as the players' page is sent it (events.players_view), its statistics
+        brought up to date with every result since bets open."""
         with self._cond:
             current = None if self._current is None else dict(self._current)
             event_id = EventId.parse(current["id"]) if current else None
             kept = {key: self._kept.get(key) for key in KEPT_KEYS}
-            return self._number, {"current": current, **self._board(), **kept}, event_id
+            view = {"current": current, **self._board(), **kept}
+            if players:
+                view = players_view(view)
+                view["stats"] = self._players_stats()
+            return self._number, view, event_id
 
     def oldest_id(self) -> EventId | None:
         """The id of the oldest screen still in the history (older ones come from the log)."""
@@ -527,6 +580,12 @@ class DisplayHub:
     def log_version(self) -> int:
         with self._cond:
             return self._log_version
+
+
+def _joined(payload: dict[str, Any], board: str) -> str:
+    """The payload's members, then the board's (JSON text without its braces)."""
+    members = _COMPACT(payload)[1:-1]
+    return "{" + (members + "," if members else "") + board + "}"
 
 
 def _line(value: dict[str, Any]) -> bytes:

@@ -32,13 +32,15 @@ The page's stream (``GET /events``):
   ``heartbeat`` event's data is the same ``clock`` (issue 16).
 - ``GET /messages.json`` is the page's message catalogue (English and Traditional Chinese).
 
-Two pages read the same stream: the table's (``/``), for the players, and the supervisor's
-(``/supervisor``), for the pit podium: the dice monitor's state (issue 15), the dice set and
-the set of tiles with their warnings, the table's meters, the last corrections and voids with
-who made them, the counts with their p-values and game recall. The players' page never shows
-the monitor's evidence or its alarm, the meters, the warnings' words or an employee id (the
-supervisor's page has the code that renders them); where the dice or the tiles stop play it
-says only that the table is not ready.
+Two pages read the stream: the table's (``/``), for the players, at ``GET /table/events``, and
+the supervisor's (``/supervisor``), for the pit podium, at ``GET /events``: the dice monitor's
+state (issue 15), the dice set and the set of tiles with their warnings, the table's meters,
+the last corrections and voids with who made them, the counts with their p-values and game
+recall. The players' page never shows the monitor's evidence or its alarm, the meters, the
+warnings' words or an employee id (the supervisor's page has the code that renders them): its
+stream is not sent them at all (events.for_players); where the dice or the tiles stop play it
+says only that the table is not ready, and a refused key is a player's message chosen by the
+refusal's code.
 
 Both servers listen on ``[display] host`` (127.0.0.1 by default); any other address is set in
 the configuration on purpose. Each bounds its clients (:class:`ClientLimits`): at most
@@ -83,6 +85,7 @@ from controller.display.events import (
     TrendBoard,
     anchor_of,
     commitment_of,
+    for_players,
     intervention_of,
     replay_event,
 )
@@ -104,6 +107,10 @@ ASSETS = {
     "/supervisor.css": ("supervisor.css", "text/css; charset=utf-8"),
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
 }
+# The streams: the supervisor's and surveillance's (everything), and the players' page's, sent
+# only what players read (events.for_players: no refusal's operator words, no alarm, no meters,
+# no employee id); display.js reads the one of its page.
+PAGE_STREAMS = {"/events": False, "/table/events": True}
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
 # The bounds are constants, not [display] keys: they protect the box, and no site needs others
 # (a browser opens at most six connections to one server; the kiosk is one browser).
@@ -530,8 +537,8 @@ class _PageHandler(BaseHTTPRequestHandler):
 
     def _get(self) -> None:
         parts = urlsplit(self.path)
-        if parts.path == "/events":
-            self._events(parse_qs(parts.query))
+        if parts.path in PAGE_STREAMS:
+            self._events(parse_qs(parts.query), players=PAGE_STREAMS[parts.path])
             return
         asset = self.server.display._assets.get(parts.path)
         if parts.path == "/favicon.ico":
@@ -550,8 +557,9 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _events(self, query: dict[str, list[str]]) -> None:
-        """The page's stream, until the hub closes or the client goes (or stops reading)."""
+    def _events(self, query: dict[str, list[str]], *, players: bool) -> None:
+        """The page's stream, until the hub closes or the client goes (or stops reading);
+        ``players``: the players' stream (events.for_players: nothing supervisor-only)."""
         display = self.server.display
         hub = display.hub
         after = EventId.parse(self.headers.get("Last-Event-ID")) or EventId.parse(
@@ -565,11 +573,12 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.wfile.write(b"retry: 1000\n\n")
         if after is not None:
             for event_id, payload in display.replay_after(after):
-                self.wfile.write(sse("replay", payload, event_id))
-        number = self._snapshot()
+                shown = for_players(payload) if players else payload
+                self.wfile.write(sse("replay", shown, event_id))
+        number = self._snapshot(players=players)
         sock = self.connection
         while not hub.is_closed():
-            live = hub.go_live_page(sock, number)
+            live = hub.go_live_page(sock, number, players=players)
             if live is not None:  # up to date: the control thread sends to it from now on
                 try:
                     hub.stay_live(
@@ -589,21 +598,21 @@ class _PageHandler(BaseHTTPRequestHandler):
             if hub.is_closed():
                 break
             if missed:
-                number = self._snapshot()
+                number = self._snapshot(players=players)
                 continue
             if not messages:
                 self.wfile.write(display.page_heartbeat())
                 self.wfile.flush()
                 continue
-            self.wfile.write(b"".join(message.sse for message in messages))
+            self.wfile.write(b"".join(m.players_sse if players else m.sse for m in messages))
             number = messages[-1].number
             self.wfile.flush()
         with contextlib.suppress(OSError):
             self.wfile.flush()
 
-    def _snapshot(self) -> int:
+    def _snapshot(self, *, players: bool) -> int:
         display = self.server.display
-        number, view, event_id = display.hub.snapshot()
+        number, view, event_id = display.hub.snapshot(players=players)
         view["settings"] = display.page_settings()
         self.wfile.write(sse("snapshot", view, None if event_id is None else str(event_id)))
         self.wfile.flush()

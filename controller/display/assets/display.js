@@ -22,6 +22,15 @@ const WAGER_KEYS = ["table", "sum", "match", "beat_it"];
 // The side wagers: current 621a.5(e)(2)-(4) has them on the physical dice, so an RNG round shows
 // none of them (their limits, paytables or outcomes); the table's own wager stays.
 const SIDE_WAGERS = new Set(["sum", "match", "beat_it"]);
+// The statistics panel names hot and cold totals only from this many rolls of the shift on (the
+// page says so below it): a handful of rolls tells nothing about a total.
+const HOT_COLD_MIN_ROLLS = 50;
+// Each page its stream: the players' page is sent only what players read (no refusal's operator
+// words, no alarm, no meters, no employee id: controller/display/events.py for_players).
+const STREAM = PAGE === "table" ? "/table/events" : "/events";
+// The dealing order on the felt: letters in squares, so that they are never read as the seats'
+// numbers in circles ("A" deals first).
+const TURNS = "ABCDEFGH";
 
 const view = { live: false, current: null, trend: [], commitment: null, anchor: null, table: "", game: null,
   bank: "dealer", stats: null, dice: null, tiles: null, meters: null, interventions: [], mode: null,
@@ -130,7 +139,7 @@ function readClock(c) {
 
 function connect() {
   if (source) source.close();
-  const url = lastId ? "/events?last=" + encodeURIComponent(lastId) : "/events";
+  const url = lastId ? STREAM + "?last=" + encodeURIComponent(lastId) : STREAM;
   source = new EventSource(url);
   lastEventAt = performance.now();
   const on = (name, handler) => source.addEventListener(name, (e) => {
@@ -313,6 +322,9 @@ function renderTablePage(cur) {
   // A fault or a locked table: what is wrong takes the drawing's place too.
   live.classList.toggle("wide-main", screen === "fault" || screen === "locked");
   renderHeader(cur, d);
+  // 9 NYCRR 5319.58: service mode is a test of the equipment, said across the page (a band
+  // round it, TEST in the header and as the headline); it never invites bets.
+  live.classList.toggle("service", !!d.service);
   const result = screen === "result" && d.result && typeof d.result === "object" ? d.result : null;
   const notReady = isNotReady(screen, d);
   renderHeadline(cur, d, result, notReady);
@@ -320,27 +332,28 @@ function renderTablePage(cur) {
   renderBank(screen === "ready" ? d : result ? { bank: result.bank ?? "dealer" } : null);
   renderStyle(["bets_closed", "drawing"].includes(screen) ? d.delivery_style : null);
   renderNotReady(notReady && screen !== "ready");
-  renderResult(result);
+  renderResult(result, !!d.service);
   const plan = result && d.dealing_plan && Array.isArray(d.dealing_plan.plan) ? d.dealing_plan : null;
   renderDealing(plan);
   renderFaults(screen === "fault" ? d.faults : null, d.returns, !!d.restart);
   // While the table waits: its limits (and with bets open the paytables) fill the space.
-  renderLimits(["ready", "bets_closed", "shaking", "settling", "reading", "drawing", "no_roll"]
-    .includes(screen));
-  renderPaytables(screen === "ready" && !isRng());
+  renderLimits(!d.service && ["ready", "bets_closed", "shaking", "settling", "reading", "drawing",
+    "no_roll"].includes(screen));
+  renderPaytables(!d.service && screen === "ready" && !isRng());
   renderTable(result, plan, screen === "ready" ? d : null);
   renderTrend();
-  renderStats();
+  renderStats(!!d.service);
   renderCommitment();
   renderAnchor();
   // What the table waits with gives way, in this order, to what it must say (a bank refused,
   // the table not ready, service mode) where a column has no room for both; then the dice, the
   // total and the first hand are drawn smaller (a correction over a result, a board of voids),
-  // and last the bank's line goes (the drawing rings the bank).
+  // then the bank's line goes (the drawing rings the bank), then the line under the headline,
+  // and last the side wagers' outcomes: nothing is ever drawn over the board below.
   live.classList.remove("compact");
   if (!fit($("main"), ["limits"])) {
     live.classList.add("compact");
-    fit($("main"), ["bank-line"]);
+    fit($("main"), ["bank-line", "subline", "wagers"]);
   }
   fit($("right"), ["paytables"]);
 }
@@ -406,14 +419,13 @@ function renderHeadline(cur, d, result, notReady) {
   }
   if (result && !d.service) key = null;
   if (screen === "ready" && notReady) key = "headline.not_ready";  // bets are not taken
-  if (key && d.service) {
-    vars = { headline: ((k, v) => (lang) => msg1(lang, k, v))(key, vars) };
-    key = "headline.service";
-  }
+  if (d.service) { key = "headline.test"; vars = {}; }  // never an invitation to bet
   if (key) lines(head, key, vars);
   else head.replaceChildren(...(result ? [] : [el("span", "ln", screen.toUpperCase())]));
   head.hidden = !head.childElementCount;
-  if (screen === "no_roll") {
+  if (d.service) {
+    lines(sub, "sub.test");
+  } else if (screen === "no_roll") {
     lines(sub, d.attempt ? "sub.reshake_attempt" : "sub.reshake", { n: d.attempt });
   } else if (screen === "locked") {
     lines(sub, "sub.locked");
@@ -435,10 +447,11 @@ function noRollWords(lang, d) {
   return String(d.words || words(d.reason || ""));
 }
 
-function renderResult(r) {
+// ``test``: a test round of service mode, which has no wagers (what would have won is not said).
+function renderResult(r, test) {
   show("outcome", !!r);
   show("starting", !!r);
-  show("wagers", !!(r && r.wagers) && !isRng());
+  show("wagers", !!(r && r.wagers) && !isRng() && !test);
   const dice = $("dice");
   dice.replaceChildren();
   if (!r) return;
@@ -464,7 +477,10 @@ function renderResult(r) {
 // over: the shake, or "no more bets", is refused until the supervisor acts. Their warnings are
 // the supervisor's (supervisor.js); the players read only that the table is not ready.
 function stops(life) {
-  return !!(life && typeof life === "object" && (life.set == null || life.minutes_left === 0));
+  if (!life || typeof life !== "object") return false;
+  // the players' stream says only whether it stops play (events.players_data)
+  if (typeof life.stops === "boolean") return life.stops;
+  return life.set == null || life.minutes_left === 0;
 }
 
 function isNotReady(screen, d) {
@@ -519,15 +535,16 @@ const BANK_RULES = {
 // Who banks the round about to be played, and the rule that refuses it (621a.11(b), (c)).
 function renderBank(d) {
   const bank = d && d.bank != null ? String(d.bank) : "";
-  const refused = d && d.bank_refused != null ? String(d.bank_refused) : "";
+  const refused = !!(d && d.bank_refused != null && d.bank_refused !== false);
   show("bank-line", !!bank);
   const who = positionOf(bank, "who");
   text("bank-line", bank ? tr(d.co_bank ? "bank.line_co" : "bank.line", { who }) : "");  // 645a.12(e)
   const rule = d && d.bank_refused_rule;
   const key = rule && Object.hasOwn(BANK_RULES, rule.rule) && Number.isInteger(rule.seat)
     ? BANK_RULES[rule.rule] : null;
-  const words = key ? tr(key, { who: positionOf("seat " + rule.seat, "who") }) : refused;
-  show("bank-refused", !!refused);
+  const words = key ? tr(key, { who: positionOf("seat " + rule.seat, "who") })
+    : tr("bank.not_allowed");
+  show("bank-refused", refused);
   text("bank-refused", refused ? tr("bank.refused") + " — " + words : "");
 }
 
@@ -575,7 +592,7 @@ function renderDealing(plan) {
     const li = el("li", k === 0 ? "first" : "");
     li.dataset.position = position;
     li.dataset.levels = groups.map((g) => g.levels).join(" ");
-    li.append(el("span", "order", k + 1));
+    li.append(el("span", "order", TURNS[k] || k + 1));
     for (const g of groups) {
       const group = el("span", "group");
       group.append(el("span", "stacks", g.stacks));
@@ -689,8 +706,10 @@ function renderFaults(faults, returns, restart) {
   const back = returns && typeof returns === "object" ? returns : {};
   for (const f of faults || []) {
     const li = el("li", "");
-    if (known("fault." + f)) lines(li, "fault." + f);
-    else li.textContent = words(f);
+    // the players' stream names a fault by its kind (events.PLAYER_FAULTS)
+    if (known("player_fault." + f)) lines(li, "player_fault." + f);
+    else if (known("fault." + f)) lines(li, "fault." + f);
+    else lines(li, "player_fault.table");
     const n = Number(back[f]);
     if (Number.isInteger(n) && n > 0) li.append(...msgs("faults.returns", { n }).map(line));
     list.append(li);
@@ -699,6 +718,8 @@ function renderFaults(faults, returns, restart) {
 }
 
 function faultWords(f) {
+  // the players' stream names a fault by its kind (events.PLAYER_FAULTS)
+  if (PAGE === "table" && known("player_fault." + f)) return tr("player_fault." + f);
   return trOr("fault." + f, {}, words(f));
 }
 
@@ -852,8 +873,8 @@ function renderTable(result, plan, ready) {
     if (turns[label]) {
       const [tx, ty] = turnAt;
       const badge = svgEl("g", { class: "turn", "data-turn": String(turns[label]) });
-      badge.append(svgEl("circle", { cx: tx, cy: ty, r: 44 }),
-        svgEl("text", { x: tx, y: ty + 23 }, turns[label]));
+      badge.append(svgEl("rect", { x: tx - 42, y: ty - 42, width: 84, height: 84, rx: 10 }),
+        svgEl("text", { x: tx, y: ty + 23 }, TURNS[turns[label] - 1] || turns[label]));
       g.append(badge);
     }
     svg.append(g);
@@ -969,9 +990,10 @@ function hotAndCold(total) {
   return { hot, cold };
 }
 
-function renderStats() {
+// ``test``: service mode, whose test rounds are not counted: the live shift's panel waits.
+function renderStats(test) {
   const counts = shiftCounts(view.stats);
-  const on = view.settings.stats_panel && !!counts;
+  const on = view.settings.stats_panel && !!counts && !test;
   show("stats", on);
   $("live").classList.toggle("with-stats", on);
   if (!on) return;
@@ -982,7 +1004,12 @@ function renderStats() {
   text("stats-legend", tr("stats.legend"));
   const rolls = sumOf(counts.red);
   text("stats-rolls", rolls === 1 ? tr("stats.roll") : tr("stats.rolls", { n: rolls }));
-  const { hot, cold } = hotAndCold(counts.total);
+  const enough = rolls >= HOT_COLD_MIN_ROLLS;
+  const { hot, cold } = enough ? hotAndCold(counts.total) : { hot: [], cold: [] };
+  show("stats-hot", enough);
+  show("stats-cold", enough);
+  show("stats-hot-cold-min", !enough);
+  text("stats-hot-cold-min", enough ? "" : tr("stats.after", { n: HOT_COLD_MIN_ROLLS }));
   renderTotals($("stats-hot"), hot, "hot");
   renderTotals($("stats-cold"), cold, "cold");
   renderFaces($("stats-red"), counts.red, "red");
@@ -1077,9 +1104,16 @@ function renderAnchor() {
 // or the wagers), or at the head of a recall's records; the next screen clears it at once.
 
 function notice(ev) {
-  const reason = (ev.data && ev.data.reason) || "";
-  NOTICE.textContent = tr("notice.refused") + " — "
-    + (reason ? String(reason) : tr("notice.nothing"));
+  const d = ev.data || {};
+  if (PAGE === "table") {
+    // the players' message, chosen by the refusal's code (events.PLAYER_REFUSALS): never the
+    // operator's words, which name states, events and rules
+    lines(NOTICE, known("refused." + d.code) ? "refused." + d.code : "refused.no_change");
+  } else {
+    const reason = d.reason || "";
+    NOTICE.textContent = tr("notice.refused") + " — "
+      + (reason ? String(reason) : tr("notice.nothing"));
+  }
   NOTICE.hidden = false;
   clearTimeout(noticeTimer);
   noticeTimer = setTimeout(() => { NOTICE.hidden = true; placeNotice(); }, 5000);
@@ -1323,7 +1357,8 @@ function recordDetail(kind, d, forSupervisor) {
     case "no_more_bets": return join(tr("detail.bank", { who: who(d.bank ?? "dealer") }),
       d.mode ? tr("detail.mode", { mode: modeOf(d.mode) }) : "", d.co_bank ? tr("detail.co_bank") : "");
     case "bank_selected": return join(tr("detail.bank", { who: who(d.bank) }),
-      d.co_bank ? tr("detail.co_bank") : "", d.refused ? tr("detail.refused", { why: d.refused }) : "");
+      d.co_bank ? tr("detail.co_bank") : "", typeof d.refused === "string"
+        ? tr("detail.refused", { why: d.refused }) : d.refused ? tr("bank.refused") : "");
     case "delivery_style": return join(styleName(d.style), d.section);
     case "shake": return join(att, d.cycles != null ? tr("detail.cycles", { n: d.cycles }) : "",
       d.delay_ms != null ? tr("detail.delay", { n: d.delay_ms }) : "");
