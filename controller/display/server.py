@@ -101,7 +101,16 @@ ASSETS = {
     "/supervisor.html": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
+    # The page's own fonts (assets/fonts/, scripts/build-fonts) and their licence
+    **{
+        f"/fonts/{face}.woff2": (f"fonts/{face}.woff2", "font/woff2")
+        for face in ("sans-400", "sans-700", "cjk-tc-400", "cjk-tc-700", "mono-400", "mono-700")
+    },
+    "/fonts/OFL.txt": ("fonts/OFL.txt", "text/plain; charset=utf-8"),
+    "/fonts/SOURCES.txt": ("fonts/SOURCES.txt", "text/plain; charset=utf-8"),
 }
+# A font never changes within a release: a page may keep it for an hour (the rest is no-store)
+FONT_CACHE_CONTROL = "max-age=3600"
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
 # The bounds are constants, not [display] keys: they protect the box, and no site needs others
 # (a browser opens at most six connections to one server; the kiosk is one browser).
@@ -542,7 +551,10 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
-        for name, value in _SECURITY_HEADERS.items():
+        headers = dict(_SECURITY_HEADERS)
+        if kind == "font/woff2":
+            headers["Cache-Control"] = FONT_CACHE_CONTROL
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)

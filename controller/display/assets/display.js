@@ -1438,7 +1438,15 @@ async function loadCatalogue() {
   }
 }
 
-loadCatalogue().then((body) => {
+// The page's own fonts (display.css, @font-face), every face loaded before the first layout:
+// what fits in a column is measured in them, never in a fallback face.
+function loadFonts() {
+  const faces = ["Table Sans", "Table Sans CJK TC", "Table Mono"].flatMap((family) =>
+    [400, 700].map((weight) => document.fonts.load(`${weight} 16px "${family}"`)));
+  return Promise.all(faces).catch(() => null);  // a face that fails: the page still runs
+}
+
+Promise.all([loadCatalogue(), loadFonts()]).then(([body]) => {
   catalogue = body;
   render();
   connect();
