@@ -25,6 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# No test depends on the machine's speed (the suite passes with a load average of 8 on 2 cores):
+# hypothesis's per-example deadline (200 ms by default) is off for every test; a property that
+# hangs is caught by pytest-timeout's guard (pyproject.toml), not by a deadline.
+settings.register_profile("paigow", deadline=None)
+settings.load_profile("paigow")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: none without it (-p no:xdist)

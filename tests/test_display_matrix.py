@@ -220,7 +220,6 @@ def show_result(table: Table, roll: Roll, bank_seat: int | None, style: Delivery
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # every state at every size in a browser: minutes on a loaded machine
 def test_every_state_fits_every_screen_in_english_and_chinese(browser: Any, tmp_path: Path) -> None:
     table = played_table(tmp_path, ["en", "zh-Hant"])
     screens = Screens(browser, table, "en+zh-Hant")
