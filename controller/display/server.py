@@ -92,6 +92,16 @@ from controller.ports import ClockStatus, LoggedCheckpoint, LogReader
 
 log = logging.getLogger("paigow.display")
 
+FONT_FACES = (  # assets/fonts/<face>.woff2 (display.css, @font-face)
+    "sans-400",
+    "sans-700",
+    "cjk-tc-400",
+    "cjk-tc-700",
+    "symbols-400",
+    "math-400",
+    "mono-400",
+    "mono-700",
+)
 ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -101,11 +111,12 @@ ASSETS = {
     "/supervisor.html": ("supervisor.html", "text/html; charset=utf-8"),
     "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
+    # The kiosk's service worker and the waiting page it shows while the controller is down
+    "/kiosk-sw.js": ("kiosk-sw.js", "text/javascript; charset=utf-8"),
+    "/waiting.html": ("waiting.html", "text/html; charset=utf-8"),
+    "/waiting.js": ("waiting.js", "text/javascript; charset=utf-8"),
     # The page's own fonts (assets/fonts/, scripts/build-fonts) and their licence
-    **{
-        f"/fonts/{face}.woff2": (f"fonts/{face}.woff2", "font/woff2")
-        for face in ("sans-400", "sans-700", "cjk-tc-400", "cjk-tc-700", "mono-400", "mono-700")
-    },
+    **{f"/fonts/{face}.woff2": (f"fonts/{face}.woff2", "font/woff2") for face in FONT_FACES},
     "/fonts/OFL.txt": ("fonts/OFL.txt", "text/plain; charset=utf-8"),
     "/fonts/SOURCES.txt": ("fonts/SOURCES.txt", "text/plain; charset=utf-8"),
 }
