@@ -105,7 +105,9 @@ class Screens:
 
     def wait(self, condition: str, arg: object) -> None:
         for _, _, page in self.pages:
-            page.wait_for_function(condition, arg=arg, timeout=10_000)
+            # a bound on liveness, not a measure of speed: every page of the matrix at once on
+            # a loaded machine
+            page.wait_for_function(condition, arg=arg, timeout=60_000)
 
     def check(self, state: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
