@@ -21,9 +21,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# No test depends on the machine's speed (the suite passes with a load average of 8 on 2 cores):
+# hypothesis's per-example deadline (200 ms by default) is off for every test; a property that
+# hangs is caught by pytest-timeout's guard (pyproject.toml), not by a deadline.
+settings.register_profile("paigow", deadline=None)
+settings.load_profile("paigow")
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: none without it (-p no:xdist)
@@ -38,15 +46,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
 
 
+NO_SYSTEM_FONTS = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<!-- Of the machine's fonts this fontconfig sees DejaVu only (tests/conftest.py) -->
+<fontconfig>{dirs}<cachedir>{cache}</cachedir></fontconfig>
+"""
+# The one family every Debian with fontconfig has (fontconfig-config depends on
+# fonts-dejavu-core). Chromium needs one system font to start laying out a page: with none at
+# all, web fonts loaded while it lays out the first frame fail at random.
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu")
+
+
+@pytest.fixture(scope="session")
+def no_system_fonts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a browser that sees none of the machine's Noto fonts: a fontconfig
+    file whose only font folder is DejaVu's, as on a Debian without fonts-noto-core or
+    fonts-noto-cjk. The page brings its own fonts (controller/display/assets/fonts), so it is
+    laid out the same here as on a machine with any fonts installed (test_display_fonts.py
+    checks that no text is drawn in a face of the machine's)."""
+    folder = tmp_path_factory.mktemp("fontconfig")
+    config = folder / "fonts.conf"
+    dirs = f"<dir>{DEJAVU}</dir>" if DEJAVU.is_dir() else ""
+    config.write_text(NO_SYSTEM_FONTS.format(dirs=dirs, cache=folder / "cache"), encoding="utf-8")
+    return {**os.environ, "FONTCONFIG_FILE": str(config)}
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(no_system_fonts: dict[str, str]) -> Iterator[Any]:
     """Debian's chromium through Playwright (never a downloaded browser), one per module of the
-    browser tests, launched with the display tests' flags (tests/test_display_browser.py)."""
+    browser tests, launched with the display tests' flags (tests/test_display_browser.py) and
+    no system fonts (no_system_fonts)."""
     from playwright.sync_api import sync_playwright
     from test_display_browser import ARGS, CHROMIUM
 
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        launched = p.chromium.launch(
+            executable_path=CHROMIUM, args=ARGS, headless=True, env=no_system_fonts
+        )
         yield launched
         launched.close()
 

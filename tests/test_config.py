@@ -207,6 +207,13 @@ def test_check_config_refuses_rng_mode_without_the_auditors_key(
         ({"display": {"brand": "Casino\nRoyale"}}, "display.brand"),
         ({"display": {"brand": "Casino\u202eelayoR"}}, "display.brand"),  # a bidi override
         ({"display": {"brand": 7}}, "display.brand"),
+        # the kiosk's screen turns in quarter turns (hw/kiosk/kiosk-session)
+        ({"display": {"rotation": 45}}, "display.rotation"),
+        ({"display": {"rotation": 360}}, "display.rotation"),
+        ({"display": {"rotation": -90}}, "display.rotation"),
+        ({"display": {"rotation": "90"}}, "display.rotation"),
+        ({"display": {"rotation": True}}, "display.rotation"),
+        ({"display": {"rotation": 90.0}}, "display.rotation"),
         ({"limits": []}, "limits"),
         ({"limits": {"currency": "usd"}}, "limits.currency"),
         ({"limits": {"currency": "US"}}, "limits.currency"),
@@ -553,8 +560,9 @@ def test_a_host_that_is_not_this_machines_is_refused_naming_display_host(
         ('[display]\nhost = "203.0.113.77"\n', "display.host"),
         ('[storage]\nstate_dir = "state"\n', "storage.state_dir"),
         ('[storage]\nstate_dir = "  "\n', "storage.state_dir"),
+        ("[display]\nrotation = 45\n", "display.rotation"),
     ],
-    ids=["nan", "-inf", "deep", "digits", "ports", "host", "relative", "blank"],
+    ids=["nan", "-inf", "deep", "digits", "ports", "host", "relative", "blank", "rotation"],
 )
 def test_check_config_exits_78_naming_the_key_in_one_line(
     tmp_path: Path, text: str, key: str

@@ -112,7 +112,9 @@ class Screens:
 
     def wait(self, condition: str, arg: object) -> None:
         for _, _, page in self.pages:
-            page.wait_for_function(condition, arg=arg, timeout=10_000)
+            # a bound on liveness, not a measure of speed: every page of the matrix at once on
+            # a loaded machine
+            page.wait_for_function(condition, arg=arg, timeout=60_000)
 
     def check(self, state: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -258,7 +260,6 @@ def show_result(
 
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # every state at every size in a browser: minutes on a loaded machine
 def test_every_state_fits_every_screen_in_english_and_chinese(browser: Any, tmp_path: Path) -> None:
     table = played_table(tmp_path, ["en", "zh-Hant"])
     screens = Screens(browser, table, "en+zh-Hant")

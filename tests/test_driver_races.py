@@ -700,7 +700,6 @@ SEED = int(os.environ.get("RACE_SEED", random.SystemRandom().randrange(2**32)))
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
 @pytest.mark.parametrize("kind", list(RACES))
 def test_races(kind: str) -> None:
     """``ITERATIONS`` rounds of one kind of race, shared by ``WORKERS`` processes."""

@@ -334,7 +334,6 @@ def refused(fleet: Fleet, cert: str, key: str) -> bool:
     return accepted == [] and client.loop(timeout=0.1) != mqtt.MQTT_ERR_SUCCESS
 
 
-@pytest.mark.timeout(900)
 def test_attacks_and_broker_crashes_halt_nothing_raise_nothing_and_lose_nothing(
     fleet: Fleet,
 ) -> None:

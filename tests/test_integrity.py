@@ -531,7 +531,6 @@ def _export(state: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # some twenty runs under strace, each a few seconds on a loaded machine
 def test_a_failed_fdatasync_at_any_commit_of_a_round_never_closes_an_unrecorded_result(
     tmp_path: Path,
 ) -> None:

@@ -100,7 +100,7 @@ def test_the_wheel_carries_the_packages_and_the_display_page(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         check=False,
-        timeout=110,
+        timeout=900,  # a hang, not a slow machine
     )
     output = built.stdout + built.stderr
     assert built.returncode == 0, output
@@ -110,8 +110,10 @@ def test_the_wheel_carries_the_packages_and_the_display_page(tmp_path: Path) -> 
     (wheel,) = (tmp_path / "dist").glob("paigow_controller-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    assets = sorted(p.name for p in (ROOT / "controller" / "display" / "assets").iterdir())
+    folder = ROOT / "controller" / "display" / "assets"
+    assets = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert assets, "no display assets in the checkout"
+    assert "fonts/sans-400.woff2" in assets  # the page's own fonts, in a folder of their own
     for asset in assets:
         assert f"controller/display/assets/{asset}" in names
     for module in ("controller/display/server.py", "controller/py.typed", "drivers/py.typed"):

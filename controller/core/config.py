@@ -362,6 +362,9 @@ class Language(StrEnum):
     ZH_HANT = "zh-Hant"  # Traditional Chinese
 
 
+ROTATIONS = (0, 90, 180, 270)  # [display] rotation: the screen's quarter turns
+
+
 @dataclass(frozen=True, slots=True)
 class DisplayConfig:
     host: str = "127.0.0.1"
@@ -372,8 +375,17 @@ class DisplayConfig:
     languages: tuple[Language, ...] = (Language.EN, Language.ZH_HANT)
     # 621a.2(b)(1): the layout carries the certificate holder's name; the page shows it too
     brand: str = field(default="", metadata={"max_chars": MAX_BRAND_CHARS, "may_be_empty": True})
+    # The kiosk's screen turned clockwise, in degrees, for a display mounted in portrait or
+    # upside down (hw/kiosk/kiosk-session applies it to the screen and its touch input)
+    rotation: int = field(default=0, metadata=_range(0, 270))
 
     def __post_init__(self) -> None:
+        if self.rotation not in ROTATIONS:
+            raise ConfigError(
+                "display.rotation",
+                f"must be one of {', '.join(map(str, ROTATIONS))} (degrees clockwise),"
+                f" not {self.rotation}",
+            )
         if not self.languages:
             choices = ", ".join(str(m) for m in Language)
             raise ConfigError("display.languages", f"must name at least one of {choices}")

@@ -96,6 +96,16 @@ from controller.ports import ClockStatus, LoggedCheckpoint, LogReader
 
 log = logging.getLogger("paigow.display")
 
+FONT_FACES = (  # assets/fonts/<face>.woff2 (display.css, @font-face)
+    "sans-400",
+    "sans-700",
+    "cjk-tc-400",
+    "cjk-tc-700",
+    "symbols-400",
+    "math-400",
+    "mono-400",
+    "mono-700",
+)
 ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -106,11 +116,21 @@ ASSETS = {
     "/supervisor.js": ("supervisor.js", "text/javascript; charset=utf-8"),
     "/supervisor.css": ("supervisor.css", "text/css; charset=utf-8"),
     "/messages.json": ("messages.json", "application/json; charset=utf-8"),
+    # The kiosk's service worker and the waiting page it shows while the controller is down
+    "/kiosk-sw.js": ("kiosk-sw.js", "text/javascript; charset=utf-8"),
+    "/waiting.html": ("waiting.html", "text/html; charset=utf-8"),
+    "/waiting.js": ("waiting.js", "text/javascript; charset=utf-8"),
+    # The page's own fonts (assets/fonts/, scripts/build-fonts) and their licence
+    **{f"/fonts/{face}.woff2": (f"fonts/{face}.woff2", "font/woff2") for face in FONT_FACES},
+    "/fonts/OFL.txt": ("fonts/OFL.txt", "text/plain; charset=utf-8"),
+    "/fonts/SOURCES.txt": ("fonts/SOURCES.txt", "text/plain; charset=utf-8"),
 }
 # The streams: the supervisor's and surveillance's (everything), and the players' page's, sent
 # only what players read (events.for_players: no refusal's operator words, no alarm, no meters,
 # no employee id); display.js reads the one of its page.
 PAGE_STREAMS = {"/events": False, "/table/events": True}
+# A font never changes within a release: a page may keep it for an hour (the rest is no-store)
+FONT_CACHE_CONTROL = "max-age=3600"
 REPLAY_FROM_LOG_MAX = 2000  # a page further behind than this gets the snapshot only
 # The bounds are constants, not [display] keys: they protect the box, and no site needs others
 # (a browser opens at most six connections to one server; the kiosk is one browser).
@@ -552,7 +572,10 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
-        for name, value in _SECURITY_HEADERS.items():
+        headers = dict(_SECURITY_HEADERS)
+        if kind == "font/woff2":
+            headers["Cache-Control"] = FONT_CACHE_CONTROL
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)

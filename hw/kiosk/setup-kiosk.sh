@@ -15,6 +15,14 @@
 # With DESTDIR set it installs no package, makes no user and calls no systemctl (tests run it
 # so, without root). The screen never blanks: cage has no idle blanking, and the kernel's
 # console blanking is turned off with consoleblank=0 on /boot/firmware/cmdline.txt.
+# A quiet boot: on the same line the kernel's console moves from tty1 (the screen) to tty3,
+# and quiet, loglevel=3, logo.nologo, vt.global_cursor_default=0, systemd.show_status=false
+# and udev's log level 3 keep boot text and the text cursor off the screen; the Pi's rainbow
+# splash goes with disable_splash=1 in /boot/firmware/config.txt. Each is added once.
+# The screen's rotation is [display] rotation in /etc/paigow-controller/config.toml, applied
+# by kiosk-session at each start of the kiosk (systemctl restart paigow-kiosk).
+# The page's fonts come with it (the controller serves them); the OFFLINE page's are inline in
+# offline-fonts.css: the kiosk needs no font package.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,15 +45,17 @@ if [ -z "$destdir" ]; then
         echo "setup-kiosk: run as root (sudo $0), or set DESTDIR to write the files elsewhere" >&2
         exit 1
     fi
-    echo "== packages: cage, chromium, fonts-noto-cjk"
+    echo "== packages: cage, chromium, wlr-randr"
     apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y cage chromium fonts-noto-cjk
+    DEBIAN_FRONTEND=noninteractive apt-get install -y cage chromium wlr-randr
 fi
 
 echo "== files under ${destdir:-/}"
 install -d -m 0755 "$destdir$page_dir" "$destdir/etc/systemd/system" "$destdir/etc/default" \
     "$destdir/etc/pam.d"
 install -m 0644 "$here/offline.html" "$destdir$page_dir/offline.html"
+install -m 0644 "$here/offline-fonts.css" "$destdir$page_dir/offline-fonts.css"
+install -m 0755 "$here/kiosk-session" "$destdir$page_dir/kiosk-session"
 install -m 0644 "$here/paigow-kiosk.service" "$destdir/etc/systemd/system/$unit"
 install -m 0644 "$here/paigow-kiosk.pam" "$destdir/etc/pam.d/paigow-kiosk"
 cat > "$destdir/etc/default/paigow-kiosk" <<EOF
@@ -54,11 +64,27 @@ KIOSK_URL=$url
 EOF
 chmod 0644 "$destdir/etc/default/paigow-kiosk"
 
-# The kernel's console blanking off (it would blank the screen before cage starts, and after
-# it stops); once, on the kernel command line's one line.
-if [ -f "$destdir$cmdline" ] && ! grep -qw 'consoleblank=0' "$destdir$cmdline"; then
-    sed -i '1 s/$/ consoleblank=0/' "$destdir$cmdline"
-    echo "consoleblank=0 added to $cmdline (takes effect at the next boot)"
+# The kernel command line's one line: the console's blanking off (it would blank the screen
+# before cage starts, and after it stops), the console on tty3, a quiet boot; each once.
+if [ -f "$destdir$cmdline" ]; then
+    if grep -qE '(^| )console=tty1( |$)' "$destdir$cmdline"; then
+        sed -i -E '1 s/(^| )console=tty1( |$)/\1console=tty3\2/' "$destdir$cmdline"
+        echo "console=tty1 changed to console=tty3 in $cmdline"
+    fi
+    for option in consoleblank=0 quiet loglevel=3 logo.nologo vt.global_cursor_default=0 \
+        systemd.show_status=false rd.udev.log_level=3 udev.log_level=3; do
+        if ! grep -qE "(^|[[:space:]])${option//./[.]}([[:space:]]|\$)" "$destdir$cmdline"; then
+            sed -i "1 s/\$/ $option/" "$destdir$cmdline"
+            echo "$option added to $cmdline (takes effect at the next boot)"
+        fi
+    done
+fi
+# The Pi's rainbow splash at power-on
+boot_config=/boot/firmware/config.txt
+if [ -f "$destdir$boot_config" ] && ! grep -qx 'disable_splash=1' "$destdir$boot_config"; then
+    printf '\n# the table display boots quietly (hw/kiosk/setup-kiosk.sh)\ndisable_splash=1\n' \
+        >> "$destdir$boot_config"
+    echo "disable_splash=1 added to $boot_config"
 fi
 
 if [ -n "$destdir" ]; then

@@ -1473,7 +1473,31 @@ async function loadCatalogue() {
   }
 }
 
-loadCatalogue().then((body) => {
+// The page's own fonts (display.css, @font-face), every face loaded before the first layout:
+// what fits in a column is measured in them, never in a fallback face.
+function loadFonts() {
+  const faces = ["Table Sans", "Table Sans CJK TC", "Table Symbols", "Table Math", "Table Mono"]
+    .flatMap((family) => [400, 700].map((weight) => document.fonts.load(`${weight} 16px "${family}"`)));
+  return Promise.all(faces).catch(() => null);  // a face that fails: the page still runs
+}
+
+// --- kiosk ----------------------------------------------------------------------------------
+// The kiosk (hw/kiosk): the players' page takes no touch, so a long press opens no menu (the
+// CSS's kiosk block turns off the cursor and selection); and a service worker keeps the kiosk's
+// waiting page, shown in place of the browser's error page when the page is loaded while the
+// controller does not answer (kiosk-sw.js; http://127.0.0.1 is a secure context).
+function kiosk() {
+  if (PAGE === "table") {
+    document.addEventListener("contextmenu", (e) => { e.preventDefault(); });
+  }
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.register("/kiosk-sw.js", { scope: "/" }).catch(() => null);
+  }
+}
+
+kiosk();
+
+Promise.all([loadCatalogue(), loadFonts()]).then(([body]) => {
   catalogue = body;
   render();
   connect();
