@@ -33,7 +33,7 @@ system-deps:
 lint: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check controller drivers tests bench
 	$(BIN)/ruff format --check controller drivers tests bench
-	shellcheck scripts/* hw/*.sh hw/kiosk/*.sh bench/*.sh
+	shellcheck scripts/* hw/*.sh hw/kiosk/*.sh hw/kiosk/kiosk-session bench/*.sh
 
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy --strict controller drivers

@@ -50,7 +50,7 @@ unit_path=/etc/systemd/system/$unit
 udev_rule=/etc/udev/rules.d/99-paigow-dice.rules
 bin_link=/usr/local/bin/paigow-controller
 keep_releases=3
-kiosk_packages=(cage chromium fonts-noto-cjk)
+kiosk_packages=(cage chromium wlr-randr)  # the page brings its own fonts
 src=$(cd "$(dirname "$0")/.." && pwd)
 
 usage="usage: [PAIGOW_MANIFEST=FILE PAIGOW_RELEASE_PUB=FILE | PAIGOW_RELEASE_KEY=FILE] install-raspberry-pi.sh [--rollback] [--wheels DIR] [--no-kiosk] [--no-start]"
@@ -228,7 +228,7 @@ if ! installed python3-lgpio; then
     fi
 fi
 wanted=("${base[@]}")
-[ "$kiosk" = no ] || wanted+=("${kiosk_packages[@]}") # the browser, its compositor, CJK glyphs
+[ "$kiosk" = no ] || wanted+=("${kiosk_packages[@]}") # the browser, its compositor, the screen rotation
 mapfile -t need < <(missing_of "${wanted[@]}")
 if [ ${#need[@]} -gt 0 ] && [ -z "$wheels" ]; then
     apt-get update

@@ -371,7 +371,7 @@ def test_one_byte_changed_in_the_installed_release_is_found(guest: Machine) -> N
 SITE = "venv/lib/python3.11/site-packages"
 START_LIMIT = "/etc/systemd/system/paigow-controller.service.d/start-limit.conf"
 APT_SHIM = "/root/no-network/apt-get"
-KIOSK_PACKAGES = ("cage", "chromium", "fonts-noto-cjk")
+KIOSK_PACKAGES = ("cage", "chromium", "wlr-randr")
 
 
 def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Machine) -> None:
@@ -421,7 +421,7 @@ def test_a_tampered_release_is_repaired_by_running_the_installer_again(guest: Ma
         assert "changed: controller/core/wagers.py (installed)" in out
         assert f"{UNIT_PATH} was changed on this box (it is no release's)" in out
         assert f"building release {release_a}" in out
-        assert "kiosk skipped: cage chromium fonts-noto-cjk not installed" in out
+        assert "kiosk skipped: cage chromium wlr-randr not installed" in out
         assert "apt-get was run" not in out
         assert not (guest.root / "root/apt-was-run").exists()
 
