@@ -842,8 +842,11 @@ def run_simulation(
         finished.set()
         done.set()  # the stopper thread, if it runs, ends now
         # Each is closed whatever the others do, so that a failed start-up ends in its own
-        # error, not in one from the clean-up.
-        for close in (crew.stop, appliance.close, shaker.close, sensor.close, factory.close):
+        # error, not in one from the clean-up. The crew is told first and waited for after
+        # the appliance: a supervisor waiting for the terminal's answer (which the stopped
+        # loop never gives) is let go when the terminal closes, not after its timeout.
+        crew.stopping.set()
+        for close in (appliance.close, crew.stop, shaker.close, sensor.close, factory.close):
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - one line; the first error stands
