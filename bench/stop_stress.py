@@ -167,9 +167,16 @@ def verify_log(state_dir: Path) -> str | None:
 
 @contextlib.contextmanager
 def started(
-    mode: str, state_dir: Path, work: Path, *, seed: int, broker_port: int | None
+    mode: str,
+    state_dir: Path,
+    work: Path,
+    *,
+    seed: int,
+    broker_port: int | None,
+    stop_flush_s: int = 2,
 ) -> Iterator[tuple[subprocess.Popen[bytes], NotifySocket, Path]]:
-    """The daemon of ``mode`` on ``state_dir``; killed on leaving if it still runs."""
+    """The daemon of ``mode`` on ``state_dir``; killed on leaving if it still runs. With a
+    ``broker_port`` the table publishes there with ``[fleet] stop_flush_s``."""
     notify = NotifySocket(work)
     env = {
         **os.environ,
@@ -188,7 +195,8 @@ def started(
             fleet = (
                 ""
                 if broker_port is None
-                else f'[fleet]\nmqtt_url = "mqtt://127.0.0.1:{broker_port}"\nstop_flush_s = 2\n'
+                else f'[fleet]\nmqtt_url = "mqtt://127.0.0.1:{broker_port}"\n'
+                f"stop_flush_s = {stop_flush_s}\n"
             )
             config.write_text(
                 f'[storage]\nstate_dir = "{state_dir}"\n'

@@ -79,6 +79,28 @@ def test_sigterm_at_random_points_after_restarts_always_stops_cleanly_within_bud
     assert any(t.start > 1 for t in trials)  # restarts on a state directory a stop left
 
 
+@pytest.mark.slow
+def test_a_fleet_flush_longer_than_the_budget_is_cut_to_fit(tmp_path: Path) -> None:
+    """``[fleet] stop_flush_s = 60`` (the most the config takes) with a broker that never
+    answers: the stop used to wait the whole flush and more (systemd's SIGKILL at 20 s);
+    its waits now share STOP_WAITS_S."""
+    broker = stop_stress.SilentBroker()
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        with stop_stress.started(
+            "table", tmp_path / "state", work, seed=1, broker_port=broker.port, stop_flush_s=60
+        ) as (proc, notify, stderr_path):
+            assert notify.wait_for("READY=1", stop_stress.READY_TIMEOUT_S) is not None
+            stopped = stop_stress.stop_and_watch(proc, STOP_BUDGET_S)
+            stderr = stderr_path.read_text(errors="replace")
+    finally:
+        broker.close()
+    assert stopped is not None, f"no exit within {STOP_BUDGET_S} s:\n{stderr[-8000:]}"
+    assert proc.returncode == 0, stderr[-4000:]
+    assert stop_stress.records(tmp_path / "state")[1] == "shutdown"
+
+
 def _appliance(state_dir: Path, factory: MockFactory) -> Appliance:
     return Appliance(
         RNG_TABLE,
