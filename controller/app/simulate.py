@@ -325,7 +325,8 @@ class Crew:
         # The pauses' own draws: how often the crew paused (a screen looked at again) never
         # moves the draws of what it decides (the bank, the style).
         self.pause_random = random.Random(self.seed + 2)  # noqa: S311
-        self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
+        # each screen shown; None: told to stop (wakes the thread at once)
+        self.screens: queue.Queue[tuple[Screen, dict[str, object]] | None] = queue.Queue()
         self.rounds_done: set[object] = set()
         self.restart: str | None = None  # why the controller stopped feeding the watchdog
         self.stopping = threading.Event()
@@ -351,9 +352,14 @@ class Crew:
     def start(self) -> None:
         self.thread.start()
 
+    def tell_to_stop(self) -> None:
+        """The crew stops at its next look at the table (without waiting for it)."""
+        self.stopping.set()
+        self.screens.put(None)
+
     def stop(self) -> None:
         """Stop the crew; may be called whether or not it was started (a failed start-up)."""
-        self.stopping.set()
+        self.tell_to_stop()
         if self.thread.ident is not None:
             self.thread.join(timeout=5)
 
@@ -376,7 +382,10 @@ class Crew:
                 screen, data = self._last, self._last_data
             else:
                 try:
-                    screen, data = self.screens.get(timeout=max(STILL_S, 10 * self.pause_s))
+                    shown = self.screens.get(timeout=max(STILL_S, 10 * self.pause_s))
+                    if shown is None:  # told to stop
+                        continue
+                    screen, data = shown
                     agains = 0
                 except queue.Empty:
                     if self._last is None:
@@ -982,7 +991,7 @@ def run_simulation(
         # error, not in one from the clean-up. The crew is told first and waited for after
         # the appliance: a supervisor waiting for the terminal's answer (which the stopped
         # loop never gives) is let go when the terminal closes, not after its timeout.
-        crew.stopping.set()
+        crew.tell_to_stop()
         for close in (appliance.close, crew.stop, shaker.close, sensor.close, factory.close):
             try:
                 close()

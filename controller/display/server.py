@@ -339,7 +339,7 @@ class DisplayServer:
     def close(self, *, timeout: float = 30.0) -> None:
         """Both servers stopped, their clients' threads waited for, the log reader closed:
         within ``timeout`` in all (the appliance's stop budget); a client thread still
-        sending or reading then (a daemon, its socket shut) is left behind and logged."""
+        sending or reading then (a daemon) is left behind, with a log line."""
         if self._closed:
             return
         self._closed = True
