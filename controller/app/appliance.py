@@ -584,7 +584,9 @@ class _Signals:
     """SIGTERM and SIGINT handled by ``handler`` until ``close``, which puts back the handlers
     found; ``wake`` is called from a normal thread after each (``_SignalWake``)."""
 
-    def __init__(self, handler: Callable[[int, FrameType | None], None], wake: Callable[[], None]):
+    def __init__(
+        self, handler: Callable[[int, FrameType | None], None], wake: Callable[[], None]
+    ) -> None:
         self._relay = _SignalWake(wake)
         self._previous = {
             signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)
