@@ -344,7 +344,7 @@ class Crew:
         self._serviced = False
         self._test_rounds = 0
         self._again = False  # the last action brought no screen: act on the table's as it is
-        self._prepared: tuple[object, ...] | None = None  # the shake whose faults were drawn
+        self._prepared: Mapping[str, object] | None = None  # the screen whose shake was drawn
 
     def observe(self, screen: Screen, data: Mapping[str, object]) -> None:
         self.screens.put((screen, dict(data)))
@@ -611,12 +611,12 @@ class Crew:
         return True
 
     def _prepare(self, data: Mapping[str, object]) -> bool:
-        """Whether this shake (its round and attempt, as the table shows them) is new: its
-        faults and misread are drawn once, however often the crew looks at its screen."""
-        shake = (data.get("round"), data.get("attempt"), bool(data.get("service")))
-        if shake == self._prepared:
+        """Whether this screen asks for a new shake: each screen the table shows waiting for
+        one (bets closed, a no roll, the same again after a fault was cleared) is a shake, and
+        its faults and misread are drawn once, however often the crew looks at that screen."""
+        if data is self._prepared:
             return False
-        self._prepared = shake
+        self._prepared = data
         return True
 
     def _lid_closed(self) -> bool | None:
