@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import gc
 import logging
 import os
 import secrets
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -89,6 +91,16 @@ log = logging.getLogger("paigow.appliance")
 
 Observer = Callable[[Screen, Mapping[str, object]], None]
 
+# A stop (SIGTERM, SIGINT) ends within STOP_BUDGET_S: systemd's TimeoutStopSec= in
+# systemd/paigow-controller.service, after which it sends SIGKILL (a test holds the two equal).
+# ``close`` shares STOP_WAITS_S of it among the waits for other threads (the fleet's last
+# sends, the display's clients, the retention's archive, ...); the rest is for the last
+# records and the interpreter's exit. STOP_DUMP_AFTER_S after the signal, a stop still under
+# way prints every thread's stack to stderr (the journal), before systemd's SIGKILL.
+STOP_BUDGET_S = 20.0
+STOP_WAITS_S = 12.0
+STOP_DUMP_AFTER_S = STOP_BUDGET_S - 3.0
+
 
 @dataclass(frozen=True)
 class Options:
@@ -138,10 +150,17 @@ class Appliance:
         self._clock_watch: ClockWatch | None = None
         self._is_ready = False  # READY=1 sent: from then on STATUS= follows every change
         self._status_sent: str | None = None
+        self._signals: _Signals | None = None
+        self._stop_deadline: float | None = None  # time.monotonic(): the waits of close end
 
     # --- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Everything up to READY=1. SIGTERM and SIGINT are caught from the first line on (on
+        the main thread): one that comes while the table starts lets the step under way end,
+        skips the rest (no self-test, no terminal, no fleet, no READY=1), and ``run`` returns
+        at once; ``close`` then records the shutdown as after any stop."""
+        self._catch_signals()
         config = self.config
         settings = config.round_settings()
         self._lock = InstanceLock.acquire(self.state_dir)
@@ -156,6 +175,9 @@ class Appliance:
         self.display = self._displays(audit)
         self._closables.append(self.display.close)
         self.display.observers.append(self._on_screen)
+        server = self._server
+        if server is not None:  # first (closed in reverse), within the stop's budget
+            self._closables.append(lambda: server.close(timeout=self._stop_left_s()))
         self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
         self._closables.append(self.table_io.close)
         rng_port = self._rng()
@@ -169,6 +191,8 @@ class Appliance:
             sensor=self.sensor,
             rng=rng_port,
         )
+        if self.is_stopping():  # nothing recorded yet: the log is closed as it was found
+            return
         machine = RoundMachine(settings, context)
         self._software_check = _LastCheck(self._software())
         software = SoftwareWatch(self._software_check, before=last_software_identity(audit))
@@ -207,10 +231,16 @@ class Appliance:
             software_before=before,
             clock=clock.now(),
         )
+        if self.is_stopping():
+            return
         self._self_tests()
+        if self.is_stopping():
+            return
         self._retain(audit)
         self._serve_terminal()
         self._publish(audit)
+        if self.is_stopping():
+            return
         # systemd's status names every condition by its code (never "ready" while one stops
         # play); a log read only is in it with why (no fault record can say it)
         self._status_sent = self.status_line()
@@ -328,7 +358,7 @@ class Appliance:
         assert self.loop is not None
         worker = RetentionWorker(Retention(self.state_dir, audit.signer, policy), audit)
         worker.start()
-        self._closables.append(worker.close)
+        self._closables.append(lambda: worker.close(timeout=self._stop_left_s()))
         self.loop.between_rounds = worker.between_rounds
 
     def _publish(self, audit: AuditLog) -> None:
@@ -364,7 +394,7 @@ class Appliance:
         audit.on_commit = _each_listener([f for f in listeners if f is not None])
         publisher.start()
         self.fleet = publisher
-        self._closables.append(publisher.close)
+        self._closables.append(lambda: publisher.close(timeout=self._stop_left_s()))
 
     def _open_log_and_context(self) -> tuple[AuditLog, RoundContext]:
         """The table's log and the context it holds. A key that is missing or not the log's
@@ -517,30 +547,42 @@ class Appliance:
     # --- run --------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """The control loop in this thread until ``stop``; SIGTERM and SIGINT stop it."""
-        assert self.loop is not None
-        relay = None
-        if threading.current_thread() is threading.main_thread():
-            relay = _SignalWake(self.loop.events.wake)
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
-        try:
-            with _tuned_for_latency():
-                self.loop.run()
-        finally:
-            if relay is not None:
-                relay.close()
+        """The control loop in this thread until ``stop``; SIGTERM and SIGINT stop it (caught
+        since ``start``). Returns at once when one came while the table started."""
+        if self.loop is None or self.is_stopping():
+            self._say_stopping()
+            return
+        with _tuned_for_latency():
+            self.loop.run()
+        self._say_stopping()
+
+    def _say_stopping(self) -> None:
         if self._signal is not None:
             log.warning("signal %d: stopping", self._signal)
             notify("STOPPING=1")
 
+    def is_stopping(self) -> bool:
+        """A signal asked the table to stop."""
+        return self._signal is not None
+
+    def _catch_signals(self) -> None:
+        """SIGTERM and SIGINT to ``_on_signal``, from now until ``close`` (main thread only:
+        Python runs handlers there; an appliance on another thread is stopped by ``stop``)."""
+        if self._signals is None and threading.current_thread() is threading.main_thread():
+            self._signals = _Signals(self._on_signal, self.events.wake)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """Runs on the control thread between any two bytecodes, maybe inside a lock of a
         driver, of the queue or of a stream: it only trips the latch (safe there, see
-        drivers/safety.py) and raises the loop's stop flag. It logs nothing and touches no
-        queue: Python also writes the signal's number to a pipe, whose reader thread wakes
-        the loop (``_SignalWake``)."""
+        drivers/safety.py), raises the loop's stop flag and arms faulthandler's timer. It logs
+        nothing and touches no queue: Python also writes the signal's number to a pipe, whose
+        reader thread wakes the loop (``_SignalWake``)."""
+        first = self._signal is None
         self._signal = signum
+        if first:
+            self._stop_deadline = time.monotonic() + STOP_WAITS_S
+            if self._signals is not None:
+                self._signals.dump_stacks_later(STOP_DUMP_AFTER_S)
         if self.table_io is not None:
             # The one fault latch: every output safe now, before the loop winds down.
             self.table_io.latch.trip(f"shutdown: signal {signum}")
@@ -562,21 +604,36 @@ class Appliance:
     # --- close ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Everything safe, the unfinished round recorded as interrupted, the log closed."""
+        """Everything safe, the unfinished round recorded as interrupted, the log closed.
+        The waits for other threads share STOP_WAITS_S from the signal (or from here): a
+        stop ends within STOP_BUDGET_S, whatever a broker, a client or a disk does."""
         if self._closed:
             return
         self._closed = True
-        if self.terminal is not None:  # no command after this: the loop no longer takes any
-            self.terminal.close()
-        if self.table_io is not None:
-            self.table_io.drive_safe()
-        if self.log is not None and self.loop is not None:
-            self.loop.shutdown()
-        for close in reversed(self._closables):
-            try:
-                close()
-            except Exception:
-                log.exception("closing failed")
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + STOP_WAITS_S
+        try:
+            if self.terminal is not None:  # no command after this: the loop takes none
+                self.terminal.close()
+            if self.table_io is not None:
+                self.table_io.drive_safe()
+            if self.log is not None and self.loop is not None:
+                self.loop.shutdown()
+            for close in reversed(self._closables):
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing failed")
+        finally:
+            if self._signals is not None:
+                self._signals.close()
+                self._signals = None
+
+    def _stop_left_s(self) -> float:
+        """What is left of STOP_WAITS_S for the next wait of ``close`` (0 once it is spent)."""
+        if self._stop_deadline is None:
+            return STOP_WAITS_S
+        return max(0.0, self._stop_deadline - time.monotonic())
 
     def __enter__(self) -> Appliance:
         return self
@@ -654,11 +711,49 @@ def _tuned_for_latency() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _Signals:
+    """SIGTERM and SIGINT handled by ``handler`` until ``close``, which puts back the handlers
+    found; ``wake`` is called from a normal thread after each (``_SignalWake``)."""
+
+    def __init__(
+        self, handler: Callable[[int, FrameType | None], None], wake: Callable[[], None]
+    ) -> None:
+        self._relay = _SignalWake(wake)
+        self._previous = {
+            signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            self._stderr: int | None = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # no real stderr (a test's capture)
+            self._stderr = None
+
+    def dump_stacks_later(self, after_s: float) -> None:
+        """Every thread's stack to stderr ``after_s`` from now unless ``close`` comes first:
+        a stop that hangs says where in the journal before systemd's SIGKILL. From a signal
+        handler: faulthandler is given the descriptor, so it flushes no stream (one the
+        interrupted code may be writing); its timer is a C thread, which the GIL and the
+        locks the hang holds cannot stop."""
+        if self._stderr is None:
+            return
+        with contextlib.suppress(Exception):  # never an exception out of a signal handler
+            faulthandler.dump_traceback_later(after_s, exit=False, file=self._stderr)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            faulthandler.cancel_dump_traceback_later()
+        with contextlib.suppress(ValueError):  # not the main thread: left as they are
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+            self._relay.close()
+
+
 class _SignalWake:
     """Wakes the control loop when a signal arrives, from a normal thread. The handler itself
     may not touch the queue (it runs between any two bytecodes of the control thread, maybe
     inside the queue's lock); ``signal.set_wakeup_fd`` has the interpreter write the signal's
-    number to a pipe at C level, and this thread turns each byte into ``wake``."""
+    number to a pipe at C level, and this thread turns each read into ``wake``. ``close``
+    writes 0xff: the thread ends on a read that holds it, whatever came before it in the same
+    read (a signal's byte the thread had not read yet)."""
 
     def __init__(self, wake: Callable[[], None]) -> None:
         self._read, self._write = os.pipe2(os.O_CLOEXEC)
@@ -674,15 +769,21 @@ class _SignalWake:
                 data = os.read(self._read, 64)
             except OSError:
                 return
-            if not data or data == b"\xff":  # closed, or close() asking the thread to end
+            if not data:  # closed
                 return
-            self._wake()
+            if any(byte != _CLOSING for byte in data):
+                self._wake()
+            if _CLOSING in data:
+                return
 
     def close(self) -> None:
         signal.set_wakeup_fd(self._previous)
         with contextlib.suppress(OSError):
-            os.write(self._write, b"\xff")
+            os.write(self._write, bytes([_CLOSING]))
         self._thread.join(timeout=2)
         for fd in (self._read, self._write):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+_CLOSING = 0xFF  # no signal's number

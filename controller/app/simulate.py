@@ -44,8 +44,10 @@ import queue
 import random
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -71,6 +73,8 @@ from controller.display.console import ConsoleDisplay
 from controller.errors import UsageError
 from controller.ports import wall_ms
 from controller.rng.escrow import throwaway_escrow_key
+from drivers.panel import SUPERVISOR_KEY, GpioPanel
+from drivers.shaker import GpioShaker
 from drivers.sim.hardware import ShakerFaults, SimPanel, SimPin, SimShaker
 from drivers.sim.sensor import SimFault, SimulatedSensor
 
@@ -122,6 +126,12 @@ class KeySwitch(StrEnum):
 
 TYPED_VOIDS = tuple(r for r in VoidReason if r.is_typed)
 DEFAULT_FAULTS = "tilted=0.06,die_out=0.03,garbled=0.05,bad_checksum=0.03,few_cycles=0.03,lid=0.02"
+# The crew waits for the table to take what it did (a key, the lid) for at most this long (a
+# table that never does is logged, and the crew goes on); and when its last action brought no
+# screen, it looks at the table again after STILL_S (fast) or ten pauses: a net only, each
+# decision is made on the screens the table shows.
+TAKE_WAIT_S = 30.0
+STILL_S = 2.0
 
 
 def parse_faults(spec: str) -> dict[str, float]:
@@ -249,6 +259,48 @@ class BenchSensor:
         return None
 
 
+class TableView(Protocol):
+    """What the crew sees of the table besides its screens, as a dealer sees the table take a
+    key: the states its drivers have taken (debounced) of the keys and the shaker's lid and
+    tamper loop, and a key's contacts held still for the table while they chatter."""
+
+    def is_taken(self, key: str) -> bool: ...
+
+    def is_lid_closed(self) -> bool | None: ...
+
+    def is_secured(self) -> bool | None: ...
+
+    def chatter(self, key: str) -> AbstractContextManager[object]: ...
+
+
+class DriversView:
+    """:class:`TableView` over the appliance's own panel and shaker drivers.
+
+    A real key's contacts chatter for microseconds, far inside the debounce time; the
+    simulation's chatter takes a thread's sleeps, which a loaded machine stretches past it, and
+    the driver then takes a chattering press as two (a second ``tiles_shuffled``). So the
+    chatter is made in one instant of the table's time: the key's debounced input is held (its
+    lock, which its edges take again on this thread) until the contact has settled, and the
+    driver sees every edge and takes only the settled state, one debounce time after it."""
+
+    def __init__(self, panel: GpioPanel, shaker: GpioShaker | None) -> None:
+        self._panel = panel
+        self._shaker = shaker
+        self._inputs = {debounced.name: debounced for debounced in panel._inputs}
+
+    def is_taken(self, key: str) -> bool:
+        return self._panel.is_pressed(key)
+
+    def is_lid_closed(self) -> bool | None:
+        return None if self._shaker is None else self._shaker.is_lid_closed
+
+    def is_secured(self) -> bool | None:
+        return None if self._shaker is None else self._shaker.is_secured
+
+    def chatter(self, key: str) -> AbstractContextManager[object]:
+        return self._inputs[key]._lock
+
+
 class CrewsSimulatedSensor(SimulatedSensor):
     """The simulated sensor, whose dice the crew can look at (a supervisor correcting a
     misread result, N.J.A.C. 13:69E-1.28P(d))."""
@@ -282,13 +334,20 @@ class Crew:
     control_socket: Path | None = None
     clock: SimulatedWallClock | None = None
     key_switch: KeySwitch = KeySwitch.AUTO  # the supervisor key switch (--supervisor-key)
+    # what the table's drivers have taken (set once the appliance has started): the crew's
+    # presses and turns wait for it; None: for press_s each, as a person who cannot see it
+    table: TableView | None = None
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)  # noqa: S311 - a simulated crew, not the RNG
         # The faults' own draws, one series per shake: which shakes are faulty depends on the
         # seed only, not on how often the crew paused or acted again on a loaded machine.
         self.fault_random = random.Random(self.seed + 1)  # noqa: S311
-        self.screens: queue.Queue[tuple[Screen, dict[str, object]]] = queue.Queue()
+        # The pauses' own draws: how often the crew paused (a screen looked at again) never
+        # moves the draws of what it decides (the bank, the style).
+        self.pause_random = random.Random(self.seed + 2)  # noqa: S311
+        # each screen shown; None: told to stop (wakes the thread at once)
+        self.screens: queue.Queue[tuple[Screen, dict[str, object]] | None] = queue.Queue()
         self.rounds_done: set[object] = set()
         self.restart: str | None = None  # why the controller stopped feeding the watchdog
         self.stopping = threading.Event()
@@ -306,12 +365,14 @@ class Crew:
         self._serviced = False
         self._test_rounds = 0
         self._fault_clears = 0  # key off: the crew's clears of one fault in a row
+        self._again = False  # the last action brought no screen: act on the table's as it is
+        self._prepared: Mapping[str, object] | None = None  # the screen whose shake was drawn
 
     def _turn_key(self, on: bool) -> None:
         """The crew turns the supervisor key switch only when it is theirs to turn (auto);
         held on or off for the run (``--supervisor-key``), it stays where it was set."""
         if self.key_switch is KeySwitch.AUTO:
-            self.panel.turn_supervisor_key(on)
+            self._turn_supervisor_key(on)
 
     def _supervisor_stopped(self, what: str) -> None:
         """The key is held off and the table needs its supervisor: the run ends, saying so."""
@@ -327,22 +388,48 @@ class Crew:
     def start(self) -> None:
         self.thread.start()
 
+    def tell_to_stop(self) -> None:
+        """The crew stops at its next look at the table (without waiting for it)."""
+        self.stopping.set()
+        self.screens.put(None)
+
     def stop(self) -> None:
         """Stop the crew; may be called whether or not it was started (a failed start-up)."""
-        self.stopping.set()
+        self.tell_to_stop()
         if self.thread.ident is not None:
             self.thread.join(timeout=5)
 
     def _run(self) -> None:
+        """Each decision on the table's newest screen. A terminal action's step has shown its
+        screens before the terminal answers: none queued then means the table still shows the
+        last one, and the crew acts on it again at once (``_again``). A key's press is taken
+        by the table before the crew goes on (``_press``), and every key the table takes
+        brings a screen (or a refusal): the crew waits for it however slow the table is; only
+        after STILL_S without any does it look at the last screen again (a net)."""
+        agains = 0  # acted on the same screen again at once (a terminal refusing again)
         while not self.stopping.is_set():
-            try:
-                screen, data = self.screens.get(timeout=max(0.25, 10 * self.pause_s))
-            except queue.Empty:
-                if self._last is None:
-                    continue
-                # Nothing happened (a press lost, or refused): act on the last screen again, as
-                # it was shown; a refused "no more bets" with a refused bank selected steps on.
+            if (
+                self._again
+                and agains < SUPERVISOR_TRIES
+                and self._last is not None
+                and self.screens.empty()
+            ):
+                agains += 1
                 screen, data = self._last, self._last_data
+            else:
+                try:
+                    shown = self.screens.get(timeout=max(STILL_S, 10 * self.pause_s))
+                    if shown is None:  # told to stop
+                        continue
+                    screen, data = shown
+                    agains = 0
+                except queue.Empty:
+                    if self._last is None:
+                        continue
+                    # Nothing came: act on the last screen again, as it was shown; a refused
+                    # "no more bets" with a refused bank selected steps on.
+                    screen, data = self._last, self._last_data
+            self._again = False
             if screen is Screen.REFUSED:
                 self._refused(data)
                 continue
@@ -365,9 +452,51 @@ class Crew:
             self._at_terminal("dice_replaced", SUPERVISOR)
 
     def _press(self, key: str) -> None:
-        self.panel.press(key)
-        self.stopping.wait(self.press_s)
-        self.panel.release(key)
+        """A key pressed and released, each taken by the table (its driver's debounced state)
+        before the crew goes on: one press is one event, and none is lost, however slow the
+        crew's thread or the table's."""
+        self._contact(key, closed=True)
+        self._contact(key, closed=False)
+
+    def _contact(self, key: str, *, closed: bool) -> None:
+        move = self.panel.press if closed else self.panel.release
+        table = self.table
+        if table is None:
+            move(key)
+            self.stopping.wait(self.press_s)
+            return
+        with table.chatter(key):  # the chatter in one instant of the table's time
+            move(key)
+        self._until(lambda: table.is_taken(key) is closed, f"{key} {'on' if closed else 'off'}")
+
+    def _turn_supervisor_key(self, on: bool) -> None:
+        """The key switch (a clean detent: no chatter), turned until the table has taken it:
+        an action at the terminal needs it on, and a key pressed after it needs it off."""
+        self.panel.turn_supervisor_key(on)
+        table = self.table
+        if table is None:
+            self.stopping.wait(self.press_s)
+        else:
+            self._until(lambda: table.is_taken(SUPERVISOR_KEY) is on, f"supervisor key {on}")
+
+    def _settled(self, what: str, taken: Callable[[], bool | None]) -> None:
+        """The lid put on, the shaker secured: until the table has taken it."""
+        if self.table is None:
+            self.stopping.wait(self.press_s)
+        else:
+            self._until(lambda: taken() is not False, what)
+
+    def _until(self, taken: Callable[[], bool], what: str) -> bool:
+        """Wait until the table has taken what the crew did: its state, not a time. A table
+        that has not after TAKE_WAIT_S (closed, or stuck) is logged and the crew goes on."""
+        deadline = time.monotonic() + TAKE_WAIT_S
+        while not taken():
+            if self.stopping.wait(0.0005):
+                return False
+            if time.monotonic() > deadline:
+                log.warning("the simulated crew: the table did not take %s", what)
+                return False
+        return True
 
     def _step_key(self, key: str) -> None:
         """A key pressed again and again (bank, style): released long enough to count."""
@@ -375,7 +504,7 @@ class Crew:
         self.stopping.wait(self.press_s)
 
     def _pause(self) -> None:
-        self.stopping.wait(self.pause_s * (0.5 + self.random.random()))
+        self.stopping.wait(self.pause_s * (0.5 + self.pause_random.random()))
 
     def _act(self, screen: Screen, data: Mapping[str, object]) -> None:
         if data.get("service"):
@@ -410,17 +539,19 @@ class Crew:
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
             # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
             self._pause()
-            self._inject_faults()
-            self._misread(data)
-            self.sensor.roll()
+            if self._prepare(data):
+                self._inject_faults()
+                self._misread(data)
+                self.sensor.roll()
             self._press("key_dice_set")
         elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
             self._pause()
             if not self.shaker.lid_pin.is_contact_closed:
                 self.shaker.close_lid()  # 621a.11(i): covered again before the reshake
-                self.stopping.wait(self.press_s)
-            self._inject_faults()
-            self._misread(data)
+                self._settled("the lid closed", self._lid_closed)
+            if self._prepare(data):
+                self._inject_faults()
+                self._misread(data)
             self._press("shake_button")
         elif screen is Screen.RESULT:
             self._pause()
@@ -474,7 +605,7 @@ class Crew:
                 self._press("key_dice_set")
             else:
                 self.shaker.close_lid()
-                self.stopping.wait(self.press_s)
+                self._settled("the lid closed", self._lid_closed)
                 self._press("shake_button")
         elif screen is Screen.RESULT:
             self._test_rounds += 1
@@ -490,8 +621,8 @@ class Crew:
         if self.control_socket is None:
             return False
         request = Request(action, employee=employee, **fields)  # type: ignore[arg-type]
-        self._turn_key(True)
-        self.stopping.wait(self.press_s)  # the key switch settles
+        self._turn_key(True)  # taken by the table before the action is typed
+        self._again = True  # what the step showed is queued by its answer, or nothing was
         try:
             reply = send_request(self.control_socket, request)
         except (ServiceTerminalError, OSError) as exc:
@@ -507,7 +638,6 @@ class Crew:
             log.info("the simulated crew: %s", request.summary())
             return True
         finally:
-            self.stopping.wait(self.press_s)
             self._turn_key(False)
 
     def _once(self, what: str, number: int, action: str, employee: str, **fields: object) -> bool:
@@ -519,6 +649,21 @@ class Crew:
         if done or self._gave_up((what, number)):
             self._handled.add((what, number))
         return True
+
+    def _prepare(self, data: Mapping[str, object]) -> bool:
+        """Whether this screen asks for a new shake: each screen the table shows waiting for
+        one (bets closed, a no roll, the same again after a fault was cleared) is a shake, and
+        its faults and misread are drawn once, however often the crew looks at that screen."""
+        if data is self._prepared:
+            return False
+        self._prepared = data
+        return True
+
+    def _lid_closed(self) -> bool | None:
+        return None if self.table is None else self.table.is_lid_closed()
+
+    def _secured(self) -> bool | None:
+        return None if self.table is None else self.table.is_secured()
 
     def _misread(self, data: Mapping[str, object]) -> None:
         """Every CORRECT_EVERY-th round the sensor misreads the red die of the roll that
@@ -742,7 +887,8 @@ class Crew:
         self.shaker.faults = ShakerFaults()
         self.shaker.close_lid()
         self.shaker.secure()
-        self.stopping.wait(self.press_s)  # the lid switch and the tamper loop settle
+        self._settled("the lid closed", self._lid_closed)  # taken before the fault is cleared
+        self._settled("the shaker secured", self._secured)
         self._press("key_clear_fault")
         self.stopping.wait(self.pause_s)
         if self.key_switch is KeySwitch.OFF:
@@ -753,11 +899,9 @@ class Crew:
                 named = ", ".join(map(str, faults)) if isinstance(faults, list) else "a fault"
                 self._supervisor_stopped(f"to clear {named}")
             return
-        self._turn_key(True)
-        self.stopping.wait(self.press_s)  # the key switch settles before the key is pressed
+        self._turn_key(True)  # taken before the key is pressed
         self._press("key_clear_fault")
         self._turn_key(False)
-        self.stopping.wait(self.press_s)
 
 
 def with_auditor_key(config: Config, state_dir: Path) -> Config:
@@ -893,6 +1037,8 @@ def run_simulation(
     stopper = threading.Thread(target=stop_when_done, name="simulation-end", daemon=True)
     try:
         appliance.start()
+        if appliance.table_io is not None:
+            crew.table = DriversView(appliance.table_io.panel, appliance.table_io.shaker)
         crew.start()
         stopper.start()
         appliance.run()
@@ -900,8 +1046,11 @@ def run_simulation(
         finished.set()
         done.set()  # the stopper thread, if it runs, ends now
         # Each is closed whatever the others do, so that a failed start-up ends in its own
-        # error, not in one from the clean-up.
-        for close in (crew.stop, appliance.close, shaker.close, sensor.close, factory.close):
+        # error, not in one from the clean-up. The crew is told first and waited for after
+        # the appliance: a supervisor waiting for the terminal's answer (which the stopped
+        # loop never gives) is let go when the terminal closes, not after its timeout.
+        crew.tell_to_stop()
+        for close in (appliance.close, crew.stop, shaker.close, sensor.close, factory.close):
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - one line; the first error stands

@@ -516,10 +516,13 @@ class RetentionWorker:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self) -> None:
+    def close(self, *, timeout: float = 30.0) -> None:
+        """Stop the thread; an archive it is still preparing after ``timeout`` (the stop's
+        budget) is left to it, a daemon: only its temporary file is written, and the next
+        ``prepare`` removes it."""
         self._stopping = True
         self._wanted.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)
 
     def between_rounds(self) -> None:
         """On the control thread: one bounded step. Never raises."""

@@ -180,12 +180,20 @@ class CappedServer(socketserver.ThreadingTCPServer):
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """socketserver's loop without its poll: it sleeps until a client connects or
         :meth:`shutdown` writes to its pipe, where socketserver wakes every ``poll_interval``
-        (ignored) to look for a shutdown (issue 13: a daemon idle at a small part of a core)."""
+        (ignored) to look for a shutdown (issue 13: a daemon idle at a small part of a core).
+        Shut down before it started (its thread was slow to run), it returns at once."""
         self._stopped.clear()
         try:
+            if self._stopping.is_set():
+                return
             with selectors.PollSelector() as selector:
-                selector.register(self, selectors.EVENT_READ)
-                selector.register(self._wake_read, selectors.EVENT_READ)
+                try:
+                    selector.register(self, selectors.EVENT_READ)
+                    selector.register(self._wake_read, selectors.EVENT_READ)
+                except (ValueError, OSError):
+                    if self._stopping.is_set():  # closed under it as it started
+                        return
+                    raise
                 while not self._stopping.is_set():
                     ready = selector.select()
                     if self._stopping.is_set():
@@ -217,10 +225,14 @@ class CappedServer(socketserver.ThreadingTCPServer):
     def shutdown(self) -> None:
         """Stop :meth:`serve_forever` and wait until it has returned (at once if it is not
         running; once stopped, it does not start again)."""
+        self.shut_down_within(None)
+
+    def shut_down_within(self, timeout: float | None) -> bool:
+        """:meth:`shutdown`, waiting at most ``timeout``: whether it has returned."""
         self._stopping.set()
         with contextlib.suppress(OSError):
             os.write(self._wake_write, b"x")
-        self._stopped.wait()
+        return self._stopped.wait(timeout)
 
     def server_close(self) -> None:
         super().server_close()

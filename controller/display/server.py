@@ -366,27 +366,31 @@ class DisplayServer:
         says how far the log is anchored. From the publisher's thread; memory only."""
         self.hub.set_anchor(anchor)
 
-    def close(self) -> None:
+    def close(self, *, timeout: float = 30.0) -> None:
+        """Both servers stopped, their clients' threads waited for, the log reader closed:
+        within ``timeout`` in all (the appliance's stop budget); a client thread still
+        sending or reading then (a daemon) is left behind, with a log line."""
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + timeout
         self.hub.close()  # wakes every stream; each returns and its connection closes
-        self._http.shutdown()
-        self._http.server_close()
-        if self._feed is not None:
-            self._feed.shutdown()
-            self._feed.server_close()
+        servers = [s for s in (self._http, self._feed) if s is not None]
+        for server in servers:
+            server.shut_down_within(max(0.0, deadline - time.monotonic()))
+            server.server_close()
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # The clients' threads end by themselves now (the hub woke every stream; a send or a
         # request waits at most its timeout): wait for them, bounded, so none outlives the
-        # server still writing to a socket or to the log.
-        for server in (self._http, self._feed):
-            if server is not None:
-                limits = server.limits
-                bound = max(limits.request_timeout_s, limits.send_timeout_s) + 1.0
-                if not server.wait_for_clients(0, timeout=bound):
-                    log.warning("%s: %d clients still served at close", server.name, server.clients)
+        # server still writing to a socket or to the log. The two servers' clients end
+        # together: one wait, not one after the other.
+        for server in servers:
+            limits = server.limits
+            bound = max(limits.request_timeout_s, limits.send_timeout_s) + 1.0
+            left = min(bound, max(0.0, deadline - time.monotonic()))
+            if not server.wait_for_clients(0, timeout=left):
+                log.warning("%s: %d clients still served at close", server.name, server.clients)
         close_reader = getattr(self.log_reader, "close", None)  # its kept-open connections
         if close_reader is not None:
             close_reader()

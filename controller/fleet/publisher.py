@@ -208,6 +208,7 @@ class Publisher:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
+        self._flush_s = float(config.stop_flush_s)  # set by close: what is left is sent so long
         self._status = Status(Presence.ONLINE, mode=mode)
         self._status_changed = True
         self._thread = threading.Thread(target=self._run, name="fleet-publisher", daemon=True)
@@ -294,16 +295,23 @@ class Publisher:
             log.exception("fleet: the status could not be taken")
         self._wake.set()
 
-    def close(self) -> None:
+    def close(self, *, timeout: float | None = None) -> None:
         """An orderly stop: what is left is sent for at most ``[fleet] stop_flush_s``, the
-        status says offline, the cursor is written. Safe to call twice."""
+        status says offline, the cursor is written. Safe to call twice. ``timeout``: the
+        longest this waits in all (the appliance's stop budget); the flush is shortened to fit
+        (a second for "offline" and the cursor kept), and a thread stuck past it (a TLS
+        handshake with a broker that never answers) is left behind, a daemon."""
+        wait_s = self.config.stop_flush_s + OFFLINE_GRACE_S + 5
+        if timeout is not None:
+            wait_s = max(0.0, min(wait_s, timeout))
         with self._lock:
             if self._stopping:
                 return
+            self._flush_s = max(0.0, min(self.config.stop_flush_s, wait_s - OFFLINE_GRACE_S - 1))
             self._stopping = True
         self._wake.set()
         if self._thread.ident is not None:
-            self._thread.join(timeout=self.config.stop_flush_s + OFFLINE_GRACE_S + 5)
+            self._thread.join(timeout=wait_s)
             if self._thread.is_alive():
                 # its reader stays open: the thread (a daemon) may still be using it
                 log.error("fleet: the publisher did not stop in time")
@@ -338,9 +346,9 @@ class Publisher:
         while True:
             now = time.monotonic()
             with self._lock:
-                stopping = self._stopping
+                stopping, flush_s = self._stopping, self._flush_s
             if stopping and deadline is None:
-                deadline = now + self.config.stop_flush_s
+                deadline = now + flush_s
                 self._next_attempt = 0.0  # no waiting out a back-off now
                 target = self._size_or(self._cursor.acked)
                 log.info("fleet: stopping; sending records up to %d", target)
@@ -420,9 +428,9 @@ class Publisher:
         if self._tls is not None:
             client.tls_set_context(self._tls)
         with self._lock:
-            stopping = self._stopping
+            stopping, flush_s = self._stopping, self._flush_s
         # a stop waits at most [fleet] stop_flush_s in all
-        client.connect_timeout = min(5.0, max(0.5, self.config.stop_flush_s)) if stopping else 5.0
+        client.connect_timeout = min(5.0, max(0.5, flush_s)) if stopping else 5.0
         try:
             client.connect(self.broker.host, self.broker.port, keepalive=self.config.keepalive_s)
         except (OSError, ValueError, ssl.SSLError) as exc:
