@@ -26,7 +26,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from controller.fleet.client import tls_context
 from controller.fleet.protocol import MAX_RECORD_BYTES
 
-WAIT_S = 15.0
+WAIT_S = 120.0  # a bound on every wait (a loaded machine is slow, never wrong)
 OBSERVER_ACL = "user observer\ntopic read #\n"
 
 

@@ -73,7 +73,7 @@ from controller.witness.service import Connection, WitnessService
 from controller.witness.store import SqliteStore, StateLock, open_store
 from controller.witness.tables import Witness
 
-WAIT_S = 15.0
+WAIT_S = 120.0  # a bound on every wait (a loaded machine is slow, never wrong)
 
 
 @pytest.fixture(scope="module")
