@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli.args import complain, path_argument
+from controller.cli.render import clean
 
 EX_TEMPFAIL = 75
 EX_NOPERM = 77
@@ -140,7 +141,8 @@ def _enriched(status: Mapping[str, Any]) -> dict[str, Any]:
 
     shown = dict(status)
     rows = []
-    for fault in status.get("faults") or []:
+    faults = status.get("faults")  # what answered on the socket is not trusted to be ours
+    for fault in faults if isinstance(faults, list) else []:
         if isinstance(fault, dict) and isinstance(fault.get("name"), str):
             rows.append(Condition(code_of(fault["name"]), str(fault.get("detail") or "")).as_dict())
     shown["faults"] = rows
@@ -278,7 +280,10 @@ def render(shown: Mapping[str, Any]) -> str:
     """The one screen."""
     lines: list[str] = []
     table = shown.get("table", "?")
-    faults: Sequence[Mapping[str, Any]] = shown.get("faults") or []
+    listed = shown.get("faults")
+    faults: Sequence[Mapping[str, Any]] = [
+        f for f in (listed if isinstance(listed, list) else []) if isinstance(f, Mapping)
+    ]
     if not shown.get("running"):
         verdict = "NOT RUNNING"
     elif shown.get("play_stopped"):
@@ -341,6 +346,8 @@ def render(shown: Mapping[str, Any]) -> str:
         )
     else:
         lines.append("Witness: no cosignature recorded")
-    for problem in shown.get("problems") or []:
+    problems = shown.get("problems")
+    for problem in problems if isinstance(problems, list) else []:
         lines.append(f"Could not read: {problem}")
-    return "\n".join(lines) + "\n"
+    # every line safe on a terminal: a reply's text never moves the cursor or clears the screen
+    return "\n".join(clean(line) for line in lines) + "\n"
