@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 from rng_fakes import AUDITOR_KEY
-from support import opening
+from support import opening, simulate_argv
 
 from controller.app.appliance import Appliance, Options
 from controller.app.service import (
@@ -370,3 +372,32 @@ def test_status_of_a_socket_that_is_a_plain_file_reads_the_log(
     assert code == 1
     assert "NOT RUNNING" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == [SOCKET_NAME]
+
+
+def test_status_of_a_log_replaced_by_an_older_copy_names_the_rollback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The controller stopped, its log put back to an older copy: the anchor beside it shows
+    more records; status says the log_rollback the controller latches at its start, and reads
+    only."""
+    state = tmp_path / "state"
+    config = tmp_path / "bench.toml"
+    config.write_text(f'[storage]\nstate_dir = "{state}"\n')
+    play = [*simulate_argv(state, 2, "--config", str(config))]
+    subprocess.run(play, check=True, capture_output=True)
+    older = tmp_path / "older.db"
+    assert main(["backup", "--state-dir", str(state), str(older), "--json"]) == 0
+    subprocess.run(play, check=True, capture_output=True)
+    code, out = _status(capsys, "--state-dir", str(state), "--socket", str(tmp_path / "none"))
+    assert code == 1
+    assert "F09 log_rollback" not in out
+    for name in ("audit.db-wal", "audit.db-shm"):
+        (state / name).unlink(missing_ok=True)
+    shutil.copyfile(older, state / "audit.db")
+    before = sorted(p.name for p in state.iterdir())
+    code, out = _status(capsys, "--state-dir", str(state), "--socket", str(tmp_path / "none"))
+    assert code == 1
+    assert "F09 log_rollback (stops play; supervisor key)" in out
+    assert f"its anchor {state / 'log-anchor'} shows" in out
+    assert "an older copy of the log was put in its place?" in out
+    assert sorted(p.name for p in state.iterdir()) == before

@@ -187,6 +187,7 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     except AuditLogError as exc:
         problems.append(str(exc))
     problems.extend(found.get("problems", []))
+    behind = _behind_anchor(directory, found.get("log_size"), problems)
     settings = config.round_settings()
     table, game, mode = config.table.name, settings.game, settings.mode
     allowed = set(settings.allowed_modes)
@@ -214,10 +215,35 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         witness=found.get("witness"),
         details=details,
         problems=tuple(problems),
+        behind_anchor=behind,
     )
     shown = report(facts)
     shown["source"] = f"the log in {directory} (read only): the controller does not run"
     return shown
+
+
+def _behind_anchor(directory: Path, size: object, problems: list[str]) -> str | None:
+    """Whether the log holds fewer records than its anchor beside it shows (an older copy put
+    in place of the log): the controller latches log_rollback at its start. Read only."""
+    from controller.audit.anchor import ANCHOR_FILE, AnchorFile
+    from controller.core.note import NoteError
+    from controller.errors import AuditLogError
+
+    if not isinstance(size, int):
+        return None
+    path = directory / ANCHOR_FILE
+    try:
+        anchor = AnchorFile(path).read()
+        anchored = None if anchor is None else anchor.checkpoint().size
+    except (AuditLogError, NoteError, ValueError) as exc:
+        problems.append(f"the anchor {path}: {exc}")
+        return None
+    if anchored is None or anchored <= size:
+        return None
+    return (
+        f"the log holds {size} records but its anchor {path} shows {anchored}: an older copy"
+        " of the log was put in its place?"
+    )
 
 
 def _fault_table(*, markdown: bool, as_json: bool) -> int:
