@@ -492,3 +492,21 @@ def test_into_a_new_card_mounted_at_the_target(
     assert sorted(p.name for p in card.iterdir()) == [KEY_FILE, DB_NAME, "lost+found"]
     monkeypatch.undo()
     assert verify(card, bench.verifier_key, capsys)["records"] == max(leaves(backup))
+
+
+def test_an_anchor_that_is_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO in the anchor's place would block its reader for ever (no writer opens it)."""
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    new = tmp_path / "new-card"
+    new.mkdir()
+    os.mkfifo(new / "log-anchor")
+    line = refused(capsys, bench.restore(backup, new))
+    assert line == (
+        f"paigow-controller: audit log: the anchor {new / 'log-anchor'} is not a regular file"
+    )
+    assert sorted(p.name for p in new.iterdir()) == ["log-anchor"]

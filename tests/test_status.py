@@ -401,3 +401,18 @@ def test_status_of_a_log_replaced_by_an_older_copy_names_the_rollback(
     assert f"its anchor {state / 'log-anchor'} shows" in out
     assert "an older copy of the log was put in its place?" in out
     assert sorted(p.name for p in state.iterdir()) == before
+
+
+def test_status_of_a_state_directory_whose_anchor_is_a_fifo_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    subprocess.run(simulate_argv(state, 1), check=True, capture_output=True)
+    (state / "log-anchor").unlink()
+    os.mkfifo(state / "log-anchor")  # never opened for writing: a blocking read never ends
+    code, out = _status(capsys, "--state-dir", str(state), "--socket", str(tmp_path / "none"))
+    assert code == 1
+    assert (
+        f"Could not read: the anchor {state / 'log-anchor'}: audit log: the anchor"
+        f" {state / 'log-anchor'} is not a regular file"
+    ) in out
