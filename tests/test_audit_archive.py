@@ -6,6 +6,7 @@ the next start works."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -538,3 +539,30 @@ def test_recall_of_records_bounds_its_arguments(
     assert out == ""
     (line,) = err.splitlines()
     assert said in line
+
+
+def test_a_fifo_in_an_archive_file_s_place_is_one_line_never_a_hang(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite opening a FIFO waits for a writer for ever: an archive file (or a log's -wal)
+    that is not a regular file is said so."""
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    (path,) = archive_paths(state)[:1]
+    path.unlink()
+    os.mkfifo(path)
+    code, doc, err = _recall(capsys, state, "--seq", "1")
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [
+        f"paigow-controller: log: audit log: archive {path}: audit log: {path} is not a regular"
+        " file"
+    ]
+    path.unlink()
+    for name in ("audit.db-wal", "audit.db-shm"):
+        (state / name).unlink(missing_ok=True)
+    os.mkfifo(state / "audit.db-wal")
+    code, doc, err = _recall(capsys, state, "--seq", "1")
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [
+        f"paigow-controller: audit log: {state / 'audit.db-wal'} is not a regular file"
+    ]
