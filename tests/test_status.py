@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -416,3 +417,34 @@ def test_status_of_a_state_directory_whose_anchor_is_a_fifo_says_so(
         f"Could not read: the anchor {state / 'log-anchor'}: audit log: the anchor"
         f" {state / 'log-anchor'} is not a regular file"
     ) in out
+
+
+def test_status_of_a_state_directory_it_may_not_read_says_so(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Another user's state directory (0700): status says it cannot read the log, in its
+    screen, never an internal error. Run as another user (nobody) when the tests run as
+    root, whom no mode stops."""
+    if os.geteuid() == 0:  # a directory nobody may pass through (pytest's are 0700)
+        tmp_path = Path(tempfile.mkdtemp(prefix="paigow-status-"))
+        tmp_path.chmod(0o755)
+        request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    state = tmp_path / "state"
+    subprocess.run(simulate_argv(state, 1), check=True, capture_output=True)
+    argv = [*simulate_argv(state, 1)[:3], "status", "--state-dir", str(state)]
+    argv += ["--socket", str(tmp_path / "none")]
+    if os.geteuid() == 0:
+        state.chmod(0o700)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        done = subprocess.run([*nobody, *argv], capture_output=True, text=True, check=False)
+    else:
+        state.chmod(0)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        finally:
+            state.chmod(0o700)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    assert f"Could not read: audit log: cannot read {state / 'audit.db'}: Permission denied" in (
+        done.stdout
+    )
