@@ -6,6 +6,7 @@ the next start works."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -461,6 +462,36 @@ def test_recall_believes_no_altered_archive(
     assert err.splitlines() == [altered_said(seq, path)]
 
 
+def test_recall_says_records_missing_when_an_archive_file_is_removed(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The archive removed (the last file, or all): records between the archives and the live
+    log are missing; asked for, they are an error naming them, never an empty answer or a
+    round "not in the log". What lies outside the gap is still recalled."""
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    first_live = min(_rows(state / DB_NAME))
+    for path in archive_paths(state):
+        path.unlink()
+    said = [
+        f"paigow-controller: log: records 1..{first_live - 1} are missing: the log starts at"
+        f" record {first_live} and there are no archive files (an archive file removed from"
+        f" {state / 'archive'}?)"
+    ]
+    for argv in (
+        ("--seq", f"{first_live - 1}"),
+        ("--seq", f"1-{first_live}"),
+        ("--kind", "power_on"),
+        ("--round", "3"),
+    ):
+        code, doc, err = _recall(capsys, state, *argv)
+        assert (code, doc) == (1, None), argv
+        assert err.splitlines() == said, argv
+    code, doc, err = _recall(capsys, state, "--seq", str(first_live))
+    assert (code, err) == (0, "")
+    assert [r["seq"] for r in doc["records"]] == [first_live]
+
+
 def test_recall_of_an_archive_needs_the_verifier_key(
     state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -508,3 +539,30 @@ def test_recall_of_records_bounds_its_arguments(
     assert out == ""
     (line,) = err.splitlines()
     assert said in line
+
+
+def test_a_fifo_in_an_archive_file_s_place_is_one_line_never_a_hang(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite opening a FIFO waits for a writer for ever: an archive file (or a log's -wal)
+    that is not a regular file is said so."""
+    with AuditLog.open(state) as audit:
+        _retention(state).run_until_done(audit)
+    (path,) = archive_paths(state)[:1]
+    path.unlink()
+    os.mkfifo(path)
+    code, doc, err = _recall(capsys, state, "--seq", "1")
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [
+        f"paigow-controller: log: audit log: archive {path}: audit log: {path} is not a regular"
+        " file"
+    ]
+    path.unlink()
+    for name in ("audit.db-wal", "audit.db-shm"):
+        (state / name).unlink(missing_ok=True)
+    os.mkfifo(state / "audit.db-wal")
+    code, doc, err = _recall(capsys, state, "--seq", "1")
+    assert (code, doc) == (1, None)
+    assert err.splitlines() == [
+        f"paigow-controller: audit log: {state / 'audit.db-wal'} is not a regular file"
+    ]

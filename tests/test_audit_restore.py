@@ -6,6 +6,7 @@ nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -331,3 +332,181 @@ def test_restore_needs_a_key(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["restore", str(tmp_path / "b.db"), "--state-dir", str(tmp_path / "n")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "restore needs --key" in line
+
+
+# --- a restore attacked: killed, raced, a controller on the target, links, a new card ----------
+
+KILLED_RESTORE = """
+import os, signal, sys
+from pathlib import Path
+import controller.audit.restore as restore
+from controller.cli import main
+
+copy = restore._copy
+
+def killed_midway(source: Path, target: Path) -> str:
+    if target.name == "audit.db":  # half the log written, then the power goes
+        with source.open("rb") as reading, target.open("xb") as writing:
+            writing.write(reading.read(source.stat().st_size // 2))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return copy(source, target)
+
+restore._copy = killed_midway
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_restore_killed_midway_leaves_no_log_and_the_next_one_completes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path)
+    bench.play(2)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    shutil.rmtree(bench.state)
+    new = tmp_path / "new-card"
+    argv = bench.restore(backup, new)
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_RESTORE, *argv], capture_output=True, check=False
+    )
+    assert done.returncode == -9, done.stderr
+    # nothing there looks like a log: only the hidden copy, which no reader takes for one
+    (left,) = [p.name for p in new.iterdir()]
+    assert left.startswith(".restore-")
+    assert main(["verify-log", "--state-dir", str(new), "--key", str(bench.verifier_key)]) != 0
+    capsys.readouterr()
+    assert main(argv) == 0  # the retry completes, and removes what the killed one left
+    capsys.readouterr()
+    assert sorted(p.name for p in new.iterdir()) == [KEY_FILE, DB_NAME]
+    assert verify(new, bench.verifier_key, capsys)["records"] == max(leaves(backup))
+
+
+def test_a_restore_stopped_after_the_archive_moved_in_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a restore killed between moving the archive in and the log leaves: no log, and a
+    refusal that names what to remove (the anchor kept)."""
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    new = tmp_path / "new-card"
+    (new / "archive").mkdir(parents=True)
+    (new / ".restore-999999").mkdir()
+    (new / ".restore-999999" / DB_NAME).write_bytes(b"SQLite format 3\x00half")
+    line = refused(capsys, bench.restore(backup, new))
+    assert line == (
+        f"paigow-controller: restore: refused: {new} holds archive but no log: a restore"
+        " stopped before it finished? remove archive from it (keep log-anchor) and restore"
+        " again"
+    )
+    assert sorted(p.name for p in new.iterdir()) == ["archive"]  # the killed one's copy gone
+    (new / "archive").rmdir()
+    assert main(bench.restore(backup, new)) == 0
+
+
+def test_a_running_controller_or_a_second_restore_holds_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.app.instance_lock import InstanceLock
+    from controller.files import DirectoryLock
+
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    new = tmp_path / "new-card"
+    new.mkdir()
+    held = "is held by a running controller or another restore: stop it, or wait"
+    controller = InstanceLock.acquire(new)  # a controller started on the empty card
+    try:
+        assert held in refused(capsys, bench.restore(backup, new))
+    finally:
+        controller.release()
+    (new / "controller.lock").unlink()
+    other = DirectoryLock.acquire(new)  # a second restore into it, under way
+    try:
+        assert held in refused(capsys, bench.restore(backup, new))
+        assert list(new.iterdir()) == []
+    finally:
+        other.release()
+    assert main(bench.restore(backup, new)) == 0
+
+
+def test_links_in_the_target_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    # an anchor that is a link (to another log's anchor, or to nothing) is not the target's
+    new = tmp_path / "new-card"
+    new.mkdir()
+    (new / "log-anchor").symlink_to(bench.state / "log-anchor")
+    line = refused(capsys, bench.restore(backup, new))
+    assert line == (
+        f"paigow-controller: restore: refused: the anchor {new / 'log-anchor'} is a symbolic"
+        " link, not this directory's anchor: remove it and restore again"
+    )
+    assert sorted(p.name for p in new.iterdir()) == ["log-anchor"]
+    # a target that is a link to nothing
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert main(bench.restore(backup, dangling)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"paigow-controller: --state-dir {dangling} is a symbolic link to nothing"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_into_a_new_card_mounted_at_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new card's filesystem mounted as the state directory: its empty lost+found is no
+    obstacle, and every file is moved within the target (a move from the parent, another
+    filesystem, fails with EXDEV)."""
+    from controller.audit import restore
+
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    card = tmp_path / "card"
+    (card / "lost+found").mkdir(parents=True)
+    moved: list[tuple[Path, Path]] = []
+
+    def within(move: Any) -> Any:
+        def checked(source: Any, target: Any) -> None:
+            moved.append((Path(source), Path(target)))
+            if card not in Path(source).parents:
+                raise OSError(18, "Invalid cross-device link", str(source))
+            move(source, target)
+
+        return checked
+
+    monkeypatch.setattr(restore.os, "rename", within(os.rename))
+    monkeypatch.setattr(restore.os, "link", within(os.link))
+    assert main(bench.restore(backup, card)) == 0
+    capsys.readouterr()
+    assert moved
+    assert sorted(p.name for p in card.iterdir()) == [KEY_FILE, DB_NAME, "lost+found"]
+    monkeypatch.undo()
+    assert verify(card, bench.verifier_key, capsys)["records"] == max(leaves(backup))
+
+
+def test_an_anchor_that_is_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO in the anchor's place would block its reader for ever (no writer opens it)."""
+    bench = Bench(tmp_path)
+    bench.play(1)
+    bench.keep_keys(capsys)
+    backup = bench.backup("b.db", capsys)
+    new = tmp_path / "new-card"
+    new.mkdir()
+    os.mkfifo(new / "log-anchor")
+    line = refused(capsys, bench.restore(backup, new))
+    assert line == (
+        f"paigow-controller: audit log: the anchor {new / 'log-anchor'} is not a regular file"
+    )
+    assert sorted(p.name for p in new.iterdir()) == ["log-anchor"]

@@ -877,7 +877,7 @@ def _exchange(path: Path, line: bytes, timeout_s: float) -> dict[str, object]:
             raise ServiceTerminalError(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         try:
             conn.sendall(line)
-            data = _read_reply(conn)
+            data = _read_reply(conn, time.monotonic() + timeout_s)
         except TimeoutError:
             raise ServiceTerminalError(
                 f"the controller at {path} did not answer within {timeout_s:g} s"
@@ -903,9 +903,17 @@ def _decoded_reply(path: Path, data: bytes) -> dict[str, object]:
     return reply
 
 
-def _read_reply(conn: socket.socket) -> bytes:
+def _read_reply(
+    conn: socket.socket, deadline: float, clock: Callable[[], float] = time.monotonic
+) -> bytes:
+    """The reply line, read by ``deadline`` in all: a peer that sends a byte now and then
+    (each within the socket's timeout) is not waited on beyond it."""
     data = b""
     while not data.endswith(b"\n"):
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise TimeoutError
+        conn.settimeout(remaining)
         chunk = conn.recv(4096)
         if not chunk:
             break

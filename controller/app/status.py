@@ -38,7 +38,11 @@ def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the log in ``state_dir`` that creates no file there (no
     ``-wal``, no ``-shm``). Raises :class:`AuditLogError` when there is no log to read."""
     path = (state_dir / DB_NAME).absolute()
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # the state directory not ours to read
+        raise AuditLogError(f"audit log: cannot read {path}: {exc.strerror or exc}") from None
+    if not is_file:
         raise AuditLogError(f"audit log: no log at {path}")
     wal = path.with_name(path.name + "-wal")
     with contextlib.ExitStack() as stack:

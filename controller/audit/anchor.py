@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,13 +131,22 @@ class AnchorFile:
     def read(self) -> Anchor | None:
         """The newest valid anchor; None when there is no file yet. A file whose slots are all
         damaged raises :class:`AuditLogError` (it was written, so an anchor was kept)."""
-        try:
-            with self.path.open("rb") as file:
-                data = file.read(2 * SLOT_BYTES + 1)
+        try:  # not blocking: a FIFO put in the anchor's place must not hang its reader
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise AuditLogError(f"audit log: cannot read the anchor {self.path}: {exc}") from exc
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                data = file.read(2 * SLOT_BYTES + 1) if regular else b""
+        except OSError as exc:
+            raise AuditLogError(f"audit log: cannot read the anchor {self.path}: {exc}") from exc
+        finally:
+            os.close(fd)
+        if not regular:
+            raise AuditLogError(f"audit log: the anchor {self.path} is not a regular file")
         if len(data) != 2 * SLOT_BYTES:
             raise AuditLogError(f"audit log: the anchor {self.path} is damaged (size)")
         slots = [Anchor.decode(data[i * SLOT_BYTES : (i + 1) * SLOT_BYTES]) for i in (0, 1)]

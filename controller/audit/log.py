@@ -239,11 +239,24 @@ class _ReadConnection(sqlite3.Connection):
                 self.scratch = None
 
 
+def _regular_files(*paths: Path) -> None:
+    """Each of ``paths`` that exists is a regular file: SQLite (and a copy) opening a FIFO put
+    in a database's place would wait for a writer for ever."""
+    for path in paths:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue  # absent (or unreadable): SQLite says so when it opens it
+        if not stat.S_ISREG(mode):
+            raise AuditLogError(f"audit log: {path} is not a regular file")
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot write: ``mode=ro``. On read-only media, where SQLite cannot
     make the WAL's shared-memory file, a log without WAL content is opened ``immutable``, and
     one with WAL content is read from a private copy (``immutable`` would not see the WAL)."""
     path = Path(path).absolute()
+    _regular_files(path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
     try:
         return _open_uri(path.as_uri() + "?mode=ro")
     except sqlite3.Error as exc:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.audit.archive import (
+    ARCHIVE_DIR,
     Archive,
     ArchiveError,
     archive_paths,
@@ -35,12 +36,14 @@ from controller.audit.archive import (
 from controller.audit.checks import decode_entry
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import (
+    DB_NAME,
     GENESIS_PREV,
     connect_read_only,
     open_for_reading,
     read_checkpoints,
     read_latest_checkpoint,
     read_records,
+    storage_errors,
 )
 from controller.core.merkle import CompactRange, leaf_hash
 from controller.core.note import Verifier
@@ -223,17 +226,41 @@ def _games(rows: Iterator[StoredRecord], numbers: Set[int] | None) -> list[dict[
 def verified_chain(state_dir: Path, verifier: Verifier | None) -> list[Archive]:
     """The archive files of ``state_dir``, their signed notes verified and chained (none: an
     empty list). Without the verifier key, archives are not believed: an error saying so."""
-    if not archive_paths(state_dir):
-        return []
-    if verifier is None:
-        raise AuditLogError(
-            "recall: the archive files are read only once verified with the log's verifier"
-            " key: pass --key FILE (what export-key prints)"
-        )
+    chain: list[Archive] = []
+    if archive_paths(state_dir):
+        if verifier is None:
+            raise AuditLogError(
+                "recall: the archive files are read only once verified with the log's verifier"
+                " key: pass --key FILE (what export-key prints)"
+            )
+        try:
+            chain = read_chain(state_dir, verifier)
+        except ArchiveError as exc:
+            raise LogIntegrityError(None, str(exc)) from None
+    return chain
+
+
+def check_no_gap(state_dir: Path, chain: list[Archive], low: int, high: int | None) -> None:
+    """The live log starts where the archive files end: records between them missing (an
+    archive file removed, or the whole archive/) and asked for (``low``..``high``) are an
+    error naming them, never an empty answer."""
+    archived = chain[-1].last if chain else 0
+    db = open_for_reading(state_dir)
     try:
-        return read_chain(state_dir, verifier)
-    except ArchiveError as exc:
-        raise LogIntegrityError(None, str(exc)) from None
+        with storage_errors(f"cannot read {Path(state_dir) / DB_NAME}"):
+            (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+    finally:
+        db.close()
+    if not isinstance(first, int) or first <= archived + 1:
+        return
+    if first - 1 < low or (high is not None and archived + 1 > high):
+        return  # what was asked for lies outside the gap
+    ends = f"the archive files end at record {archived}" if chain else "there are no archive files"
+    raise LogIntegrityError(
+        None,
+        f"records {archived + 1}..{first - 1} are missing: the log starts at record {first}"
+        f" and {ends} (an archive file removed from {Path(state_dir) / ARCHIVE_DIR}?)",
+    )
 
 
 def verified_archive_rows(archive: Archive, previous_hash: str | None) -> list[StoredRecord]:
@@ -277,6 +304,7 @@ def archived_round(
         games = _games(iter(verified_archive_rows(archive, None)), {number})
         if games:
             return {**games[0], "archive": archive.path.name}
+    check_no_gap(state_dir, chain, 1, None)  # not found: it may be among records missing
     return None
 
 
@@ -318,6 +346,7 @@ def recall_records(
     archived = 0
     previous: str | None = None
     chain = verified_chain(state_dir, verifier)
+    check_no_gap(state_dir, chain, low, high)
     for archive in chain:
         if archive.last < low or (high is not None and archive.first > high):
             previous = None  # not read: the next one's first link is not checked

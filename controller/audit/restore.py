@@ -18,9 +18,13 @@ rolled back unnoticed. So a restore:
    configured copy directory that is missing is a refusal too: a mount that failed proves
    nothing). An anchor at or behind the backup is kept: the controller checks the log
    against it at its start, as always;
-4. writes the copy into a hidden directory beside the target, fsynced, checks it (the bytes
-   verified are the bytes copied; with archives, the whole log verified again there), and only
-   then gives the files their names (the log last: a log appears whole or not at all).
+4. holds the target with the controller's own directory lock (no controller starts on it and
+   no second restore writes into it meanwhile; an absent target is made empty first), writes
+   the copy into a hidden directory inside it (on its filesystem: a new card mounted there),
+   fsynced, checks it (the bytes verified are the bytes copied; with archives, the whole log
+   verified again there), and only then gives the files their names (the log last: a log
+   appears whole or not at all). A restore killed midway leaves no log; the next one removes
+   its hidden copy.
 
 The restored directory holds no anchor of its own unless one was there: at its first start the
 controller takes the copy in ``anchor_copy_dir`` if there is one (and records that it rewrote
@@ -61,9 +65,10 @@ from controller.audit.verify import verify_database, verify_state_dir
 from controller.core.merkle import CompactRange
 from controller.core.note import Checkpoint, NoteError, Signer, Verifier, open_checkpoint
 from controller.errors import AuditLogError, LogIntegrityError, UsageError
-from controller.files import fsync_dir, fsync_file, write_new
+from controller.files import DirectoryLock, fsync_dir, fsync_file, write_new
 
 COPY_CHUNK = 1 << 20
+STAGING_PREFIX = ".restore-"  # the copy being made, hidden in the target
 
 
 class RestoreRefused(AuditLogError):
@@ -123,6 +128,34 @@ def restore_log(
             f"--signing-key is the key {signer.verifier.key_id.hex()}, not the verifier key's"
             f" {verifier.key_id.hex()}"
         )
+    lock = _locked(state_dir)  # an existing target, held from here: one restore, no controller
+    try:
+        return _restore(
+            backup,
+            state_dir,
+            lock,
+            verifier=verifier,
+            signer=signer,
+            archive=archive,
+            anchor_copy_dir=anchor_copy_dir,
+            checkpoint=checkpoint,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _restore(
+    backup: Path,
+    state_dir: Path,
+    lock: DirectoryLock | None,
+    *,
+    verifier: Verifier,
+    signer: Signer | None,
+    archive: Path | None,
+    anchor_copy_dir: Path | None,
+    checkpoint: str | None,
+) -> RestoreReport:
     kept_anchor = _check_target(state_dir)
     origin, key_id, first, size = _backup_identity(backup)
     if key_id != verifier.key_id.hex() or origin != verifier.name:
@@ -137,14 +170,27 @@ def restore_log(
     anchors = _check_anchors(
         state_dir, kept_anchor, anchor_copy_dir, verifier, head, backup=backup, chain=chain
     )
-    staging = state_dir.parent / f".{state_dir.name}.restore-{os.getpid()}"
+    created = lock is None
+    made = _made_and_locked(state_dir) if created else None  # absent: made empty, held
+    # staged inside the target: on its filesystem (a new card mounted there), and what a
+    # killed restore leaves is a hidden directory the next one removes, never a log
+    staging = state_dir / f"{STAGING_PREFIX}{os.getpid()}"
     try:
-        _stage(staging, backup, chain, signer, verified_alone=not chain)
-        if chain:  # the archives and the backup, verified as one log where they will lie
-            _verified(lambda: verify_state_dir(staging, verifier, checkpoint=checkpoint))
-        _put_in_place(staging, state_dir)
+        try:
+            _stage(staging, backup, chain, signer, verified_alone=not chain)
+            if chain:  # the archives and the backup, verified as one log where they will lie
+                _verified(lambda: verify_state_dir(staging, verifier, checkpoint=checkpoint))
+            _put_in_place(staging, state_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        if created:  # the directory this restore made, still empty: as it was, absent
+            with contextlib.suppress(OSError):
+                state_dir.rmdir()
+        raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if made is not None:
+            made.release()
     said_key = (
         f"{state_dir / KEY_FILE} (0600)"
         if signer is not None
@@ -158,12 +204,61 @@ def restore_log(
 # --- before anything is written -------------------------------------------------------------
 
 
-def _check_target(state_dir: Path) -> Anchor | None:
-    """The target holds no log and nothing but (perhaps) the log's anchor; that anchor, if any."""
+def _is_a_directory(state_dir: Path) -> bool:
+    """Whether the target exists (a directory, or a link to one); a usage error when it is
+    something else or a link to nothing."""
     try:
+        if state_dir.is_symlink() and not state_dir.exists():
+            raise UsageError(f"--state-dir {state_dir} is a symbolic link to nothing")
         if state_dir.exists() and not state_dir.is_dir():
             raise UsageError(f"--state-dir {state_dir} exists and is not a directory")
-        names = sorted(os.listdir(state_dir)) if state_dir.exists() else []
+        return state_dir.exists()
+    except OSError as exc:
+        raise UsageError(f"--state-dir {state_dir}: {exc.strerror or exc}") from None
+
+
+def _locked(state_dir: Path) -> DirectoryLock | None:
+    """An existing target held (the controller's own lock, controller/app/instance_lock.py):
+    no controller starts on it and no other restore writes into it meanwhile. None when it is
+    absent."""
+    if not _is_a_directory(state_dir):
+        return None
+    try:
+        return DirectoryLock.acquire(state_dir)
+    except BlockingIOError:
+        raise RestoreRefused(
+            f"restore: refused: {state_dir} is held by a running controller or another"
+            " restore: stop it, or wait for the other restore, and restore again"
+        ) from None
+    except OSError as exc:
+        raise _storage_error(exc, f"cannot take {state_dir}") from exc
+
+
+def _made_and_locked(state_dir: Path) -> DirectoryLock:
+    try:
+        state_dir.mkdir(mode=0o700)
+    except FileExistsError:
+        raise RestoreRefused(
+            f"restore: refused: {state_dir} appeared while the backup was verified (another"
+            " restore, or a controller started on it?): nothing was written into it"
+        ) from None
+    except OSError as exc:
+        raise _storage_error(exc, f"cannot write {state_dir}") from exc
+    try:
+        return DirectoryLock.acquire(state_dir)
+    except OSError as exc:  # made by this restore a moment ago: held by another is a race lost
+        with contextlib.suppress(OSError):
+            state_dir.rmdir()
+        raise RestoreRefused(
+            f"restore: refused: {state_dir} was taken while it was made ({exc.strerror or exc})"
+        ) from None
+
+
+def _check_target(state_dir: Path) -> Anchor | None:
+    """The target holds no log and nothing but (perhaps) the log's anchor; that anchor, if any.
+    Held (or absent): what a killed restore left (its hidden staging directory) is removed."""
+    try:
+        names = sorted(os.listdir(state_dir)) if _is_a_directory(state_dir) else []
     except OSError as exc:
         raise UsageError(f"--state-dir {state_dir}: {exc.strerror or exc}") from None
     if DB_NAME in names:
@@ -171,19 +266,48 @@ def _check_target(state_dir: Path) -> Anchor | None:
             f"restore: refused: {state_dir / DB_NAME} exists: a restore never writes over a"
             " log; restore into a new (empty or absent) state directory"
         )
-    others = [n for n in names if n != ANCHOR_FILE]
+    for name in names:
+        if name.startswith(STAGING_PREFIX):  # a restore killed while it copied: never a log
+            shutil.rmtree(state_dir / name, ignore_errors=True)
+    others = [
+        n
+        for n in names
+        if n != ANCHOR_FILE
+        and not n.startswith(STAGING_PREFIX)
+        and not _empty_lost_found(state_dir, n)
+    ]
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        if set(others) <= {ARCHIVE_DIR, KEY_FILE}:
+            raise RestoreRefused(
+                f"restore: refused: {state_dir} holds {shown} but no log: a restore stopped"
+                f" before it finished? remove {shown} from it (keep {ANCHOR_FILE}) and restore"
+                " again"
+            )
         raise RestoreRefused(
             f"restore: refused: {state_dir} is not empty ({shown}): restore into a new (empty"
             " or absent) state directory"
         )
     if ANCHOR_FILE not in names:
         return None
+    if (state_dir / ANCHOR_FILE).is_symlink():
+        raise RestoreRefused(
+            f"restore: refused: the anchor {state_dir / ANCHOR_FILE} is a symbolic link, not"
+            " this directory's anchor: remove it and restore again"
+        )
     found = AnchorFile(state_dir / ANCHOR_FILE).read()  # damaged: AuditLogError, said so
     if found is None:
         raise RestoreRefused(f"restore: refused: the anchor {state_dir / ANCHOR_FILE} is empty")
     return found
+
+
+def _empty_lost_found(state_dir: Path, name: str) -> bool:
+    """The empty ``lost+found`` of a new card's filesystem mounted at the target."""
+    path = state_dir / name
+    try:
+        return name == "lost+found" and not path.is_symlink() and not any(path.iterdir())
+    except OSError:
+        return False
 
 
 def _backup_identity(backup: Path) -> tuple[str, str, int, int]:
@@ -395,13 +519,9 @@ def _sha256(path: Path) -> str:
 
 
 def _put_in_place(staging: Path, state_dir: Path) -> None:
-    """The staged files under their names: the whole directory renamed when the target is
-    absent; else each entry moved in, the log last and never over one that appeared."""
+    """The staged files (in the held target) under their names, each moved in, the log last
+    and never over one that appeared."""
     try:
-        if not state_dir.exists():
-            os.rename(staging, state_dir)
-            fsync_dir(state_dir.parent)
-            return
         for name in sorted(os.listdir(staging)):
             if name != DB_NAME:
                 os.rename(staging / name, state_dir / name)
@@ -414,6 +534,8 @@ def _put_in_place(staging: Path, state_dir: Path) -> None:
             ) from None
         with contextlib.suppress(OSError):
             os.unlink(staging / DB_NAME)
+            os.rmdir(staging)
         fsync_dir(state_dir)
+        fsync_dir(state_dir.parent)
     except OSError as exc:
         raise _storage_error(exc, f"cannot write {state_dir}") from exc

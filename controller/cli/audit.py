@@ -39,6 +39,7 @@ from controller.audit.recall import (
     DEFAULT_RECALL,
     MAX_RECORDS,
     archived_round,
+    check_no_gap,
     export_lines,
     recall,
     recall_between,
@@ -479,6 +480,8 @@ def _recall_one(args: argparse.Namespace, number: int) -> int:
             verifier = _archive_verifier(args)
             if verifier is not None:
                 game = archived_round(_state_dir(args), number, verifier=verifier)
+            else:  # no archive: it may be among records missing before the log's first
+                check_no_gap(_state_dir(args), [], 1, None)
     if game is None:
         _damage_status("recall", damage)
         raise ControllerError(f"recall: round {number} is not in the log")

@@ -58,7 +58,9 @@ log): the one in the target directory and the copy in [storage] anchor_copy_dir 
 directory configured but missing is refused too). A rollback never passes silently: restore
 the newest backup.
 
-The copy is written beside the target, fsynced and checked, then put in place (the log last).
+The target is held with the controller's lock (a running controller or a second restore
+is refused), the copy written inside it, fsynced and checked, then put in place (the log
+last).
 --signing-key puts the log's signing key beside it (0600); without it the controller takes
 the key from its systemd credential. Then verify-log, and start the controller on it: with no
 anchor it latches anchor_missing, cleared at the terminal with a note saying why (the restore

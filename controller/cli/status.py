@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli.args import complain, path_argument
+from controller.cli.render import clean
 
 EX_TEMPFAIL = 75
 EX_NOPERM = 77
@@ -140,7 +141,8 @@ def _enriched(status: Mapping[str, Any]) -> dict[str, Any]:
 
     shown = dict(status)
     rows = []
-    for fault in status.get("faults") or []:
+    faults = status.get("faults")  # what answered on the socket is not trusted to be ours
+    for fault in faults if isinstance(faults, list) else []:
         if isinstance(fault, dict) and isinstance(fault.get("name"), str):
             rows.append(Condition(code_of(fault["name"]), str(fault.get("detail") or "")).as_dict())
     shown["faults"] = rows
@@ -185,6 +187,7 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     except AuditLogError as exc:
         problems.append(str(exc))
     problems.extend(found.get("problems", []))
+    behind = _behind_anchor(directory, found.get("log_size"), problems)
     settings = config.round_settings()
     table, game, mode = config.table.name, settings.game, settings.mode
     allowed = set(settings.allowed_modes)
@@ -212,10 +215,35 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         witness=found.get("witness"),
         details=details,
         problems=tuple(problems),
+        behind_anchor=behind,
     )
     shown = report(facts)
     shown["source"] = f"the log in {directory} (read only): the controller does not run"
     return shown
+
+
+def _behind_anchor(directory: Path, size: object, problems: list[str]) -> str | None:
+    """Whether the log holds fewer records than its anchor beside it shows (an older copy put
+    in place of the log): the controller latches log_rollback at its start. Read only."""
+    from controller.audit.anchor import ANCHOR_FILE, AnchorFile
+    from controller.core.note import NoteError
+    from controller.errors import AuditLogError
+
+    if not isinstance(size, int):
+        return None
+    path = directory / ANCHOR_FILE
+    try:
+        anchor = AnchorFile(path).read()
+        anchored = None if anchor is None else anchor.checkpoint().size
+    except (AuditLogError, NoteError, ValueError) as exc:
+        problems.append(f"the anchor {path}: {exc}")
+        return None
+    if anchored is None or anchored <= size:
+        return None
+    return (
+        f"the log holds {size} records but its anchor {path} shows {anchored}: an older copy"
+        " of the log was put in its place?"
+    )
 
 
 def _fault_table(*, markdown: bool, as_json: bool) -> int:
@@ -278,7 +306,10 @@ def render(shown: Mapping[str, Any]) -> str:
     """The one screen."""
     lines: list[str] = []
     table = shown.get("table", "?")
-    faults: Sequence[Mapping[str, Any]] = shown.get("faults") or []
+    listed = shown.get("faults")
+    faults: Sequence[Mapping[str, Any]] = [
+        f for f in (listed if isinstance(listed, list) else []) if isinstance(f, Mapping)
+    ]
     if not shown.get("running"):
         verdict = "NOT RUNNING"
     elif shown.get("play_stopped"):
@@ -341,6 +372,8 @@ def render(shown: Mapping[str, Any]) -> str:
         )
     else:
         lines.append("Witness: no cosignature recorded")
-    for problem in shown.get("problems") or []:
+    problems = shown.get("problems")
+    for problem in problems if isinstance(problems, list) else []:
         lines.append(f"Could not read: {problem}")
-    return "\n".join(lines) + "\n"
+    # every line safe on a terminal: a reply's text never moves the cursor or clears the screen
+    return "\n".join(clean(line) for line in lines) + "\n"

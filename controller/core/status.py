@@ -52,6 +52,7 @@ class Facts:
     mode: Mode | None = None  # the mode the table plays in (None: not known)
     game: Game | None = None  # None: not known
     log_locked: str | None = None  # the log is read only: why
+    behind_anchor: str | None = None  # the log holds fewer records than its anchor: said how
     log_size: int | None = None
     clock: ClockSync | None = None
     software: Mapping[str, object] | None = None  # result, version, manifest
@@ -108,6 +109,8 @@ def conditions(facts: Facts) -> list[Condition]:
             for fault in (Fault.LOG_DAMAGED, Fault.LOG_IDENTITY):
                 if str(fault) in found and not found[str(fault)]:
                     found[str(fault)] = facts.log_locked
+    if facts.behind_anchor is not None:  # what the controller latches at its start
+        found[str(Fault.LOG_ROLLBACK)] = facts.behind_anchor
     if facts.clock is ClockSync.UNSYNCHRONISED:
         found["clock_unsynchronised"] = ""
     software = facts.software or {}
