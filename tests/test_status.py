@@ -130,6 +130,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert "Tiles: T1, in for 0 h 00 min of 12 h" in out
         assert "Clock: synchronised" in out
         assert "Software: 1.0 (manifest abababababababab): ok, verified" in out
+        assert "Release: none installed (run from a checkout)" in out  # a test's venv
         assert "Checkpoint: " in out
         assert " records, root " in out
 
@@ -448,3 +449,17 @@ def test_status_of_a_state_directory_it_may_not_read_says_so(
     assert f"Could not read: audit log: cannot read {state / 'audit.db'}: Permission denied" in (
         done.stdout
     )
+
+
+def test_the_release_named_is_the_one_the_process_runs_from(tmp_path: Path) -> None:
+    """``RELEASE`` beside the virtualenv names the installed release (the installer writes it);
+    status shows it, as ``--version`` does."""
+    from controller.software.release import installed_release
+
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    assert installed_release(venv) is None
+    (tmp_path / "RELEASE").write_text("0.1.0-0123456789ab\n")
+    assert installed_release(venv) == "0.1.0-0123456789ab"
+    (tmp_path / "RELEASE").write_text("0.1.0-0123456789ab; rm -rf /\n")
+    assert installed_release(venv) is None  # not a release id: not believed

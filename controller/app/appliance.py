@@ -81,6 +81,7 @@ from controller.ports import (
 )
 from controller.rng.session import RngPort, RngSessionManager
 from controller.software.check import SoftwareVerifier
+from controller.software.release import installed_release
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
@@ -314,6 +315,8 @@ class Appliance:
         logged = found.get("software")
         if isinstance(logged, dict):  # the log's record has the key and when it was checked
             software = {**logged, **(software or {})}
+        # the release this process runs from (None outside an installed release)
+        software = {**(software or {}), "release": installed_release()}
         problems = found.get("problems")
         facts = dataclasses.replace(
             facts,

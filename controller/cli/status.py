@@ -22,6 +22,7 @@ from typing import Any
 
 from controller.cli.args import complain, path_argument
 from controller.cli.render import clean
+from controller.software.release import installed_release
 
 EX_TEMPFAIL = 75
 EX_NOPERM = 77
@@ -210,7 +211,7 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         game=game,
         log_size=found.get("log_size"),
         clock=None if clock is None else ClockSync(clock),
-        software=found.get("software"),
+        software={**(found.get("software") or {}), "release": installed_release()},
         checkpoint=found.get("checkpoint"),
         witness=found.get("witness"),
         details=details,
@@ -345,11 +346,13 @@ def render(shown: Mapping[str, Any]) -> str:
     if isinstance(software, dict):
         manifest = software.get("manifest")
         release = f" (manifest {str(manifest)[:16]})" if manifest else ""
-        result = str(software.get("result", "?"))
-        said = _SOFTWARE_SAID.get(result, result)
+        result = software.get("result")
+        said = "not checked yet" if result is None else _SOFTWARE_SAID.get(str(result), str(result))
         lines.append(f"Software: {software.get('version', '?')}{release}: {said}")
     else:
         lines.append("Software: not checked yet")
+    named = software.get("release") if isinstance(software, dict) else None
+    lines.append(f"Release: {named or 'none installed (run from a checkout)'}")
     lines.append(f"Clock: {shown.get('clock') or 'unknown'}")
     dice = _set_line("Dice set", shown.get("dice"))
     if shown.get("mode") == "rng" and dice.endswith("none recorded"):
