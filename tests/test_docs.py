@@ -51,6 +51,9 @@ from controller.core.records import RecordKind
 # the exact command text as the document gives it (after ``$ ``). They are expected to fail
 # here; one that passes fails the test, so that it is taken out. Emptied once that work is in.
 PENDING: set[str] = set()
+# Files the documents link to that other work brings (docs/faults.md is generated from the
+# fault table by the `status` command's work). Emptied once that work is in.
+PENDING_FILES: set[str] = {"docs/faults.md"}
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -105,7 +108,10 @@ ELSEWHERE: list[tuple[str, str]] = [
     ),
     (rf"{PROGRAM} selftest.*", "tests/test_appliance.py::test_selftest_passes_on_healthy_hardware"),
     # the service terminal: a running controller with the physical supervisor key on
-    (rf"{PROGRAM} supervise .*", "tests/test_service_terminal.py::test_the_command_line_end_to_end"),
+    (
+        rf"{PROGRAM} supervise .*",
+        "tests/test_service_terminal.py::test_the_command_line_end_to_end",
+    ),
     # the casino's server: the broker, the witness and its installer
     (
         r"hw/install-witness\.sh .*",
@@ -201,7 +207,7 @@ def examples(path: Path, text: str | None = None) -> list[Example]:
 def _words(command: str) -> list[str]:
     """The command's words up to the first shell operator, comments dropped, and ``sudo``,
     ``sudo -u USER`` and variable assignments taken off the front."""
-    first = command.split("\n")[0] if _HEREDOC.search(command) else command
+    first = command.split("\n", maxsplit=1)[0] if _HEREDOC.search(command) else command
     lexer = shlex.shlex(first.replace("\\\n", " "), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -227,21 +233,24 @@ def _program_words(words: list[str]) -> list[str] | None:
     return None
 
 
+def _bare(example: Example) -> str:
+    """The example's first line as ELSEWHERE matches it: its comment, ``sudo``, ``sudo -u USER``
+    and variable assignments taken off, ``paigow-controller`` however it is reached."""
+    bare = re.sub(r" +#.*$", "", example.command.split("\n", maxsplit=1)[0])
+    bare = re.sub(r"^(sudo( -u \S+)? +)?([A-Z_]+=\S* +)*", "", bare)
+    return re.sub(rf"^\S*/bin/{PROGRAM}\b", PROGRAM, bare)
+
+
+def _runs_in(example: Example) -> tuple[str, str] | None:
+    """The entry of ELSEWHERE the example matches (the first), if any."""
+    bare = _bare(example)
+    return next(((p, r) for p, r in ELSEWHERE if re.fullmatch(p, bare)), None)
+
+
 def elsewhere(example: Example) -> str | None:
     """Where the example runs for real, if it cannot run here."""
-    words = _words(example.command)
-    if not words:
-        return None
-    program = _program_words(words)
-    line = shlex.join([PROGRAM, *program] if program is not None else words)
-    bare = re.sub(r" +#.*$", "", example.command.split("\n")[0])
-    bare = re.sub(r"^(sudo( -u \S+)? +)?([A-Z_]+=\S* +)*", "", bare)
-    if program is not None:
-        bare = re.sub(r"^\S*paigow-controller", PROGRAM, bare)
-    for pattern, runs_in in ELSEWHERE:
-        if re.fullmatch(pattern, bare) or re.fullmatch(pattern, line):
-            return runs_in
-    return None
+    entry = _runs_in(example)
+    return entry[1] if entry else None
 
 
 def parse_only(arguments: list[str]) -> str | None:
@@ -313,8 +322,17 @@ def sandbox_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _demo_command(), cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         ),
         subprocess.Popen(
-            [str(VENV_BIN / PROGRAM), "simulate", "--fast", "--mode", "rng", "--rounds", "4"]
-            + ["--state-dir", "copy-of-state"],
+            [
+                str(VENV_BIN / PROGRAM),
+                "simulate",
+                "--fast",
+                "--mode",
+                "rng",
+                "--rounds",
+                "4",
+                "--state-dir",
+                "copy-of-state",
+            ],
             cwd=base,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -442,23 +460,14 @@ def test_every_command_example_runs_or_is_checked_where_it_runs(
 
 def test_each_example_checked_elsewhere_names_a_test_that_exists() -> None:
     every = [e for doc in DOCS for e in examples(doc)]
+    used = {_runs_in(e) for e in every}
     for pattern, runs_in in ELSEWHERE:
-        users = [e for e in every if elsewhere(e) == runs_in and _matches(pattern, e)]
-        assert users, f"no example is checked elsewhere as {pattern!r}: take it out of ELSEWHERE"
+        assert (pattern, runs_in) in used, f"no example needs {pattern!r}: take it out of ELSEWHERE"
         if runs_in == "CI":
             continue
         file, _, name = runs_in.partition("::")
         source = (ROOT / file).read_text(encoding="utf-8")
         assert re.search(rf"^def {re.escape(name)}\(", source, re.M), f"{runs_in}: no such test"
-
-
-def _matches(pattern: str, example: Example) -> bool:
-    bare = re.sub(r" +#.*$", "", example.command.split("\n")[0])
-    bare = re.sub(r"^(sudo( -u \S+)? +)?([A-Z_]+=\S* +)*", "", bare)
-    bare = re.sub(r"^\S*paigow-controller", PROGRAM, bare)
-    return re.fullmatch(pattern, bare) is not None or any(
-        re.fullmatch(pattern, shlex.join(w)) for w in [[PROGRAM, *(_program_words(_words(example.command)) or [])]]
-    )
 
 
 def test_a_wrong_example_fails(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -510,7 +519,9 @@ def test_the_auditor_guide_gives_every_record_kind() -> None:
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 # Files the installer puts into the installed package, never in the checkout.
 INSTALLED_ONLY = {"controller/MANIFEST.json", "controller/release.pub"}
-_PATH = re.compile(r"`((?:controller|drivers|hw|tests|scripts|systemd|bench|requirements)/[^`\s]*)`")
+_PATH = re.compile(
+    r"`((?:controller|drivers|hw|tests|scripts|systemd|bench|requirements)/[^`\s]*)`"
+)
 
 
 def _anchors(text: str) -> set[str]:
@@ -531,15 +542,17 @@ def test_every_link_and_path_the_documents_name_exists() -> None:
                 continue
             file, _, anchor = target.partition("#")
             linked = (doc.parent / file) if file else doc
+            pending = linked.resolve().relative_to(ROOT).as_posix() in PENDING_FILES
+            if pending and linked.exists():
+                wrong.append(f"{linked.name} exists now: take it out of PENDING_FILES")
             if not linked.exists():
-                if linked.name != "faults.md":  # generated; made by `status` work elsewhere
+                if not pending:
                     wrong.append(f"{doc.name}: link to {target}: no such file")
                 continue
-            if anchor and linked.suffix == ".md":
-                if anchor not in _anchors(linked.read_text(encoding="utf-8")):
-                    wrong.append(f"{doc.name}: link to {target}: no such heading")
-        for path in _PATH.findall(text):
-            path = path.rstrip(".,:;")
+            if anchor and anchor not in _anchors(linked.read_text(encoding="utf-8")):
+                wrong.append(f"{doc.name}: link to {target}: no such heading")
+        for named in _PATH.findall(text):
+            path = named.rstrip(".,:;")
             if any(c in path for c in "<*{") or path in INSTALLED_ONLY:
                 continue
             if not (ROOT / path).exists():
