@@ -693,4 +693,4 @@ def test_every_link_and_path_the_documents_name_exists() -> None:
                 wrong.append(f"{path} exists now: take it out of PENDING_FILES")
             elif path not in PENDING_FILES and not (ROOT / path).exists():
                 wrong.append(f"{doc.name}: names {path}: no such file")
-    assert not wrong, "\n".join(wrong)
+    assert not wrong, "\n".join(dict.fromkeys(wrong))
