@@ -140,6 +140,10 @@ ELSEWHERE: list[tuple[str, str]] = [
     (r"make test( +#.*)?", "CI"),
     (r"make demo( +#.*)?", "tests/test_docs.py::sandbox_template"),
     (
+        r"make systemtest",
+        "tests/system/test_unit_under_systemd.py::test_install_starts_the_service_after_ready",
+    ),
+    (
         r"make lock( LOCK_ARGS=--upgrade)?( +#.*)?",
         "tests/test_packaging.py::test_the_locks_satisfy_pyproject",
     ),
