@@ -229,6 +229,10 @@ ELSEWHERE: list[tuple[str, str]] = [
         "test_sigterm_at_random_points_after_restarts_always_stops_cleanly_within_budget",
     ),
     (rf"{PROGRAM} selftest.*", "tests/test_appliance.py::test_selftest_passes_on_healthy_hardware"),
+    (
+        rf"{PROGRAM} run --config /etc/paigow-controller/config\.toml",
+        "tests/system/test_unit_under_systemd.py::test_install_starts_the_service_after_ready",
+    ),
     # the service terminal: a running controller with the physical supervisor key on
     (
         rf"{PROGRAM} supervise .*",
@@ -639,6 +643,15 @@ def test_a_wrong_example_fails(sandbox: Sandbox, tmp_path: Path) -> None:
     assert "runs as root" in wrong[4]
     assert "invalid choice: 'void-rounds'" in wrong[5]
     assert "runs as root" in wrong[6]
+
+
+def test_every_subcommand_has_an_example() -> None:
+    from controller.cli import COMMANDS
+
+    every = [e for doc in DOCS for e in examples(doc)]
+    shown = {words[0] for e in every if (words := _program_words(_words(e.command)))}
+    missing = [c.name for c in COMMANDS if c.name not in shown]
+    assert not missing, f"no command example of {missing} in README.md or docs/"
 
 
 def test_the_readme_is_short_and_maps_every_guide() -> None:
