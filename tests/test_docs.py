@@ -11,9 +11,10 @@ Each example, in the order its document gives them, is either
   played with ``simulate --fast`` (``demo-state``, made by the Makefile's own ``demo`` command
   line, and the same table as ``/var/lib/paigow-controller``; an RNG table as
   ``copy-of-state``), ``hw/`` and ``tests/`` of this checkout, and ``.venv/bin`` on the PATH.
-  On a table the default config is ``/etc/paigow-controller/config.toml``; here a command that
-  would read it is given the sandbox's, whose state directory is the simulated table's. The
-  command must exit as stated; or
+  On a table the default config is ``/etc/paigow-controller/config.toml`` and the reading
+  commands' default state directory ``/var/lib/paigow-controller``; here a command that would
+  read either is given the sandbox's (``--config``, ``--state-dir``), whose state directory is
+  the simulated table's. The command must exit as stated; or
 
 - **checked elsewhere**, when it needs root, a Raspberry Pi, systemd, apt or the network: it is
   in ``ELSEWHERE`` below, which names the test that runs it for real (the file exists and defines
