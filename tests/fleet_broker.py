@@ -144,7 +144,7 @@ class Broker:
             + ("per_listener_settings true\n" if self.tls is not None else "")
             + f"listener {self.port} 127.0.0.1\n"
             "allow_anonymous true\n"
-            "set_tcp_nodelay true\n"  # as README, "The witness", advises for a casino's broker
+            "set_tcp_nodelay true\n"  # docs/casino-it.md: a casino's broker sets it
             "persistence true\n"
             f"persistence_location {self.directory}/\n"
             "autosave_interval 1\n"

@@ -397,7 +397,7 @@ def test_a_revoked_certificate_is_refused(
 ) -> None:
     """fleet-ca revoke, the CRL to the broker's crlfile, systemctl reload (SIGHUP): the
     revoked table is refused from its next connection on, others are not. A connection open
-    before stays open until mosquitto restarts (README: restart, not reload)."""
+    before stays open until mosquitto restarts (docs/casino-it.md: restart, not reload)."""
     revoked, probe = ca.table("C"), ca.table("C-probe")
     early = Client(broker, revoked, ca=revoked.ca, client_id="paigow-C")
     try:

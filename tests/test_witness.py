@@ -471,8 +471,8 @@ def test_two_copies_of_a_log_diverging_at_the_head_are_a_fork(env: Env) -> None:
 
 
 def test_witnesses_that_split_the_tables_each_cosign_their_own(env: Env) -> None:
-    """--partition: each witness subscribes to its own tables' topics (README, "How far one
-    witness goes"); neither hears the other's tables nor alerts on them."""
+    """--partition: each witness subscribes to its own tables' topics (docs/casino-it.md, "How far
+    one witness goes"); neither hears the other's tables nor alerts on them."""
     broker, logs, _, watcher, table, tmp_path = env.unpack()
     cosigners = [Signer.generate(f"witness.test/w{i}", ALG_COSIGNATURE_V1) for i in (1, 2)]
     stores = [SqliteStore(tmp_path / f"w{i}.db") for i in (1, 2)]
