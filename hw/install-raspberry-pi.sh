@@ -402,6 +402,7 @@ echo "== systemd unit, udev rule, the CLI on PATH"
 install_system_files "$release"
 ln -sfn "$prefix/current/venv/bin/paigow-controller" "$bin_link"
 ln -sfn current/src/README.md "$prefix/README.md"
+ln -sfn current/src/docs "$prefix/docs"
 systemctl enable "$unit"
 
 was_current=$(release_of "$prefix/current")

@@ -51,78 +51,12 @@ from controller.core.records import RecordKind
 # Examples of commands that other work brings (a command or an option not yet on this branch):
 # the exact command text as the document gives it (after ``$ ``). They are expected to fail
 # here; one that passes fails the test, so that it is taken out. Emptied once that work is in.
-PENDING: set[str] = {
-    # the status command and its fault table
-    "paigow-controller status",
-    "paigow-controller status --state-dir /var/lib/paigow-controller",
-    "paigow-controller status --json",
-    "paigow-controller status --fault-table",
-    "paigow-controller status --fault-table --json",
-    ".venv/bin/paigow-controller status --fault-table --markdown > docs/faults.md",
-    # recall of archives and of records by kind or number
-    "paigow-controller recall --state-dir /var/lib/paigow-controller --round 12 --key log.pub",
-    "paigow-controller recall --state-dir /var/lib/paigow-controller --seq 1-40",
-    "paigow-controller recall --state-dir /var/lib/paigow-controller"
-    " --kind commissioning,shift_change --last 5",
-    "paigow-controller recall --state-dir demo-state --kind dice_replaced,supervisor_action"
-    " --last 4",
-    "paigow-controller recall --state-dir bench-state --kind commissioning",
-    # simulate's supervisor key switch, commission on simulated hardware
-    "paigow-controller simulate --rounds 500 --supervisor-key on --plain-rounds --faults none"
-    " --state-dir demo-state",
-    'paigow-controller commission --simulate --state-dir bench-state --technician "J. Rivera'
-    ' #4411" --readings 2',
-    # restore and its drill
-    "sudo paigow-controller restore /media/usb/table-1-2026-12-01.db --key /media/usb/log.pub"
-    " --signing-key /media/keys/audit-log.key --state-dir /var/lib/paigow-controller",
-    "paigow-controller restore drill/table-1.db --key drill/log.pub --signing-key"
-    " drill/kept-audit-log.key --config drill/bench.toml --state-dir drill/new-card",
-    "paigow-controller verify-log --state-dir drill/new-card --key drill/log.pub --checkpoint"
-    " drill/checkpoint.txt",
-    "paigow-controller verify-log --state-dir drill/new-card --key drill/log.pub",
-    "paigow-controller recall --state-dir drill/new-card --kind power_on --last 1",
-    "paigow-controller restore drill/table-1.db --key drill/log.pub --config drill/bench.toml"
-    " --state-dir drill/another-card  # exit 1",
-    # the fonts' build and the stop's stress test
-    "scripts/build-fonts",
-    "scripts/build-fonts --check",
-    ".venv/bin/python bench/stop_stress.py --stops 40 --seed 7",
-    ".venv/bin/python bench/stop_stress.py --mode play",
-}
+PENDING: set[str] = set()
 # Files the documents link to or name that other work brings (docs/faults.md is generated from
 # the fault table by the status command's work). Emptied once that work is in.
-PENDING_FILES: set[str] = {
-    "docs/faults.md",
-    "bench/stop_stress.py",
-    "controller/app/status.py",
-    "controller/core/faults.py",
-    "controller/core/status.py",
-    "controller/display/assets/fonts/",
-    "controller/display/assets/fonts/OFL.txt",
-    "controller/display/assets/supervisor.css",
-    "controller/software/release.py",
-    "hw/kiosk/offline-fonts.css",
-    "tests/test_audit_restore.py",
-    "tests/test_display_fonts.py",
-    "tests/test_faults.py",
-    "tests/test_simulate_crew.py",
-    "tests/test_stop.py",
-    "tests/test_supervisor_view.py",
-}
+PENDING_FILES: set[str] = set()
 # Tests that ELSEWHERE names and other work brings. Emptied once that work is in.
-PENDING_TESTS: set[str] = {
-    "tests/test_status.py::test_status_of_a_healthy_table_then_two_faults_then_stopped",
-    "tests/test_audit_restore.py::test_the_drill_backup_restore_verify_play_on_verify",
-    "tests/test_commission.py::"
-    "test_a_walk_of_the_simulated_hardware_passes_and_is_recorded_as_simulated",
-    "tests/test_bench_practice.py::"
-    "test_with_the_key_held_on_a_persons_action_is_taken_and_names_the_employee",
-    "tests/test_display_fonts.py::test_every_character_the_pages_can_show_is_in_the_bundled_fonts",
-    "tests/test_stop.py::"
-    "test_sigterm_at_random_points_after_restarts_always_stops_cleanly_within_budget",
-    "tests/system/test_unit_under_systemd.py::"
-    "test_a_tampered_release_is_repaired_by_running_the_installer_again",
-}
+PENDING_TESTS: set[str] = set()
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

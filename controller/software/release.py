@@ -3,8 +3,8 @@
 A release directory, ``/opt/paigow-controller/releases/<id>``, holds what the product is
 built from and everything else the installer puts on the box, copied from the checkout:
 
-- ``src/``: ``controller``, ``drivers``, ``requirements``, ``pyproject.toml``, ``README.md``
-  (the virtualenv beside it, ``venv/``, is built from these);
+- ``src/``: ``controller``, ``drivers``, ``requirements``, ``pyproject.toml``, ``README.md``,
+  ``docs`` (the virtualenv beside it, ``venv/``, is built from these);
 - ``system/``: the systemd unit, the udev rule, the example config and the kiosk's files
   (``hw/kiosk``), installed from here, so that ``--rollback`` puts the previous release's
   back with its code;
@@ -39,6 +39,7 @@ SOURCES = {
     "requirements": "src/requirements",
     "pyproject.toml": "src/pyproject.toml",
     "README.md": "src/README.md",
+    "docs": "src/docs",  # the guides the README maps (the units' Documentation=)
     "systemd/paigow-controller.service": "system/paigow-controller.service",
     "hw/99-paigow-dice.rules": "system/99-paigow-dice.rules",
     "hw/config.example.toml": "system/config.example.toml",

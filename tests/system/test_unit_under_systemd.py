@@ -162,7 +162,7 @@ def test_install_starts_the_service_after_ready(guest: Machine) -> None:
     # nothing but the product went in: no working files of a checkout
     listing = guest.run(["find", f"{PREFIX}/releases/{release_a}/src", "-maxdepth", "1"]).stdout
     assert sorted(Path(p).name for p in listing.split()[1:]) == sorted(
-        ["controller", "drivers", "requirements", "pyproject.toml", "README.md"]
+        ["controller", "drivers", "requirements", "pyproject.toml", "README.md", "docs"]
     )
     # ... and everything else it installs, in the release: what --rollback puts back
     listing = guest.run(["find", f"{PREFIX}/releases/{release_a}/system"]).stdout

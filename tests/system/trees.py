@@ -15,6 +15,7 @@ SOURCE_PARTS = (
     "requirements",
     "pyproject.toml",
     "README.md",
+    "docs",
     "hw",
     "systemd",
 )
