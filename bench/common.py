@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -215,50 +216,52 @@ def thread_count(pid: int) -> int:
 
 
 class NotifySocket:
-    """The ``NOTIFY_SOCKET`` systemd would give: a datagram socket bound in ``directory``."""
+    """The ``NOTIFY_SOCKET`` systemd would give: a datagram socket bound in ``directory``, read
+    all the time by a thread of its own, as systemd reads it (a socket left unread fills, and
+    the daemon then drops what it sends)."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / "notify.sock"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         self.sock.bind(str(self.path))
+        self.sock.settimeout(0.2)  # how soon the reader sees close()
         self.messages: list[tuple[float, str]] = []
+        self._arrived = threading.Condition()
+        self._closed = False
+        self._reader = threading.Thread(target=self._read, name="notify-reader", daemon=True)
+        self._reader.start()
 
-    def wait_for(self, line: str, timeout: float) -> float | None:
-        """The ``time.monotonic()`` at which a message holding ``line`` arrived, or None."""
-        for at, message in self.messages:
-            if line in message.splitlines():
-                return at
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            self.sock.settimeout(left)
+    def _read(self) -> None:
+        while not self._closed:
             try:
                 data = self.sock.recv(4096)
             except TimeoutError:
-                break
-            at = time.monotonic()
-            message = data.decode("utf-8", "replace")
-            self.messages.append((at, message))
+                continue
+            except OSError:
+                return
+            with self._arrived:
+                self.messages.append((time.monotonic(), data.decode("utf-8", "replace")))
+                self._arrived.notify_all()
+
+    def _found(self, line: str) -> float | None:
+        for at, message in self.messages:
             if line in message.splitlines():
                 return at
         return None
 
-    def drain(self) -> None:
-        """Take what has arrived without waiting."""
-        self.sock.setblocking(False)
-        try:
-            while True:
-                data = self.sock.recv(4096)
-                self.messages.append((time.monotonic(), data.decode("utf-8", "replace")))
-        except BlockingIOError:
-            pass
-        finally:
-            self.sock.setblocking(True)
+    def wait_for(self, line: str, timeout: float) -> float | None:
+        """The ``time.monotonic()`` at which a message holding ``line`` arrived, or None."""
+        with self._arrived:
+            self._arrived.wait_for(lambda: self._found(line) is not None, timeout)
+            return self._found(line)
 
     def count(self, line: str) -> int:
-        self.drain()
-        return sum(line in message.splitlines() for _, message in self.messages)
+        with self._arrived:
+            return sum(line in message.splitlines() for _, message in self.messages)
 
     def close(self) -> None:
+        self._closed = True
+        self._reader.join(5)
         self.sock.close()
 
 

@@ -150,10 +150,14 @@ class Broker:
             "autosave_interval 1\n"
             "max_queued_messages 0\n"  # no limit: a table's backlog is never dropped
             f"log_dest file {self.log}\n"
-            "log_type error\nlog_type warning\nlog_type notice\n" + self._tls_listener()
+            # information: its "running" line, which start() waits for
+            "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n"
+            + self._tls_listener()
         )
 
-    def start(self, timeout_s: float = 10.0) -> None:
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Until it listens and has said it runs: its signal handlers are set only then, and a
+        SIGHUP (install_crl) before them would end it (a bound a loaded machine never meets)."""
         self._write_config()
         self.process = subprocess.Popen(
             [MOSQUITTO, "-c", str(self.config)],
@@ -169,9 +173,16 @@ class Broker:
                 contextlib.suppress(OSError),
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
             ):
-                return
+                if " running" in self.log_text():
+                    return
             time.sleep(0.02)
-        raise RuntimeError(f"mosquitto did not listen on {self.port}: {self.tail()}")
+        raise RuntimeError(f"mosquitto did not listen on {self.port} and run: {self.tail()}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         """An orderly stop (SIGTERM: it saves its persistence)."""
@@ -329,9 +340,3 @@ class ShippedBroker(Broker):
         shutil.copyfile(crl, self.files["crl.pem"])
         assert self.process is not None
         self.process.send_signal(signal.SIGHUP)
-
-    def log_text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""

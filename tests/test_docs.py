@@ -32,6 +32,7 @@ An example that is neither fails. So does an entry of ``ELSEWHERE`` that no exam
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import re
@@ -95,7 +96,7 @@ ELSEWHERE: list[tuple[str, str]] = [
         r"hw/install-raspberry-pi\.sh .*",
         "tests/system/test_unit_under_systemd.py::test_install_starts_the_service_after_ready",
     ),
-    (r"pip download .*", "tests/system/conftest.py::guest"),
+    (r"\.venv/bin/python -m pip download .*", "tests/system/conftest.py::guest"),
     (
         r"hw/kiosk/setup-kiosk\.sh( +#.*)?",
         "tests/test_kiosk.py::test_the_script_writes_the_unit_the_page_and_the_url_under_destdir",
@@ -337,6 +338,9 @@ def check_elsewhere(example: Example) -> str | None:
     program = _program_words(words)
     if program is not None:
         return parse_only(program)
+    if re.fullmatch(r"\S*python3?", words[0]) and len(words) > 2 and words[1] == "-m":
+        found = importlib.util.find_spec(words[2].split(".")[0])
+        return None if found is not None else f"{words[0]} -m {words[2]}: no such module"
     if re.fullmatch(r"\S*python3?", words[0]) and len(words) > 1:
         script = ROOT / words[1]
         if not script.is_file():

@@ -340,7 +340,7 @@ class Appliance:
             return
         if line != self._status_sent:
             self._status_sent = line
-            notify(f"STATUS={line}")
+            notify(f"STATUS={line}", wait_s=0)  # never waited for: the next one says it all
 
     def _software(self) -> ProgramVerification:
         if self.options.software is not None:
