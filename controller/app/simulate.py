@@ -490,13 +490,18 @@ class Crew:
         """Wait until the table has taken what the crew did: its state, not a time. A table
         that has not after TAKE_WAIT_S (closed, or stuck) is logged and the crew goes on."""
         deadline = time.monotonic() + TAKE_WAIT_S
-        while not taken():
+        while True:
+            try:
+                if taken():
+                    return True
+            except KeyError:  # the panel has closed (the table is stopping): it takes nothing
+                log.info("the simulated crew: the table closed before it took %s", what)
+                return False
             if self.stopping.wait(0.0005):
                 return False
             if time.monotonic() > deadline:
                 log.warning("the simulated crew: the table did not take %s", what)
                 return False
-        return True
 
     def _step_key(self, key: str) -> None:
         """A key pressed again and again (bank, style): released long enough to count."""
