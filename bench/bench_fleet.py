@@ -48,8 +48,8 @@ import paho.mqtt.client as mqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from common import env_int, figure, machine_load, note, percentile, title
-from fleet_broker import MOSQUITTO, Broker
 from loggen import generate
+from support.fleet_broker import MOSQUITTO, Broker
 
 from controller.audit.log import load_signer
 from controller.audit.recall import export_lines

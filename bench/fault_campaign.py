@@ -14,7 +14,7 @@ Kinds of attack, each against ``python -m controller`` (what ``paigow-controller
     verify-log passes, no round is decided twice (read back with ``export``), and every result
     the console showed is in the log with the same dice (or RNG number).
 (b) A failed ``fdatasync`` (EIO) at its N-th call, for N over a range, in both modes (strace's
-    fault injection, as tests/test_integrity.py does), and a full disk (ENOSPC on ``pwrite64``):
+    fault injection, as tests/e2e/test_integrity.py does), and a full disk (ENOSPC on ``pwrite64``):
     the run may end with a fault, never with a traceback; afterwards verify-log passes, no
     round is decided twice, every result shown is in the log.
 (c) One byte flipped in a copy of a small log's audit.db (seeded): each reader (verify-log,
@@ -320,7 +320,7 @@ def storage_faults(
     for mode in modes:
         for when in whens:
             state = work / f"{mode}-{when}"
-            # As tests/test_integrity.py does: the control thread is the main thread and makes
+            # As tests/e2e/test_integrity.py does: the control thread is the main thread and makes
             # every commit, so strace follows it alone (no -f): the other threads (a shake's
             # pattern, the simulated motor's limit) run untraced at their own pace. It is the
             # N-th of the control thread's calls that fails.

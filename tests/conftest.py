@@ -74,10 +74,10 @@ def no_system_fonts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def browser(no_system_fonts: dict[str, str]) -> Iterator[Any]:
     """Debian's chromium through Playwright (never a downloaded browser), one per module of the
-    browser tests, launched with the display tests' flags (tests/test_display_browser.py) and
-    no system fonts (no_system_fonts)."""
+    browser tests, launched with the display tests' flags
+    (tests/support/browser.py) and no system fonts (no_system_fonts)."""
     from playwright.sync_api import sync_playwright
-    from test_display_browser import ARGS, CHROMIUM
+    from support.browser import ARGS, CHROMIUM
 
     with sync_playwright() as p:
         launched = p.chromium.launch(
@@ -111,9 +111,9 @@ def factory() -> Iterator[Any]:
 
 @pytest.fixture
 def broker(tmp_path: Any) -> Iterator[Any]:
-    """A running mosquitto of the test's own (tests/fleet_broker.py); killed at the end,
+    """A running mosquitto of the test's own (tests/support/fleet_broker.py); killed at the end,
     whatever the test did to it."""
-    from fleet_broker import Broker
+    from support.fleet_broker import Broker
 
     b = Broker(tmp_path / "broker")
     b.start()

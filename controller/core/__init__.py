@@ -11,6 +11,6 @@ file is read outside) and numbers from outside (``digits``).
 
 May import: the standard library's pure parts, ``cryptography`` (for Ed25519), and
 ``controller.errors``. Never gpiozero, serial, sqlite3, socket, threading, time, os, random or
-file I/O: time and randomness arrive as data. ``tests/test_purity.py`` walks every module here
+file I/O: time and randomness arrive as data. ``tests/core/test_purity.py`` walks every module here
 and enforces it.
 """

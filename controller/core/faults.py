@@ -5,7 +5,7 @@ enum's rules of clearing (``needs_supervisor``, ``needs_restart``, ...) derive f
 ``docs/faults.md`` is generated from it (``paigow-controller status --fault-table --markdown``).
 
 A code is never renumbered nor reused: a new condition takes the next free number, a condition
-that no longer exists keeps its row marked retired. ``tests/test_faults.py`` pins the table.
+that no longer exists keeps its row marked retired. ``tests/core/test_faults.py`` pins the table.
 
 Pure: no I/O. This module imports nothing of the state machine (``state.py`` imports it).
 """
@@ -316,7 +316,7 @@ def markdown() -> str:
         "",
         "<!-- Generated from controller/core/faults.py by"
         " `paigow-controller status --fault-table --markdown`."
-        " Do not edit: tests/test_faults.py keeps this file equal to the table. -->",
+        " Do not edit: tests/core/test_faults.py keeps this file equal to the table. -->",
         "",
         "Each condition has a code that never changes. `paigow-controller status` lists the"
         " active ones with their code, the supervisor view and systemd's status name them too.",

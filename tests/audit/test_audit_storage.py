@@ -1,0 +1,339 @@
+"""Full or broken storage: the append fails loudly, nothing recorded is lost, the log verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.audit_writer import _to_layout_before_the_head
+
+from controller.audit import log as audit_log
+from controller.audit.log import (
+    DB_NAME,
+    KEY_FILE,
+    AuditLog,
+    create_signer,
+    load_signer,
+    read_latest_checkpoint,
+)
+from controller.audit.verify import verify_state_dir
+from controller.cli import main
+from controller.core.records import RecordKind
+from controller.errors import AuditLogError, LogDamagedError, LogIdentityError, StorageFull
+
+
+def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path, max_page_count=12)
+    appended = log.size  # the log_created record
+    full: StorageFull | None = None
+    for n in range(10_000):
+        try:
+            log.append(
+                RecordKind.READING, {"round": n, "image_digest": "ab" * 32, "pad": "x" * 300}
+            )
+        except StorageFull as exc:
+            full = exc
+            break
+        appended += 1
+    assert full is not None
+    assert appended > 1
+    assert log.size == appended
+    with pytest.raises(AuditLogError):  # refused until reopened: never silently dropped
+        log.append(RecordKind.VOID, {"round": 1})
+    assert log.reopen().size == appended
+    with pytest.raises(StorageFull):  # still full: the same record is still refused
+        log.append(RecordKind.READING, {"round": 0, "image_digest": "ab" * 32, "pad": "x" * 300})
+    log.close()
+    verifier = _verifier(tmp_path)
+    assert verify_state_dir(tmp_path, verifier).records == appended
+    again = AuditLog.open(tmp_path)  # room again (no page limit): the log goes on
+    assert again.size == appended
+    again.append(RecordKind.VOID, {"round": 1})
+    again.close()
+    assert verify_state_dir(tmp_path, verifier).records == appended + 1
+
+
+def test_a_corrupt_database_fails_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.POWER_ON, {})
+    log.close()
+    db = tmp_path / DB_NAME
+    db.write_bytes(b"this is not an SQLite database" * 200)
+    with pytest.raises(AuditLogError, match="not a database"):
+        AuditLog.open(tmp_path)
+    assert main(["verify-log", "--state-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "not a database" in err
+    assert "Traceback" not in err
+
+
+def test_a_read_only_connection_refuses_to_append(tmp_path: Path) -> None:
+    """A read-only file system: SQLite answers SQLITE_READONLY; the append raises."""
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.POWER_ON, {})
+    log._db.execute("PRAGMA query_only=1")  # what a read-only mount looks like to the writer
+    with pytest.raises(AuditLogError) as caught:
+        log.append(RecordKind.VOID, {"round": 1})
+    assert not isinstance(caught.value, StorageFull)
+    assert log.size == 2
+    assert log.is_poisoned
+    log.close()
+
+
+def test_floats_are_refused_not_recorded(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path)
+    with pytest.raises(AuditLogError, match="float"):
+        log.append(RecordKind.READING, {"confidence": 0.97})
+    assert log.size == 1
+    assert not log.is_poisoned  # nothing was written: the log goes on
+    log.close()
+
+
+def _verifier(state: Path):  # type: ignore[no-untyped-def]
+    signer = load_signer(state)
+    assert signer is not None
+    return signer.verifier
+
+
+def test_the_key_is_created_once_with_mode_0600_and_never_replaced(tmp_path: Path) -> None:
+    assert load_signer(tmp_path) is None
+    first = create_signer(tmp_path, "paigow-controller/t1")
+    assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
+    assert _verifier(tmp_path) == first.verifier
+    with pytest.raises(LogIdentityError, match="never replaced"):
+        create_signer(tmp_path, "paigow-controller/t1")
+    assert _verifier(tmp_path) == first.verifier
+    os.chmod(tmp_path / KEY_FILE, 0o644)
+    with pytest.raises(AuditLogError, match="0600"):
+        load_signer(tmp_path)
+
+
+def test_the_key_comes_from_systemd_credentials_when_provided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    provided = create_signer(credentials, "paigow-controller/table-1")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+    state = tmp_path / "state"
+    state.mkdir()
+    assert _verifier(state) == provided.verifier
+    log = AuditLog.open(state)
+    assert log.signer is not None
+    assert log.signer.verifier == provided.verifier
+    log.close()
+    assert not (state / KEY_FILE).exists()
+
+
+def test_recall_shows_the_last_rounds_with_their_readings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    for n in range(1, 13):
+        log.append(RecordKind.ROUND_OPENED, {"round": n})
+        log.append(RecordKind.READING, {"round": n, "attempt": 1, "verdict": "valid"})
+        log.append(RecordKind.VOID, {"round": n})
+    log.close()
+    assert main(["recall", "--state-dir", str(tmp_path)]) == 0
+    rounds = json.loads(capsys.readouterr().out)["rounds"]
+    assert [r["round"] for r in rounds] == list(range(3, 13))
+    assert all(any(rec["kind"] == "reading" for rec in r["records"]) for r in rounds)
+    assert main(["recall", "--state-dir", str(tmp_path), "--last", "0"]) == 2
+    assert main(["recall", "--state-dir", str(tmp_path), "--last", "x"]) == 2
+
+
+def test_export_writes_one_json_line_per_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.append(RecordKind.ROUND_OPENED, {"round": 1})
+    log.append(RecordKind.VOID, {"round": 1})
+    log.close()
+    assert main(["export", "--state-dir", str(tmp_path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    assert lines[0]["kind"] == "log_created"
+    assert lines[2]["prev"] == lines[1]["hash"]
+    assert "checkpoint" in lines[2]
+    assert {"seq", "kind", "time", "data", "prev", "hash", "leaf_hash", "leaf"} <= set(lines[0])
+
+
+def test_recent_records_start_at_the_nth_newest_mark_and_contains_finds_a_fragment(
+    tmp_path: Path,
+) -> None:
+    """What a start reads of the RNG's records: from the ``count``-th newest commitment on,
+    only the kinds asked for; every record if there are fewer marks."""
+    log = AuditLog.open(tmp_path)
+    commits = []
+    for n in range(5):
+        commits.append(log.append(RecordKind.RNG_COMMIT, {"session": f"s{n}"}))
+        log.append(RecordKind.POWER_ON, {})
+        log.append(RecordKind.RNG_REVEAL, {"session": f"s{n}"})
+    kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_REVEAL}
+    recent = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3)
+    assert [r.seq for r in recent] == [
+        commits[2],
+        commits[2] + 2,
+        commits[3],
+        commits[3] + 2,
+        commits[4],
+        commits[4] + 2,
+    ]
+    assert {r.kind for r in recent} == kinds
+    assert recent[0].data == {"session": "s2"}
+    every = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=9)
+    assert every[0].seq == commits[0]
+    assert len(every) == 10
+    assert log.contains(RecordKind.RNG_REVEAL, b'"session":"s0"')
+    assert not log.contains(RecordKind.RNG_COMMIT, b'"session":"s9"')
+    assert not log.contains(RecordKind.POWER_ON, b'"session":"s0"')
+    log.close()
+
+
+def test_a_log_kept_before_the_head_row_is_read_and_carried_on(tmp_path: Path) -> None:
+    """A log written by an earlier version (no head row) opens with its tail, its context and
+    its running checkpoint; the next commit moves them to the head, and it verifies."""
+    log = AuditLog.open(tmp_path)
+    log.commit([(RecordKind.POWER_ON, {})], context=b"first")
+    log.commit([(RecordKind.VOID, {"round": 1}), (RecordKind.POWER_ON, {})], context=b"second")
+    log.append(RecordKind.POWER_ON, {"note": "no context"})
+    size, root = log.size, log._tree.root()
+    log.close()
+    _to_layout_before_the_head(tmp_path, log._tree.to_bytes())
+    old = AuditLog.open(tmp_path)
+    assert (old.size, old._tree.root()) == (size, root)
+    assert old.latest_context() == (size - 1, b"second")
+    assert old.check_anchor() is None
+    old.append(RecordKind.POWER_ON, {"note": "after the upgrade"})
+    assert old.latest_context() == (size - 1, b"second")
+    old.commit([(RecordKind.VOID, {"round": 2})], context=b"third")
+    assert old.latest_context() == (size + 2, b"third")
+    assert old.check_anchor() is None
+    old.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        assert db.execute("SELECT count(*) FROM records WHERE note IS NOT NULL").fetchone() == (0,)
+        # the first commit after the upgrade kept a checkpoint with its frontier to start from
+        kept = db.execute("SELECT max(size) FROM checkpoints WHERE frontier IS NOT NULL")
+        assert kept.fetchone() == (size + 1,)
+    again = AuditLog.open(tmp_path)
+    assert again.size == size + 2
+    assert again.check_anchor() is None
+    again.close()
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    assert verify_state_dir(tmp_path, signer.verifier).records == size + 2
+
+
+def test_the_head_names_the_last_record_so_a_cut_log_is_seen(tmp_path: Path) -> None:
+    """Records cut from the end (at a commit boundary) leave the head naming a record that is
+    no longer there: the log is seen to be cut, at start (no frontier) and by verify-log."""
+    log = AuditLog.open(tmp_path)
+    for n in range(3):
+        log.commit([(RecordKind.POWER_ON, {"n": n})], context=b"c%d" % n)
+    size = log.size
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("DELETE FROM records WHERE seq = ?", (size,))
+        assert read_latest_checkpoint(db) is None
+    with pytest.raises(LogDamagedError, match=f"record {size}: .* its head signs {size}: records"):
+        AuditLog.open(tmp_path)
+
+
+def test_the_writer_copies_the_wal_into_the_database_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Automatic checkpoints are off (they would run inside a commit the table waits for): the
+    writer copies the WAL into the database once it holds about CHECKPOINT_PAGES pages."""
+    sizes = {}
+    for pages in (10**6, 40):
+        monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", pages)
+        state = tmp_path / str(pages)
+        log = AuditLog.open(state)
+        assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        for n in range(30):
+            log.append(RecordKind.POWER_ON, {"n": n})
+        assert log._wal_pages < pages
+        sizes[pages] = (state / DB_NAME).stat().st_size
+        log.close()
+    assert sizes[10**6] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
+    assert sizes[40] > 30 * 100  # the records are in the database file
+
+
+def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a round's close, a checkpoint with its frontier is still kept every
+    FRONTIER_EVERY records, so a start reads a bounded tail; a head whose root is not the
+    tree's is refused."""
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 10)
+    log = AuditLog.open(tmp_path)
+    for n in range(34):
+        log.append(RecordKind.POWER_ON, {"n": n})
+    size, root = log.size, log._tree.root()
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        kept = [r[0] for r in db.execute("SELECT size FROM checkpoints WHERE frontier NOT NULL")]
+    assert kept == [10, 20, 30]
+    read: list[int] = []
+    original = audit_log.read_records
+
+    def counted(
+        db: sqlite3.Connection, *, start: int = 1, stop: int | None = None, **options: Any
+    ) -> Any:
+        read.append(start)
+        return original(db, start=start, stop=stop, **options)
+
+    monkeypatch.setattr(audit_log, "read_records", counted)
+    again = AuditLog.open(tmp_path)
+    assert (again.size, again._tree.root()) == (size, root)
+    assert read == [31]
+    again.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("UPDATE head SET root = ?", (bytes(32),))
+    with pytest.raises(LogDamagedError, match=r"the log's head row is damaged \(its signature\)"):
+        AuditLog.open(tmp_path)
+
+
+class _FailingCheckpoints:
+    """The writer's connection, except that copying the WAL fails (as a failed sync would)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if "wal_checkpoint" in sql:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.connection.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self.connection.executemany(sql, *args)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def test_a_failed_wal_copy_loses_nothing_and_the_log_is_reopened_before_the_next_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", 10)
+    log = AuditLog.open(tmp_path)
+    assert log._connection is not None
+    log._connection = _FailingCheckpoints(log._connection)  # type: ignore[assignment]
+    seqs = [log.append(RecordKind.POWER_ON, {"n": n}) for n in range(2)]
+    assert log.is_poisoned  # the second commit went past 10 pages and its copy failed
+    with pytest.raises(AuditLogError, match="checkpoint"):
+        log.append(RecordKind.POWER_ON, {"n": 2})
+    reopened = log.reopen()
+    assert (reopened.acknowledged, reopened.size) == (seqs[-1], seqs[-1])
+    assert log.append(RecordKind.POWER_ON, {"n": 2}) == seqs[-1] + 1
+    log.close()
+    signer = load_signer(tmp_path)
+    assert signer is not None
+    assert verify_state_dir(tmp_path, signer.verifier).records == seqs[-1] + 1

@@ -1,0 +1,96 @@
+"""What many tests need of a table: one place (the tests' own, not the product's).
+
+A table plays only once it is opened: a dice set recorded in the shaker (proposed 621a.5(c)) and,
+at tiles, a set of tiles inspected and verified (621a.6(a)). ``OPENED`` is such a context, for a
+machine made by hand; ``opening`` the events that open a table run by the loop, for a log that
+starts empty."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+from controller.core.state import (
+    Event,
+    Occurrence,
+    RoundContext,
+    Screen,
+)
+
+SUPERVISOR = "S1021"  # the employee ids the tests' people act with
+DEALER = "D2207"
+FLOORPERSON = "F0310"
+TECHNICIAN = "T0042"
+
+# both put in at the table's time 0
+OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
+
+
+def opening(at: int) -> list[Occurrence]:
+    """The supervisor records the dice in the shaker, the floorperson verifies the tiles the
+    dealer inspected (both with the supervisor key)."""
+    return [
+        Occurrence(Event.DICE_REPLACED, at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
+        Occurrence(
+            Event.TILES_INSPECTED,
+            at=at,
+            supervisor=True,
+            employee=FLOORPERSON,
+            tile_set="T1",
+            dealer=DEALER,
+        ),
+    ]
+
+
+def simulate_argv(state: Path, rounds: int, *extra: str) -> list[str]:
+    """The daemon's own command line for ``rounds`` rounds played as fast as the rules allow,
+    with no fault injected, into the log in ``state``."""
+    return [
+        sys.executable,
+        "-m",
+        "controller",
+        "simulate",
+        "--fast",
+        "--rounds",
+        str(rounds),
+        "--faults",
+        "none",
+        "--state-dir",
+        str(state),
+        *extra,
+    ]
+
+
+class ScreenLog:
+    """The table display and the panel's lamps as the dealer sees them: what was shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Screen, dict[str, object], int | None]] = []
+        self.lamps: list[Screen] = []
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        self.shown.append((screen, dict(data), seq))
+
+    def show_status(
+        self, screen: Screen, *, player_bank: bool = False, dice_alarm: bool = False
+    ) -> None:
+        self.lamps.append(screen)
+
+    def drive_safe(self) -> None:
+        self.lamps.append(Screen.FAULT)
+
+    def close(self) -> None:
+        return None
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
