@@ -182,8 +182,8 @@ def witness(args: argparse.Namespace) -> int:
     if not (0 < len(client_id) <= 64 and client_id.isascii() and client_id.isprintable()):
         raise UsageError("--client-id: 1 to 64 printable ASCII characters")
 
-    from controller.app.logs import configure_logging
-    from controller.app.sdnotify import notify
+    from controller.system.logs import configure_logging
+    from controller.system.sdnotify import notify
     from controller.witness.dashboard import DashboardServer, LocalZone
     from controller.witness.floor import Floor, FloorSettings
     from controller.witness.keys import (
