@@ -1,5 +1,5 @@
 """What looking at a display client costs: one look at what it has not taken (SIOCOUTQ and
-TCP_INFO, controller/display/clients.py), against sending it a heartbeat and reading it.
+TCP_INFO, controller/web/clients.py), against sending it a heartbeat and reading it.
 
     .venv/bin/python bench/bench_unread.py      # BENCH_UNREAD_CALLS=20000 (five runs)
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from common import env_int, figure, machine_load, median, note, title
 
-from controller.display.clients import UnreadWatch
+from controller.web.clients import UnreadWatch
 
 HEARTBEAT = b"x" * 100  # about a page's heartbeat with its clock
 

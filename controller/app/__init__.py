@@ -4,8 +4,8 @@ Owns the control loop (``loop``: events in, the core's actions out, a step a tra
 appliance (``appliance``: the real drivers, the log, the RNG and the display put together), the
 simulation on simulated hardware (``simulate``), the technician's self-test (``selftest``),
 small adapters between the loop and the drivers (``adapters``), the config file
-(``config_file``), the state directory's lock (``instance_lock``), systemd notifications
-(``sdnotify``) and logging (``logs``).
+(``config_file``) and the state directory's lock (``instance_lock``); systemd notifications
+and logging are controller/system's, which the witness shares.
 
 May import anything: this is where ``drivers`` are imported (``appliance``, ``simulate`` and
 ``selftest`` only). Nothing else in ``controller`` imports from here, except the command line,

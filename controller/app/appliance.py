@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from controller.app.adapters import NoShaker, SensorKeeper
 from controller.app.instance_lock import InstanceLock
 from controller.app.loop import ControlLoop, Duty, EventQueue, Ports
-from controller.app.sdnotify import notify, watchdog_interval_s
 from controller.app.service import ServiceTerminal, socket_path
 from controller.app.status import fault_details, lean, log_facts
 from controller.app.watch import (
@@ -82,6 +81,7 @@ from controller.ports import (
 from controller.rng.session import RngPort, RngSessionManager
 from controller.software.check import SoftwareVerifier
 from controller.software.release import installed_release
+from controller.system.sdnotify import notify, watchdog_interval_s
 from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 

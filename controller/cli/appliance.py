@@ -56,7 +56,7 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from controller.app.appliance import Appliance, Options
     from controller.app.hardening import make_undumpable
-    from controller.app.logs import configure_logging
+    from controller.system.logs import configure_logging
 
     # First of all: the RNG's seed (in memory only) is kept from the service's own account,
     # no core file and no ptrace (controller/app/hardening.py).
@@ -164,13 +164,13 @@ def _sensor_url(text: str) -> str:
 
 
 def simulate_command(args: argparse.Namespace) -> int:
-    from controller.app.logs import configure_logging
     from controller.app.simulate import (
         KeySwitch,
         parse_dice_bias,
         parse_faults,
         run_simulation,
     )
+    from controller.system.logs import configure_logging
 
     rounds = _whole(args.rounds, "rounds", 1, 10_000_000)
     seed = _whole(args.seed, "seed", 0, 2**32 - 1)
@@ -236,8 +236,8 @@ def selftest_arguments(p: argparse.ArgumentParser) -> None:
 def selftest_command(args: argparse.Namespace) -> int:
     """Each check in turn; the report on stdout (JSON, or words on a terminal); exit 1 naming
     every failure on stderr, in one line."""
-    from controller.app.logs import configure_logging
     from controller.app.selftest import selftest
+    from controller.system.logs import configure_logging
 
     given_dir = directory_argument(args.state_dir)
     config = load_config(Path(args.config), on_this_machine=True)

@@ -121,7 +121,7 @@ def commission_command(args: argparse.Namespace) -> int:
         describe_lock_error,
         require_log,
     )
-    from controller.app.logs import configure_logging
+    from controller.system.logs import configure_logging
 
     problem = technician_error(args.technician)
     if problem is not None:

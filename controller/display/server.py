@@ -49,7 +49,7 @@ once: ``503`` here), ``KIOSK_SLOTS`` more that only the box's own address (the k
 127.0.0.1) takes, so clients that hold connections without reading never keep the kiosk out;
 the whole request within ``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``; and a client that
 leaves what it was sent untaken for ``SEND_TIMEOUT_S`` is dropped, measured by the bytes it has
-not taken (controller/display/clients.py), not by whether a send waited. A client that goes
+not taken (controller/web/clients.py), not by whether a send waited. A client that goes
 away costs one log line, never a traceback.
 """
 
@@ -59,13 +59,11 @@ import contextlib
 import io
 import logging
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -75,7 +73,6 @@ from controller.core.record_data import paytables_record
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.core.wagers import Paytable
-from controller.display.clients import SEND_SLICE_S, UnreadWatch
 from controller.display.clock import SystemClockStatus, page_clock
 from controller.display.events import (
     INTERVENTIONS,
@@ -89,10 +86,20 @@ from controller.display.events import (
     intervention_of,
     replay_event,
 )
-from controller.display.feed import CappedServer, ClientLimits, FeedServer
-from controller.display.hub import DisplayHub, sse
+from controller.display.feed import FeedServer
+from controller.display.hub import DisplayHub
 from controller.errors import AuditLogError
 from controller.ports import ClockStatus, LoggedCheckpoint, LogReader
+from controller.web.capped import CappedServer, ClientLimits
+from controller.web.clients import SEND_SLICE_S
+from controller.web.pages import (
+    HttpCappedServer,
+    RequestReader,
+    WatchedWriter,
+    listening_on,
+    load_assets,
+)
+from controller.web.sse import sse
 
 log = logging.getLogger("paigow.display")
 
@@ -149,27 +156,6 @@ _SECURITY_HEADERS = {
 }
 
 
-def load_assets(
-    package: str, assets: Mapping[str, tuple[str, str]]
-) -> dict[str, tuple[bytes, str]]:
-    """A page's files from ``package``'s ``assets`` folder: path -> (bytes, content type)."""
-    folder = resources.files(package) / "assets"
-    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in assets.items()}
-
-
-class HttpCappedServer(CappedServer):
-    """A page server's capped server: a client over the cap gets a plain 503."""
-
-    def refusal(self) -> bytes:
-        body = b"too many clients\n"
-        return (
-            b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            b"Retry-After: 1\r\nConnection: close\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-
-
 class _HttpServer(HttpCappedServer):
     name = "display"
     logger = log
@@ -183,63 +169,6 @@ class _HttpServer(HttpCappedServer):
     ) -> None:
         self.display = display
         super().__init__(address, _PageHandler, limits, clock=clock)
-
-
-class RequestReader(io.RawIOBase):
-    """The reading side of a page connection: the request line and headers must arrive within
-    ``timeout_s`` in all (a client that sends part of them and stalls, or dribbles a byte at a
-    time, is dropped) and ``max_bytes``; past that the stream reads as ended. Each read leaves
-    the socket's timeout at ``send_timeout_s`` for the writes that follow. ``is_cut``: the
-    request reached ``max_bytes`` (what was read of it may be incomplete). The floor
-    dashboard's server (controller/witness/dashboard.py) reads its requests with it too."""
-
-    def __init__(
-        self, sock: socket.socket, *, timeout_s: float, max_bytes: int, send_timeout_s: float
-    ) -> None:
-        super().__init__()
-        self._sock = sock
-        self._deadline = time.monotonic() + timeout_s
-        self._left = max_bytes
-        self._send_timeout_s = send_timeout_s
-
-    def readable(self) -> bool:
-        return True
-
-    @property
-    def is_cut(self) -> bool:
-        return self._left <= 0
-
-    def readinto(self, buffer: Any) -> int:
-        if self._left <= 0:
-            return 0
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        view = memoryview(buffer).cast("B")[: self._left]
-        self._sock.settimeout(remaining)
-        try:
-            count = self._sock.recv_into(view)
-        finally:
-            self._sock.settimeout(self._send_timeout_s)
-        self._left -= count
-        return count
-
-
-class WatchedWriter(io.BufferedIOBase):
-    """The writing side of a page connection: every write goes through the client's
-    :class:`UnreadWatch` (socketserver's writer, but for the watch)."""
-
-    def __init__(self, watch: UnreadWatch) -> None:
-        super().__init__()
-        self._watch = watch
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self._watch.send_all(data)
-        with memoryview(data) as view:
-            return view.nbytes
 
 
 class DisplayServer:
@@ -292,12 +221,12 @@ class DisplayServer:
                 reserved=KIOSK_SLOTS,
                 send_buffer=SEND_BUFFER_BYTES,
             )
-        with _naming_the_address("table display", config.host, config.http_port):
+        with listening_on("table display", config.host, config.http_port):
             self._http = _HttpServer((config.host, config.http_port), self, page_limits, clock)
         self._feed: FeedServer | None = None
         try:
             if feed:
-                with _naming_the_address("result feed", config.host, config.feed_port):
+                with listening_on("result feed", config.host, config.feed_port):
                     self._feed = FeedServer(
                         (config.host, config.feed_port),
                         self.hub,
@@ -512,16 +441,6 @@ def _fixed_settings(
         ),
         "paytables": paytables_record(paytables),
     }
-
-
-@contextlib.contextmanager
-def _naming_the_address(what: str, host: str, port: int) -> Iterator[None]:
-    """A server that cannot listen says where it tried (the port taken, the host unknown)."""
-    try:
-        yield
-    except OSError as exc:
-        message = f"{what} cannot listen on {host}:{port}: {exc.strerror or exc}"
-        raise OSError(exc.errno, message) from exc
 
 
 class _PageHandler(BaseHTTPRequestHandler):

@@ -153,6 +153,14 @@ class Anchor:
         return {"witness": self.witness, "size": self.size, "timestamp": self.timestamp}
 
 
+@dataclass(frozen=True, slots=True)
+class _Flush:
+    """A stop under way: the records up to ``target`` sent by ``deadline`` (monotonic)."""
+
+    deadline: float
+    target: int
+
+
 def utc_text(ms: int) -> str:
     moment = datetime.fromtimestamp(ms / 1000, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -340,19 +348,16 @@ class Publisher:
             self.is_connected = False
 
     def _serve(self) -> None:
-        deadline: float | None = None
-        target = 0
+        """Connect, send what is due, and keep at it until stopped; then flush (records up
+        to the log's size when the stop came, and their checkpoint) for at most the flush
+        time, and say "offline"."""
+        flush: _Flush | None = None
         last_poll = 0.0
         while True:
             now = time.monotonic()
-            with self._lock:
-                stopping, flush_s = self._stopping, self._flush_s
-            if stopping and deadline is None:
-                deadline = now + flush_s
-                self._next_attempt = 0.0  # no waiting out a back-off now
-                target = self._size_or(self._cursor.acked)
-                log.info("fleet: stopping; sending records up to %d", target)
-            if deadline is not None and (now >= deadline or self._flushed(target)):
+            if flush is None:
+                flush = self._flush_if_stopping(now)
+            if flush is not None and (now >= flush.deadline or self._flushed(flush.target)):
                 self._say_offline()
                 return
             if self._client is None and now >= self._next_attempt:
@@ -364,20 +369,37 @@ class Publisher:
                 self._drop_client(orderly=True)  # no will: it would name the older number
                 self._next_attempt = 0.0
                 continue
-            woken = self._wake.is_set()
-            if self._connected and (woken or now - last_poll >= POLL_S):
+            if self._connected and (self._wake.is_set() or now - last_poll >= POLL_S):
                 self._wake.clear()
                 last_poll = now
-                self._resend_if_behind()
-                self._fill_window()
-                self._publish_checkpoint()
-                self._publish_status()
+                self._send_what_is_due()
             self._save_cursor()
             if self._client is None:
-                wait = max(0.0, min(self._next_attempt - time.monotonic(), POLL_S))
-                if deadline is not None:
-                    wait = min(wait, max(0.0, deadline - time.monotonic()))
-                self._wake.wait(wait)
+                self._wait_to_connect(None if flush is None else flush.deadline)
+
+    def _flush_if_stopping(self, now: float) -> _Flush | None:
+        """The flush, once a stop is asked for: no more waiting out a back-off."""
+        with self._lock:
+            stopping, flush_s = self._stopping, self._flush_s
+        if not stopping:
+            return None
+        self._next_attempt = 0.0  # no waiting out a back-off now
+        target = self._size_or(self._cursor.acked)
+        log.info("fleet: stopping; sending records up to %d", target)
+        return _Flush(deadline=now + flush_s, target=target)
+
+    def _send_what_is_due(self) -> None:
+        self._resend_if_behind()
+        self._fill_window()
+        self._publish_checkpoint()
+        self._publish_status()
+
+    def _wait_to_connect(self, deadline: float | None) -> None:
+        """Until the next attempt (at most a poll), a wake, or the flush's end."""
+        wait = max(0.0, min(self._next_attempt - time.monotonic(), POLL_S))
+        if deadline is not None:
+            wait = min(wait, max(0.0, deadline - time.monotonic()))
+        self._wake.wait(wait)
 
     def _size_or(self, default: int) -> int:
         try:
@@ -766,6 +788,31 @@ class Publisher:
             log.warning("fleet: a cosignature refused: %s", why)
 
     def _take_cosignature(self, payload: bytes) -> None:
+        """The witness's cosignature of a checkpoint of this log (FleetError: refused): the
+        log's anchor when the log holds it, rollback evidence when it does not."""
+        note, cosigned = self._open_cosignature(payload)
+        witness = self._witness
+        assert witness is not None
+        # From here on the checkpoint is one this log's own key signed: if the log does not
+        # hold it, the log went back (evidence, not a refusal).
+        if not self._log_holds(note, cosigned):
+            return
+        size = cosigned.checkpoint.size
+        again = self._witness_cursor.cosigned_at(size)
+        if again is not None:
+            log.warning(
+                "fleet: the witness holds %d records, behind where this connection started:"
+                " sending again from record %d",
+                size,
+                again,
+            )
+            self._send_again_from(again)
+        if self._anchored(Anchor(witness.name, size, cosigned.timestamp)):
+            self._record_close_covered(note, cosigned)
+
+    def _open_cosignature(self, payload: bytes) -> tuple[str, Cosigned]:
+        """The note and what it says, once it is the witness's cosignature of a checkpoint
+        this log's key signed, with a timestamp in range (FleetError otherwise)."""
         witness, log_key = self._witness, self.log_key
         assert witness is not None
         note = decode_note(payload, "cosignature")
@@ -778,42 +825,46 @@ class Publisher:
             raise FleetError("it is not a checkpoint of this log")
         if not 0 <= cosigned.timestamp <= MAX_SAFE_TIMESTAMP:
             raise FleetError(f"its timestamp {cosigned.timestamp} is out of range")
-        # From here on the checkpoint is one this log's own key signed: if the log does not
-        # hold it, the log went back (evidence, not a refusal).
+        return note, cosigned
+
+    def _log_holds(self, note: str, cosigned: Cosigned) -> bool:
+        """Whether the log holds the checkpoint cosigned (its size, and its root there); when
+        it does not, the rollback evidence is sent on."""
+        checkpoint = cosigned.checkpoint
         size = self._outbox.size()
         if checkpoint.size > size:
             self._rollback_evidence(note, cosigned, size)
-            return
+            return False
         root = self._outbox.root_at(checkpoint.size)
         if root is None:
             raise FleetError(f"the log cannot say its root at {checkpoint.size} records")
         if root != checkpoint.root_hash:
             self._rollback_evidence(note, cosigned, size)
-            return
-        again = self._witness_cursor.cosigned_at(checkpoint.size)
-        if again is not None:
-            log.warning(
-                "fleet: the witness holds %d records, behind where this connection started:"
-                " sending again from record %d",
-                checkpoint.size,
-                again,
-            )
-            self._send_again_from(again)
-        anchor = Anchor(witness.name, checkpoint.size, cosigned.timestamp)
-        newer = self._anchor is None or (anchor.size, anchor.timestamp) > (
-            self._anchor.size,
-            self._anchor.timestamp,
-        )
-        if not newer:
-            return
+            return False
+        return True
+
+    def _anchored(self, anchor: Anchor) -> bool:
+        """Whether ``anchor`` is newer than the log's anchor: then it is, and it is shown."""
+        current = self._anchor
+        if current is not None and (anchor.size, anchor.timestamp) <= (
+            current.size,
+            current.timestamp,
+        ):
+            return False
         self._anchor = anchor
-        log.info("fleet: the log is anchored by %s at %d records", witness.name, checkpoint.size)
+        log.info("fleet: the log is anchored by %s at %d records", anchor.witness, anchor.size)
         if self.on_anchor is not None:
             try:
                 self.on_anchor(anchor.as_display())
             except Exception:
                 log.exception("fleet: the anchor could not be shown")
-        close = self._outbox.close_covered(checkpoint.size)
+        return True
+
+    def _record_close_covered(self, note: str, cosigned: Cosigned) -> None:
+        """A newer close of the day the cosignature covers: recorded (``COSIGNED``)."""
+        witness = self._witness
+        assert witness is not None
+        close = self._outbox.close_covered(cosigned.checkpoint.size)
         if close is None or close <= self._recorded_close or self.events is None:
             return
         self._recorded_close = close

@@ -370,6 +370,21 @@ class RngSessionManager:
                 f"round {round_number} attempt {attempt} comes before the last draw"
                 f" (round {last_round} attempt {last_attempt}): no draw for an earlier round"
             )
+        session = self._session_to_draw_from(round_number, attempt)
+        if session.unsure is not None:
+            landed = self._settle_draw(session)
+            if landed is not None and (landed.round, landed.attempt) == key:
+                return landed
+        if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
+            raise RngError(
+                f"RNG session {session.session} has drawn for its {self._max_rounds} rounds;"
+                " the next session is committed when bets open"
+            )
+        return self._new_draw(session, round_number, attempt)
+
+    def _session_to_draw_from(self, round_number: int, attempt: int) -> _OpenSession:
+        """The open session, which has not failed a draw; else why there is none to draw from
+        (:class:`RngSessionLost`: the round's own session ended with a restart or a stop)."""
         session = self._session
         if session is None:
             if self._lost is not None:
@@ -391,15 +406,11 @@ class RngSessionManager:
             )
         if session.is_broken:
             raise RngError(f"RNG session {session.session} cannot draw after a failed draw")
-        if session.unsure is not None:
-            landed = self._settle_draw(session)
-            if landed is not None and (landed.round, landed.attempt) == key:
-                return landed
-        if round_number not in session.rounds and len(session.rounds) >= self._max_rounds:
-            raise RngError(
-                f"RNG session {session.session} has drawn for its {self._max_rounds} rounds;"
-                " the next session is committed when bets open"
-            )
+        return session
+
+    def _new_draw(self, session: _OpenSession, round_number: int, attempt: int) -> RngDraw:
+        """A number drawn from ``session``'s generator for this round and attempt, recorded
+        before it is returned (an append that raises leaves the draw unsure: _settle_draw)."""
         identity = round_identity(self._table, session.session, round_number, attempt)
         before = copy.copy(session.drbg)  # a failed append puts the generator back
         session.is_broken = True  # until the draw is made: the DRBG may have failed inside it

@@ -35,8 +35,8 @@ an unknown path a 404, never a traceback):
   by another site's form without a CORS preflight, which is never answered (a page elsewhere
   in a pit boss's browser cannot acknowledge for them).
 
-Bounds, as the table display's server has them (controller/display/server.py, whose bounded
-request reader and capped server this reuses): ``host`` is the loopback address unless set
+Bounds, as the table display's server has them (both serve with controller/web: its bounded
+request reader and capped server): ``host`` is the loopback address unless set
 otherwise on purpose; at most ``MAX_CLIENTS`` connections (more get a 503 at once); the
 request line and headers within ``REQUEST_TIMEOUT_S`` and ``REQUEST_MAX_BYTES``; a client that
 does not read for ``SEND_TIMEOUT_S`` is dropped, and each stream sends on its own thread, so
@@ -59,9 +59,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from controller.display.feed import CappedServer, ClientLimits
-from controller.display.hub import sse
-from controller.display.server import HttpCappedServer, RequestReader, load_assets
+from controller.web.capped import CappedServer, ClientLimits
+from controller.web.pages import HttpCappedServer, RequestReader, listening_on, load_assets
+from controller.web.sse import sse
 from controller.witness.floor import Floor, local_text
 from controller.witness.ports import StoredAlert
 
@@ -138,11 +138,8 @@ class DashboardServer:
         self._closed = False
         if limits is None:
             limits = ClientLimits(MAX_CLIENTS, REQUEST_TIMEOUT_S, SEND_TIMEOUT_S)
-        try:
+        with listening_on("floor dashboard", host, port):
             self._http = _HttpServer((host, port), self, limits)
-        except OSError as exc:
-            message = f"floor dashboard cannot listen on {host}:{port}: {exc.strerror or exc}"
-            raise OSError(exc.errno, message) from exc
 
     @property
     def address(self) -> tuple[str, int]:

@@ -696,36 +696,67 @@ class Witness:
 
     def _decide(self, table: str, state: TableState, checkpoint: Checkpoint, note: str) -> None:
         """A verified checkpoint of the table (fleet-v2.md, "Checkpoints: stale, consistent,
-        or evidence")."""
+        or evidence"): stale; else the chain of held records it signs, accepted from the head
+        or evidence from a branch; else, its records not held, evidence or a wait for them."""
         head, size = state.head, checkpoint.size
         if size <= head.size and self._root_at(table, state, size) == checkpoint.root_hash:
             self.refused[f"{table}/checkpoint: stale"] += 1
             return
         breaks: set[tuple[int, str]] = set()
         for end in state.candidates.at(size):
-            found = self._walk(table, state, end, memo=True)
+            if self._signed_chain(table, state, checkpoint, note, end=end, breaks=breaks):
+                return
+        self._without_its_records(table, state, checkpoint, note, breaks)
+
+    def _signed_chain(
+        self,
+        table: str,
+        state: TableState,
+        checkpoint: Checkpoint,
+        note: str,
+        *,
+        end: CandidateRow,
+        breaks: set[tuple[int, str]],
+    ) -> bool:
+        """Whether the held records that end at ``end`` make the tree ``checkpoint`` signs:
+        then accepted (a chain on from the head) or evidence (a branch from an older size).
+        A chain broken by a record not held adds the missing one to ``breaks``."""
+        head = state.head
+        found = self._walk(table, state, end, memo=True)
+        if found.missing is not None:
+            breaks.add(found.missing)
+            return False
+        # the common case: a chain on from the head, the roots of the records to accept
+        roots: list[bytes] | None = [] if found.anchor == head.size else None
+        tree = self._tree_of(table, state, found, roots)
+        if tree.root() != checkpoint.root_hash:
+            return False
+        if found.memo is not None:  # the whole chain, for its records
+            found = self._walk(table, state, end, memo=False)
             if found.missing is not None:
                 breaks.add(found.missing)
-                continue
-            # the common case: a chain on from the head, the roots of the records to accept
-            roots: list[bytes] | None = [] if found.anchor == head.size else None
+                return False
+        assert found.anchor is not None
+        if found.anchor != head.size:
+            self._evidence(table, state, checkpoint, found)
+            return True
+        if roots is None:  # it went through a memo: the roots from the head
+            roots = []
             tree = self._tree_of(table, state, found, roots)
-            if tree.root() != checkpoint.root_hash:
-                continue
-            if found.memo is not None:  # the whole chain, for its records
-                found = self._walk(table, state, end, memo=False)
-                if found.missing is not None:
-                    breaks.add(found.missing)
-                    continue
-            assert found.anchor is not None
-            if found.anchor == head.size:
-                if roots is None:  # it went through a memo: the roots from the head
-                    roots = []
-                    tree = self._tree_of(table, state, found, roots)
-                self._accept(table, state, found.chain, checkpoint, note, tree=tree, roots=roots)
-            else:
-                self._evidence(table, state, checkpoint, found)
-            return
+        self._accept(table, state, found.chain, checkpoint, note, tree=tree, roots=roots)
+        return True
+
+    def _without_its_records(
+        self,
+        table: str,
+        state: TableState,
+        checkpoint: Checkpoint,
+        note: str,
+        breaks: set[tuple[int, str]],
+    ) -> None:
+        """A checkpoint no held chain makes: another tree at a size cosigned or at the size
+        waited for is evidence; a newer one waits for its records (``breaks``: those missing)."""
+        head, size = state.head, checkpoint.size
         if size <= head.size:  # another tree at a size cosigned, its records not held
             self._evidence(table, state, checkpoint, None)
             return
@@ -838,35 +869,17 @@ class Witness:
         *,
         also: Checkpoint | None = None,
     ) -> None:
-        """Two signed trees that disagree: named, and the table's cosigning stopped."""
+        """Two signed trees that disagree: named, and the table's cosigning stopped. From
+        a branch whose records are held (``found``), a rollback when each of them was written
+        after every record cosigned past the branch, else a fork."""
         head = state.head
         if found is None or found.anchor is None:
-            other = (
-                f"another checkpoint of {also.size} records"
-                if also is not None
-                else f"the log it cosigned up to {head.size}"
-            )
-            self._halt(
-                table,
-                state,
-                AlertKind.FORK,
-                f"{table}'s key signed a checkpoint of {checkpoint.size} records that"
-                f" contradicts {other}: two different logs. The witness does not hold the"
-                " records of the other one, so it cannot show that the log went back to an"
-                " older copy: a fork (two copies of the table's log).",
-                checkpoint.size,
-            )
+            self._fork_unheld(table, state, checkpoint, also)
             return
         branch = found.anchor
         theirs = [_time_ms(self._entry(table, state, c)[0].leaf) for c in found.chain]
         ours = [_time_ms(leaf) for _, leaf in self.store.leaves(table, branch + 1)]
-        later = (
-            bool(theirs and ours)
-            and None not in theirs
-            and None not in ours
-            and min(t for t in theirs if t is not None) > max(t for t in ours if t is not None)
-        )
-        if branch < head.cosigned_size and later:
+        if branch < head.cosigned_size and _written_after(theirs, ours):
             self._halt(
                 table,
                 state,
@@ -887,6 +900,27 @@ class Witness:
                 " copies of the table's log were played.",
                 branch + 1,
             )
+
+    def _fork_unheld(
+        self, table: str, state: TableState, checkpoint: Checkpoint, also: Checkpoint | None
+    ) -> None:
+        """A signed tree that contradicts the log cosigned (or ``also``, another signed tree),
+        its records not held: a fork, since nothing shows the log went back."""
+        other = (
+            f"another checkpoint of {also.size} records"
+            if also is not None
+            else f"the log it cosigned up to {state.head.size}"
+        )
+        self._halt(
+            table,
+            state,
+            AlertKind.FORK,
+            f"{table}'s key signed a checkpoint of {checkpoint.size} records that"
+            f" contradicts {other}: two different logs. The witness does not hold the"
+            " records of the other one, so it cannot show that the log went back to an"
+            " older copy: a fork (two copies of the table's log).",
+            checkpoint.size,
+        )
 
     # --- status and what the records say -------------------------------------------------
 
@@ -1060,3 +1094,13 @@ def _time_ms(leaf: bytes) -> int | None:
     if moment.tzinfo is None:
         return None
     return int(moment.timestamp() * 1000)
+
+
+def _written_after(theirs: list[int | None], ours: list[int | None]) -> bool:
+    """Whether every record of ``theirs`` was written after every one of ``ours``: both held,
+    each with its time."""
+    their_times = [t for t in theirs if t is not None]
+    our_times = [t for t in ours if t is not None]
+    if len(their_times) != len(theirs) or len(our_times) != len(ours):
+        return False
+    return bool(their_times and our_times) and min(their_times) > max(our_times)

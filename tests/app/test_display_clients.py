@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.display import clients as display_clients
-from controller.display.clients import UnreadWatch, is_the_box, kernel_queue, source_of
 from controller.errors import ClientNotReading
+from controller.web import clients as display_clients
+from controller.web.clients import UnreadWatch, is_the_box, kernel_queue, source_of
 
 BOUND_S = 10.0
 

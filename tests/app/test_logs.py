@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.app.logs import configure_logging
+from controller.system.logs import configure_logging
 
 
 def test_priorities_and_multiline_messages() -> None:

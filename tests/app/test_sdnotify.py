@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from controller.app.sdnotify import notify, watchdog_interval_s
+from controller.system.sdnotify import notify, watchdog_interval_s
 
 
 def test_notify_sends_to_a_path_socket(tmp_path: Path) -> None:

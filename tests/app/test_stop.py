@@ -36,7 +36,7 @@ from controller.app.appliance import (
 from controller.audit.log import AuditLog
 from controller.core.config import Config
 from controller.core.state import Mode
-from controller.display.feed import CappedServer, ClientLimits
+from controller.web.capped import CappedServer, ClientLimits
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

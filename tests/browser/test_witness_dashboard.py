@@ -28,8 +28,8 @@ from support.web import (
     wait_until,
 )
 
-from controller.display.feed import ClientLimits
 from controller.fleet.protocol import Alert, AlertKind, Presence, Status
+from controller.web.capped import ClientLimits
 from controller.witness.dashboard import DashboardServer
 from controller.witness.floor import Floor, FloorSettings
 from controller.witness.ports import SEVERITY, StoredAlert, Unconfirmed

@@ -110,6 +110,11 @@ def test_the_wheel_carries_the_packages_and_the_display_page(tmp_path: Path) -> 
     (wheel,) = (tmp_path / "dist").glob("paigow_controller-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        scripts = archive.read(entry_points).decode()
+    # the table's command line, and the witness's own (controller/witness/main.py)
+    assert "paigow-controller = controller.cli:main" in scripts
+    assert "paigow-witness = controller.witness.main:main" in scripts
     folder = ROOT / "controller" / "display" / "assets"
     assets = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert assets, "no display assets in the checkout"

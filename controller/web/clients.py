@@ -1,4 +1,4 @@
-"""What the display's servers know of a client: whether it reads, and where it comes from.
+"""What the web servers know of a client: whether it reads, and where it comes from.
 
 Whether a client reads is measured by what it has not taken, not by whether a send waited. A
 client that connects and never reads does not make a send wait for long: its kernel's receive
@@ -13,7 +13,7 @@ unsent rather than in a buffer that grows to megabytes.
 
 A client's source is its address; an IPv6 address counts by its /64 (one host is given a /64).
 The box's own address (``127.0.0.1``, ``::1``) is the kiosk's, and a forwarder the site runs on
-the box: it has slots of its own and no per-address cap (see ``feed.CappedServer``). The other
+the box: it has slots of its own and no per-address cap (see ``capped.CappedServer``). The other
 loopback addresses (``127.0.0.2`` ...) are sources like any other: nothing on the box uses them.
 """
 
