@@ -353,7 +353,8 @@ def _db_file(path: Path) -> str:
     0400, as --credentials-file; or a systemd credential); a bad file is exit 78 naming it."""
     import stat
 
-    from controller.files import TooLarge, read_capped
+    from controller.errors import TooLarge
+    from controller.files import read_capped
 
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -418,7 +419,8 @@ def _ack_token(path_text: str | None) -> str:
         return ""
     import stat
 
-    from controller.files import TooLarge, read_capped
+    from controller.errors import TooLarge
+    from controller.files import read_capped
 
     path = Path(path_text)
     try:
@@ -435,7 +437,8 @@ def _ack_token(path_text: str | None) -> str:
 def _credentials(path_text: str | None) -> tuple[str, str]:
     if path_text is None:
         return "", ""
-    from controller.fleet.client import FleetError, read_credentials
+    from controller.errors import FleetError
+    from controller.fleet.client import read_credentials
 
     try:
         return read_credentials(Path(path_text))

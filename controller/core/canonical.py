@@ -24,11 +24,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.errors import EncodingError
+
 MAX_SAFE_INTEGER = 2**53 - 1
-
-
-class EncodingError(ValueError):
-    """A value that has no canonical encoding, or bytes that are not canonical."""
 
 
 def _check(value: object, path: str) -> None:

@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.dice import DiceReading, NoRollReason, judge_reading, same_dice
-from controller.core.record_data import RecordDataError
+from controller.errors import RecordDataError
 
 READINGS_MAX = 100  # readings in one walk (--readings)
 STEP_TIMEOUT_MAX_S = 600  # the longest a step waits for the hardware (--step-timeout)

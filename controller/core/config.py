@@ -21,7 +21,7 @@ from typing import Any
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
-from controller.core.note import ALG_COSIGNATURE_V1, NoteError, Verifier
+from controller.core.note import ALG_COSIGNATURE_V1, Verifier
 from controller.core.position import Game
 from controller.core.rng_escrow import parse_escrow_key
 from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
@@ -34,7 +34,7 @@ from controller.core.wagers import (
     sum_paytable_a,
     sum_paytable_b,
 )
-from controller.errors import ConfigError, EscrowError
+from controller.errors import ConfigError, EscrowError, NoteError
 
 MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
 MAX_BRAND_CHARS = 40  # the certificate holder's name on the table page (621a.2(b)(1))

@@ -18,9 +18,9 @@ from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.dice_monitor import DiceAlarm, DiceWindows
-from controller.core.meters import Meters, MetersError
+from controller.core.meters import Meters
 from controller.core.position import BETTING_POSITIONS, BankHistory
-from controller.core.record_data import RecordDataError, result_as_recorded, roll_of
+from controller.core.record_data import result_as_recorded, roll_of
 from controller.core.state import (
     Correction,
     CorrectionReason,
@@ -31,7 +31,13 @@ from controller.core.state import (
     check_dice_set_id,
     check_employee_id,
 )
-from controller.errors import ControllerError, GameRuleError
+from controller.errors import (
+    EncodingError,
+    GameRuleError,
+    MetersError,
+    RecordDataError,
+    SnapshotError,
+)
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
 # and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
@@ -88,10 +94,6 @@ _OPTIONAL_V5 = {
 }
 _KEYS_V5 = _KEYS_V4 | set(_OPTIONAL_V5)
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: _KEYS_V4, 5: _KEYS_V5}
-
-
-class SnapshotError(ControllerError, ValueError):
-    """A stored context that the encoder cannot have written."""
 
 
 def encode_context(ctx: RoundContext) -> bytes:
@@ -152,7 +154,7 @@ def decode_context(blob: bytes) -> RoundContext:
         raise SnapshotError(f"a context snapshot of {len(blob)} bytes is too large")
     try:
         raw = canonical.decode(blob)
-    except canonical.EncodingError as exc:
+    except EncodingError as exc:
         raise SnapshotError(f"not a canonical context snapshot: {exc}") from exc
     if not isinstance(raw, dict):
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
