@@ -131,10 +131,6 @@ class ShakerError(HardwareError):
     """The dice shaker's hardware failed."""
 
 
-class MotorOverrun(ShakerError):
-    """The shaker motor ran past its maximum run time and was cut by the driver."""
-
-
 class OutputsLatched(ShakerError):
     """A shake refused because the fault latch holds the outputs safe. Not a fault of its own:
     whatever tripped the latch reports its fault with its own event."""
@@ -149,10 +145,6 @@ class RngError(ControllerError, RuntimeError):
 
 class RngSelfTestFailure(RngError):
     """A known-answer or continuous self-test of the DRBG failed."""
-
-
-class RngVerificationError(RngError):
-    """A revealed RNG session does not match its commitment or its recorded draws."""
 
 
 class RngSessionLost(RngError):
