@@ -335,12 +335,6 @@ def cosignature_on(body: str, cosigner: Signer, timestamp: int) -> str:
     return f"{SIGNATURE_DASH} {cosigner.name} {base64.b64encode(raw).decode()}\n"
 
 
-def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -> str:
-    """The witness's signature line on ``checkpoint`` (the body its fields make, no extension
-    lines) at ``timestamp`` (POSIX seconds, given: the core reads no clock)."""
-    return cosignature_on(checkpoint.text(), cosigner, timestamp)
-
-
 def cosign_note(note: str, cosigner: Signer, timestamp: int) -> str:
     """``note`` (a signed checkpoint, its signatures not checked here) as given, with the
     cosignature line on its body as given added after its signatures; a body that is not a

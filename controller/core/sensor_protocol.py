@@ -26,8 +26,6 @@ from controller.errors import FrameError, SensorVersionError
 
 PROTOCOL_VERSION = 1
 VERSION_TAG = "DS1"
-START = 0x24  # "$"
-CHECKSUM_MARK = 0x2A  # "*"
 TERMINATOR = b"\r\n"
 MAX_FRAME_BYTES = 256  # from "$" to "\n" inclusive; the longest legal frame is 239
 MAX_OBJECTS = 9  # objects one reading may report (three dice plus up to six foreign objects)
@@ -425,7 +423,6 @@ class FrameParser:
         self._in_frame = False
         self.rejections: Counter[Rejection] = Counter()
         self.last_rejection: str = ""
-        self.frames_accepted = 0
 
     @property
     def buffered(self) -> int:
@@ -458,8 +455,6 @@ class FrameParser:
         except _Reject as rejected:
             self.rejections[rejected.reason] += 1
             self.last_rejection = str(rejected)
-        else:
-            self.frames_accepted += 1
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []

@@ -209,11 +209,5 @@ def systemd_status(facts: Facts) -> str:
     return " ".join(text.split())  # one line, whatever a detail held
 
 
-def fault_rows(names: Sequence[str]) -> list[dict[str, object]]:
-    """The rows of faults named on a screen (the supervisor view's), in code order."""
-    rows = sorted({code_of(n) for n in names}, key=lambda r: r.code)
-    return [Condition(r).as_dict() for r in rows]
-
-
 def known(name: str) -> bool:
     return name in BY_NAME
