@@ -303,11 +303,6 @@ class SimulatedSensor:
     def dice(self) -> tuple[VirtualDie, ...]:
         return self._dice
 
-    def set_dice(self, dice: tuple[VirtualDie, ...]) -> None:
-        """Place the dice by hand (a test of a particular roll)."""
-        with self._lock:
-            self._dice = dice
-
     # --- faults ----------------------------------------------------------------------------
 
     def inject(self, fault: SimFault, count: int = 1) -> None:
@@ -316,10 +311,6 @@ class SimulatedSensor:
             raise ValueError("count must be at least 1")
         with self._lock:
             self._faults[fault] += count
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
 
     def unplug(self, *, replug_after_s: float | None = None) -> None:
         """Pull the cable. With ``replug_after_s`` it comes back by itself."""
