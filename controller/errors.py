@@ -2,6 +2,12 @@
 
 Every error the controller raises on purpose derives from :class:`ControllerError`, and also from
 the builtin it means (``SensorTimeout`` is a ``TimeoutError``), so callers may catch either.
+Each public exception is defined here; the module that raises it imports it from here.
+Three private ones stay in the one module that raises and catches them as control flow:
+``controller.core.rng_replay._Bad`` (a session's records that do not replay),
+``controller.core.sensor_protocol._Reject`` (a frame refused with its reason) and
+``controller.audit.parallel._Split`` (a run not as it should be: verified again sequentially
+to name the record).
 Process exit codes follow sysexits(3): a bad configuration is 78 (EX_CONFIG), a bad command
 line is 2 (argparse's usage error).
 """
@@ -32,6 +38,11 @@ class UsageError(ControllerError, ValueError):
     """A command-line argument is out of range (exit 2, one line, no traceback)."""
 
 
+class NumberError(ControllerError, ValueError):
+    """Text that is not a whole number in the range asked for. Callers turn it into their
+    own error (a usage error, a config error naming the key, a refused request)."""
+
+
 # --- the game core --------------------------------------------------------------------------
 
 
@@ -56,6 +67,33 @@ class IllegalTransition(ControllerError, RuntimeError):
         super().__init__(f"event {event!s} is not allowed in state {state!s}")
         self.state = state
         self.event = event
+
+
+# --- the core's stored and signed forms -----------------------------------------------------
+
+
+class EncodingError(ControllerError, ValueError):
+    """A value that has no canonical encoding, or bytes that are not canonical."""
+
+
+class RecordDataError(ControllerError, ValueError):
+    """A record's data does not have the shape its kind requires."""
+
+
+class SnapshotError(ControllerError, ValueError):
+    """A stored context that the encoder cannot have written."""
+
+
+class MetersError(ControllerError, ValueError):
+    """Stored meters that the encoder cannot have written."""
+
+
+class CountsError(ControllerError, ValueError):
+    """Counts that the dice monitor cannot have made (a stored context, a record)."""
+
+
+class NoteError(ControllerError, ValueError):
+    """A malformed key, note or checkpoint, or a signature that does not verify."""
 
 
 # --- hardware -------------------------------------------------------------------------------
@@ -93,10 +131,6 @@ class ShakerError(HardwareError):
     """The dice shaker's hardware failed."""
 
 
-class MotorOverrun(ShakerError):
-    """The shaker motor ran past its maximum run time and was cut by the driver."""
-
-
 class OutputsLatched(ShakerError):
     """A shake refused because the fault latch holds the outputs safe. Not a fault of its own:
     whatever tripped the latch reports its fault with its own event."""
@@ -111,10 +145,6 @@ class RngError(ControllerError, RuntimeError):
 
 class RngSelfTestFailure(RngError):
     """A known-answer or continuous self-test of the DRBG failed."""
-
-
-class RngVerificationError(RngError):
-    """A revealed RNG session does not match its commitment or its recorded draws."""
 
 
 class RngSessionLost(RngError):
@@ -133,6 +163,30 @@ class EscrowError(RngError, ValueError):
 
 class ClientNotReading(ControllerError, TimeoutError):
     """A display or feed client has not taken what it was sent within the bound: dropped."""
+
+
+class FeedRequestError(ControllerError, ValueError):
+    """A feed request line that is neither ``{"from": N}`` nor ``FROM N``."""
+
+
+# --- the service terminal and commissioning -------------------------------------------------
+
+
+class ServiceTerminalError(ControllerError, OSError):
+    """The service terminal cannot be served, or its controller cannot be reached or answered
+    outside the grammar."""
+
+
+class TerminalUnavailable(ServiceTerminalError, ConnectionError):
+    """No controller answers at the socket (not running, or a socket left by a crash)."""
+
+
+class RequestError(ControllerError, ValueError):
+    """A service terminal request outside the grammar: it never becomes an event."""
+
+
+class NoAnswer(ControllerError, TimeoutError):
+    """The technician did not answer in time, or their input ended: the walk is abandoned."""
 
 
 # --- audit log ------------------------------------------------------------------------------
@@ -183,9 +237,57 @@ class LogIntegrityError(AuditLogError):
         self.record = record
 
 
+class ArchiveError(AuditLogError):
+    """An archive file is not what its signed note says, or the chain is broken."""
+
+
+class RestoreRefused(AuditLogError):
+    """The restore would write over a log, or roll the log back, or the backup does not
+    verify: nothing was written."""
+
+
 class SoftwareIdentityError(ControllerError, ValueError):
     """A software manifest that cannot be read, is malformed, is not signed by the release key,
     or a package tree that cannot be hashed within its bounds (program verification)."""
+
+
+class ReleaseError(ControllerError):
+    """A tree that cannot be a release (a file that is not a regular file, no version)."""
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+class TooLarge(ControllerError, ValueError):
+    """A file (or a device or pipe) that holds more than the caller will read."""
+
+
+class LockHeld(ControllerError):
+    """Another process holds the lock: ``holder`` is the PID it wrote ("unknown" if none)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(f"held by PID {holder}")
+        self.holder = holder
+
+
+# --- the fleet ------------------------------------------------------------------------------
+
+
+class FleetError(ControllerError, ValueError):
+    """An MQTT connection cannot be set up as configured (a credentials or certificate file):
+    on a table the fleet stays off and the table plays; the witness exits 78."""
+
+
+class ProtocolError(ControllerError, ValueError):
+    """A topic or payload that is not what the fleet protocol says: refused, never acted on."""
+
+
+class CursorError(ControllerError, ValueError):
+    """The fleet outbox's cursor file is not one this publisher wrote."""
+
+
+class PkiError(ControllerError, ValueError):
+    """A name, a validity, a CA's files or its index that cannot be used (the CLI's exit 2)."""
 
 
 # --- the witness ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ thread's queue (``EventSink``) and the one control thread carries out the core's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,8 +17,6 @@ from controller.core.dice import Roll
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.software import SoftwareCheck
 from controller.core.state import Occurrence, Screen
-
-Clock = Callable[[], int]
 
 
 def monotonic_ms() -> int:

@@ -84,10 +84,6 @@ class DebouncedInput:
         return self._stable
 
     @property
-    def raw_is_active(self) -> bool:
-        return self._read()
-
-    @property
     def wakeups(self) -> int:
         """How often the settle thread has woken: once per settle at most, never while idle."""
         return self._wakeups

@@ -57,7 +57,7 @@ from controller.core.config import Config, RoundConfig, require_escrow_key
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_escrow import parse_escrow_key
-from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.snapshot import decode_context
 from controller.core.software import SoftwareCheck
 from controller.core.state import Mode, RoundContext, RoundMachine, Screen
 from controller.core.status import Facts, report, systemd_status
@@ -67,9 +67,11 @@ from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import (
     ControllerError,
+    FleetError,
     LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
+    SnapshotError,
 )
 from controller.ports import (
     ClockStatus,
@@ -372,7 +374,6 @@ class Appliance:
         config = self.config
         if not config.fleet.mqtt_url:
             return
-        from controller.fleet.client import FleetError  # noqa: PLC0415 - paho
         from controller.fleet.protocol import StatusSigner  # noqa: PLC0415 - with the fleet
         from controller.fleet.publisher import Publisher  # noqa: PLC0415 - paho
 

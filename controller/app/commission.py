@@ -50,7 +50,7 @@ from controller.core.commissioning import (
 from controller.core.config import Config
 from controller.core.dice import DiceReading
 from controller.core.records import RecordKind
-from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.snapshot import decode_context
 from controller.core.state import Event, Mode, Occurrence
 from controller.errors import (
     AuditLogError,
@@ -58,6 +58,8 @@ from controller.errors import (
     ControllerError,
     InstanceLocked,
     LogIdentityError,
+    NoAnswer,
+    SnapshotError,
     UsageError,
 )
 from drivers.dice_sensor import SerialDiceSensor
@@ -70,10 +72,6 @@ ANSWERS_QUEUED = 64  # lines typed ahead, at most
 OBSERVATIONS_QUEUED = 4096  # pin and sensor events waiting, at most (debounced: a few a second)
 POLL_S = 0.1  # the longest one wait on the queue lasts before the (injected) clock is read again
 MOTOR_MARGIN_S = 0.5  # after the motor's limit: time for the driver's watchdog to report
-
-
-class NoAnswer(ControllerError, TimeoutError):
-    """The technician did not answer in time, or their input ended: the walk is abandoned."""
 
 
 class Hands(Protocol):

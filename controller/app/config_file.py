@@ -22,8 +22,8 @@ from pathlib import Path
 
 from controller.core.config import Config, config_from_bytes
 from controller.core.digits import quoted
-from controller.errors import ConfigError
-from controller.files import TooLarge, read_capped
+from controller.errors import ConfigError, TooLarge
+from controller.files import read_capped
 
 DEFAULT_PATH = Path("/etc/paigow-controller/config.toml")
 MAX_FILE_BYTES = 1 << 20

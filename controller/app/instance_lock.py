@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from controller.errors import AuditLogError, InstanceLocked
-from controller.files import DirectoryLock, LockHeld, PidLock
+from controller.errors import AuditLogError, InstanceLocked, LockHeld
+from controller.files import DirectoryLock, PidLock
 
 LOCK_FILE = "controller.lock"
 

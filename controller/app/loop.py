@@ -37,7 +37,7 @@ from controller.core.dice import Roll
 from controller.core.record_data import Unrecorded
 from controller.core.records import RecordKind
 from controller.core.recurrence import RecurrencePolicy, Recurrences
-from controller.core.snapshot import SnapshotError, decode_context, encode_context
+from controller.core.snapshot import decode_context, encode_context
 from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import (
     RECALL_DEPTH,
@@ -61,6 +61,7 @@ from controller.errors import (
     OutputsLatched,
     RngError,
     RngSessionLost,
+    SnapshotError,
 )
 from controller.ports import (
     AuditLog,

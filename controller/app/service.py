@@ -93,7 +93,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from controller.audit.log import AuditLog
 from controller.core import canonical
 from controller.core.dice import Roll
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.core.digits import MAX_SEQ, parse_bounded_int
 from controller.core.state import (
     RECALL_DEPTH,
     CorrectionReason,
@@ -106,7 +106,15 @@ from controller.core.state import (
     check_employee_id,
 )
 from controller.display.log_reader import SqliteLogReader
-from controller.errors import ControllerError, GameRuleError
+from controller.errors import (
+    ControllerError,
+    EncodingError,
+    GameRuleError,
+    NumberError,
+    RequestError,
+    ServiceTerminalError,
+    TerminalUnavailable,
+)
 
 if TYPE_CHECKING:
     from controller.app.loop import Outcome
@@ -172,19 +180,6 @@ _REASONS: Mapping[str, tuple[str, ...]] = {
     "void_round": tuple(str(r) for r in VoidReason if r.is_typed),
     "tiles_shuffled": tuple(str(r) for r in ShuffleReason),
 }
-
-
-class ServiceTerminalError(ControllerError, OSError):
-    """The service terminal cannot be served, or its controller cannot be reached or answered
-    outside the grammar."""
-
-
-class TerminalUnavailable(ServiceTerminalError, ConnectionError):
-    """No controller answers at the socket (not running, or a socket left by a crash)."""
-
-
-class RequestError(ControllerError, ValueError):
-    """A request outside the grammar: it never becomes an event."""
 
 
 class SupervisorKey(Protocol):
@@ -351,7 +346,7 @@ def parse_request(data: bytes) -> Request:
         raise RequestError("a request is printable ASCII, one line")
     try:
         fields = canonical.decode(line)
-    except canonical.EncodingError as exc:
+    except EncodingError as exc:
         raise RequestError(f"not canonical JSON: {exc}") from None
     if not isinstance(fields, dict):
         raise RequestError("a request is a JSON object")

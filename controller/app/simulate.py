@@ -56,12 +56,7 @@ from typing import Protocol, TextIO
 from gpiozero.pins.mock import MockFactory
 
 from controller.app.appliance import Appliance, Options
-from controller.app.service import (
-    SOCKET_NAME,
-    Request,
-    ServiceTerminalError,
-    send_request,
-)
+from controller.app.service import SOCKET_NAME, Request, send_request
 from controller.core.config import Config
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import DieColour, Roll
@@ -70,7 +65,7 @@ from controller.core.digits import quoted
 from controller.core.position import Game
 from controller.core.state import Fault, Mode, Screen, VoidReason
 from controller.display.console import ConsoleDisplay
-from controller.errors import UsageError
+from controller.errors import ServiceTerminalError, UsageError
 from controller.ports import wall_ms
 from controller.rng.escrow import throwaway_escrow_key
 from drivers.panel import SUPERVISOR_KEY, GpioPanel

@@ -24,10 +24,10 @@ from controller.audit.log import (
     read_latest_context,
 )
 from controller.core import canonical
-from controller.core.snapshot import SnapshotError, decode_context
+from controller.core.snapshot import decode_context
 from controller.core.state import ClockSync, RoundContext
 from controller.core.status import ROOT_PREFIX_CHARS
-from controller.errors import AuditLogError, ControllerError
+from controller.errors import AuditLogError, ControllerError, SnapshotError
 
 LOOK_BACK = 100_000  # records searched back for the last of a kind (no index by kind)
 MAX_DETAIL_CHARS = 300  # a fault's detail, as the status carries it

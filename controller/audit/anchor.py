@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.core.merkle import HASH_SIZE, CompactRange
-from controller.core.note import Checkpoint, NoteError
+from controller.core.note import Checkpoint
 from controller.core.state import Fault
-from controller.errors import AuditLogError
+from controller.errors import AuditLogError, NoteError
 from controller.files import fsync_dir
 
 ANCHOR_FILE = "log-anchor"

@@ -60,18 +60,11 @@ from controller.audit.log import (
     read_records,
 )
 from controller.core.config import MIN_RETAIN_ROUNDS
-from controller.core.digits import NumberError, parse_bounded_int
+from controller.core.digits import parse_bounded_int
 from controller.core.merkle import CompactRange
-from controller.core.note import (
-    NoteError,
-    Signer,
-    Verifier,
-    open_checkpoint,
-    open_note,
-    sign_note,
-)
+from controller.core.note import Signer, Verifier, open_checkpoint, open_note, sign_note
 from controller.core.records import RecordKind, StoredRecord
-from controller.errors import AuditLogError, LogIntegrityError
+from controller.errors import ArchiveError, AuditLogError, LogIntegrityError, NoteError, NumberError
 from controller.files import fsync_dir, fsync_file
 
 log = logging.getLogger("paigow.audit")
@@ -96,10 +89,6 @@ CREATE TABLE archive (
     end_frontier BLOB NOT NULL
 );
 """
-
-
-class ArchiveError(AuditLogError):
-    """An archive file is not what its signed note says, or the chain is broken."""
 
 
 @dataclass(frozen=True, slots=True)

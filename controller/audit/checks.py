@@ -15,9 +15,8 @@ from typing import Any
 from controller.core import canonical
 from controller.core.commissioning import check_record as check_commissioning
 from controller.core.dice import Roll
-from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
+from controller.core.note import Checkpoint, Verifier, open_checkpoint
 from controller.core.record_data import (
-    RecordDataError,
     check_cosigned,
     check_rollback_evidence,
     paytables_from_record,
@@ -28,7 +27,13 @@ from controller.core.record_data import (
 from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.core.state import CorrectionReason, Fault, VoidReason, check_employee_id
 from controller.core.wagers import Paytable
-from controller.errors import GameRuleError, LogIntegrityError
+from controller.errors import (
+    EncodingError,
+    GameRuleError,
+    LogIntegrityError,
+    NoteError,
+    RecordDataError,
+)
 
 ENTRY_KEYS = frozenset({"seq", "kind", "time", "prev", "data"})
 RNG_KINDS = frozenset(
@@ -152,8 +157,8 @@ def decode_fields(
     try:
         value = canonical.decode(leaf)
         if not isinstance(value, dict):  # as StoredRecord.entry says it
-            raise canonical.EncodingError("a record is a JSON object")
-    except canonical.EncodingError as exc:
+            raise EncodingError("a record is a JSON object")
+    except EncodingError as exc:
         raise LogIntegrityError(stored_seq, f"not a canonical record: {exc}") from exc
     if value.keys() != ENTRY_KEYS:
         raise LogIntegrityError(stored_seq, f"has fields {sorted(value)}, not {sorted(ENTRY_KEYS)}")

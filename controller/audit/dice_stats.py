@@ -45,8 +45,8 @@ from controller.core.dice_monitor import (
     p_values,
 )
 from controller.core.records import RecordKind
-from controller.core.snapshot import DICE_COUNTS_SINCE, SnapshotError, decode_context
-from controller.errors import GameRuleError, LogIntegrityError
+from controller.core.snapshot import DICE_COUNTS_SINCE, decode_context
+from controller.errors import GameRuleError, LogIntegrityError, SnapshotError
 
 _DICE_MODES = frozenset({"shaker", "manual"})
 

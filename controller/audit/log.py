@@ -68,7 +68,6 @@ from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import (
     Checkpoint,
-    NoteError,
     Signer,
     checkpoint_note,
     checkpoint_signature,
@@ -80,9 +79,11 @@ from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
     ConfigError,
+    EncodingError,
     LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
+    NoteError,
     StorageFull,
 )
 from controller.files import write_new
@@ -715,7 +716,7 @@ class AuditLog:
             entry = {"seq": seq, "kind": str(kind), "time": now, "prev": prev, "data": dict(data)}
             try:
                 leaf = canonical.encode(entry)
-            except canonical.EncodingError as exc:
+            except EncodingError as exc:
                 raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
             tree.append(leaf)
             prev = record_hash(leaf)

@@ -35,8 +35,8 @@ from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import connect_read_only, open_for_reading, read_latest_context
 from controller.core.meters import Meters, counted
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.snapshot import SnapshotError, decode_context
-from controller.errors import AuditLogError, LogIntegrityError
+from controller.core.snapshot import decode_context
+from controller.errors import AuditLogError, LogIntegrityError, SnapshotError
 
 METERS_SINCE = 5  # the first context snapshot version that keeps the meters
 # the records ``counted`` counts (any other leaves the meters as they are)

@@ -28,7 +28,6 @@ from typing import Any
 from controller.audit.archive import (
     ARCHIVE_DIR,
     Archive,
-    ArchiveError,
     archive_paths,
     archived_records,
     read_chain,
@@ -48,7 +47,7 @@ from controller.audit.log import (
 from controller.core.merkle import CompactRange, leaf_hash
 from controller.core.note import Verifier
 from controller.core.records import RecordKind, StoredRecord
-from controller.errors import AuditLogError, LogIntegrityError
+from controller.errors import ArchiveError, AuditLogError, LogIntegrityError
 
 DEFAULT_RECALL = 10  # AGCO 13.1.1: the current game and at least the 9 before it
 MAX_RECORDS = 1000  # records one recall of records shows at most (--seq A-B, --kind --last)

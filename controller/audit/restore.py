@@ -45,13 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.audit.anchor import ANCHOR_FILE, Anchor, AnchorFile, copy_path
-from controller.audit.archive import (
-    ARCHIVE_DIR,
-    Archive,
-    ArchiveError,
-    archived_records,
-    read_chain,
-)
+from controller.audit.archive import ARCHIVE_DIR, Archive, archived_records, read_chain
 from controller.audit.backup import _identity
 from controller.audit.log import (
     DB_NAME,
@@ -63,17 +57,12 @@ from controller.audit.log import (
 )
 from controller.audit.verify import verify_database, verify_state_dir
 from controller.core.merkle import CompactRange
-from controller.core.note import Checkpoint, NoteError, Signer, Verifier, open_checkpoint
-from controller.errors import AuditLogError, LogIntegrityError, UsageError
+from controller.core.note import Checkpoint, Signer, Verifier, open_checkpoint
+from controller.errors import ArchiveError, LogIntegrityError, NoteError, RestoreRefused, UsageError
 from controller.files import DirectoryLock, fsync_dir, fsync_file, write_new
 
 COPY_CHUNK = 1 << 20
 STAGING_PREFIX = ".restore-"  # the copy being made, hidden in the target
-
-
-class RestoreRefused(AuditLogError):
-    """The restore would write over a log, or roll the log back, or the backup does not
-    verify: nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from controller.audit.archive import (
-    ArchiveError,
     archive_paths,
     archived_checkpoints,
     archived_records,
@@ -68,11 +67,16 @@ from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_pa
 from controller.audit.recall import export_line
 from controller.core import canonical
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
-from controller.core.note import Checkpoint, NoteError, Verifier, open_checkpoint
-from controller.core.record_data import RecordDataError
+from controller.core.note import Checkpoint, Verifier, open_checkpoint
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.rng_replay import SeedReveal, SessionReplayer
-from controller.errors import AuditLogError, LogIntegrityError
+from controller.errors import (
+    ArchiveError,
+    AuditLogError,
+    LogIntegrityError,
+    NoteError,
+    RecordDataError,
+)
 
 
 @dataclass

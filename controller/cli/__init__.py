@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from controller.cli.args import PROG, Parser, complain
-from controller.core.digits import NumberError
 from controller.errors import (
     EX_CONFIG,
     EX_SOFTWARE,
     EX_USAGE,
     ConfigError,
     ControllerError,
+    NumberError,
     UsageError,
 )
 

@@ -20,9 +20,9 @@ from controller.cli.args import (
     print_report,
 )
 from controller.core.config import Config
-from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.digits import parse_bounded_int, quoted
 from controller.core.state import Mode
-from controller.errors import ConfigError, ControllerError, UsageError
+from controller.errors import ConfigError, ControllerError, NumberError, UsageError
 
 log = logging.getLogger("paigow")
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, NoReturn
 
-from controller.core.digits import NumberError, is_ascii_digits, parse_bounded_int, quoted
-from controller.errors import EX_USAGE, UsageError
+from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
+from controller.errors import EX_USAGE, NumberError, UsageError
 
 PROG = "paigow-controller"
 MESSAGE_MAX_CHARS = 500  # one line on stderr, even when an argument was 100 kB long

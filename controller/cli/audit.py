@@ -60,10 +60,17 @@ from controller.cli.args import (
     whole_number,
 )
 from controller.core.config import StorageConfig
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
-from controller.core.note import NoteError, Verifier
+from controller.core.digits import MAX_SEQ, parse_bounded_int, quoted
+from controller.core.note import Verifier
 from controller.core.records import RecordKind
-from controller.errors import AuditLogError, ControllerError, LogIntegrityError, UsageError
+from controller.errors import (
+    AuditLogError,
+    ControllerError,
+    LogIntegrityError,
+    NoteError,
+    NumberError,
+    UsageError,
+)
 from controller.files import read_capped
 
 MAX_NOTE_BYTES = 16 * 1024  # a signed checkpoint is a few hundred bytes

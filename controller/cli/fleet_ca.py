@@ -124,7 +124,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
 
 
 def fleet_ca(args: argparse.Namespace) -> int:
-    from controller.fleet.pki import PkiError
+    from controller.errors import PkiError
 
     _refuse_unused(args)
     try:
@@ -143,7 +143,8 @@ def fleet_ca(args: argparse.Namespace) -> int:
 
 
 def _read(path: Path, limit: int = MAX_PEM_BYTES) -> bytes:
-    from controller.files import TooLarge, read_capped
+    from controller.errors import TooLarge
+    from controller.files import read_capped
 
     try:
         return read_capped(path, limit)
@@ -181,7 +182,8 @@ class _Ca:
     """The CA's directory, locked while a command changes it (one fleet-ca at a time)."""
 
     def __init__(self, directory: Path) -> None:
-        from controller.files import LockHeld, PidLock
+        from controller.errors import LockHeld
+        from controller.files import PidLock
 
         if not (directory / CA_KEY).is_file():
             raise UsageError(f"--dir {quoted(str(directory))} is not a fleet CA's (no {CA_KEY})")
@@ -200,7 +202,8 @@ class _Ca:
         self._lock.release()
 
     def load(self) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, Index]:
-        from controller.fleet.pki import MAX_INDEX_BYTES, Index, PkiError, load_ca
+        from controller.errors import PkiError
+        from controller.fleet.pki import MAX_INDEX_BYTES, Index, load_ca
 
         cert_data, key_data = _read(self.directory / CA_CERT), _read(self.directory / CA_KEY)
         try:

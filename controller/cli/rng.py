@@ -16,11 +16,11 @@ from typing import BinaryIO
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from controller.cli.args import describe, path_argument
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int, quoted
+from controller.core.digits import MAX_SEQ, parse_bounded_int, quoted
 from controller.core.drbg import MAX_REQUEST_BYTES, MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg
 from controller.core.drbg import known_answer_test as _known_answer_test
 from controller.core.rng_replay import SESSION_ID_HEX, Record, SeedReveal, replay_sessions
-from controller.errors import EscrowError, LogIntegrityError, UsageError
+from controller.errors import EscrowError, LogIntegrityError, NumberError, UsageError
 from controller.files import write_new
 from controller.rng.session import os_entropy
 
@@ -293,7 +293,8 @@ def _records_of(args: argparse.Namespace) -> Iterator[Record]:
 def read_reveals(name: str) -> list[SeedReveal]:
     """``verify-log --rng-reveals FILE``: the seeds rng-reveal wrote (a bad file is exit 2)."""
     from controller.core.rng_audit import reveals_from_document
-    from controller.files import TooLarge, read_capped
+    from controller.errors import TooLarge
+    from controller.files import read_capped
 
     option = f"--rng-reveals {quoted(name)}"
     try:

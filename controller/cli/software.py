@@ -10,8 +10,8 @@ from pathlib import Path
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli import render
 from controller.cli.args import describe, json_argument, path_argument, print_report
-from controller.core.note import NoteError, Verifier
-from controller.errors import UsageError
+from controller.core.note import Verifier
+from controller.errors import NoteError, UsageError
 
 EX_MISMATCH = 1
 

@@ -81,14 +81,9 @@ def status_command(args: argparse.Namespace) -> int:
         raise UsageError("--markdown goes with --fault-table")
     if args.fault_table:
         return _fault_table(markdown=args.markdown, as_json=args.json)
-    from controller.app.service import (
-        DEFAULT_SOCKET,
-        SOCKET_NAME,
-        ServiceTerminalError,
-        TerminalUnavailable,
-        ask_status,
-    )
+    from controller.app.service import DEFAULT_SOCKET, SOCKET_NAME, ask_status
     from controller.cli.args import directory_argument
+    from controller.errors import ServiceTerminalError, TerminalUnavailable
 
     state_dir = directory_argument(args.state_dir)
     # where a controller may answer: the socket named; else the state directory's (a
@@ -227,8 +222,7 @@ def _behind_anchor(directory: Path, size: object, problems: list[str]) -> str | 
     """Whether the log holds fewer records than its anchor beside it shows (an older copy put
     in place of the log): the controller latches log_rollback at its start. Read only."""
     from controller.audit.anchor import ANCHOR_FILE, AnchorFile
-    from controller.core.note import NoteError
-    from controller.errors import AuditLogError
+    from controller.errors import AuditLogError, NoteError
 
     if not isinstance(size, int):
         return None

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from controller.cli.args import complain, path_argument
-from controller.errors import EX_USAGE, UsageError
+from controller.errors import EX_USAGE, EncodingError, UsageError
 
 EX_UNAVAILABLE = 69  # sysexits(3)
 EX_TEMPFAIL = 75
@@ -190,13 +190,11 @@ def supervise(args: argparse.Namespace) -> int:
         ACTIONS,
         DEFAULT_SOCKET,
         SOCKET_NAME,
-        RequestError,
-        ServiceTerminalError,
-        TerminalUnavailable,
         parse_request,
         send_request,
     )
     from controller.core import canonical
+    from controller.errors import RequestError, ServiceTerminalError, TerminalUnavailable
 
     if args.action in _GONE:
         raise UsageError(_GONE[args.action])
@@ -223,7 +221,7 @@ def supervise(args: argparse.Namespace) -> int:
     try:
         # the one grammar: the request as the controller will parse it
         request = parse_request(canonical.encode(fields) + b"\n")
-    except (RequestError, canonical.EncodingError) as exc:
+    except (RequestError, EncodingError) as exc:
         raise UsageError(str(exc)) from None
     if args.socket is not None:
         path = Path(args.socket)

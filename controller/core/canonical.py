@@ -24,11 +24,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.errors import EncodingError
+
 MAX_SAFE_INTEGER = 2**53 - 1
-
-
-class EncodingError(ValueError):
-    """A value that has no canonical encoding, or bytes that are not canonical."""
 
 
 def _check(value: object, path: str) -> None:
@@ -324,23 +322,32 @@ def _shape_pattern(value: object, *, top: bool = False) -> str | None:
     if isinstance(value, int):
         return _SCALAR if abs(value) <= MAX_SAFE_INTEGER else None
     if isinstance(value, list):
-        items = [_shape_pattern(item) for item in value]
-        if any(item is None for item in items):
-            return None
-        return r"\[" + ",".join(item for item in items if item is not None) + r"\]"
+        return _array_pattern(value)
     if isinstance(value, dict):
-        members = []
-        for key in sorted(value):
-            if not isinstance(key, str) or _DUMPS(key) != f'"{key}"':
-                return None
-            member = _shape_pattern(value[key])
-            if member is None:
-                return None
-            if top and member == _SCALAR:
-                member = f"({member})"
-            members.append(re.escape(f'"{key}":') + member)
-        return r"\{" + ",".join(members) + r"\}"
+        return _object_pattern(value, top=top)
     return None
+
+
+def _array_pattern(value: list[Any]) -> str | None:
+    items = [_shape_pattern(item) for item in value]
+    if any(item is None for item in items):
+        return None
+    return r"\[" + ",".join(item for item in items if item is not None) + r"\]"
+
+
+def _object_pattern(value: dict[Any, Any], *, top: bool) -> str | None:
+    """An object's members in key order; at the top, each scalar member captured."""
+    members = []
+    for key in sorted(value):
+        if not isinstance(key, str) or _DUMPS(key) != f'"{key}"':
+            return None
+        member = _shape_pattern(value[key])
+        if member is None:
+            return None
+        if top and member == _SCALAR:
+            member = f"({member})"
+        members.append(re.escape(f'"{key}":') + member)
+    return r"\{" + ",".join(members) + r"\}"
 
 
 def normalized(value: object) -> Any:

@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.dice import DiceReading, NoRollReason, judge_reading, same_dice
-from controller.core.record_data import RecordDataError
+from controller.errors import RecordDataError
 
 READINGS_MAX = 100  # readings in one walk (--readings)
 STEP_TIMEOUT_MAX_S = 600  # the longest a step waits for the hardware (--step-timeout)
@@ -92,6 +92,42 @@ LID = "lid"  # state: closed
 TAMPER = "tamper"  # state: secured
 
 
+# The shaker's steps, in their order: the tamper loop opening latches every output safe, so it
+# comes after the steps that need them.
+_SHAKER_STEPS: tuple[Step, ...] = (
+    Step(
+        "shaker.lid",
+        StepKind.INPUT,
+        "the shaker's lid switch",
+        "Lift the shaker's lid (or dome) off, then put it back closed.",
+        LID,
+        expect=(False, True),
+    ),
+    Step(
+        "shaker.motor",
+        StepKind.MOTOR,
+        "the shaker's motor and motion sensor",
+        "Put the three dice in the shaker, close the lid and keep hands clear: the motor"
+        " runs one shake pattern.",
+    ),
+    Step(
+        "shaker.tamper",
+        StepKind.INPUT,
+        "the shaker's tamper loop",
+        "Lift the shaker off its mount (or tilt it), then set it back and secure it."
+        " The controller cuts every output when the loop opens, as it must.",
+        TAMPER,
+        expect=(False, True),
+    ),
+)
+_SENSOR_HANDSHAKE = Step(
+    "sensor.handshake",
+    StepKind.SENSOR,
+    "the dice sensor's handshake and status",
+    "Nothing to do: the controller asks the dice sensor who it is and whether it is healthy.",
+)
+
+
 def plan(*, has_shaker: bool, has_sensor: bool, readings: int) -> tuple[Step, ...]:
     """The walk for a table: the lamps, the player's button (a shaker table only), the
     dealer's keys and the supervisor key, then the shaker (lid, motor, tamper loop, in that
@@ -99,7 +135,18 @@ def plan(*, has_shaker: bool, has_sensor: bool, readings: int) -> tuple[Step, ..
     that need them), then the dice sensor and ``readings`` readings."""
     if not 0 <= readings <= READINGS_MAX:
         raise ValueError(f"readings must be 0..{READINGS_MAX}")
-    steps = [
+    steps = _panel_steps(has_shaker=has_shaker)
+    if has_shaker:
+        steps += _SHAKER_STEPS
+    if has_sensor:
+        steps += (_SENSOR_HANDSHAKE, *_reading_steps(readings))
+    return steps
+
+
+def _panel_steps(*, has_shaker: bool) -> tuple[Step, ...]:
+    """The lamps, the player's button (a shaker table only), the dealer's keys and the
+    supervisor key."""
+    lamps = [
         Step(
             f"lamp.{lamp}",
             StepKind.LAMP,
@@ -112,68 +159,32 @@ def plan(*, has_shaker: bool, has_sensor: bool, readings: int) -> tuple[Step, ..
     ]
     keys = [(SHAKE_BUTTON, "the player's SHAKE button")] if has_shaker else []
     keys += [(key, f"the dealer's {title} key") for key, title in DEALER_KEYS]
-    steps += [
+    inputs = [
         Step(f"key.{key}", StepKind.INPUT, title, f"Press {title} once and release it.", key)
         for key, title in keys
     ]
-    steps.append(
-        Step(
-            f"key.{SUPERVISOR_KEY}",
-            StepKind.INPUT,
-            "the supervisor key switch",
-            "Turn the supervisor key switch ON, then back OFF.",
-            SUPERVISOR_KEY,
-        )
+    supervisor = Step(
+        f"key.{SUPERVISOR_KEY}",
+        StepKind.INPUT,
+        "the supervisor key switch",
+        "Turn the supervisor key switch ON, then back OFF.",
+        SUPERVISOR_KEY,
     )
-    if has_shaker:
-        steps += [
-            Step(
-                "shaker.lid",
-                StepKind.INPUT,
-                "the shaker's lid switch",
-                "Lift the shaker's lid (or dome) off, then put it back closed.",
-                LID,
-                expect=(False, True),
-            ),
-            Step(
-                "shaker.motor",
-                StepKind.MOTOR,
-                "the shaker's motor and motion sensor",
-                "Put the three dice in the shaker, close the lid and keep hands clear: the motor"
-                " runs one shake pattern.",
-            ),
-            Step(
-                "shaker.tamper",
-                StepKind.INPUT,
-                "the shaker's tamper loop",
-                "Lift the shaker off its mount (or tilt it), then set it back and secure it."
-                " The controller cuts every output when the loop opens, as it must.",
-                TAMPER,
-                expect=(False, True),
-            ),
-        ]
-    if has_sensor:
-        steps.append(
-            Step(
-                "sensor.handshake",
-                StepKind.SENSOR,
-                "the dice sensor's handshake and status",
-                "Nothing to do: the controller asks the dice sensor who it is and whether it is"
-                " healthy.",
-            )
+    return (*lamps, *inputs, supervisor)
+
+
+def _reading_steps(readings: int) -> tuple[Step, ...]:
+    return tuple(
+        Step(
+            f"sensor.reading.{n}",
+            StepKind.READING,
+            f"dice sensor reading {n} of {readings}",
+            "Shake the dice (or set them by hand) so they lie in the reading tray, then"
+            " press Enter to read them.",
+            number=n,
         )
-        steps += [
-            Step(
-                f"sensor.reading.{n}",
-                StepKind.READING,
-                f"dice sensor reading {n} of {readings}",
-                "Shake the dice (or set them by hand) so they lie in the reading tray, then"
-                " press Enter to read them.",
-                number=n,
-            )
-            for n in range(1, readings + 1)
-        ]
-    return tuple(steps)
+        for n in range(1, readings + 1)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,7 +533,21 @@ def check_record(data: Mapping[str, Any]) -> None:
         outcome = Outcome(data["outcome"])
     except ValueError:
         raise RecordDataError(f"commissioning outcome {data['outcome']!r} is unknown") from None
-    steps = data["steps"]
+    verdicts = _recorded_verdicts(data["steps"])
+    expected = {str(v): verdicts.count(v) for v in Verdict}
+    if data["counts"] != expected:
+        raise RecordDataError(f"commissioning counts {data['counts']!r} are not its steps'")
+    passed = outcome is Outcome.COMPLETED and all(
+        v in (Verdict.PASS, Verdict.SKIPPED) for v in verdicts
+    )
+    if data["passed"] is not passed:
+        raise RecordDataError(
+            f"commissioning is recorded as passed={data['passed']!r} but its steps say {passed}"
+        )
+
+
+def _recorded_verdicts(steps: object) -> list[Verdict]:
+    """The verdict of each step a ``commissioning`` record lists, each step checked."""
     if not isinstance(steps, list) or len(steps) > STEPS_MAX:
         raise RecordDataError(f"commissioning steps are not a list of at most {STEPS_MAX}")
     verdicts = []
@@ -535,13 +560,4 @@ def check_record(data: Mapping[str, Any]) -> None:
             verdicts.append(Verdict(entry["verdict"]))
         except ValueError:
             raise RecordDataError(f"commissioning verdict {entry['verdict']!r}") from None
-    expected = {str(v): verdicts.count(v) for v in Verdict}
-    if data["counts"] != expected:
-        raise RecordDataError(f"commissioning counts {data['counts']!r} are not its steps'")
-    passed = outcome is Outcome.COMPLETED and all(
-        v in (Verdict.PASS, Verdict.SKIPPED) for v in verdicts
-    )
-    if data["passed"] is not passed:
-        raise RecordDataError(
-            f"commissioning is recorded as passed={data['passed']!r} but its steps say {passed}"
-        )
+    return verdicts

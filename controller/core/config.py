@@ -21,7 +21,7 @@ from typing import Any
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import ReadPolicy
 from controller.core.digits import is_ascii_digits, parse_bounded_int, quoted
-from controller.core.note import ALG_COSIGNATURE_V1, NoteError, Verifier
+from controller.core.note import ALG_COSIGNATURE_V1, Verifier
 from controller.core.position import Game
 from controller.core.rng_escrow import parse_escrow_key
 from controller.core.state import MIN_SHAKE_CYCLES, Mode, RngMode, RoundSettings
@@ -34,7 +34,7 @@ from controller.core.wagers import (
     sum_paytable_a,
     sum_paytable_b,
 )
-from controller.errors import ConfigError, EscrowError
+from controller.errors import ConfigError, EscrowError, NoteError
 
 MAX_TEXT_CHARS = 4096  # a path, a URL or a host name (PATH_MAX)
 MAX_BRAND_CHARS = 40  # the certificate holder's name on the table page (621a.2(b)(1))
@@ -254,7 +254,7 @@ class FleetConfig:
     # new log is paigow-controller/<table>, as tables made before it was configurable
     origin: str = field(default="", metadata={"may_be_empty": True, "max_chars": MAX_ORIGIN_CHARS})
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901, RUF100 - input validator
         if self.origin:
             problem = origin_problem(self.origin)
             if problem is not None:
@@ -325,7 +325,7 @@ class BrokerAddress:
         return f"{'mqtts' if self.tls else 'mqtt'}://{self.host}:{self.port}"
 
 
-def parse_broker_url(text: str) -> BrokerAddress:
+def parse_broker_url(text: str) -> BrokerAddress:  # noqa: C901, RUF100 - input validator
     """``mqtt://host:port`` or ``mqtts://host:port`` (port default 1883 / 8883); nothing else:
     no user, path, query or fragment (credentials come from a file)."""
     scheme, sep, rest = text.partition("://")
@@ -631,7 +631,7 @@ def _section(name: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:
+def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:  # noqa: C901, RUF100 - input validator
     if typing.get_origin(kind) is tuple:  # tuple[SomeEnum, ...]: a list of distinct choices
         item = typing.get_args(kind)[0]
         choices = [str(m.value) for m in item]
@@ -752,7 +752,7 @@ def _odds(key: str, value: Any) -> Odds:
     return Odds(win, stake)
 
 
-def _limits(raw: Any, paytables: tuple[Paytable, ...]) -> LimitsConfig:
+def _limits(raw: Any, paytables: tuple[Paytable, ...]) -> LimitsConfig:  # noqa: C901, RUF100 - input validator
     """``[limits]``: ``currency``, and ``[limits.table]``, ``[limits.sum]``, ``[limits.match]``,
     ``[limits.beat_it]`` each with whole-unit ``min`` and ``max``. A side wager's limits need
     a paytable of that wager: the page never shows limits for a wager the table cannot pay."""

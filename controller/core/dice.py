@@ -7,6 +7,7 @@ this module alone decides whether a reading is a valid roll or a no roll, and wh
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -125,28 +126,33 @@ class Verdict:
         return self.roll is not None
 
 
+def _wrong_colours(dice: tuple[DieReading, ...], _: int) -> bool:
+    colours = Counter(die.colour for die in dice)
+    return colours[DieColour.RED] != 1 or colours[DieColour.BLUE] != 2
+
+
+# A reading's checks, in their order: the first that fails names the no roll's reason.
+_NO_ROLL_CHECKS: tuple[tuple[NoRollReason, Callable[[tuple[DieReading, ...], int], bool]], ...] = (
+    # 621a.12(b): a die out of the shaker is a no roll, whatever the others show.
+    (NoRollReason.DIE_OUT, lambda dice, _: any(not die.is_inside for die in dice)),
+    (NoRollReason.EXTRA_DIE, lambda dice, _: len(dice) > DICE_PER_ROLL),
+    (NoRollReason.MISSING_DIE, lambda dice, _: len(dice) < DICE_PER_ROLL),
+    # 621a.12(a): all three dice must have landed flat on the bottom.
+    (NoRollReason.NOT_FLAT, lambda dice, _: any(not die.is_flat for die in dice)),
+    (NoRollReason.UNREADABLE, lambda dice, _: any(die.face is None for die in dice)),
+    (NoRollReason.WRONG_COLOURS, _wrong_colours),
+    (NoRollReason.LOW_CONFIDENCE, lambda dice, least: any(d.confidence < least for d in dice)),
+)
+
+
 def judge_reading(reading: DiceReading, *, min_confidence: int) -> Verdict:
     """Decide one reading. Valid only with exactly three dice in the tray, all flat, one red
     and two blue, each read with at least ``min_confidence``. The first failing check, in a fixed
     order, names the reason so that the same reading always gets the same reason."""
-    # 621a.12(b): a die out of the shaker is a no roll, whatever the others show.
-    if any(not die.is_inside for die in reading.dice):
-        return _no_roll(NoRollReason.DIE_OUT)
     inside = reading.dice
-    if len(inside) > DICE_PER_ROLL:
-        return _no_roll(NoRollReason.EXTRA_DIE)
-    if len(inside) < DICE_PER_ROLL:
-        return _no_roll(NoRollReason.MISSING_DIE)
-    # 621a.12(a): all three dice must have landed flat on the bottom.
-    if any(not die.is_flat for die in inside):
-        return _no_roll(NoRollReason.NOT_FLAT)
-    if any(die.face is None for die in inside):
-        return _no_roll(NoRollReason.UNREADABLE)
-    colours = Counter(die.colour for die in inside)
-    if colours[DieColour.RED] != 1 or colours[DieColour.BLUE] != 2:
-        return _no_roll(NoRollReason.WRONG_COLOURS)
-    if any(die.confidence < min_confidence for die in inside):
-        return _no_roll(NoRollReason.LOW_CONFIDENCE)
+    for reason, fails in _NO_ROLL_CHECKS:
+        if fails(inside, min_confidence):
+            return _no_roll(reason)
     red = next(die for die in inside if die.colour is DieColour.RED)
     blues = [die for die in inside if die.colour is DieColour.BLUE]
     roll = Roll(red=_face(red), blue=(_face(blues[0]), _face(blues[1])))

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from controller.core.dice import FACES, Roll
-from controller.errors import GameRuleError
+from controller.errors import CountsError, GameRuleError
 
 TOTALS = tuple(range(3, 19))  # the three dice's totals
 _WAYS = tuple(
@@ -114,10 +114,6 @@ class Window(StrEnum):
     SHIFT = "shift"  # since the last shift change
     TEST = "test"  # the alarm's test: since the set was put in, or inspected and kept
     ALL = "all"  # since the log began: the log's (dice-stats), not kept at the table
-
-
-class CountsError(ValueError):
-    """Counts that the monitor cannot have made (a stored context, a record)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,16 +12,11 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from controller.errors import ControllerError
+from controller.errors import NumberError
 
 MAX_SEQ = 2**63 - 1  # the largest audit-log sequence number (SQLite's INTEGER)
 _DIGITS = frozenset("0123456789")
 _QUOTE_LIMIT = 40
-
-
-class NumberError(ControllerError, ValueError):
-    """Text that is not a whole number in the range asked for. Callers turn it into their
-    own error (a usage error, a config error naming the key, a refused request)."""
 
 
 def is_ascii_digits(text: str) -> bool:

@@ -285,7 +285,6 @@ FAULT_CODES: tuple[FaultCode, ...] = (
 )
 
 BY_NAME: Mapping[str, FaultCode] = {row.name: row for row in FAULT_CODES}
-BY_CODE: Mapping[str, FaultCode] = {row.code: row for row in FAULT_CODES}
 
 
 def code_of(name: str) -> FaultCode:

@@ -310,28 +310,34 @@ def verify_consistency(
         return not proof and first_root == second_root
     if first == 0:
         return not proof
-    if not proof:
+    return _rfc9162_consistency(first, second, first_root, second_root, proof)
+
+
+def _rfc9162_consistency(
+    first: int, second: int, first_root: bytes, second_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """RFC 9162 section 2.1.4.2's steps, for 0 < ``first`` < ``second``."""
+    if not proof:  # 1
         return False
     path = list(proof)
-    if first & (first - 1) == 0:  # an exact power of two
+    if first & (first - 1) == 0:  # 2: an exact power of two
         path.insert(0, first_root)
-    fn, sn = first - 1, second - 1
-    while fn & 1:
+    fn, sn = first - 1, second - 1  # 3
+    while fn & 1:  # 4
         fn >>= 1
         sn >>= 1
-    fr = sr = path[0]
-    for c in path[1:]:
-        if sn == 0:
+    fr = sr = path[0]  # 5
+    for c in path[1:]:  # 6
+        if sn == 0:  # 6a
             return False
-        if fn & 1 or fn == sn:
+        if fn & 1 or fn == sn:  # 6b
             fr = node_hash(c, fr)
             sr = node_hash(c, sr)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             sr = node_hash(sr, c)
-        fn >>= 1
+        fn >>= 1  # 6c
         sn >>= 1
-    return sn == 0 and fr == first_root and sr == second_root
+    return sn == 0 and fr == first_root and sr == second_root  # 7

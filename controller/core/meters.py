@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.core.dice import NoRollReason
+from controller.errors import MetersError
 
 METER_NAMES = (
     "games",
@@ -36,10 +37,6 @@ METER_NAMES = (
     "service_mode",
 )
 _MAX_COUNT = 2**53
-
-
-class MetersError(ValueError):
-    """Stored meters that the encoder cannot have written."""
 
 
 @dataclass(frozen=True, slots=True)

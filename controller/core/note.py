@@ -38,7 +38,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from controller.core.digits import MAX_SEQ, NumberError, is_ascii_digits, parse_bounded_int
+from controller.core.digits import MAX_SEQ, is_ascii_digits, parse_bounded_int
+from controller.errors import NoteError, NumberError
 
 ALG_ED25519 = 0x01
 ALG_COSIGNATURE_V1 = 0x04  # C2SP tlog-cosignature: an Ed25519 cosigner's key
@@ -46,10 +47,6 @@ COSIGNATURE_HEADER = "cosignature/v1\n"
 MAX_TIMESTAMP = 2**63 - 1
 SIGNATURE_DASH = "\u2014"  # an em dash, as the format requires
 MAX_SIGNATURES = 100
-
-
-class NoteError(ValueError):
-    """A malformed key, note or checkpoint, or a signature that does not verify."""
 
 
 def _is_key_name(name: str) -> bool:
@@ -336,12 +333,6 @@ def cosignature_on(body: str, cosigner: Signer, timestamp: int) -> str:
     signature = cosigner.sign(_cosigned_message(body, timestamp))
     raw = cosigner.verifier.key_id + timestamp.to_bytes(8, "big") + signature
     return f"{SIGNATURE_DASH} {cosigner.name} {base64.b64encode(raw).decode()}\n"
-
-
-def cosignature_line(checkpoint: Checkpoint, cosigner: Signer, timestamp: int) -> str:
-    """The witness's signature line on ``checkpoint`` (the body its fields make, no extension
-    lines) at ``timestamp`` (POSIX seconds, given: the core reads no clock)."""
-    return cosignature_on(checkpoint.text(), cosigner, timestamp)
 
 
 def cosign_note(note: str, cosigner: Signer, timestamp: int) -> str:

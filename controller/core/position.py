@@ -33,10 +33,6 @@ class Position:
         return f"seat {self.index}"
 
     @property
-    def is_dealer(self) -> bool:
-        return self.index == 0
-
-    @property
     def is_dead_hand(self) -> bool:
         return self.index == BETTING_POSITIONS + 1
 

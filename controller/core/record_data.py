@@ -17,13 +17,12 @@ from typing import Any
 
 from controller.core.config import ODDS_STAKE_MAX, ODDS_WIN_MAX, Config
 from controller.core.dice import Roll
-from controller.core.digits import NumberError, parse_bounded_int, quoted
+from controller.core.digits import parse_bounded_int, quoted
 from controller.core.note import (
     ALG_COSIGNATURE_V1,
     SIGNATURE_DASH,
     Checkpoint,
     Cosigned,
-    NoteError,
     Verifier,
     open_checkpoint,
     open_cosignature,
@@ -31,11 +30,7 @@ from controller.core.note import (
 from controller.core.position import BETTING_POSITIONS, Game, seat
 from controller.core.result import RoundResult, result_of_number, result_of_roll
 from controller.core.wagers import Odds, Paytable, Wager, outcomes
-from controller.errors import ConfigError, GameRuleError
-
-
-class RecordDataError(ValueError):
-    """A record's data does not have the shape its kind requires."""
+from controller.errors import ConfigError, GameRuleError, NoteError, NumberError, RecordDataError
 
 
 def paytables_record(paytables: Sequence[Paytable]) -> list[dict[str, object]]:

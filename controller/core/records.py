@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core import canonical
+from controller.errors import EncodingError
 
 
 class RecordKind(StrEnum):
@@ -101,7 +102,7 @@ class StoredRecord:
     def entry(self) -> dict[str, Any]:
         value = canonical.decode(self.leaf)
         if not isinstance(value, dict):
-            raise canonical.EncodingError("a record is a JSON object")
+            raise EncodingError("a record is a JSON object")
         return value
 
     @property
@@ -109,5 +110,5 @@ class StoredRecord:
         """The event's data (decoded from the leaf; verify-log checks the leaf itself)."""
         data = self.entry()["data"]
         if not isinstance(data, dict):
-            raise canonical.EncodingError("a record's data is a JSON object")
+            raise EncodingError("a record's data is a JSON object")
         return data

@@ -104,6 +104,38 @@ def open_escrowed_sessions(
     :class:`LogIntegrityError` naming the first bad record (a seal that does not open, a seed
     that does not match its commitment, a draw that does not replay), and :class:`RngError`
     when ``only`` cannot be revealed (saying why)."""
+    replayer, ended_by = _replayer_of(records)
+    recipient = escrow_key_of(private).fingerprint
+    opening = EscrowOpening(recipient)
+    _check_revealable(replayer, only)
+    bad: list[tuple[int, str]] = []  # (the session's commitment record, what is wrong)
+    for session in replayer.unrevealed():
+        if only is not None and session.session != only:
+            continue
+        ended = session.interrupted_seq is not None or session.commit_seq < ended_by
+        why = _why_not(session, ended, recipient)
+        if why is not None:
+            if only is not None:
+                raise RngError(f"RNG session {only}: {why}")
+            opening.not_revealed.append((session.session, why))
+            continue
+        try:
+            opening.opened.append(_opened(private, session))
+        except EscrowError as exc:
+            bad.append((session.commit_seq, f"RNG session {session.session}'s escrow: {exc}"))
+    try:
+        replayer.finish([o.reveal for o in opening.opened])
+    except LogIntegrityError as exc:
+        if not bad or (exc.record is not None and exc.record < min(bad)[0]):
+            raise
+    if bad:
+        raise LogIntegrityError(*min(bad))
+    return opening
+
+
+def _replayer_of(records: Iterable[Record]) -> tuple[SessionReplayer, int]:
+    """Every RNG session of the log fed to a replayer, and the record before which a session
+    committed has ended (the last ``power_on`` or ``shutdown``, or the newest commitment)."""
     replayer = SessionReplayer(keep_draws=False)
     last_stop = newest_commit = 0
     for seq, kind, data in records:
@@ -113,49 +145,30 @@ def open_escrowed_sessions(
             replayer.feed(seq, kind, data)
             if kind == RecordKind.RNG_COMMIT:
                 newest_commit = seq
-    recipient = escrow_key_of(private).fingerprint
-    opening = EscrowOpening(recipient)
+    return replayer, max(last_stop, newest_commit)
+
+
+def _check_revealable(replayer: SessionReplayer, only: str | None) -> None:
+    """The one session asked for (if any) is committed in the log and not revealed there."""
     if only is not None and not replayer.is_committed(only):
         raise RngError(f"RNG session {only} is not committed in this log")
     revealed_at = None if only is None else replayer.reveal_seq(only)
     if revealed_at is not None:
         raise RngError(f"RNG session {only} is revealed in the log already (record {revealed_at})")
-    bad: list[tuple[int, str]] = []
-    for session in replayer.unrevealed():
-        if only is not None and session.session != only:
-            continue
-        ended = session.interrupted_seq is not None or session.commit_seq < max(
-            last_stop, newest_commit
-        )
-        why = _why_not(session, ended, recipient)
-        if why is not None:
-            if only is not None:
-                raise RngError(f"RNG session {only}: {why}")
-            opening.not_revealed.append((session.session, why))
-            continue
-        assert session.escrow is not None
-        try:
-            entropy, nonce = open_sealed_seed(
-                private,
-                session.escrow,
-                table=session.table,
-                session=session.session,
-                commitment=session.commitment,
-            )
-        except EscrowError as exc:
-            bad.append((session.commit_seq, f"RNG session {session.session}'s escrow: {exc}"))
-            continue
-        personalization = personalization_for(session.table, session.session)
-        reveal = SeedReveal(session.session, entropy, nonce, personalization)
-        opening.opened.append(OpenedSession(session, reveal))
-    try:
-        replayer.finish([o.reveal for o in opening.opened])
-    except LogIntegrityError as exc:
-        if not bad or (exc.record is not None and exc.record < min(bad)[0]):
-            raise
-    if bad:
-        raise LogIntegrityError(*min(bad))
-    return opening
+
+
+def _opened(private: X25519PrivateKey, session: UnrevealedSession) -> OpenedSession:
+    """The session's seed, out of its escrow (:class:`EscrowError` if it does not open)."""
+    assert session.escrow is not None
+    entropy, nonce = open_sealed_seed(
+        private,
+        session.escrow,
+        table=session.table,
+        session=session.session,
+        commitment=session.commitment,
+    )
+    personalization = personalization_for(session.table, session.session)
+    return OpenedSession(session, SeedReveal(session.session, entropy, nonce, personalization))
 
 
 def _why_not(session: UnrevealedSession, ended: bool, recipient: str) -> str | None:

@@ -411,27 +411,35 @@ def _draw(
     session.rounds.add(round_number)
     if len(session.rounds) > session.max_rounds:
         raise _Bad(seq, f"RNG session {session_id} drew for more than {session.max_rounds} rounds")
-    outcome: Outcome
-    if session.mode is RngMode.DICE:
-        dice = data.get("dice")
-        try:
-            if not isinstance(dice, Mapping):
-                raise TypeError
-            red, blue = dice["red"], dice["blue"]
-            if not (isinstance(blue, list) and len(blue) == 2):
-                raise TypeError
-            faces = (red, blue[0], blue[1])
-            if not all(isinstance(f, int) and not isinstance(f, bool) for f in faces):
-                raise TypeError
-            outcome = Roll(faces[0], (faces[1], faces[2]))
-        except (TypeError, KeyError, ControllerError):
-            raise _Bad(seq, "RNG draw: dice is not {red, blue: [b1, b2]} with faces 1..6") from None
-    else:
-        outcome = _int(seq, data, "number")
-        if not 1 <= outcome <= session.positions:
-            raise _Bad(seq, f"RNG draw: number {outcome} is not 1..{session.positions}")
+    outcome = _outcome(seq, data, session)
     session.draws.append(DrawReplay(seq, round_number, attempt, outcome))
     session.drawn += 1
+
+
+def _outcome(seq: int, data: Mapping[str, object], session: _Session) -> Outcome:
+    """What a draw record says was drawn: dice in a dice session, else a number that is a
+    position of the session's table."""
+    if session.mode is RngMode.DICE:
+        return _dice(seq, data.get("dice"))
+    number = _int(seq, data, "number")
+    if not 1 <= number <= session.positions:
+        raise _Bad(seq, f"RNG draw: number {number} is not 1..{session.positions}")
+    return number
+
+
+def _dice(seq: int, dice: object) -> Roll:
+    try:
+        if not isinstance(dice, Mapping):
+            raise TypeError
+        red, blue = dice["red"], dice["blue"]
+        if not (isinstance(blue, list) and len(blue) == 2):
+            raise TypeError
+        faces = (red, blue[0], blue[1])
+        if not all(isinstance(f, int) and not isinstance(f, bool) for f in faces):
+            raise TypeError
+        return Roll(faces[0], (faces[1], faces[2]))
+    except (TypeError, KeyError, ControllerError):
+        raise _Bad(seq, "RNG draw: dice is not {red, blue: [b1, b2]} with faces 1..6") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,15 +533,30 @@ def _replay_seed(
 ) -> SessionReplay | None:
     """The seed checked against the commitment (a mismatch blames record ``blame``), then
     every recorded draw replayed from it (a mismatch blames the draw)."""
-    if personalization != personalization_for(session.table, session_id):
-        failures.append(
-            _Bad(
-                blame,
-                f"{source}: personalization does not name table {session.table}"
-                f" and session {session_id}",
-            )
-        )
+    refused = _seed_refused(session_id, session, entropy, nonce, personalization)
+    if refused is not None:
+        failures.append(_Bad(blame, f"{source}: {refused}"))
         return None
+    not_replayed = _not_replayed(session_id, session, HmacDrbg(entropy, nonce, personalization))
+    failures.extend(not_replayed)
+    if not_replayed:
+        return None
+    return SessionReplay(
+        session_id,
+        session.table,
+        session.mode,
+        session.seq,
+        session.reveal_seq,
+        tuple(session.draws),
+    )
+
+
+def _seed_refused(
+    session_id: str, session: _Session, entropy: bytes, nonce: bytes, personalization: bytes
+) -> str | None:
+    """Why the seed is not the one the session committed to (None: it is)."""
+    if personalization != personalization_for(session.table, session_id):
+        return f"personalization does not name table {session.table} and session {session_id}"
     if (
         len(entropy) != MIN_ENTROPY_BYTES
         or len(nonce) != MIN_NONCE_BYTES
@@ -541,16 +564,16 @@ def _replay_seed(
             hmac.compare_digest(commitment_of(entropy, nonce, personalization), session.commitment)
         )
     ):
-        failures.append(
-            _Bad(
-                blame,
-                f"{source}: the seed material of session {session_id} does not match its"
-                f" commitment in record {session.seq}",
-            )
+        return (
+            f"the seed material of session {session_id} does not match its"
+            f" commitment in record {session.seq}"
         )
-        return None
-    drbg = HmacDrbg(entropy, nonce, personalization)
-    bad = False
+    return None
+
+
+def _not_replayed(session_id: str, session: _Session, drbg: HmacDrbg) -> list[_Bad]:
+    """Each recorded draw of the session that the seed's generator does not give again."""
+    failures = []
     for draw in session.draws:
         identity = round_identity(session.table, session_id, draw.round, draw.attempt)
         replayed = draw_outcome(drbg, session.mode, session.positions, identity)
@@ -562,17 +585,7 @@ def _replay_seed(
                     f" of session {session_id} gives {_show(replayed)}",
                 )
             )
-            bad = True
-    if bad:
-        return None
-    return SessionReplay(
-        session_id,
-        session.table,
-        session.mode,
-        session.seq,
-        session.reveal_seq,
-        tuple(session.draws),
-    )
+    return failures
 
 
 def _show(outcome: Outcome) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -26,8 +26,6 @@ from controller.errors import FrameError, SensorVersionError
 
 PROTOCOL_VERSION = 1
 VERSION_TAG = "DS1"
-START = 0x24  # "$"
-CHECKSUM_MARK = 0x2A  # "*"
 TERMINATOR = b"\r\n"
 MAX_FRAME_BYTES = 256  # from "$" to "\n" inclusive; the longest legal frame is 239
 MAX_OBJECTS = 9  # objects one reading may report (three dice plus up to six foreign objects)
@@ -306,46 +304,72 @@ def _expect(fields: list[str], count: int, kind: str) -> None:
         raise _Reject(Rejection.MALFORMED, f"{kind} has {len(fields)} fields, not {count}")
 
 
+def _request(seq: int, kind: str, fields: list[str]) -> Frame:
+    _expect(fields, 0, kind)
+    if kind == "HI":
+        return Hello(seq)
+    return ReadNow(seq) if kind == "RD" else StatusRequest(seq)
+
+
+def _identity(seq: int, kind: str, fields: list[str]) -> Frame:
+    _expect(fields, 3, kind)
+    model, firmware, serial = fields
+    if not (_MODEL.fullmatch(model) and _FIRMWARE.fullmatch(firmware)):
+        raise _Reject(Rejection.MALFORMED, "identity model or firmware")
+    if not _SERIAL.fullmatch(serial):
+        raise _Reject(Rejection.MALFORMED, "identity serial number")
+    return Identity(seq, model, firmware, serial)
+
+
+def _reading(seq: int, kind: str, fields: list[str]) -> Frame:
+    if len(fields) < 2:
+        raise _Reject(Rejection.MALFORMED, "reading without digest and count")
+    digest, count_text, *objects = fields
+    if not _DIGEST.fullmatch(digest):
+        raise _Reject(Rejection.MALFORMED, "image digest is not 64 lowercase hex digits")
+    if not re.fullmatch(r"[0-9]", count_text):
+        raise _Reject(Rejection.MALFORMED, f"object count {count_text!r}")
+    count = int(count_text)
+    if count != len(objects):
+        raise _Reject(Rejection.MALFORMED, f"count {count} but {len(objects)} objects")
+    return Reading(seq, digest, tuple(_die(o) for o in objects))
+
+
+def _status(seq: int, kind: str, fields: list[str]) -> Frame:
+    _expect(fields, 1, kind)
+    faults = _faults(fields[0])
+    if kind == "SS":
+        return Status(seq, faults)
+    if not faults:
+        raise _Reject(Rejection.MALFORMED, "a fault report names no fault")
+    return FaultReport(seq, faults)
+
+
+def _refused(seq: int, kind: str, fields: list[str]) -> Frame:
+    _expect(fields, 1, kind)
+    if not _REASON.fullmatch(fields[0]):
+        raise _Reject(Rejection.MALFORMED, "refusal reason")
+    return Refused(seq, fields[0])
+
+
+# Each message type's decoder of its fields (after the sequence number and the type).
+_MESSAGES: dict[str, Callable[[int, str, list[str]], Frame]] = {
+    "HI": _request,
+    "RD": _request,
+    "ST": _request,
+    "ID": _identity,
+    "DI": _reading,
+    "SS": _status,
+    "FL": _status,
+    "NK": _refused,
+}
+
+
 def _message(seq: int, kind: str, fields: list[str]) -> Frame:
-    if kind in ("HI", "RD", "ST"):
-        _expect(fields, 0, kind)
-        if kind == "HI":
-            return Hello(seq)
-        return ReadNow(seq) if kind == "RD" else StatusRequest(seq)
-    if kind == "ID":
-        _expect(fields, 3, kind)
-        model, firmware, serial = fields
-        if not (_MODEL.fullmatch(model) and _FIRMWARE.fullmatch(firmware)):
-            raise _Reject(Rejection.MALFORMED, "identity model or firmware")
-        if not _SERIAL.fullmatch(serial):
-            raise _Reject(Rejection.MALFORMED, "identity serial number")
-        return Identity(seq, model, firmware, serial)
-    if kind == "DI":
-        if len(fields) < 2:
-            raise _Reject(Rejection.MALFORMED, "reading without digest and count")
-        digest, count_text, *objects = fields
-        if not _DIGEST.fullmatch(digest):
-            raise _Reject(Rejection.MALFORMED, "image digest is not 64 lowercase hex digits")
-        if not re.fullmatch(r"[0-9]", count_text):
-            raise _Reject(Rejection.MALFORMED, f"object count {count_text!r}")
-        count = int(count_text)
-        if count != len(objects):
-            raise _Reject(Rejection.MALFORMED, f"count {count} but {len(objects)} objects")
-        return Reading(seq, digest, tuple(_die(o) for o in objects))
-    if kind in ("SS", "FL"):
-        _expect(fields, 1, kind)
-        faults = _faults(fields[0])
-        if kind == "SS":
-            return Status(seq, faults)
-        if not faults:
-            raise _Reject(Rejection.MALFORMED, "a fault report names no fault")
-        return FaultReport(seq, faults)
-    if kind == "NK":
-        _expect(fields, 1, kind)
-        if not _REASON.fullmatch(fields[0]):
-            raise _Reject(Rejection.MALFORMED, "refusal reason")
-        return Refused(seq, fields[0])
-    raise _Reject(Rejection.UNKNOWN_TYPE, f"message type {kind!r}")
+    decode = _MESSAGES.get(kind)
+    if decode is None:
+        raise _Reject(Rejection.UNKNOWN_TYPE, f"message type {kind!r}")
+    return decode(seq, kind, fields)
 
 
 def _decode(line: bytes) -> Frame:
@@ -399,7 +423,6 @@ class FrameParser:
         self._in_frame = False
         self.rejections: Counter[Rejection] = Counter()
         self.last_rejection: str = ""
-        self.frames_accepted = 0
 
     @property
     def buffered(self) -> int:
@@ -432,8 +455,6 @@ class FrameParser:
         except _Reject as rejected:
             self.rejections[rejected.reason] += 1
             self.last_rejection = str(rejected)
-        else:
-            self.frames_accepted += 1
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []

@@ -11,16 +11,16 @@ encoder writes: an unknown or missing key, a wrong type or a value out of range 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import FACES, Roll, Verdict
 from controller.core.dice_monitor import DiceAlarm, DiceWindows
-from controller.core.meters import Meters, MetersError
+from controller.core.meters import Meters
 from controller.core.position import BETTING_POSITIONS, BankHistory
-from controller.core.record_data import RecordDataError, result_as_recorded, roll_of
+from controller.core.record_data import result_as_recorded, roll_of
 from controller.core.state import (
     Correction,
     CorrectionReason,
@@ -31,7 +31,13 @@ from controller.core.state import (
     check_dice_set_id,
     check_employee_id,
 )
-from controller.errors import ControllerError, GameRuleError
+from controller.errors import (
+    EncodingError,
+    GameRuleError,
+    MetersError,
+    RecordDataError,
+    SnapshotError,
+)
 
 # 2: the delivery style and the shake's delay (issue 14), read from version 1 as standard
 # and 0; 3: the dice set and when it was put in, the mode the supervisor switched to and
@@ -45,6 +51,9 @@ from controller.errors import ControllerError, GameRuleError
 VERSION = 5
 DICE_COUNTS_SINCE = 4  # the first version that keeps the dice monitor's counts
 MAX_SNAPSHOT_BYTES = 64 * 1024
+_T = TypeVar("_T")
+_D = TypeVar("_D")
+
 _MAX_COUNT = 2**53  # rounds, attempts and no rolls are far below JSON's exact integers
 
 _KEYS = frozenset(
@@ -90,17 +99,47 @@ _KEYS_V5 = _KEYS_V4 | set(_OPTIONAL_V5)
 _KEYS_OF = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: _KEYS_V4, 5: _KEYS_V5}
 
 
-class SnapshotError(ControllerError, ValueError):
-    """A stored context that the encoder cannot have written."""
-
-
 def encode_context(ctx: RoundContext) -> bytes:
-    previous = None
-    if ctx.previous_roll is not None and ctx.previous_roll.roll is not None:
-        previous = {
-            "dice": ctx.previous_roll.roll.as_record(),
-            "positions": [None if p is None else list(p) for p in ctx.previous_roll.positions],
+    return canonical.encode(
+        {
+            **_written_if_set(ctx),
+            "v": VERSION,
+            "state": str(ctx.state),
+            "round": ctx.round_number,
+            "attempt": ctx.attempt,
+            "no_rolls": ctx.no_rolls,
+            "bank_seat": ctx.bank_seat,
+            "bank_history": [
+                ctx.bank_history.rounds_since_shuffle,
+                ctx.bank_history.last_bank_seat,
+            ],
+            "round_open": ctx.is_round_open,
+            "running": ctx.is_running,
+            "sensor_present": ctx.is_sensor_present,
+            "secured": ctx.is_secured,
+            "previous_roll": _previous_record(ctx.previous_roll),
+            "faults": sorted(str(f) for f in ctx.active_faults),
+            "resume": None if ctx.resume_state is None else str(ctx.resume_state),
+            "result": None if ctx.result is None else ctx.result.as_record(),
+            "style": ctx.delivery_style.value,
+            "shake_delay": ctx.shake_delay_ms,
         }
+    )
+
+
+def _previous_record(previous: Verdict | None) -> dict[str, Any] | None:
+    """The previous roll's dice and where they lay (None: no roll of dice before)."""
+    if previous is None or previous.roll is None:
+        return None
+    return {
+        "dice": previous.roll.as_record(),
+        "positions": [None if p is None else list(p) for p in previous.positions],
+    }
+
+
+def _written_if_set(ctx: RoundContext) -> dict[str, Any]:
+    """The optional keys (version 3 on) that differ from their default: only these are
+    written (the context is rewritten with every commit: kept short, it needs fewer pages)."""
     optional = {
         "dice_set": ctx.dice_set,
         "dice_since": ctx.dice_since,
@@ -119,40 +158,29 @@ def encode_context(ctx: RoundContext) -> bytes:
         "correction": None if ctx.correction is None else ctx.correction.as_record(),
         "meters": None if ctx.meters.is_empty else ctx.meters.as_stored(),
     }
-    return canonical.encode(
-        {
-            **{key: value for key, value in optional.items() if value is not None},
-            "v": VERSION,
-            "state": str(ctx.state),
-            "round": ctx.round_number,
-            "attempt": ctx.attempt,
-            "no_rolls": ctx.no_rolls,
-            "bank_seat": ctx.bank_seat,
-            "bank_history": [
-                ctx.bank_history.rounds_since_shuffle,
-                ctx.bank_history.last_bank_seat,
-            ],
-            "round_open": ctx.is_round_open,
-            "running": ctx.is_running,
-            "sensor_present": ctx.is_sensor_present,
-            "secured": ctx.is_secured,
-            "previous_roll": previous,
-            "faults": sorted(str(f) for f in ctx.active_faults),
-            "resume": None if ctx.resume_state is None else str(ctx.resume_state),
-            "result": None if ctx.result is None else ctx.result.as_record(),
-            "style": ctx.delivery_style.value,
-            "shake_delay": ctx.shake_delay_ms,
-        }
-    )
+    return {key: value for key, value in optional.items() if value is not None}
 
 
 def decode_context(blob: bytes) -> RoundContext:
     """The context ``encode_context`` wrote; :class:`SnapshotError` for anything else."""
+    raw = _snapshot(blob)
+    try:
+        ctx = _context(raw, raw["v"])
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, SnapshotError):
+            raise
+        raise SnapshotError(f"context snapshot: {exc}") from exc
+    _check_consistent(ctx, raw)
+    return ctx
+
+
+def _snapshot(blob: bytes) -> dict[str, Any]:
+    """The snapshot's object, once its size, encoding, version and keys are the encoder's."""
     if len(blob) > MAX_SNAPSHOT_BYTES:
         raise SnapshotError(f"a context snapshot of {len(blob)} bytes is too large")
     try:
         raw = canonical.decode(blob)
-    except canonical.EncodingError as exc:
+    except EncodingError as exc:
         raise SnapshotError(f"not a canonical context snapshot: {exc}") from exc
     if not isinstance(raw, dict):
         raise SnapshotError("a context snapshot has exactly the keys the encoder writes")
@@ -166,71 +194,87 @@ def decode_context(blob: bytes) -> RoundContext:
     optional = (*_OPTIONAL_V3, *_OPTIONAL_V4, *_OPTIONAL_V5)
     if any(raw.get(key, 0) is None for key in optional) or raw.get("co_bank", True) is False:
         raise SnapshotError("a context snapshot writes an optional key only when it is set")
-    try:
-        state = State(_str(raw, "state"))
-        resume = None if raw["resume"] is None else State(_str(raw, "resume"))
-        faults = frozenset(Fault(_str_item(f)) for f in _list(raw, "faults"))
-        history = _list(raw, "bank_history")
-        if len(history) != 2:
-            raise SnapshotError("bank_history is [rounds since shuffle, last bank seat]")
-        ctx = RoundContext(
-            state=state,
-            round_number=_count(raw, "round", low=1),
-            attempt=_count(raw, "attempt", low=1),
-            no_rolls=_count(raw, "no_rolls", low=0),
-            bank_seat=_seat(raw["bank_seat"]),
-            bank_history=BankHistory(_whole(history[0], low=0), _seat(history[1])),
-            is_round_open=_bool(raw, "round_open"),
-            is_running=_bool(raw, "running"),
-            is_sensor_present=_bool(raw, "sensor_present"),
-            is_secured=_bool(raw, "secured"),
-            previous_roll=_previous(raw["previous_roll"]),
-            active_faults=faults,
-            resume_state=resume,
-            result=None if raw["result"] is None else _result(raw["result"]),
-            delivery_style=DeliveryStyle(_str(raw, "style"))
-            if version != 1
-            else DeliveryStyle.STANDARD,
-            shake_delay_ms=_count(raw, "shake_delay", low=0) if version != 1 else 0,
-            dice_set=_dice_set(raw["dice_set"]) if "dice_set" in raw else None,
-            dice_since=_count(raw, "dice_since", low=0) if "dice_since" in raw else None,
-            mode=Mode(_str(raw, "mode")) if "mode" in raw else None,
-            service_round=_count(raw, "service_round", low=1) if "service_round" in raw else None,
-            co_bank=_bool(raw, "co_bank") if "co_bank" in raw else False,
-            dice_counts=DiceWindows.from_text(raw["dice_counts"])
-            if "dice_counts" in raw
-            else DiceWindows(),
-            dice_alarm=DiceAlarm.from_record(raw["dice_alarm"]) if "dice_alarm" in raw else None,
-            dice_since_table=_signed(raw, "dice_since_table"),
-            tiles_set=_dice_set(raw["tiles_set"]) if "tiles_set" in raw else None,
-            tiles_since=_count(raw, "tiles_since", low=0) if "tiles_since" in raw else None,
-            tiles_since_table=_signed(raw, "tiles_since_table"),
-            table_ms=_count(raw, "table_ms", low=1) if "table_ms" in raw else 0,
-            last_wall=_count(raw, "last_wall", low=0) if "last_wall" in raw else None,
-            dealer=_employee(raw["dealer"]) if "dealer" in raw else None,
-            correction=_correction(raw["correction"]) if "correction" in raw else None,
-            meters=_meters(raw["meters"]) if "meters" in raw else Meters(),
-        )
-    except (ValueError, TypeError) as exc:
-        if isinstance(exc, SnapshotError):
-            raise
-        raise SnapshotError(f"context snapshot: {exc}") from exc
-    shows_result = State.RESULT in (state, resume if state is State.FAULT else None)
-    if shows_result != (ctx.result is not None):
+    return raw
+
+
+def _context(raw: Mapping[str, Any], version: int) -> RoundContext:
+    """Each field read in the order the encoder's version added it; an optional key (version 3
+    on) absent is its default."""
+    state = State(_str(raw, "state"))
+    resume = None if raw["resume"] is None else State(_str(raw, "resume"))
+    faults = frozenset(Fault(_str_item(f)) for f in _list(raw, "faults"))
+    history = _list(raw, "bank_history")
+    if len(history) != 2:
+        raise SnapshotError("bank_history is [rounds since shuffle, last bank seat]")
+    return RoundContext(
+        state=state,
+        round_number=_count(raw, "round", low=1),
+        attempt=_count(raw, "attempt", low=1),
+        no_rolls=_count(raw, "no_rolls", low=0),
+        bank_seat=_seat(raw["bank_seat"]),
+        bank_history=BankHistory(_whole(history[0], low=0), _seat(history[1])),
+        is_round_open=_bool(raw, "round_open"),
+        is_running=_bool(raw, "running"),
+        is_sensor_present=_bool(raw, "sensor_present"),
+        is_secured=_bool(raw, "secured"),
+        previous_roll=_previous(raw["previous_roll"]),
+        active_faults=faults,
+        resume_state=resume,
+        result=None if raw["result"] is None else _result(raw["result"]),
+        # version 2: the delivery style and the shake's delay
+        delivery_style=DeliveryStyle(_str(raw, "style"))
+        if version != 1
+        else DeliveryStyle.STANDARD,
+        shake_delay_ms=_count(raw, "shake_delay", low=0) if version != 1 else 0,
+        # version 3: the dice set, the mode switched to, service mode and co-banking
+        dice_set=_if_set(raw, "dice_set", _dice_set, None),
+        dice_since=_count_if_set(raw, "dice_since", low=0, absent=None),
+        mode=_if_set(raw, "mode", lambda value: Mode(_str_item(value)), None),
+        service_round=_count_if_set(raw, "service_round", low=1, absent=None),
+        co_bank=_bool(raw, "co_bank") if "co_bank" in raw else False,
+        # version 4: the dice monitor's counts and its alarm
+        dice_counts=_if_set(raw, "dice_counts", DiceWindows.from_text, DiceWindows()),
+        dice_alarm=_if_set(raw, "dice_alarm", DiceAlarm.from_record, None),
+        # version 5: the table's time, the tiles, the dealer, a correction and the meters
+        dice_since_table=_signed(raw, "dice_since_table"),
+        tiles_set=_if_set(raw, "tiles_set", _dice_set, None),
+        tiles_since=_count_if_set(raw, "tiles_since", low=0, absent=None),
+        tiles_since_table=_signed(raw, "tiles_since_table"),
+        table_ms=_count_if_set(raw, "table_ms", low=1, absent=0),
+        last_wall=_count_if_set(raw, "last_wall", low=0, absent=None),
+        dealer=_if_set(raw, "dealer", _employee, None),
+        correction=_if_set(raw, "correction", _correction, None),
+        meters=_if_set(raw, "meters", _meters, Meters()),
+    )
+
+
+def _check_consistent(ctx: RoundContext, raw: Mapping[str, Any]) -> None:
+    """Refuse a context no step of the core leaves (each field may be right on its own)."""
+    shown = ctx.resume_state if ctx.state is State.FAULT else None
+    if (State.RESULT in (ctx.state, shown)) != (ctx.result is not None):
         raise SnapshotError("a context holds a result exactly in RESULT (or a fault over it)")
     if ctx.service_round is not None and ctx.service_round > ctx.round_number:
         raise SnapshotError("service mode returns to a round after the one in play")
     if "dice_counts" in raw and ctx.dice_counts.is_empty:
         raise SnapshotError("a context snapshot writes the dice counts only once a roll counted")
-    if Fault.DICE_ALARM in faults and ctx.dice_alarm is None:
+    if Fault.DICE_ALARM in ctx.active_faults and ctx.dice_alarm is None:
         raise SnapshotError("a dice alarm fault without the dice alarm")
-    if (state is State.FAULT) != bool(faults):
+    if (ctx.state is State.FAULT) != bool(ctx.active_faults):
         raise SnapshotError("a context is in FAULT exactly when a fault is active")
     if ctx.correction is not None and (ctx.result is None or ctx.result.wagers is None):
         raise SnapshotError("a correction goes with a result of the dice it corrected")
     if (ctx.tiles_set is None) != (ctx.tiles_since_table is None):
         raise SnapshotError("a tile set is kept with the table's time it was inspected at")
-    return ctx
+
+
+def _if_set(raw: Mapping[str, Any], key: str, read: Callable[[Any], _T], absent: _D) -> _T | _D:
+    """An optional key's value, read; ``absent`` when the encoder did not write it."""
+    return read(raw[key]) if key in raw else absent
+
+
+def _count_if_set(raw: Mapping[str, Any], key: str, *, low: int, absent: _D) -> int | _D:
+    """An optional count (a refusal names its key); ``absent`` when it is not written."""
+    return _count(raw, key, low=low) if key in raw else absent
 
 
 def _signed(raw: Mapping[str, Any], key: str) -> int | None:
@@ -331,7 +375,14 @@ def _previous(value: object) -> Verdict | None:
         return None
     if not isinstance(value, dict) or set(value) != {"dice", "positions"}:
         raise SnapshotError("previous_roll is {dice, positions}")
-    dice, positions = value["dice"], value["positions"]
+    roll = _previous_dice(value["dice"])
+    positions = value["positions"]
+    if not isinstance(positions, list) or len(positions) > 3:
+        raise SnapshotError("previous_roll positions are up to three places")
+    return Verdict(roll, None, tuple(_place(place) for place in positions))
+
+
+def _previous_dice(dice: object) -> Roll:
     if not isinstance(dice, dict) or set(dice) != {"red", "blue"}:
         raise SnapshotError("previous_roll dice are {red, blue}")
     blue = dice["blue"]
@@ -340,18 +391,17 @@ def _previous(value: object) -> Verdict | None:
     faces = (dice["red"], *blue)
     if not all(isinstance(f, int) and not isinstance(f, bool) and f in FACES for f in faces):
         raise SnapshotError("previous_roll faces are 1..6")
-    if not isinstance(positions, list) or len(positions) > 3:
-        raise SnapshotError("previous_roll positions are up to three places")
-    places: list[tuple[int, int] | None] = []
-    for place in positions:
-        if place is None:
-            places.append(None)
-            continue
-        if not (isinstance(place, list) and len(place) == 2):
-            raise SnapshotError("a die's place is [x, y]")
-        x, y = (_whole(v, low=-_MAX_COUNT) for v in place)
-        places.append((x, y))
-    return Verdict(Roll(faces[0], (faces[1], faces[2])), None, tuple(places))
+    return Roll(faces[0], (faces[1], faces[2]))
+
+
+def _place(place: object) -> tuple[int, int] | None:
+    """Where a die lay, [x, y] (None: not seen)."""
+    if place is None:
+        return None
+    if not (isinstance(place, list) and len(place) == 2):
+        raise SnapshotError("a die's place is [x, y]")
+    x, y = (_whole(v, low=-_MAX_COUNT) for v in place)
+    return (x, y)
 
 
 def _result(value: object) -> Any:

@@ -30,8 +30,8 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core import canonical
-from controller.core.note import NoteError, Signer, Verifier
-from controller.errors import SoftwareIdentityError
+from controller.core.note import Signer, Verifier
+from controller.errors import EncodingError, NoteError, SoftwareIdentityError
 
 FORMAT = "paigow-controller-manifest/1"
 SIGNING_CONTEXT = b"paigow-controller software manifest v1\n"  # never valid as another message
@@ -241,7 +241,7 @@ def open_manifest(blob: bytes, release_key: Verifier) -> Manifest:
         raise SoftwareIdentityError(f"manifest: {len(blob)} bytes, at most {MAX_MANIFEST_BYTES}")
     try:
         raw: Any = canonical.decode(blob.removesuffix(b"\n"))
-    except (canonical.EncodingError, UnicodeDecodeError, RecursionError) as exc:
+    except (EncodingError, UnicodeDecodeError, RecursionError) as exc:
         raise SoftwareIdentityError(f"manifest: not canonical JSON: {exc}") from None
     if not isinstance(raw, dict) or set(raw) != {"format", "manifest", "key", "signature"}:
         raise SoftwareIdentityError(

@@ -88,27 +88,9 @@ def conditions(facts: Facts) -> list[Condition]:
         found["controller_stopped"] = ""
     ctx = facts.context
     if ctx is not None:
-        for fault in ctx.active_faults:
-            found[str(fault)] = facts.details.get(str(fault), "")
-        if ctx.state is State.LOCKED:
-            found["reshake_limit"] = f"{ctx.no_rolls} no rolls in round {ctx.round_number}"
-        if ctx.service_round is None:
-            if facts.mode is not Mode.RNG:
-                why = DICE_LIFE.refusal(ctx, facts.wall)
-                if why is not None:
-                    found["dice_missing" if ctx.dice_set is None else "dice_expired"] = ""
-            if facts.game is Game.TILES:
-                why = TILES_LIFE.refusal(ctx, facts.wall)
-                if why is not None:
-                    found["tiles_missing" if ctx.tiles_set is None else "tiles_expired"] = ""
+        _found_in_context(ctx, facts, found)
     if facts.log_locked is not None:
-        name = str(Fault.LOG_DAMAGED) if "damaged" in facts.log_locked else str(Fault.LOG_IDENTITY)
-        if not (ctx is not None and {Fault.LOG_DAMAGED, Fault.LOG_IDENTITY} & ctx.active_faults):
-            found[name] = facts.log_locked
-        else:
-            for fault in (Fault.LOG_DAMAGED, Fault.LOG_IDENTITY):
-                if str(fault) in found and not found[str(fault)]:
-                    found[str(fault)] = facts.log_locked
+        _found_log_locked(ctx, facts.log_locked, found)
     if facts.behind_anchor is not None:  # what the controller latches at its start
         found[str(Fault.LOG_ROLLBACK)] = facts.behind_anchor
     if facts.clock is ClockSync.UNSYNCHRONISED:
@@ -121,6 +103,33 @@ def conditions(facts: Facts) -> list[Condition]:
         for name, detail in found.items()
     ]
     return sorted(rows, key=lambda c: (c.row.code, c.row.name))
+
+
+def _found_in_context(ctx: RoundContext, facts: Facts, found: dict[str, str]) -> None:
+    """The faults the context holds, the reshake limit, and (outside service mode) the dice
+    or tiles missing or past their life."""
+    for fault in ctx.active_faults:
+        found[str(fault)] = facts.details.get(str(fault), "")
+    if ctx.state is State.LOCKED:
+        found["reshake_limit"] = f"{ctx.no_rolls} no rolls in round {ctx.round_number}"
+    if ctx.service_round is not None:
+        return
+    if facts.mode is not Mode.RNG and DICE_LIFE.refusal(ctx, facts.wall) is not None:
+        found["dice_missing" if ctx.dice_set is None else "dice_expired"] = ""
+    if facts.game is Game.TILES and TILES_LIFE.refusal(ctx, facts.wall) is not None:
+        found["tiles_missing" if ctx.tiles_set is None else "tiles_expired"] = ""
+
+
+def _found_log_locked(ctx: RoundContext | None, why: str, found: dict[str, str]) -> None:
+    """The log read only: its fault, said why (the context's own fault, when it latched one
+    with no detail, is given the reason)."""
+    latched = {Fault.LOG_DAMAGED, Fault.LOG_IDENTITY}
+    if not (ctx is not None and latched & ctx.active_faults):
+        found[str(Fault.LOG_DAMAGED) if "damaged" in why else str(Fault.LOG_IDENTITY)] = why
+        return
+    for fault in (Fault.LOG_DAMAGED, Fault.LOG_IDENTITY):
+        if str(fault) in found and not found[str(fault)]:
+            found[str(fault)] = why
 
 
 def _age_s(ms: int | None) -> int | None:
@@ -198,12 +207,6 @@ def systemd_status(facts: Facts) -> str:
     if notices:
         text += " (" + ", ".join(f"{c.row.code} {c.row.name}" for c in notices) + ")"
     return " ".join(text.split())  # one line, whatever a detail held
-
-
-def fault_rows(names: Sequence[str]) -> list[dict[str, object]]:
-    """The rows of faults named on a screen (the supervisor view's), in code order."""
-    rows = sorted({code_of(n) for n in names}, key=lambda r: r.code)
-    return [Condition(r).as_dict() for r in rows]
 
 
 def known(name: str) -> bool:

@@ -20,9 +20,10 @@ from typing import Any
 
 from controller.core import canonical
 from controller.core.dice import NoRollReason
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.core.digits import MAX_SEQ, parse_bounded_int
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Refusal, Screen
+from controller.errors import NumberError
 from controller.ports import LoggedCheckpoint
 
 TREND_LENGTH = 20  # the trend board: the last 20 results

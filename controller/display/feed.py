@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.core.digits import MAX_SEQ, parse_bounded_int
 from controller.display.events import feed_line
 from controller.display.hub import DisplayHub
-from controller.errors import AuditLogError
+from controller.errors import AuditLogError, FeedRequestError, NumberError
 from controller.ports import LogReader
 from controller.web.capped import CappedServer, ClientLimits, client_text
 from controller.web.clients import SEND_SLICE_S
@@ -52,10 +52,6 @@ MAX_CLIENTS_PER_ADDRESS = 4  # from one source (an IPv6 /64): one cannot take ev
 LOCAL_SLOTS = 4  # more, for the box's own address only (127.0.0.1, ::1)
 SEND_BUFFER_BYTES = 32 * 1024  # SO_SNDBUF (Linux doubles it): what is not taken stays unsent
 BATCH = 256
-
-
-class FeedRequestError(ValueError):
-    """A request line that is neither ``{"from": N}`` nor ``FROM N``."""
 
 
 def parse_request(line: bytes) -> int | None:

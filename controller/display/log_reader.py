@@ -23,9 +23,9 @@ from controller.audit.log import (
     read_latest_checkpoint,
     read_records,
 )
-from controller.core.digits import MAX_SEQ, NumberError, parse_bounded_int
+from controller.core.digits import MAX_SEQ, parse_bounded_int
 from controller.core.records import StoredRecord
-from controller.errors import AuditLogError
+from controller.errors import AuditLogError, NumberError
 from controller.ports import LoggedCheckpoint
 
 SEARCH_BACK = 100_000  # ``latest_of`` looks no further back than this many records

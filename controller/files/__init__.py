@@ -10,6 +10,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from controller.errors import LockHeld, TooLarge
+
 
 def fsync_dir(path: Path) -> None:
     """Make a directory's entries (a file created, linked or removed in it) durable."""
@@ -51,10 +53,6 @@ def write_new(path: Path, blob: bytes, mode: int, *, replace: bool) -> None:
             temporary.unlink()
 
 
-class TooLarge(ValueError):
-    """A file (or a device or pipe) that holds more than the caller will read."""
-
-
 def read_capped(path: Path, limit: int, *, chunk: int = 64 * 1024) -> bytes:
     """The bytes of ``path``, read in chunks and never more than ``limit`` of them. Raises
     ``OSError`` when it cannot be read, :class:`TooLarge` when it holds more than ``limit``
@@ -71,14 +69,6 @@ def read_capped(path: Path, limit: int, *, chunk: int = 64 * 1024) -> bytes:
     if size > limit:
         raise TooLarge(f"{path} is larger than {limit} bytes")
     return b"".join(chunks)
-
-
-class LockHeld(Exception):
-    """Another process holds the lock: ``holder`` is the PID it wrote ("unknown" if none)."""
-
-    def __init__(self, holder: str) -> None:
-        super().__init__(f"held by PID {holder}")
-        self.holder = holder
 
 
 class _HeldFlock:

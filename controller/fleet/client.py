@@ -18,14 +18,10 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 
-from controller.files import TooLarge, read_capped
+from controller.errors import FleetError, TooLarge
+from controller.files import read_capped
 
 MAX_CREDENTIALS_BYTES = 1024
-
-
-class FleetError(ValueError):
-    """An MQTT connection cannot be set up as configured (a credentials or certificate file):
-    on a table the fleet stays off and the table plays; the witness exits 78."""
 
 
 def read_credentials(path: Path) -> tuple[str, str]:

@@ -60,8 +60,8 @@ from controller.core.digits import MAX_SEQ
 from controller.core.merkle import CompactRange
 from controller.core.note import checkpoint_size
 from controller.core.records import RecordKind, StoredRecord
-from controller.errors import AuditLogError
-from controller.files import TooLarge, read_capped, write_new
+from controller.errors import AuditLogError, CursorError, TooLarge
+from controller.files import read_capped, write_new
 from controller.fleet.protocol import END_OF_CONNECTION, encode_record
 
 CURSOR_FILE = "fleet-cursor"
@@ -75,10 +75,6 @@ _ROUND_ENDS = (str(RecordKind.CLOSE), str(RecordKind.VOID))
 CONNECTION_FILE = "fleet-connection"
 MAX_CONNECTION_BYTES = 64
 CONNECTIONS_PER_RECORD_BITS = 20  # next_connection: log size x 2^20
-
-
-class CursorError(ValueError):
-    """The cursor file is not one this publisher wrote."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controller.errors import ControllerError
+from controller.errors import PkiError
 from controller.fleet.protocol import is_table_name
 
 CA_DAYS_DEFAULT = 3650
@@ -43,10 +43,6 @@ MAX_INDEX_ENTRIES = 10_000
 MAX_IPS = 8
 WITNESS = "witness"  # the witness's CN; a partition's is witness-<name>
 INDEX_VERSION = 1
-
-
-class PkiError(ControllerError, ValueError):
-    """A name, a validity, a CA's files or its index that cannot be used (the CLI's exit 2)."""
 
 
 class Role(StrEnum):

@@ -33,7 +33,8 @@ from typing import Any
 
 from controller.core import canonical
 from controller.core.digits import is_ascii_digits
-from controller.core.note import NoteError, Signer, Verifier, open_note, sign_note
+from controller.core.note import Signer, Verifier, open_note, sign_note
+from controller.errors import EncodingError, NoteError, ProtocolError
 
 ROOT = "paigow/v1"
 ALERTS_TOPIC = f"{ROOT}/alerts"
@@ -51,10 +52,6 @@ class Channel(StrEnum):
     CHECKPOINT = "checkpoint"
     STATUS = "status"
     COSIGNATURE = "cosignature"
-
-
-class ProtocolError(ValueError):
-    """A topic or payload that is not what this protocol says: refused, never acted on."""
 
 
 def is_table_name(name: str) -> bool:
@@ -320,7 +317,7 @@ def open_status(payload: bytes, verifier: Verifier, table: str) -> SignedStatus:
         numbers.append(int(value))
     try:
         fields = canonical.decode(lines[4].encode("utf-8"))
-    except canonical.EncodingError as exc:
+    except EncodingError as exc:
         raise ProtocolError(f"status: its fields are not canonical JSON: {exc}") from None
     if not isinstance(fields, dict) or set(fields) != {
         "status",

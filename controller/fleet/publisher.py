@@ -85,20 +85,18 @@ from controller.core.note import (
     ALG_COSIGNATURE_V1,
     SIGNATURE_DASH,
     Cosigned,
-    NoteError,
     Verifier,
     open_checkpoint,
     open_cosignature,
 )
 from controller.core.record_data import cosigned_data
 from controller.core.state import Event, Occurrence, Screen
-from controller.errors import AuditLogError
-from controller.fleet.client import FleetError, read_credentials, send_at_once, tls_context
+from controller.errors import AuditLogError, CursorError, FleetError, NoteError, ProtocolError
+from controller.fleet.client import read_credentials, send_at_once, tls_context
 from controller.fleet.outbox import (
     CONNECTION_FILE,
     CURSOR_FILE,
     Cursor,
-    CursorError,
     LogOutbox,
     Outgoing,
     next_connection,
@@ -112,7 +110,6 @@ from controller.fleet.protocol import (
     QOS,
     Channel,
     Presence,
-    ProtocolError,
     SignedStatus,
     Status,
     StatusSigner,

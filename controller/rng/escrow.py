@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from controller.core.rng_escrow import KEY_BYTES, EscrowKey, SealedSeed, escrow_key_of, seal_seed
-from controller.errors import EscrowError
-from controller.files import TooLarge, read_capped, write_new
+from controller.errors import EscrowError, TooLarge
+from controller.files import read_capped, write_new
 
 ESCROW_KEY_MODE = 0o600
 MAX_KEY_FILE_BYTES = 4096  # a PEM X25519 key is 119 bytes

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.core.note import NoteError, Signer, Verifier
+from controller.core.note import Signer, Verifier
 from controller.core.software import (
     MANIFEST_NAME,
     MAX_FILES,
@@ -42,8 +42,8 @@ from controller.core.software import (
     open_manifest,
     sign_manifest,
 )
-from controller.errors import SoftwareIdentityError
-from controller.files import TooLarge, read_capped, write_new
+from controller.errors import NoteError, SoftwareIdentityError, TooLarge
+from controller.files import read_capped, write_new
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024

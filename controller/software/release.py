@@ -32,6 +32,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from controller.errors import ReleaseError
+
 # checkout path -> path in the release
 SOURCES = {
     "controller": "src/controller",
@@ -54,10 +56,6 @@ MAX_RELEASE_FILE_BYTES = 256
 RELEASE_ID = re.compile(r"[0-9A-Za-z.+!_-]{1,64}-[0-9a-f]{12}")
 NOT_A_FILE = "not-a-regular-file"  # never a digest: never a match
 MAX_FILES = 20000
-
-
-class ReleaseError(Exception):
-    """A tree that cannot be a release (a file that is not a regular file, no version)."""
 
 
 def _skipped(name: str) -> bool:

@@ -20,8 +20,8 @@ from urllib.parse import unquote
 from controller.cli.args import describe, directory_argument, path_argument, whole_number
 from controller.core.config import BrokerAddress, parse_broker_url
 from controller.core.digits import quoted
-from controller.errors import ConfigError, UsageError
-from controller.files import TooLarge, read_capped
+from controller.errors import ConfigError, TooLarge, UsageError
+from controller.files import read_capped
 from controller.fleet.protocol import is_table_name
 
 DB_ENV = "PAIGOW_WITNESS_DB"

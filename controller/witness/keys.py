@@ -15,9 +15,9 @@ import socket
 import stat
 from pathlib import Path
 
-from controller.core.note import ALG_COSIGNATURE_V1, ALG_ED25519, NoteError, Signer, Verifier
-from controller.errors import ConfigError
-from controller.files import TooLarge, read_capped, write_new
+from controller.core.note import ALG_COSIGNATURE_V1, ALG_ED25519, Signer, Verifier
+from controller.errors import ConfigError, NoteError, TooLarge
+from controller.files import read_capped, write_new
 from controller.fleet.protocol import is_table_name
 
 KEY_FILE = "witness.key"

@@ -30,7 +30,7 @@ from types import FrameType
 from typing import NoReturn
 
 from controller.cli.args import Parser, one_line, print_json, stderr_is_journal
-from controller.core.digits import NumberError, quoted
+from controller.core.digits import quoted
 from controller.core.note import Signer, Verifier
 from controller.errors import (
     EX_CONFIG,
@@ -38,9 +38,11 @@ from controller.errors import (
     EX_USAGE,
     ConfigError,
     ControllerError,
+    FleetError,
+    NumberError,
     UsageError,
 )
-from controller.fleet.client import FleetError, read_credentials
+from controller.fleet.client import read_credentials
 from controller.system.logs import configure_logging
 from controller.system.sdnotify import notify
 from controller.witness.command import (

@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from controller.errors import InstanceLocked, WitnessStoreError
-from controller.files import LockHeld, PidLock
+from controller.errors import InstanceLocked, LockHeld, WitnessStoreError
+from controller.files import PidLock
 from controller.fleet.protocol import Alert, AlertKind
 from controller.witness.ports import (
     SEVERITY,

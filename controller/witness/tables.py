@@ -76,16 +76,14 @@ from controller.core import canonical
 from controller.core.merkle import EMPTY_ROOT, CompactRange, leaf_hash
 from controller.core.note import (
     Checkpoint,
-    NoteError,
     Signer,
     Verifier,
     cosign_note,
     open_checkpoint,
     signed_by,
 )
-from controller.core.record_data import RecordDataError
 from controller.core.records import RecordKind, StoredRecord
-from controller.errors import LogIntegrityError
+from controller.errors import LogIntegrityError, NoteError, ProtocolError, RecordDataError
 from controller.fleet.protocol import (
     ALERTS_TOPIC,
     END_OF_CONNECTION,
@@ -95,7 +93,6 @@ from controller.fleet.protocol import (
     AlertKind,
     Channel,
     Presence,
-    ProtocolError,
     decode_json,
     decode_note,
     open_status,

@@ -173,10 +173,6 @@ class SimShaker:
         with self._lock:
             return self._lock.wait_for(lambda: self._motor_on is running, timeout)
 
-    def wait_for_shakes(self, count: int, timeout: float) -> bool:
-        with self._lock:
-            return self._lock.wait_for(lambda: self._shakes >= count, timeout)
-
     def open_lid(self, *, bounces: int = 0) -> None:
         _bounce(self.lid_pin, closed=False, bounces=bounces)
 

@@ -303,11 +303,6 @@ class SimulatedSensor:
     def dice(self) -> tuple[VirtualDie, ...]:
         return self._dice
 
-    def set_dice(self, dice: tuple[VirtualDie, ...]) -> None:
-        """Place the dice by hand (a test of a particular roll)."""
-        with self._lock:
-            self._dice = dice
-
     # --- faults ----------------------------------------------------------------------------
 
     def inject(self, fault: SimFault, count: int = 1) -> None:
@@ -316,10 +311,6 @@ class SimulatedSensor:
             raise ValueError("count must be at least 1")
         with self._lock:
             self._faults[fault] += count
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
 
     def unplug(self, *, replug_after_s: float | None = None) -> None:
         """Pull the cable. With ``replug_after_s`` it comes back by itself."""
@@ -417,6 +408,19 @@ class SimulatedSensor:
             if not self.is_plugged:
                 self._plug()
         link, listener = self._link, self._listener
+        ready = self._wait(link, listener, now)
+        if link is not self._link or listener is not self._listener:
+            return  # the line changed while this turn waited: look again
+        if link is None and listener is not None and ready:
+            self._accept(listener)
+            return
+        if link is not None and ready and not self._answer_frames(link):
+            return
+        self._send_late(link)
+
+    def _wait(self, link: _Link | None, listener: socket.socket | None, now: float) -> list[int]:
+        """What is ready to read: the line (or the listener), after at most half a second, or
+        sooner when a plug or a late reply is due. The wake pipe is drained, never returned."""
         watch: list[int] = [self._wake_r]
         if link is not None:
             watch.append(link.fd)
@@ -433,27 +437,29 @@ class SimulatedSensor:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
             ready.remove(self._wake_r)
-        if link is not self._link or listener is not self._listener:
-            return  # the line changed while this turn waited: look again
-        if link is None and listener is not None and ready:
-            conn, _ = listener.accept()
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._link = _Link(conn.fileno(), conn)
-                self._parser.reset()
-            return
-        if link is not None and ready:
-            with self._lock:  # an unplug swaps the link under this lock before it closes it
-                if self._link is not link:
-                    return
-                data = link.read()  # ready: does not block
-            if not data:
-                raise ConnectionResetError("the controller closed the line")
-            for frame in self._parser.feed(data):
-                if self._link is not link:
-                    break  # unplugged while answering
-                self._answer(link, frame)
-        self._send_late(link)
+        return ready
+
+    def _accept(self, listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._link = _Link(conn.fileno(), conn)
+            self._parser.reset()
+
+    def _answer_frames(self, link: _Link) -> bool:
+        """Read what the controller sent and answer each frame; False when the line was
+        unplugged before it could be read."""
+        with self._lock:  # an unplug swaps the link under this lock before it closes it
+            if self._link is not link:
+                return False
+            data = link.read()  # ready: does not block
+        if not data:
+            raise ConnectionResetError("the controller closed the line")
+        for frame in self._parser.feed(data):
+            if self._link is not link:
+                break  # unplugged while answering
+            self._answer(link, frame)
+        return True
 
     def _send_late(self, link: _Link | None) -> None:
         now = time.monotonic()
