@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from controller.core.state import Event, Occurrence, RoundContext
+from controller.core.state import DiceReplaced, Occurrence, RoundContext, TilesInspected
 
 SUPERVISOR = "S1021"  # the employee ids the tests' people act with
 DEALER = "D2207"
@@ -25,9 +25,8 @@ def opening(at: int) -> list[Occurrence]:
     """The supervisor records the dice in the shaker, the floorperson verifies the tiles the
     dealer inspected (both with the supervisor key)."""
     return [
-        Occurrence(Event.DICE_REPLACED, at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
-        Occurrence(
-            Event.TILES_INSPECTED,
+        DiceReplaced(at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
+        TilesInspected(
             at=at,
             supervisor=True,
             employee=FLOORPERSON,

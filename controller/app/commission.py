@@ -51,7 +51,16 @@ from controller.core.config import Config
 from controller.core.dice import DiceReading
 from controller.core.records import RecordKind
 from controller.core.snapshot import SnapshotError, decode_context
-from controller.core.state import Event, Mode, Occurrence
+from controller.core.state import (
+    Event,
+    FaultRaised,
+    LidOpened,
+    Mode,
+    MotorOverran,
+    Occurrence,
+    ShakeDone,
+    Tampered,
+)
 from controller.errors import (
     AuditLogError,
     ConfigError,
@@ -552,16 +561,16 @@ class _Walker:
                 item = self.observations.get(min(remaining, POLL_S))
                 if not isinstance(item, Occurrence):
                     continue
-                if item.event is Event.SHAKE_DONE:
+                if isinstance(item, ShakeDone):
                     cycles = item.cycles
                     self.console.say(
                         f"  the pattern ended: {cycles} motion pulses; watching the crank stays"
                         " still until the motor's limit"
                     )
-                elif item.event in (Event.MOTOR_OVERRUN, Event.LID_OPENED, Event.TAMPER):
+                elif isinstance(item, MotorOverran | LidOpened | Tampered):
                     faults.append(f"{item.event}: {item.detail}".rstrip(": "))
                     self.console.say(f"  seen: {faults[-1]}")
-                elif item.event is Event.FAULT:
+                elif isinstance(item, FaultRaised):
                     faults.append(f"fault: {item.detail}")
                     self.console.say(f"  seen: {faults[-1]}")
                 if faults and (cycles is not None or not shaker.is_shaking):

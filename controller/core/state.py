@@ -26,6 +26,52 @@ from controller.core.records import RecordKind
 from controller.core.result import bank_label, result_of_number, result_of_roll
 from controller.core.screens import noting_the_void, refused, show
 from controller.core.table_bank import NO_PLAYER_BANK, BankRules
+from controller.core.table_events import (
+    EVENT_TYPES,
+    BankSeatKey,
+    ClearFault,
+    ClockChanged,
+    CloseRound,
+    CorrectResult,
+    DiceKept,
+    DiceReplaced,
+    DiceSet,
+    FaultRaised,
+    KeyEvent,
+    LampTest,
+    LidClosed,
+    LidOpened,
+    ModeSwitch,
+    MotorOverran,
+    NoMoreBets,
+    Occurrence,
+    PowerOn,
+    ReadingTaken,
+    Recall,
+    RngDrawn,
+    RngInterrupted,
+    RollbackEvidence,
+    Secured,
+    SensorBack,
+    SensorLost,
+    SensorTimedOut,
+    ServiceMode,
+    ShakeDone,
+    ShakePressed,
+    ShakerInspected,
+    ShiftChange,
+    Shuffled,
+    Shutdown,
+    SoftwareChecked,
+    StyleKey,
+    TableTime,
+    Tampered,
+    Tick,
+    TilesInspected,
+    VoidRound,
+    WitnessCosigned,
+    occurrence,
+)
 from controller.core.table_faults import FaultRules
 from controller.core.table_life import (
     DICE_LIFE,
@@ -66,7 +112,6 @@ from controller.core.table_types import (
     Event,
     Fault,
     Mode,
-    Occurrence,
     Refusal,
     RngMode,
     RoundContext,
@@ -84,6 +129,7 @@ __all__ = [
     "DICE_LIFE",
     "DICE_LIFE_MS",
     "DICE_WARNING_MS",
+    "EVENT_TYPES",
     "HOUR_MS",
     "MAX_DICE_SET_ID",
     "MAX_EMPLOYEE_ID",
@@ -97,28 +143,70 @@ __all__ = [
     "TRANSITIONS",
     "Action",
     "ActionKind",
+    "BankSeatKey",
+    "ClearFault",
+    "ClockChanged",
     "ClockSync",
+    "CloseRound",
+    "CorrectResult",
     "Correction",
     "CorrectionReason",
+    "DiceKept",
+    "DiceReplaced",
+    "DiceSet",
     "Event",
     "Fault",
+    "FaultRaised",
+    "KeyEvent",
+    "LampTest",
+    "LidClosed",
+    "LidOpened",
     "Mode",
+    "ModeSwitch",
+    "MotorOverran",
+    "NoMoreBets",
     "Occurrence",
+    "PowerOn",
+    "ReadingTaken",
+    "Recall",
     "Refusal",
+    "RngDrawn",
+    "RngInterrupted",
     "RngMode",
+    "RollbackEvidence",
     "RoundContext",
     "RoundMachine",
     "RoundSettings",
     "Screen",
+    "Secured",
+    "SensorBack",
+    "SensorLost",
+    "SensorTimedOut",
+    "ServiceMode",
+    "ShakeDone",
+    "ShakePressed",
+    "ShakerInspected",
+    "ShiftChange",
     "ShuffleReason",
+    "Shuffled",
+    "Shutdown",
+    "SoftwareChecked",
     "State",
     "Step",
+    "StyleKey",
+    "TableTime",
+    "Tampered",
+    "Tick",
+    "TilesInspected",
     "VoidReason",
+    "VoidRound",
+    "WitnessCosigned",
     "advance_table_time",
     "age_of",
     "check_dice_set_id",
     "check_employee_id",
     "next_round",
+    "occurrence",
     "step",
 ]
 
@@ -262,7 +350,7 @@ def advance_table_time(ctx: RoundContext, occ: Occurrence) -> RoundContext:
 class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
     """Every handler: the play of a round here, the other families by inheritance."""
 
-    def no_more_bets(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def no_more_bets(self, ctx: RoundContext, occ: NoMoreBets) -> Step:
         # The bank is the one selected on the panel while bets were open (the event may name
         # one itself, as a table-management system would).
         if ctx.service_round is not None and self._mode(ctx) is Mode.RNG:
@@ -300,7 +388,7 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             ctx = replace(ctx, state=S.ARMED)
         return ctx, [record, *self.screens.enter(ctx)]
 
-    def shake_pressed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def shake_pressed(self, ctx: RoundContext, occ: ShakePressed) -> Step:
         if ctx.state not in (S.ARMED, S.NO_ROLL) or self._mode(ctx) is not Mode.SHAKER:
             return ctx, []  # mashing, or a button that does nothing in this mode
         if not ctx.is_lid_closed:
@@ -324,8 +412,8 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
         ctx = replace(ctx, state=S.SHAKING, deadline=deadline)
         return ctx, [Action(ActionKind.START_SHAKE, data=self._round(ctx))]
 
-    def shake_done(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        cycles = need(occ.cycles, occ)
+    def shake_done(self, ctx: RoundContext, occ: ShakeDone) -> Step:
+        cycles = occ.cycles
         actions = [
             Action(ActionKind.STOP_MOTOR),
             _record(
@@ -339,7 +427,7 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
         ctx = replace(ctx, state=S.SETTLING, deadline=occ.at + self.settings.settle_ms)
         return ctx, [*actions, show(Screen.SETTLING, **self._round(ctx))]
 
-    def dice_set(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def dice_set(self, ctx: RoundContext, occ: DiceSet) -> Step:
         if self._mode(ctx) is Mode.RNG and ctx.state is S.ARMED:
             # 621a.11(i): the style of delivery settled, the RNG selects the number (621a.8(a)(1))
             ctx = replace(ctx, state=S.DRAWING)
@@ -363,7 +451,7 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             show(Screen.READING, **self._round(ctx)),
         ]
 
-    def tick(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def tick(self, ctx: RoundContext, occ: Tick) -> Step:
         if ctx.deadline is None or occ.at < ctx.deadline:
             return ctx, []
         if ctx.state is S.WAITING:
@@ -376,8 +464,8 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             return self._latch(ctx, Fault.SENSOR_TIMEOUT, "no reading in time")
         return replace(ctx, deadline=None), []
 
-    def reading(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        reading = need(occ.reading, occ)
+    def reading(self, ctx: RoundContext, occ: ReadingTaken) -> Step:
+        reading = occ.reading
         step = next_read(
             ctx.read_progress,
             reading,
@@ -414,7 +502,7 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
         ctx, actions = self._result(ctx, result)
         return ctx, [record, actions[0], *raised, *actions[1:]]
 
-    def rng_drawn(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def rng_drawn(self, ctx: RoundContext, occ: RngDrawn) -> Step:
         game = self.settings.game
         if self.settings.rng_mode is RngMode.DICE:
             # three virtual dice: their total counts; they settle no side wager (current
@@ -431,7 +519,7 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             result = result_of_number(game, number, bank_seat=ctx.bank_seat)
         return self._result(ctx, result)
 
-    def lid_opened(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def lid_opened(self, ctx: RoundContext, occ: LidOpened) -> Step:
         """Every opening of the lid is recorded, in a round or not (the meters count them).
         In the player-activated shaker it voids a shake in progress (621a.11(i): cover and
         reshake); in manual mode the dealer uncovers the shaker on purpose."""
@@ -444,17 +532,17 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             return ctx, [Action(ActionKind.STOP_MOTOR), record, *actions]
         return ctx, [record]
 
-    def lid_closed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def lid_closed(self, ctx: RoundContext, occ: LidClosed) -> Step:
         if ctx.is_lid_closed:
             return ctx, []
         record = _record(RecordKind.LID, round=ctx.round_number, opened=False, state=str(ctx.state))
         return replace(ctx, is_lid_closed=True), [record]
 
-    def close_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def close_round(self, ctx: RoundContext, occ: CloseRound) -> Step:
         record = _record(RecordKind.CLOSE, round=ctx.round_number, **self._who(ctx, occ))
         return self._open_next_round(ctx, [record])
 
-    def rng_interrupted(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def rng_interrupted(self, ctx: RoundContext, occ: RngInterrupted) -> Step:
         """The RNG cannot draw for this round: the session committed before its bets closed
         ended with a restart (its seed is gone with the process; its escrow is the auditor's).
         A number from a session committed after the bets closed would be a selection the
@@ -477,7 +565,8 @@ def _die_record(die: DieReading) -> dict[str, object]:
     }
 
 
-_HANDLERS: Mapping[Event, Callable[[_Rules, RoundContext, Occurrence], Step]] = {
+# each handler takes its own kind of event (``Occurrence`` is their union)
+_HANDLERS: Mapping[Event, Callable[..., Step]] = {
     E.NO_MORE_BETS: _Rules.no_more_bets,
     E.SHUFFLED: _Rules.shuffled,
     E.SHAKE_PRESSED: _Rules.shake_pressed,

@@ -11,6 +11,12 @@ from typing import TypeVar
 from controller.core.dealing import DeliveryStyle
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game
 from controller.core.records import RecordKind
+from controller.core.table_events import (
+    BankSeatKey,
+    KeyEvent,
+    Shuffled,
+    StyleKey,
+)
 from controller.core.table_rules import (
     Refused,
     Rules,
@@ -18,7 +24,6 @@ from controller.core.table_rules import (
     live_only,
 )
 from controller.core.table_types import (
-    Occurrence,
     Refusal,
     RoundContext,
     ShuffleReason,
@@ -44,7 +49,7 @@ def _after(choices: Sequence[_T], current: _T) -> _T:
 class BankRules(Rules):
     """The bank's handlers: the bank key, the style key, the shuffle."""
 
-    def bank_seat_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def bank_seat_key(self, ctx: RoundContext, occ: BankSeatKey) -> Step:
         """The dealer's bank key steps through the banks: the dealer, then seat 1..6. A seat
         the bank rules refuse (621a.11(b),(c); 645a.12) is shown with the reason, and "no more
         bets" is refused while it is selected. A table whose Rules Submission offers no player
@@ -55,7 +60,7 @@ class BankRules(Rules):
         ctx = replace(ctx, bank_seat=_after(banks, ctx.bank_seat), co_bank=False)
         return self._bank_selected(ctx, occ)
 
-    def _bank_selected(self, ctx: RoundContext, occ: Occurrence, **extra: object) -> Step:
+    def _bank_selected(self, ctx: RoundContext, occ: KeyEvent, **extra: object) -> Step:
         """The bank (and ``extra``: co-banking) as selected now: recorded, and shown."""
         shown = self.screens.bank(ctx)
         record = _record(
@@ -68,7 +73,7 @@ class BankRules(Rules):
         )
         return ctx, [record, *self.screens.enter(ctx)]
 
-    def style_key(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def style_key(self, ctx: RoundContext, occ: StyleKey) -> Step:
         """621a.11(i): once "no more bets" is announced the bank may choose a style of delivery
         (621a.9) that the casino's Rules Submission allows, identified to surveillance before
         the shake (or the draw); none chosen is 621a.8(d). While bets are open the same key
@@ -98,7 +103,7 @@ class BankRules(Rules):
         )
         return ctx, [record, *self.screens.enter(ctx)]
 
-    def _co_bank(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def _co_bank(self, ctx: RoundContext, occ: StyleKey) -> Step:
         """621a.11(e), 645a.12(e): where the casino offers it, a player bank may ask to co-bank
         the round with the dealer (half the winning wagers each); chosen while bets are open,
         recorded and shown, and carried by "no more bets"."""
@@ -122,7 +127,7 @@ class BankRules(Rules):
         ctx = replace(ctx, co_bank=not ctx.co_bank)
         return self._bank_selected(ctx, occ, co_bank=ctx.co_bank)
 
-    def shuffled(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def shuffled(self, ctx: RoundContext, occ: Shuffled) -> Step:
         """621a.11(b), 645a.12(b): the dealer shuffled the tiles (or the cards) for a new game,
         by the key or at the terminal: no player banks its first round."""
         live_only(ctx, "a shuffle of the tiles")

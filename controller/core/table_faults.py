@@ -9,19 +9,31 @@ from dataclasses import replace
 
 from controller.core.faults import Clearing, clearing_of
 from controller.core.records import RecordKind
+from controller.core.table_events import (
+    ClearFault,
+    ClockChanged,
+    FaultRaised,
+    MotorOverran,
+    RollbackEvidence,
+    Secured,
+    SensorBack,
+    SensorLost,
+    SensorTimedOut,
+    SoftwareChecked,
+    Tampered,
+    WitnessCosigned,
+)
 from controller.core.table_rules import (
     Refused,
     Rules,
     _record,
     _record_may_wait,
-    need,
 )
 from controller.core.table_types import (
     Action,
     ActionKind,
     Fault,
     Mode,
-    Occurrence,
     Refusal,
     RoundContext,
     State,
@@ -34,35 +46,37 @@ S = State
 class FaultRules(Rules):
     """The handlers of faults, and their clearing."""
 
-    def _sensor_fault(self, ctx: RoundContext, occ: Occurrence, fault: Fault) -> Step:
+    def _sensor_fault(
+        self, ctx: RoundContext, occ: SensorTimedOut | SensorLost, fault: Fault
+    ) -> Step:
         note = _record(RecordKind.SENSOR, fault=str(fault), detail=occ.detail)
         if self._mode(ctx) is Mode.RNG or fault in ctx.active_faults:
             return ctx, [note]  # the RNG table does not need the sensor; a repeat adds nothing
         ctx, actions = self._latch(ctx, fault, occ.detail)
         return ctx, [note, *actions]
 
-    def sensor_timeout(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def sensor_timeout(self, ctx: RoundContext, occ: SensorTimedOut) -> Step:
         return self._sensor_fault(ctx, occ, Fault.SENSOR_TIMEOUT)
 
-    def sensor_lost(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def sensor_lost(self, ctx: RoundContext, occ: SensorLost) -> Step:
         ctx = replace(ctx, is_sensor_present=False)
         return self._sensor_fault(ctx, occ, Fault.SENSOR_LOST)
 
-    def sensor_back(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def sensor_back(self, ctx: RoundContext, occ: SensorBack) -> Step:
         ctx = replace(ctx, is_sensor_present=True)
         return ctx, [_record(RecordKind.SENSOR, present=True, detail=occ.detail)]
 
-    def motor_overrun(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def motor_overrun(self, ctx: RoundContext, occ: MotorOverran) -> Step:
         return self._latch(ctx, Fault.MOTOR_OVERRUN, occ.detail)
 
-    def tamper(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def tamper(self, ctx: RoundContext, occ: Tampered) -> Step:
         """N.J.A.C. 13:69E-1.16A: the shaker is secured to the table; removed or tilted latches.
         The loop's opening is recorded (and counted), whatever the state."""
         opened = [] if not ctx.is_secured else [self._tamper_loop(ctx, closed=False)]
         ctx, actions = self._latch(replace(ctx, is_secured=False), Fault.TAMPER, occ.detail)
         return ctx, [*opened, *actions]
 
-    def secured(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def secured(self, ctx: RoundContext, occ: Secured) -> Step:
         """The tamper loop closed again: recorded; the fault stays until cleared."""
         if ctx.is_secured:
             return ctx, []
@@ -73,42 +87,42 @@ class FaultRules(Rules):
             RecordKind.TAMPER_LOOP, round=ctx.round_number, closed=closed, state=str(ctx.state)
         )
 
-    def fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
-        return self._latch(ctx, need(occ.fault, occ), occ.detail)
+    def fault(self, ctx: RoundContext, occ: FaultRaised) -> Step:
+        return self._latch(ctx, occ.fault, occ.detail)
 
-    def software_checked(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def software_checked(self, ctx: RoundContext, occ: SoftwareChecked) -> Step:
         """Program verification, periodically (N.J.A.C. 13:69E-1.28H, 9 NYCRR 5319.14, AGCO 22
         as the issue cites them): every check is recorded; a failed one latches the
         ``software_identity`` fault, which the supervisor clears once a check has passed."""
-        check = need(occ.software, occ)
+        check = occ.software
         ctx = replace(ctx, is_software_verified=not check.is_fault)
-        records = self._software_records(ctx, occ, reason="periodic")
+        records = self._software_records(ctx, check, occ.software_before, reason="periodic")
         if not check.is_fault or Fault.SOFTWARE_IDENTITY in ctx.active_faults:
             return ctx, records
         ctx, latched = self._latch(ctx, Fault.SOFTWARE_IDENTITY, check.summary())
         return ctx, [*records, *latched]
 
-    def clock_changed(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def clock_changed(self, ctx: RoundContext, occ: ClockChanged) -> Step:
         """The OS's clock became synchronised to its time source, or stopped being: recorded
         once per change (the shell asks now and then, and sends only a change)."""
-        clock = need(occ.clock, occ)
+        clock = occ.clock
         return ctx, [_record(RecordKind.CLOCK_STATUS, round=ctx.round_number, clock=str(clock))]
 
-    def cosigned(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def cosigned(self, ctx: RoundContext, occ: WitnessCosigned) -> Step:
         """The witness vouched for the log up to a round's close (the shell sends one per round
         close, controller/fleet): recorded in any state, nothing else changes. It may wait for
         the next step's transaction: nothing shown depends on it."""
-        data = need(occ.cosignature, occ)
+        data = occ.cosignature
         return ctx, [_record_may_wait(RecordKind.COSIGNED, **{**data, "round": ctx.round_number})]
 
-    def rollback_evidence(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def rollback_evidence(self, ctx: RoundContext, occ: RollbackEvidence) -> Step:
         """The witness cosigned a checkpoint of this log, signed by this log's own key, that
         this log no longer holds: a size larger than the log, or another root at that size.
         The log went back (an older copy of it, a card swapped): the cosignature is recorded as
         the evidence (``rollback_evidence``: the cosigned note as it came, and what the log
         holds) and ``log_rollback`` latches, as when the anchor outside the log disagrees; the
         supervisor clears it, accepting the log as it is (its checkpoint the new anchor)."""
-        data = need(occ.cosignature, occ)
+        data = occ.cosignature
         record = _record(RecordKind.ROLLBACK_EVIDENCE, **{**data, "round": ctx.round_number})
         if Fault.LOG_ROLLBACK in ctx.active_faults:
             return ctx, [record]
@@ -117,7 +131,7 @@ class FaultRules(Rules):
         ctx, latched = self._latch(ctx, Fault.LOG_ROLLBACK, why)
         return ctx, [record, *latched]
 
-    def clear_fault(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def clear_fault(self, ctx: RoundContext, occ: ClearFault) -> Step:
         """CLEAR FAULT (the dealer's key, the supervisor key, or the service terminal): every
         active fault that this key may clear and whose cause is gone, by ``CLEARING``; the
         reshake limit (LOCKED) by the row ``reshake_limit`` of controller/core/faults.py."""
@@ -145,7 +159,7 @@ class FaultRules(Rules):
         ctx, actions = self._resume(ctx)
         return ctx, [record, *reanchor, *actions]
 
-    def _clear_reshake_limit(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def _clear_reshake_limit(self, ctx: RoundContext, occ: ClearFault) -> Step:
         if not CLEARING[clearing_of("reshake_limit")](occ):
             raise Refused(
                 Refusal.SUPERVISOR_KEY, "the reshake limit is cleared with the supervisor key"
@@ -160,16 +174,16 @@ class FaultRules(Rules):
         return ctx, [record, *self.screens.enter(ctx)]
 
 
-def _never(occ: Occurrence) -> bool:
+def _never(occ: ClearFault) -> bool:
     return False
 
 
-def _with_note(occ: Occurrence) -> bool:
+def _with_note(occ: ClearFault) -> bool:
     return occ.supervisor and occ.employee is not None and bool(occ.detail.strip())
 
 
 # Who may clear a fault with CLEAR FAULT, by how controller/core/faults.py says it is cleared.
-CLEARING: Mapping[Clearing, Callable[[Occurrence], bool]] = {
+CLEARING: Mapping[Clearing, Callable[[ClearFault], bool]] = {
     Clearing.DEALER_KEY: lambda occ: True,
     Clearing.SUPERVISOR_KEY: lambda occ: occ.supervisor,
     Clearing.SUPERVISOR_NOTE: _with_note,  # at the terminal: the key, who, and why
@@ -192,7 +206,7 @@ def _any_cleared_by(ctx: RoundContext, clearing: Clearing) -> bool:
 
 
 # Why nothing was cleared: the first row that holds gives the refusal's code and words.
-NOT_CLEARED: tuple[tuple[Callable[[RoundContext, Occurrence], bool], Refusal, str], ...] = (
+NOT_CLEARED: tuple[tuple[Callable[[RoundContext, ClearFault], bool], Refusal, str], ...] = (
     (
         lambda ctx, occ: Fault.LOG_DAMAGED in ctx.active_faults,
         Refusal.FAULT_NEEDS_RESTART,
@@ -231,11 +245,11 @@ NOT_CLEARED: tuple[tuple[Callable[[RoundContext, Occurrence], bool], Refusal, st
 )
 
 
-def may_clear(fault: Fault, ctx: RoundContext, occ: Occurrence) -> bool:
+def may_clear(fault: Fault, ctx: RoundContext, occ: ClearFault) -> bool:
     """This CLEAR FAULT clears ``fault``: the one who pressed it may, and its cause is gone."""
     cause_gone = CAUSE_GONE.get(fault)
     return CLEARING[fault.clearing](occ) and (cause_gone is None or cause_gone(ctx))
 
 
-def why_not_cleared(ctx: RoundContext, occ: Occurrence) -> tuple[Refusal, str]:
+def why_not_cleared(ctx: RoundContext, occ: ClearFault) -> tuple[Refusal, str]:
     return next((code, why) for holds, code, why in NOT_CLEARED if holds(ctx, occ))

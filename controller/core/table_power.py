@@ -7,6 +7,11 @@ from dataclasses import replace
 
 from controller.core.dice import ReadProgress
 from controller.core.records import RecordKind
+from controller.core.table_events import (
+    PowerOn,
+    Shutdown,
+    TableTime,
+)
 from controller.core.table_rules import (
     SHAKE_IN_PROGRESS,
     Rules,
@@ -17,7 +22,6 @@ from controller.core.table_types import (
     ActionKind,
     Fault,
     Mode,
-    Occurrence,
     RoundContext,
     State,
     Step,
@@ -29,7 +33,7 @@ S = State
 class PowerRules(Rules):
     """Power on, shutdown and the table's time."""
 
-    def table_time(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def table_time(self, ctx: RoundContext, occ: TableTime) -> Step:
         """The table's time, kept in the log now and then so that dice and tile life survive
         a power cut however long the table stood idle (the loop sends this periodically)."""
         record = _record(
@@ -37,7 +41,7 @@ class PowerRules(Rules):
         )
         return ctx, [record]
 
-    def power_on(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def power_on(self, ctx: RoundContext, occ: PowerOn) -> Step:
         """The first step after power on, from the context the log holds (AGCO 5.1: an
         interrupted game is kept until recovered; AGCO 11.1: an error persists across a power
         cycle until it is cleared).
@@ -60,7 +64,9 @@ class PowerRules(Rules):
         if occ.software is not None:
             # program verification at start (and a change since the last check recorded)
             ctx = replace(ctx, is_software_verified=not occ.software.is_fault)
-            actions.extend(self._software_records(ctx, occ, reason="power_on"))
+            actions.extend(
+                self._software_records(ctx, occ.software, occ.software_before, reason="power_on")
+            )
             if occ.software.is_fault and Fault.SOFTWARE_IDENTITY not in ctx.active_faults:
                 software_fault = occ.software.summary()
         ctx = _taken_up(ctx, occ)
@@ -93,7 +99,7 @@ class PowerRules(Rules):
             found.append((occ.fault, occ.detail))
         return self._shown_at_start(ctx, actions, found)
 
-    def _started(self, occ: Occurrence, previous: str) -> list[Action]:
+    def _started(self, occ: PowerOn, previous: str) -> list[Action]:
         """``power_on`` (how the last run ended, what runs, the clock, the anchor) and the
         configuration loaded."""
         started: dict[str, object] = {"previous": previous}
@@ -145,7 +151,7 @@ class PowerRules(Rules):
             ]
         return ctx, [*actions, *self.screens.enter(ctx)]
 
-    def shutdown(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def shutdown(self, ctx: RoundContext, occ: Shutdown) -> Step:
         """An orderly stop: the motor off, a round in play recorded as interrupted (a shake in
         progress is void), the RNG session revealed (its seed lives in memory only: a round
         whose bets closed under it without a number recorded is void after the restart)."""
@@ -174,7 +180,7 @@ def _previous_run(ctx: RoundContext) -> str:
     return "shutdown" if ctx.is_round_open else "first start"
 
 
-def _taken_up(ctx: RoundContext, occ: Occurrence) -> RoundContext:
+def _taken_up(ctx: RoundContext, occ: PowerOn) -> RoundContext:
     """The context a run starts from: running, the lid taken as open until the switch says,
     no deadline, no read in progress, no recall."""
     ctx = replace(

@@ -15,13 +15,14 @@ from controller.core.position import BankHistory
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult
 from controller.core.screens import Screens, show
+from controller.core.software import SoftwareCheck, SoftwareIdentity
+from controller.core.table_events import KeyEvent, Occurrence, RngInterrupted
 from controller.core.table_life import DICE_LIFE, check_employee_id
 from controller.core.table_types import (
     Action,
     ActionKind,
     Fault,
     Mode,
-    Occurrence,
     Refusal,
     RoundContext,
     RoundSettings,
@@ -87,7 +88,7 @@ def live_only(ctx: RoundContext, what: str) -> None:
         raise GameRuleError(f"{what} is a live event: leave service mode first")
 
 
-def need_employee(occ: Occurrence) -> str:
+def need_employee(occ: KeyEvent) -> str:
     """Every action of a person at the service terminal names who did it."""
     if occ.employee is None:
         raise GameRuleError(f"{occ.event} names the employee who does it")
@@ -116,10 +117,12 @@ class Rules:
     def _round(self, ctx: RoundContext) -> dict[str, object]:
         return round_fields(ctx)
 
-    def _who(self, ctx: RoundContext, occ: Occurrence) -> dict[str, object]:
+    def _who(self, ctx: RoundContext, occ: KeyEvent | RngInterrupted) -> dict[str, object]:
         """Who did it: the employee id typed at the service terminal, else (a key of the
-        dealer's panel) the dealer signed on for the shift, None when none is; and the
-        operating system's account of a terminal command."""
+        dealer's panel, or the table itself) the dealer signed on for the shift, None when
+        none is; and the operating system's account of a terminal command."""
+        if not isinstance(occ, KeyEvent):
+            return {"employee": ctx.dealer}
         if occ.employee is not None:
             check_employee_id(occ.employee)
         who: dict[str, object] = {
@@ -127,7 +130,7 @@ class Rules:
         }
         return {**who, **self._uid(occ)}
 
-    def _uid(self, occ: Occurrence) -> dict[str, object]:
+    def _uid(self, occ: KeyEvent) -> dict[str, object]:
         return {} if occ.uid is None else {"uid": occ.uid}
 
     def _no_roll(self, ctx: RoundContext, reason: NoRollReason) -> Step:
@@ -281,7 +284,7 @@ class Rules:
         self,
         ctx: RoundContext,
         reason: VoidReason,
-        occ: Occurrence,
+        occ: KeyEvent | RngInterrupted,
         *,
         state: State | None = None,
         note: str = "",
@@ -299,15 +302,21 @@ class Rules:
             **self._who(ctx, occ),
         )
 
-    def _software_records(self, ctx: RoundContext, occ: Occurrence, *, reason: str) -> list[Action]:
+    def _software_records(
+        self,
+        ctx: RoundContext,
+        check: SoftwareCheck,
+        before: SoftwareIdentity | None,
+        *,
+        reason: str,
+    ) -> list[Action]:
         """The check's record, and ``software_changed`` when the version that runs or the
-        manifest's digest differs from the last check's (``occ.software_before``): the log
-        keeps the software's changes, as the issue asks."""
-        check = need(occ.software, occ)
+        manifest's digest differs from the last check's (``before``): the log keeps the
+        software's changes, as the issue asks."""
         record = _record(
             RecordKind.SOFTWARE_CHECK, round=ctx.round_number, reason=reason, **check.as_record()
         )
-        before, now = occ.software_before, check.identity
+        now = check.identity
         if before is None or before == now:
             return [record]
         changed = _record(

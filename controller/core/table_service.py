@@ -7,6 +7,10 @@ from dataclasses import replace
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import ReadProgress
 from controller.core.records import RecordKind
+from controller.core.table_events import (
+    LampTest,
+    ServiceMode,
+)
 from controller.core.table_rules import (
     SHAKE_IN_PROGRESS,
     Refused,
@@ -18,7 +22,6 @@ from controller.core.table_rules import (
 from controller.core.table_types import (
     Action,
     ActionKind,
-    Occurrence,
     Refusal,
     RoundContext,
     State,
@@ -74,7 +77,7 @@ def in_service(action: Action) -> Action:
 class ServiceRules(Rules):
     """Service mode: entered and left with the supervisor key; the lamp test."""
 
-    def service_mode(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def service_mode(self, ctx: RoundContext, occ: ServiceMode) -> Step:
         """9 NYCRR 5319.58: service mode, with the supervisor key. Entered with bets open (a
         round in play without a result is void first); every screen says SERVICE; the rounds
         played in it are test rounds, recorded as ``service_test`` (never a live result, never
@@ -111,7 +114,7 @@ class ServiceRules(Rules):
         shown = [in_service(a) for a in self.screens.enter(ctx) if a.kind is ActionKind.SHOW]
         return ctx, [*actions, *shown, Action(ActionKind.LAMP_TEST)]
 
-    def _leave_service(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def _leave_service(self, ctx: RoundContext, occ: ServiceMode) -> Step:
         assert ctx.service_round is not None
         tests = ctx.round_number - ctx.service_round
         actions = [
@@ -143,7 +146,7 @@ class ServiceRules(Rules):
             return ctx, [*actions, self.screens.fault(ctx, ctx.active_faults)]
         return ctx, [*actions, *self.screens.enter(ctx)]
 
-    def lamp_test(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def lamp_test(self, ctx: RoundContext, occ: LampTest) -> Step:
         if not occ.supervisor:
             raise Refused(Refusal.SUPERVISOR_KEY, "the lamp test needs the supervisor key")
         if ctx.service_round is None:

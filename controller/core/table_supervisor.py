@@ -11,6 +11,17 @@ from controller.core.position import BankHistory, Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
 from controller.core.screens import noting_the_void, show
+from controller.core.table_events import (
+    CorrectResult,
+    DiceKept,
+    DiceReplaced,
+    ModeSwitch,
+    Recall,
+    ShakerInspected,
+    ShiftChange,
+    TilesInspected,
+    VoidRound,
+)
 from controller.core.table_life import DICE_LIFE, TILES_LIFE, check_dice_set_id, check_employee_id
 from controller.core.table_rules import (
     Refused,
@@ -28,7 +39,6 @@ from controller.core.table_types import (
     ActionKind,
     Correction,
     Mode,
-    Occurrence,
     Refusal,
     RoundContext,
     Screen,
@@ -58,7 +68,7 @@ def _next_dice_set(current: str | None) -> str:
 class SupervisorRules(Rules):
     """The supervisor's handlers (and the floorperson's, and a shift's)."""
 
-    def shift_change(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def shift_change(self, ctx: RoundContext, occ: ShiftChange) -> Step:
         """A new dealer shift: from the panel's key (the new dealer not named yet), or signed on
         at the service terminal with the dealer's employee id, which the records of the dealer's
         keys carry from then on. In RNG mode the session is revealed and a new one committed,
@@ -75,7 +85,7 @@ class SupervisorRules(Rules):
             actions.append(Action(ActionKind.CLOSE_RNG, data={"reason": "shift_change"}))
         return ctx, [*actions, *self.screens.enter(ctx)]
 
-    def tiles_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def tiles_inspected(self, ctx: RoundContext, occ: TilesInspected) -> Step:
         """621a.6(a): a set of tiles received at the table is sorted and inspected by the dealer
         and the inspection verified by the floorperson (the supervisor key, the floorperson's
         employee id); its 12 hours (621a.3(e)) start, and it is a new game (621a.11(b))."""
@@ -88,9 +98,9 @@ class SupervisorRules(Rules):
                 "the floorperson verifies the inspection with the supervisor key",
             )
         employee = need_employee(occ)
-        tile_set = need(occ.tile_set, occ)
+        tile_set = occ.tile_set
         check_dice_set_id(tile_set, what="a tile set id")
-        dealer = need(occ.dealer, occ)
+        dealer = occ.dealer
         check_employee_id(dealer)
         record = _record(
             RecordKind.TILES_INSPECTED,
@@ -113,7 +123,7 @@ class SupervisorRules(Rules):
         )
         return ctx, [record, *self.screens.shown_again(ctx)]
 
-    def dice_replaced(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def dice_replaced(self, ctx: RoundContext, occ: DiceReplaced) -> Step:
         """Proposed 621a.5(c): a new dice set, its id typed at the service terminal or the
         next number; the 24 hours start again, in the table's time. Between shakes, with the
         supervisor key and the supervisor's employee id."""
@@ -148,7 +158,7 @@ class SupervisorRules(Rules):
         )
         return self._dice_acted(ctx, record)
 
-    def dice_kept(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def dice_kept(self, ctx: RoundContext, occ: DiceKept) -> Step:
         """Issue 15: after a dice alarm the supervisor inspected the dice and keeps them (the
         note says what was checked); the monitor's test starts again on them."""
         if not occ.supervisor:
@@ -173,7 +183,7 @@ class SupervisorRules(Rules):
         ctx = replace(ctx, dice_counts=ctx.dice_counts.kept())
         return self._dice_acted(ctx, record)
 
-    def recall(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def recall(self, ctx: RoundContext, occ: Recall) -> Step:
         """AGCO 13.1.1: with the supervisor key the display recalls one of the last rounds
         (``back`` 1 is the newest, the round in play), clearly marked; it steps through them,
         and leaving shows where the table was. Nothing changes in the round meanwhile (see
@@ -208,7 +218,7 @@ class SupervisorRules(Rules):
         ctx = replace(ctx, recall=occ.back)
         return ctx, [*actions, show(Screen.RECALL, round=ctx.round_number, back=occ.back)]
 
-    def shaker_inspected(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def shaker_inspected(self, ctx: RoundContext, occ: ShakerInspected) -> Step:
         """N.J.A.C. 13:69E-1.16A: the shaker's end-of-day inspection, by the supervisor."""
         if not occ.supervisor:
             raise Refused(Refusal.SUPERVISOR_KEY, "the shaker inspection needs the supervisor key")
@@ -223,7 +233,7 @@ class SupervisorRules(Rules):
         )
         return ctx, [record]
 
-    def correct_result(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def correct_result(self, ctx: RoundContext, occ: CorrectResult) -> Step:
         """N.J.A.C. 13:69E-1.28P(d): the supervisor corrects a result to the dice as they lie
         (a misread, a patron's complaint, surveillance's review), with the supervisor key, a
         reason and an employee id. Never a re-roll and never a redraw (N.J.A.C. 13:69E-1.28G:
@@ -235,9 +245,9 @@ class SupervisorRules(Rules):
         if not occ.supervisor:
             raise Refused(Refusal.SUPERVISOR_KEY, "correcting a result needs the supervisor key")
         employee = need_employee(occ)
-        reason = need(occ.correction, occ)
-        seen = need(occ.dice_seen, occ)
-        meant = need(occ.result_meant, occ)
+        reason = occ.correction
+        seen = occ.dice_seen
+        meant = occ.result_meant
         read = self._check_correction(ctx, meant, seen)
         corrected = result_of_roll(
             self.settings.game,
@@ -295,7 +305,7 @@ class SupervisorRules(Rules):
             )
         return result.roll
 
-    def mode_switch(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def mode_switch(self, ctx: RoundContext, occ: ModeSwitch) -> Step:
         """Current 621a.6(a): the supervisor switches between the modes this table allows,
         between rounds; and out of a fault of the dice (the sensor, the motor) to the RNG, which
         needs neither. Leaving RNG mode reveals its session; entering it commits one, shown
@@ -306,7 +316,7 @@ class SupervisorRules(Rules):
         employee = need_employee(occ)
         if ctx.service_round is not None:
             raise Refused(Refusal.IN_SERVICE_MODE, "leave service mode to switch the mode")
-        to = need(occ.mode, occ)
+        to = occ.mode
         current = self._mode(ctx)
         self._check_switch(ctx, to, current)
         cleared = ctx.active_faults & DICE_FAULTS if ctx.state is S.FAULT else frozenset()
@@ -357,7 +367,7 @@ class SupervisorRules(Rules):
                 Refusal.RNG_ONLY_IN_FAULT, "out of a fault the table switches to the RNG only"
             )
 
-    def void_round(self, ctx: RoundContext, occ: Occurrence) -> Step:
+    def void_round(self, ctx: RoundContext, occ: VoidRound) -> Step:
         """621a.12(c),(e): all hands void, every wager returned, and the round ends without a
         result (it is never played again: the next round opens). The dealer's void key does
         it only before any dice are at rest (bets closed, a shake, a no roll, the RNG's

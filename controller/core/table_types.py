@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from controller.core.dealing import DeliveryStyle
-from controller.core.dice import DiceReading, ReadPolicy, ReadProgress, Roll, Verdict
+from controller.core.dice import ReadPolicy, ReadProgress, Roll, Verdict
 from controller.core.dice_monitor import DiceAlarm, DiceWindows
 from controller.core.faults import BY_NAME, Clearing, clearing_of
 from controller.core.meters import Meters
 from controller.core.position import BankHistory, Game
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult
-from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.errors import ConfigError
 
@@ -329,47 +328,6 @@ class Action:
     screen: Screen | None = None
     data: Mapping[str, object] = field(default_factory=dict)
     may_wait: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Occurrence:
-    """An event with its data. Only the fields its event needs are read."""
-
-    event: Event
-    at: int
-    reading: DiceReading | None = None
-    cycles: int | None = None
-    bank_seat: int | None = None
-    rng_number: int | None = None
-    roll: Roll | None = None
-    fault: Fault | None = None
-    supervisor: bool = False
-    detail: str = ""
-    config: Mapping[str, object] | None = None  # POWER_ON: the config_loaded record's data
-    delay_ms: int | None = None  # SHAKE_PRESSED: the random delay the shell drew (CSPRNG)
-    wall: int | None = None  # UTC milliseconds when it happened (the shell's wall clock)
-    dice_set: str | None = None  # DICE_REPLACED: the new set's id (None: the next number)
-    # who: the employee id typed at the service terminal (a person's action there always has
-    # one), and the operating system's account that sent it (SO_PEERCRED)
-    employee: str | None = None
-    uid: int | None = None
-    void_reason: VoidReason | None = None  # VOID_ROUND from the terminal
-    round_meant: int | None = None  # VOID_ROUND from the terminal: the round meant, as shown
-    # CORRECT_RESULT: the (round, attempt) of the result meant, as shown, the dice as they lie
-    result_meant: tuple[int, int] | None = None
-    dice_seen: Roll | None = None
-    correction: CorrectionReason | None = None
-    shuffle: ShuffleReason | None = None  # SHUFFLED (None: a new game, the dealer's key)
-    tile_set: str | None = None  # TILES_INSPECTED: the set's id
-    dealer: str | None = None  # TILES_INSPECTED: the dealer who inspected (employee verified)
-    mode: Mode | None = None  # MODE_SWITCH: the mode to switch to
-    back: int | None = None  # RECALL: the round to recall (1: the newest), None: leave recall
-    software: SoftwareCheck | None = None  # POWER_ON, SOFTWARE_CHECKED: the check's result
-    software_before: SoftwareIdentity | None = None  # the last check's (None: none known)
-    clock: ClockSync | None = None  # POWER_ON, CLOCK_CHANGED: the OS's clock status
-    # COSIGNED: the cosigned record's data but its round (record_data.cosigned_data)
-    cosignature: Mapping[str, object] | None = None
-    anchor: str = ""  # POWER_ON: a copy of the log's anchor the shell found missing or behind
 
 
 @dataclass(frozen=True, slots=True)
