@@ -4,6 +4,7 @@ fields; ``occurrence`` builds one from a kind held as data and never drops what 
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import pytest
 
@@ -82,3 +83,13 @@ def test_clear_fault_covers_every_way_faults_py_says_a_fault_is_cleared() -> Non
     holds, _, why = NOT_CLEARED[-1]
     assert holds(RoundContext(), ClearFault(at=1))
     assert why
+
+
+def test_each_handler_takes_the_kind_of_event_it_is_given() -> None:
+    # the handler table is typed loosely (each handler takes its own kind): this keeps it true
+    from controller.core import state
+
+    for event, handler in state._HANDLERS.items():
+        taken = typing.get_type_hints(handler)["occ"]
+        kinds = typing.get_args(taken) or (taken,)
+        assert any(issubclass(EVENT_TYPES[event], kind) for kind in kinds), (event, taken)
