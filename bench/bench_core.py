@@ -13,12 +13,17 @@ from collections.abc import Callable
 
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.state import (
-    Event,
-    Occurrence,
+    CloseRound,
+    LidClosed,
+    NoMoreBets,
+    ReadingTaken,
     RoundContext,
     RoundMachine,
     RoundSettings,
+    ShakeDone,
+    ShakePressed,
     State,
+    Tick,
 )
 from controller.core.wagers import all_rolls, outcomes
 
@@ -46,17 +51,17 @@ def one_round(machine: RoundMachine, n: int) -> None:
     at = n * 100_000
     r = reading(1 + n % 6, 1 + (n // 6) % 6, 1 + (n // 36) % 6, n % 50)
     for occ in (
-        Occurrence(Event.NO_MORE_BETS, at=at),
-        Occurrence(Event.SHAKE_PRESSED, at=at + 1),
-        Occurrence(Event.SHAKE_DONE, at=at + 3000, cycles=4),
-        Occurrence(Event.TICK, at=at + 5000),
-        Occurrence(Event.READING, at=at + 5100, reading=TILTED),
-        Occurrence(Event.SHAKE_PRESSED, at=at + 6000),
-        Occurrence(Event.SHAKE_DONE, at=at + 9000, cycles=4),
-        Occurrence(Event.TICK, at=at + 11000),
-        Occurrence(Event.READING, at=at + 11100, reading=r),
-        Occurrence(Event.READING, at=at + 11200, reading=r),
-        Occurrence(Event.CLOSE_ROUND, at=at + 20000),
+        NoMoreBets(at=at),
+        ShakePressed(at=at + 1),
+        ShakeDone(at=at + 3000, cycles=4),
+        Tick(at=at + 5000),
+        ReadingTaken(at=at + 5100, reading=TILTED),
+        ShakePressed(at=at + 6000),
+        ShakeDone(at=at + 9000, cycles=4),
+        Tick(at=at + 11000),
+        ReadingTaken(at=at + 11100, reading=r),
+        ReadingTaken(at=at + 11200, reading=r),
+        CloseRound(at=at + 20000),
     ):
         machine.handle(occ)
 
@@ -78,7 +83,7 @@ OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_si
 
 def main() -> None:
     machine = RoundMachine(RoundSettings(), OPENED)
-    machine.handle(Occurrence(Event.LID_CLOSED, at=0))
+    machine.handle(LidClosed(at=0))
     first = machine.context.round_number
     one_round(machine, 299)  # as the timed rounds play it (the last of a repeat), not refused
     if machine.state is not State.IDLE or machine.context.round_number != first + 1:

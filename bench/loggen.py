@@ -26,7 +26,7 @@ from controller.core.config import Config, TableConfig
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.record_data import config_loaded_data
 from controller.core.snapshot import decode_context
-from controller.core.state import Event, Occurrence, RoundMachine
+from controller.core.state import Event, RoundMachine, occurrence
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
@@ -118,7 +118,7 @@ def generate(
     def send(event: Event, **data: Any) -> None:
         nonlocal clock
         clock += 2000
-        loop.dispatch(Occurrence(event, at=clock, **data))
+        loop.dispatch(occurrence(event, at=clock, **data))
 
     def renew() -> None:
         """New dice (proposed 621a.5(c): 24 hours at most) and a new set of tiles inspected

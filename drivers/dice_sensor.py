@@ -43,7 +43,15 @@ from controller.core.sensor_protocol import (
     StatusRequest,
     encode,
 )
-from controller.core.state import Event, Fault, Occurrence
+from controller.core.state import (
+    Event,
+    Fault,
+    FaultRaised,
+    Occurrence,
+    ReadingTaken,
+    SensorTimedOut,
+    occurrence,
+)
 from controller.errors import (
     SensorDisconnected,
     SensorError,
@@ -334,8 +342,8 @@ class SerialDiceSensor:
                 self._on_frame_locked(frame, events)
             self._check_deadline_locked(events)
             self._send_next_locked()
-        for occurrence in events:
-            self._events.put(occurrence)
+        for event in events:
+            self._events.put(event)
 
     def _set_read_timeout(self, port: serial.SerialBase) -> None:
         """Block until a byte comes or the request in flight is due: no polling. While a
@@ -517,24 +525,19 @@ class SerialDiceSensor:
         at = self._now()
         if isinstance(frame, Reading):
             events.append(
-                Occurrence(
-                    Event.READING, at, reading=frame.to_dice_reading(), detail=request.detail
-                )
+                ReadingTaken(at=at, reading=frame.to_dice_reading(), detail=request.detail)
             )
         elif isinstance(frame, FaultReport):
             events.append(
-                Occurrence(
-                    Event.FAULT,
-                    at,
+                FaultRaised(
+                    at=at,
                     fault=Fault.SENSOR_HARDWARE,
                     detail=f"dice sensor reports {_faults_text(frame.faults)}",
                 )
             )
         else:
             self.stats.timeouts += 1
-            events.append(
-                Occurrence(Event.SENSOR_TIMEOUT, at, detail=f"{request.detail}: refused ({frame})")
-            )
+            events.append(SensorTimedOut(at=at, detail=f"{request.detail}: refused ({frame})"))
 
     def _check_deadline_locked(self, events: list[Occurrence]) -> None:
         request = self._pending
@@ -552,9 +555,8 @@ class SerialDiceSensor:
             request.waiter.fail(SensorTimeout(f"dice sensor: no valid reply to {request.detail}"))
         elif request.kind is ReadNow:
             events.append(
-                Occurrence(
-                    Event.SENSOR_TIMEOUT,
-                    self._now(),
+                SensorTimedOut(
+                    at=self._now(),
                     detail=f"{request.detail}: no valid reply after {self._retries} retries"
                     f" ({self._parser.last_rejection or 'nothing received'})",
                 )
@@ -566,7 +568,7 @@ class SerialDiceSensor:
         return self._clock() if self._clock is not None else monotonic_ms()
 
     def _emit(self, event: Event, *, fault: Fault | None = None, detail: str = "") -> None:
-        self._events.put(Occurrence(event, self._now(), fault=fault, detail=detail))
+        self._events.put(occurrence(event, at=self._now(), fault=fault, detail=detail))
 
     @property
     def rejections(self) -> dict[str, int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from gpiozero import LED, RGBLED, GPIODeviceClosed
 
-from controller.core.state import Event, Fault, Occurrence, Screen
+from controller.core.state import Event, Fault, FaultRaised, Screen, occurrence
 from controller.ports import EventSink
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
 from drivers.safety import FaultLatch
@@ -290,9 +290,7 @@ class GpioPanel:
             if self._latch is not None:
                 self._latch.trip(f"{Event.FAULT}: {reason}")
         finally:
-            self._sink.put(
-                Occurrence(Event.FAULT, at=self._clock(), fault=Fault.INTERNAL, detail=reason)
-            )
+            self._sink.put(FaultRaised(at=self._clock(), fault=Fault.INTERNAL, detail=reason))
 
     def _write(self, shake_lamp: bool, colour: Colour) -> None:
         """Both lamps, each guarded: one failing does not keep the other from its value."""
@@ -321,7 +319,7 @@ class GpioPanel:
             if event is Event.SHAKE_PRESSED and not self._shake_enabled:
                 return
             supervisor = self._supervisor.is_active
-            self._sink.put(Occurrence(event, at=self._clock(), supervisor=supervisor))
+            self._sink.put(occurrence(event, at=self._clock(), supervisor=supervisor))
 
         return changed
 

@@ -39,7 +39,7 @@ from typing import Any
 from gpiozero import DigitalInputDevice, PWMOutputDevice
 
 from controller.core.config import ShakerConfig
-from controller.core.state import Event, Fault, Occurrence
+from controller.core.state import Event, Fault, occurrence
 from controller.errors import OutputsLatched, ShakerError
 from controller.ports import EventSink
 from drivers.debounce import DebouncedInput, debounced_input, monotonic_ms
@@ -492,7 +492,7 @@ class GpioShaker:
         detail: str = "",
     ) -> None:
         self._sink.put(
-            Occurrence(event, at=self._clock(), cycles=cycles, fault=fault, detail=detail)
+            occurrence(event, at=self._clock(), cycles=cycles, fault=fault, detail=detail)
         )
 
     def _release_devices(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from controller.core.state import Event, Occurrence
+from controller.core.state import SensorBack, SensorLost
 from controller.errors import SensorError, ShakerError
 from controller.ports import DiceSensor, EventSink, SensorIdentity, monotonic_ms
 
@@ -62,7 +62,7 @@ class SensorKeeper:
             f" protocol {identity.protocol_version}"
         )
         log.info("dice sensor %s", detail)
-        self.events.put(Occurrence(Event.SENSOR_BACK, at=monotonic_ms(), detail=detail))
+        self.events.put(SensorBack(at=monotonic_ms(), detail=detail))
         return identity
 
     def open_or_keep_trying(self) -> bool:
@@ -71,7 +71,7 @@ class SensorKeeper:
             self.open()
         except SensorError as exc:
             log.error("dice sensor handshake failed: %s", exc)
-            self.events.put(Occurrence(Event.SENSOR_LOST, at=monotonic_ms(), detail=str(exc)))
+            self.events.put(SensorLost(at=monotonic_ms(), detail=str(exc)))
             self._thread = threading.Thread(
                 target=self._keep_trying, name="dice-sensor-start", daemon=True
             )
@@ -90,7 +90,7 @@ class SensorKeeper:
                 continue
             except Exception as exc:  # the thread reports, never dies silently
                 log.exception("dice sensor start-up failed")
-                self.events.put(Occurrence(Event.SENSOR_LOST, at=monotonic_ms(), detail=str(exc)))
+                self.events.put(SensorLost(at=monotonic_ms(), detail=str(exc)))
                 delay = self._retry_max_s
                 continue
             return

@@ -51,7 +51,16 @@ from controller.core.config import Config
 from controller.core.dice import DiceReading
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context
-from controller.core.state import Event, Mode, Occurrence
+from controller.core.state import (
+    Event,
+    FaultRaised,
+    LidOpened,
+    Mode,
+    MotorOverran,
+    Occurrence,
+    ShakeDone,
+    Tampered,
+)
 from controller.errors import (
     AuditLogError,
     ConfigError,
@@ -550,18 +559,8 @@ class _Walker:
                 item = self.observations.get(min(remaining, POLL_S))
                 if not isinstance(item, Occurrence):
                     continue
-                if item.event is Event.SHAKE_DONE:
-                    cycles = item.cycles
-                    self.console.say(
-                        f"  the pattern ended: {cycles} motion pulses; watching the crank stays"
-                        " still until the motor's limit"
-                    )
-                elif item.event in (Event.MOTOR_OVERRUN, Event.LID_OPENED, Event.TAMPER):
-                    faults.append(f"{item.event}: {item.detail}".rstrip(": "))
-                    self.console.say(f"  seen: {faults[-1]}")
-                elif item.event is Event.FAULT:
-                    faults.append(f"fault: {item.detail}")
-                    self.console.say(f"  seen: {faults[-1]}")
+                ended = self._seen_in_shake(item, faults)
+                cycles = cycles if ended is None else ended
                 if faults and (cycles is not None or not shaker.is_shaking):
                     break
         finally:
@@ -570,6 +569,23 @@ class _Walker:
             cycles=cycles, faults=tuple(faults), motor_off=shaker.motor_value == 0
         )
         return self._judge_motor(step, seen)
+
+    def _seen_in_shake(self, item: Occurrence, faults: list[str]) -> int | None:
+        """An event while the motor runs: the pattern's cycles when it ended (said), a fault
+        seen (added to ``faults``, said)."""
+        if isinstance(item, ShakeDone):
+            self.console.say(
+                f"  the pattern ended: {item.cycles} motion pulses; watching the crank stays"
+                " still until the motor's limit"
+            )
+            return item.cycles
+        if isinstance(item, MotorOverran | LidOpened | Tampered):
+            faults.append(f"{item.event}: {item.detail}".rstrip(": "))
+            self.console.say(f"  seen: {faults[-1]}")
+        elif isinstance(item, FaultRaised):
+            faults.append(f"fault: {item.detail}")
+            self.console.say(f"  seen: {faults[-1]}")
+        return None
 
     def _judge_motor(self, step: Step, seen: MotorObservation) -> StepResult:
         return walk.judge_motor(

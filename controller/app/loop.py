@@ -46,11 +46,18 @@ from controller.core.state import (
     ClockSync,
     Event,
     Fault,
+    FaultRaised,
     Occurrence,
+    PowerOn,
+    RngDrawn,
+    RngInterrupted,
     RoundContext,
     RoundMachine,
     Screen,
+    ShakePressed,
+    Shutdown,
     State,
+    Tick,
     step,
 )
 from controller.errors import (
@@ -265,14 +272,12 @@ class ControlLoop:
                 self.dispatch(item)
             deadline = self.machine.context.deadline
             if deadline is not None and self.clock() >= deadline:
-                self.dispatch(Occurrence(Event.TICK, at=self.clock()))
+                self.dispatch(Tick(at=self.clock()))
             lost = self.events.take_lost()
             if lost:
                 detail = f"the event queue was full: {len(lost)} events lost ({', '.join(lost)})"
                 log.error("%s", detail)
-                self.dispatch(
-                    Occurrence(Event.FAULT, at=self.clock(), fault=Fault.INTERNAL, detail=detail)
-                )
+                self.dispatch(FaultRaised(at=self.clock(), fault=Fault.INTERNAL, detail=detail))
             self.run_duties()
             if (
                 self.between_rounds is not None
@@ -346,8 +351,7 @@ class ControlLoop:
         ``software``: the program verification at start, ``software_before`` the identity the
         previous power_on recorded; ``clock``: whether the OS's clock is synchronised;
         ``anchor``: a place of the log's anchor rewritten from the other (recorded)."""
-        self._power_on = Occurrence(
-            Event.POWER_ON,
+        self._power_on = PowerOn(
             at=self.clock(),
             config=config,
             fault=fault,
@@ -361,7 +365,7 @@ class ControlLoop:
 
     def shutdown(self) -> None:
         """The last step of an orderly stop (the loop is no longer running)."""
-        self.dispatch(Occurrence(Event.SHUTDOWN, at=self.clock()))
+        self.dispatch(Shutdown(at=self.clock()))
 
     def dispatch(self, occ: Occurrence) -> None:
         """One event, then what the loop learned while carrying it out, each its own step.
@@ -373,7 +377,7 @@ class ControlLoop:
         pending = self._power_on
         if pending is not None and occ is not pending and occ.event is not Event.TICK:
             self._follow_ups.append(replace(pending, at=occ.at, wall=self.wall_clock()))
-        if occ.event is Event.SHAKE_PRESSED and occ.delay_ms is None and self.shake_delay:
+        if isinstance(occ, ShakePressed) and occ.delay_ms is None and self.shake_delay:
             occ = replace(occ, delay_ms=self.shake_delay())
         if occ.wall is None and occ.event not in _NO_WALL:
             occ = replace(occ, wall=self.wall_clock())
@@ -467,9 +471,7 @@ class ControlLoop:
                 # the round's bets closed under a session that ended with a restart: the core
                 # voids the round (never a number from a session committed after its bets)
                 log.warning("%s", exc)
-                self._follow_ups.append(
-                    Occurrence(Event.RNG_INTERRUPTED, at=self.clock(), detail=str(exc))
-                )
+                self._follow_ups.append(RngInterrupted(at=self.clock(), detail=str(exc)))
                 break
             except OutputsLatched as exc:
                 # The latch tripped after this step was decided: the fault that tripped it comes
@@ -507,9 +509,7 @@ class ControlLoop:
             self._follow(Fault.INTERNAL, reason)
 
     def _follow(self, fault: Fault, detail: str) -> None:
-        self._follow_ups.append(
-            Occurrence(Event.FAULT, at=self.clock(), fault=fault, detail=detail)
-        )
+        self._follow_ups.append(FaultRaised(at=self.clock(), fault=fault, detail=detail))
 
     def _refused(self, occ: Occurrence, why: str) -> None:
         self._note_refusal(why)
@@ -591,9 +591,9 @@ class ControlLoop:
         value = self.ports.rng.draw(round_number=round_number, attempt=attempt)
         at = self.clock()
         if isinstance(value, Roll):
-            self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, roll=value))
+            self._follow_ups.append(RngDrawn(at=at, roll=value))
         else:
-            self._follow_ups.append(Occurrence(Event.RNG_DRAWN, at=at, rng_number=value))
+            self._follow_ups.append(RngDrawn(at=at, rng_number=value))
 
     def _storage_failed(self, before: RoundContext, exc: AuditLogError, *, lid: bool) -> None:
         """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
@@ -626,7 +626,7 @@ class ControlLoop:
             after, actions = step(
                 self.machine.settings,
                 base,
-                Occurrence(Event.FAULT, at=self.clock(), fault=Fault(exc.fault), detail=detail),
+                FaultRaised(at=self.clock(), fault=Fault(exc.fault), detail=detail),
             )
         except Exception:
             log.exception("internal error latching the storage fault")

@@ -104,6 +104,7 @@ from controller.core.state import (
     VoidReason,
     check_dice_set_id,
     check_employee_id,
+    occurrence,
 )
 from controller.display.log_reader import SqliteLogReader
 from controller.errors import (
@@ -303,7 +304,7 @@ class Request:
     def occurrence(self, *, at: int, supervisor: bool, uid: int | None = None) -> Occurrence:
         event = ACTIONS[self.action][0]
         reason = self.reason
-        return Occurrence(
+        return occurrence(
             event,
             at=at,
             supervisor=supervisor,

@@ -9,7 +9,13 @@ import logging
 from controller.audit.log import AuditLog
 from controller.core.records import RecordKind
 from controller.core.software import SoftwareCheck, SoftwareIdentity
-from controller.core.state import ClockSync, Event, Occurrence
+from controller.core.state import (
+    ClockChanged,
+    ClockSync,
+    Occurrence,
+    SoftwareChecked,
+    TableTime,
+)
 from controller.errors import AuditLogError
 from controller.ports import ClockStatus, ProgramVerification
 
@@ -28,7 +34,7 @@ TABLE_TIME_EVERY_MS = 15 * 60_000
 
 def table_time(at: int) -> Occurrence:
     """The periodic note of the table's time (the core records it with the wall clock)."""
-    return Occurrence(Event.TABLE_TIME, at=at)
+    return TableTime(at=at)
 
 
 def last_software_identity(audit: AuditLog) -> SoftwareIdentity | None:
@@ -63,7 +69,7 @@ class SoftwareWatch:
 
     def check(self, at: int) -> Occurrence:
         check = self._check()
-        occ = Occurrence(Event.SOFTWARE_CHECKED, at=at, software=check, software_before=self.before)
+        occ = SoftwareChecked(at=at, software=check, software_before=self.before)
         self.before = check.identity
         return occ
 
@@ -98,4 +104,4 @@ class ClockWatch:
             return None
         log.warning("the clock is now %s", clock)
         self.last = clock
-        return Occurrence(Event.CLOCK_CHANGED, at=at, clock=clock)
+        return ClockChanged(at=at, clock=clock)

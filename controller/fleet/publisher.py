@@ -90,7 +90,7 @@ from controller.core.note import (
     open_cosignature,
 )
 from controller.core.record_data import cosigned_data
-from controller.core.state import Event, Occurrence, Screen
+from controller.core.state import RollbackEvidence, Screen, WitnessCosigned
 from controller.errors import AuditLogError, CursorError, FleetError, NoteError, ProtocolError
 from controller.fleet.client import read_credentials, send_at_once, tls_context
 from controller.fleet.outbox import (
@@ -867,7 +867,7 @@ class Publisher:
         self._recorded_close = close
         signature = _cosignature_bytes(note, witness)
         data = cosigned_data(witness, cosigned, signature, close=close)
-        self.events.put(Occurrence(Event.COSIGNED, at=monotonic_ms(), cosignature=data))
+        self.events.put(WitnessCosigned(at=monotonic_ms(), cosignature=data))
 
     def _rollback_evidence(self, note: str, cosigned: Cosigned, log_size: int) -> None:
         """The witness cosigned a checkpoint of this log's own key that the log no longer holds:
@@ -908,9 +908,7 @@ class Publisher:
             "timestamp": cosigned.timestamp,
             "log_size": log_size,
         }
-        self.events.put(
-            Occurrence(Event.ROLLBACK_EVIDENCE, at=monotonic_ms(), cosignature=evidence)
-        )
+        self.events.put(RollbackEvidence(at=monotonic_ms(), cosignature=evidence))
 
     # --- the witness's cosignature as the cursor ---------------------------------------------
 

@@ -21,7 +21,7 @@ from controller.cli import main
 from controller.core.config import Config
 from controller.core.records import RecordKind
 from controller.core.rng_audit import open_escrowed_sessions
-from controller.core.state import Event, Mode, Occurrence, Screen, State
+from controller.core.state import DiceSet, Mode, NoMoreBets, Screen, State
 from controller.software.check import (
     build_manifest,
     create_release_key,
@@ -82,9 +82,9 @@ def crash_after_the_draw(state_dir: Path, factory: MockFactory) -> int:
     rng.draw = draw_then_die  # type: ignore[method-assign]
     for occ in opening(1):  # the tiles inspected (an RNG table needs no dice)
         appliance.loop.dispatch(occ)
-    appliance.loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+    appliance.loop.dispatch(NoMoreBets(at=1))
     with pytest.raises(PowerCut):
-        appliance.loop.dispatch(Occurrence(Event.DICE_SET, at=1))  # the style settled: draw
+        appliance.loop.dispatch(DiceSet(at=1))  # the style settled: draw
     for close in reversed(appliance._closables):  # what the kernel releases; no shutdown step
         close()
     return drawn[0]

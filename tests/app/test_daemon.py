@@ -22,14 +22,16 @@ from controller.core.position import Game
 from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.state import (
+    DiceSet,
     Event,
     Fault,
     Mode,
-    Occurrence,
+    NoMoreBets,
     RngMode,
     RoundMachine,
     RoundSettings,
     Screen,
+    occurrence,
 )
 from controller.errors import OutputsLatched
 from controller.ports import Shaker
@@ -78,7 +80,7 @@ class Table:
 
     def send(self, event: Event, **data: object) -> None:
         self.at += 100
-        self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
+        self.loop.dispatch(occurrence(event, at=self.at, **data))
 
     def round(self) -> None:
         self.send(Event.NO_MORE_BETS)
@@ -218,8 +220,8 @@ def test_the_loop_collects_garbage_when_idle_on_its_own_thread(tmp_path: Path) -
             cycle.append(cycle)
         runner.start()
         assert collected.wait(5)
-        table.loop.events.put(Occurrence(Event.NO_MORE_BETS, at=table.at))
-        table.loop.events.put(Occurrence(Event.DICE_SET, at=table.at))
+        table.loop.events.put(NoMoreBets(at=table.at))
+        table.loop.events.put(DiceSet(at=table.at))
         assert shown_result.wait(5)  # the RNG draws at once: the round's result
         table.loop.stop()
         runner.join(timeout=5)

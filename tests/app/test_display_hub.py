@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.state import Refusal, Screen
+from controller.core.state import LidClosed, LidOpened, NoMoreBets, Refusal, Screen, occurrence
 from controller.display.events import (
     PLAYER_FAULT_OTHER,
     PLAYER_FAULTS,
@@ -453,16 +453,16 @@ def test_the_core_s_refusals_carry_their_stable_code_beside_the_operator_s_words
 
     from support.display_table import OPENED, WALL
 
-    from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings
+    from controller.core.state import Event, RoundMachine, RoundSettings
 
     def refused(machine: RoundMachine, event: Event, **data: object) -> dict[str, object]:
-        actions = machine.handle(Occurrence(event, at=1, wall=WALL, **data))
+        actions = machine.handle(occurrence(event, at=1, wall=WALL, **data))
         (shown,) = [a for a in actions if a.screen is Screen.REFUSED]
         return dict(shown.data)
 
     machine = RoundMachine(RoundSettings(), replace(OPENED, dice_set=None, dice_since_table=None))
-    machine.handle(Occurrence(Event.LID_CLOSED, at=0, wall=WALL))
-    machine.handle(Occurrence(Event.NO_MORE_BETS, at=0, wall=WALL))
+    machine.handle(LidClosed(at=0, wall=WALL))
+    machine.handle(NoMoreBets(at=0, wall=WALL))
     dice = refused(machine, Event.SHAKE_PRESSED)
     assert dice["code"] == Refusal.DICE_MISSING
     assert "no dice set is recorded" in str(dice["reason"])
@@ -470,6 +470,6 @@ def test_the_core_s_refusals_carry_their_stable_code_beside_the_operator_s_words
     key = refused(machine, Event.SERVICE_MODE, employee="S1")
     assert key["code"] == Refusal.SUPERVISOR_KEY
     assert player_refusal(key) == "no_change"
-    machine.handle(Occurrence(Event.LID_OPENED, at=2, wall=WALL))
+    machine.handle(LidOpened(at=2, wall=WALL))
     lid = refused(machine, Event.SHAKE_PRESSED)
     assert (lid["code"], player_refusal(lid)) == (Refusal.LID_OPEN, "close_lid")

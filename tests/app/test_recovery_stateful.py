@@ -45,12 +45,12 @@ from controller.core.state import (
     Event,
     Fault,
     Mode,
-    Occurrence,
     RoundMachine,
     RoundSettings,
     Screen,
     ShuffleReason,
     VoidReason,
+    occurrence,
 )
 from controller.errors import AuditLogError
 from controller.ports import Committed
@@ -193,7 +193,7 @@ class Table(StillTable):
 
     def send(self, occ_event: Event, **data: Any) -> None:
         self.at += data.pop("advance", 10)
-        self.loop.dispatch(Occurrence(occ_event, at=self.at, **data))
+        self.loop.dispatch(occurrence(occ_event, at=self.at, **data))
 
 
 def _reading(faces: tuple[int, int, int], flat: bool) -> DiceReading:

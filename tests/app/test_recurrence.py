@@ -25,12 +25,13 @@ from controller.core.state import (
     Event,
     Fault,
     Mode,
-    Occurrence,
     RngMode,
     RoundMachine,
     RoundSettings,
     Screen,
     State,
+    Tick,
+    occurrence,
 )
 from controller.display.console import ConsoleDisplay
 from controller.rng.session import RngPort, RngSessionManager
@@ -206,7 +207,7 @@ class Table:
 
     def send(self, event: Event, **data: object) -> None:
         self.at += 100
-        self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
+        self.loop.dispatch(occurrence(event, at=self.at, **data))
 
     def fail(self) -> None:
         self.send(Event.FAULT, fault=Fault.RNG_FAILURE, detail="the RNG failed its self-test")
@@ -259,7 +260,7 @@ def test_after_k_returns_the_watchdog_is_no_longer_fed_and_why_is_recorded(
     assert "systemd restarts" in str(table.screens.shown[-1][1]["reason"])
     assert table.screens.last(Screen.FAULT)["restart"] == table.loop.restart_reason
     # the loop runs: it no longer tells systemd it is alive
-    done = table.loop.submit(Occurrence(Event.TICK, at=table.at))
+    done = table.loop.submit(Tick(at=table.at))
     runner.start()
     assert done.wait_for_step(timeout=30)
     table.loop.stop()
@@ -291,7 +292,7 @@ def test_a_healthy_loop_feeds_the_watchdog(tmp_path: Path) -> None:
     """The same run as above without returns: the watchdog is fed (the test above can fail)."""
     table = Table(tmp_path, RecurrencePolicy())
     runner = threading.Thread(target=table.loop.run, daemon=True)
-    done = table.loop.submit(Occurrence(Event.TICK, at=table.at))
+    done = table.loop.submit(Tick(at=table.at))
     runner.start()
     assert done.wait_for_step(timeout=30)
     table.loop.stop()

@@ -51,6 +51,7 @@ from controller.core.record_data import config_loaded_data
 from controller.core.state import (
     Event,
     Fault,
+    FaultRaised,
     Mode,
     Occurrence,
     RngMode,
@@ -58,6 +59,7 @@ from controller.core.state import (
     RoundSettings,
     Screen,
     State,
+    occurrence,
 )
 from controller.rng.session import RngPort, RngSessionManager
 from drivers.safety import FaultLatch
@@ -136,7 +138,7 @@ class Table:
 
     def step(self, event: Event) -> Outcome:
         """An event from the dealer's panel, waited for."""
-        outcome = self.loop.submit(Occurrence(event, at=self.loop.clock()))
+        outcome = self.loop.submit(occurrence(event, at=self.loop.clock()))
         assert outcome.wait_for_step(WAIT_S)
         return outcome
 
@@ -228,7 +230,7 @@ def test_a_missing_anchor_is_cleared_at_the_terminal_with_who_and_why(table: Tab
     """Issue 28: anchor_missing stays until a supervisor, the key on, names themselves and
     why; the clear is recorded with both and re-anchors the log as it is."""
     latched = table.loop.submit(
-        Occurrence(Event.FAULT, at=table.loop.clock(), fault=Fault.ANCHOR_MISSING, detail="gone")
+        FaultRaised(at=table.loop.clock(), fault=Fault.ANCHOR_MISSING, detail="gone")
     )
     assert latched.wait_for_step(WAIT_S)
     assert table.loop.machine.state is State.FAULT

@@ -15,7 +15,7 @@ from controller.app.appliance import draw_shake_delay
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.log import DB_NAME, AuditLog
 from controller.core.config import RoundConfig
-from controller.core.state import Event, Occurrence, RoundMachine, RoundSettings, State
+from controller.core.state import Event, RoundMachine, RoundSettings, State, occurrence
 from drivers.sim.hardware import StillTable
 
 
@@ -41,7 +41,7 @@ def test_the_loop_puts_the_drawn_delay_on_the_press_and_the_shake_records_it(
 
     def send(event: Event, advance: int = 10, **data: Any) -> None:
         now[0] += advance
-        loop.dispatch(Occurrence(event, at=now[0], **data))
+        loop.dispatch(occurrence(event, at=now[0], **data))
 
     for event in (Event.LID_CLOSED, Event.NO_MORE_BETS, Event.SHAKE_PRESSED):
         send(event)

@@ -33,7 +33,7 @@ from controller.core.software import (
     SoftwareResult,
     open_manifest,
 )
-from controller.core.state import ClockSync, Event, Fault, Mode, Occurrence, State
+from controller.core.state import ClearFault, ClockSync, Event, Fault, Mode, Occurrence, State
 from controller.errors import SoftwareIdentityError
 from controller.software import release as releases
 from controller.software.check import (
@@ -386,7 +386,7 @@ def test_the_next_start_records_the_mismatch_and_latches_the_fault(
         assert context.state is State.FAULT
         assert context.active_faults == {Fault.SOFTWARE_IDENTITY}
         # the supervisor cannot clear it while the file differs
-        appliance.loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=1, supervisor=True))
+        appliance.loop.dispatch(ClearFault(at=1, supervisor=True))
         assert appliance.loop.machine.state is State.FAULT
     finally:
         appliance.close()

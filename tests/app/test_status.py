@@ -33,7 +33,7 @@ from controller.app.service import (
 from controller.cli import main
 from controller.core.config import Config
 from controller.core.software import Change, Difference, SoftwareCheck, SoftwareResult
-from controller.core.state import Event, Fault, Mode, Occurrence, State
+from controller.core.state import ClearFault, Fault, FaultRaised, Mode, State
 
 TABLE = dataclasses.replace(
     Config(),
@@ -135,7 +135,7 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         assert " records, root " in out
 
         # two faults: the RNG fails, and the periodic check finds a file changed
-        loop.dispatch(Occurrence(Event.FAULT, at=2, fault=Fault.RNG_FAILURE, detail="KAT"))
+        loop.dispatch(FaultRaised(at=2, fault=Fault.RNG_FAILURE, detail="KAT"))
         software.result = CHANGED
         [check] = [duty.check for duty in loop.duties if duty.name == "software"]
         found = check(3)  # the periodic program verification, as the loop makes it
@@ -169,13 +169,13 @@ def test_status_of_a_healthy_table_then_two_faults_then_stopped(
         found = check(4)
         assert found is not None
         loop.dispatch(found)
-        loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=5, supervisor=True))
+        loop.dispatch(ClearFault(at=5, supervisor=True))
         assert loop.machine.state is State.IDLE
         said = _messages(notify, "ready")[-1]
         assert said == "STATUS=table t9: ready: bets open, round 1"
         assert _status(capsys, "--state-dir", str(state))[0] == 0
         # and the faults again, for the log to keep at the stop
-        loop.dispatch(Occurrence(Event.FAULT, at=6, fault=Fault.RNG_FAILURE, detail="KAT"))
+        loop.dispatch(FaultRaised(at=6, fault=Fault.RNG_FAILURE, detail="KAT"))
         software.result = CHANGED
         found = check(7)
         assert found is not None

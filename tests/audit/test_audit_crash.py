@@ -18,7 +18,7 @@ from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
 from controller.core.records import RecordKind as K
 from controller.core.snapshot import decode_context
-from controller.core.state import ActionKind, Event, Occurrence, Screen, State, step
+from controller.core.state import ActionKind, PowerOn, Screen, State, step
 
 WRITER = Path(__file__).resolve().parents[1] / "support" / "audit_writer.py"
 KILLS = 50
@@ -40,9 +40,7 @@ def _power_on(state: Path):  # type: ignore[no-untyped-def]
     finally:
         log.close()
     assert stored is not None
-    return step(
-        Config().round_settings(), decode_context(stored[1]), Occurrence(Event.POWER_ON, at=0)
-    )
+    return step(Config().round_settings(), decode_context(stored[1]), PowerOn(at=0))
 
 
 def _kill_after(state: Path, seed: int, delay: float) -> list[int]:

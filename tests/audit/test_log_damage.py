@@ -29,7 +29,15 @@ from controller.cli import main
 from controller.core import canonical
 from controller.core.config import Config
 from controller.core.records import RecordKind, StoredRecord
-from controller.core.state import Event, Fault, Occurrence, Screen, State
+from controller.core.state import (
+    ClearFault,
+    Fault,
+    NoMoreBets,
+    Screen,
+    ShakePressed,
+    State,
+    Tick,
+)
 from controller.errors import LogDamagedError, LogIntegrityError
 
 READERS = (
@@ -385,9 +393,9 @@ def test_a_damaged_tail_at_start_latches_log_damaged_and_the_controller_stays_up
                 assert _names(err, seq)
                 assert len(out.splitlines()) == size - 1
                 for occ in (
-                    Occurrence(Event.NO_MORE_BETS, at=1, supervisor=True),
-                    Occurrence(Event.SHAKE_PRESSED, at=2),
-                    Occurrence(Event.CLEAR_FAULT, at=3, supervisor=True),
+                    NoMoreBets(at=1, supervisor=True),
+                    ShakePressed(at=2),
+                    ClearFault(at=3, supervisor=True),
                 ):
                     loop.dispatch(occ)
                     assert loop.machine.state is State.FAULT, occ.event
@@ -395,8 +403,8 @@ def test_a_damaged_tail_at_start_latches_log_damaged_and_the_controller_stays_up
                 # the fault never clears, so it never "comes back": pressed every 10 s for
                 # ten minutes, the watchdog is still fed (a restart would find the same log)
                 for k in range(60):
-                    loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=10_000 * (k + 1)))
-                    loop.dispatch(Occurrence(Event.TICK, at=10_000 * (k + 1) + 1))
+                    loop.dispatch(ClearFault(at=10_000 * (k + 1)))
+                    loop.dispatch(Tick(at=10_000 * (k + 1) + 1))
                 assert loop.machine.context.active_faults == {Fault.LOG_DAMAGED}
                 assert loop.restart_reason is None
             finally:

@@ -34,16 +34,20 @@ from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
 from controller.core.state import (
     ActionKind,
+    BankSeatKey,
     CorrectionReason,
+    DiceSet,
     Event,
+    LidClosed,
     Mode,
-    Occurrence,
+    NoMoreBets,
     RngMode,
     RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
     VoidReason,
+    occurrence,
 )
 from controller.display.hub import sse
 
@@ -452,9 +456,9 @@ def test_an_rng_round_of_the_real_control_loop_ends_on_its_number(
         page = context.new_page()
         page.goto(display.url)
         wait_current(page, "ready", 1, timeout_ms=WAIT_MS)
-        loop.dispatch(Occurrence(Event.NO_MORE_BETS, at=1))
+        loop.dispatch(NoMoreBets(at=1))
         wait_current(page, "bets_closed", 1, timeout_ms=WAIT_MS)  # 621a.11(i): the style first
-        loop.dispatch(Occurrence(Event.DICE_SET, at=2))  # the dealer's key: the RNG draws
+        loop.dispatch(DiceSet(at=2))  # the dealer's key: the RNG draws
         wait_current(page, "result", 1, timeout_ms=WAIT_MS)
         (draw,) = [r.data for r in table.log.records() if r.kind == RecordKind.RNG_DRAW]
         assert page.text_content("#rng-value") == str(draw["number"])
@@ -896,7 +900,7 @@ def test_the_real_control_loop_recalls_the_last_ten_rounds_after_a_fault_and_sho
 
     def send(event: Event, advance: int = 10, **data: Any) -> None:
         at[0] += advance
-        loop.dispatch(Occurrence(event, at=at[0], supervisor=data.pop("key", False), **data))
+        loop.dispatch(occurrence(event, at=at[0], supervisor=data.pop("key", False), **data))
 
     def reading(faces: tuple[int, int, int], k: int) -> DiceReading:
         colours = (DieColour.RED, DieColour.BLUE, DieColour.BLUE)
@@ -1105,8 +1109,8 @@ def test_the_core_s_bank_refusal_is_worded_in_the_page_s_languages_and_the_dice_
     sentence. The dice's last hour (621a.5(c)) is the supervisor's: the players read nothing of
     it, until play stops by it, and then only that the table is not ready."""
     machine = RoundMachine(RoundSettings(), OPENED)
-    machine.handle(Occurrence(Event.LID_CLOSED, at=0))
-    actions = machine.handle(Occurrence(Event.BANK_SEAT_KEY, at=1))
+    machine.handle(LidClosed(at=0))
+    actions = machine.handle(BankSeatKey(at=1))
     (ready,) = [a for a in actions if a.kind is ActionKind.SHOW and a.screen is Screen.READY]
     assert ready.data["bank_refused_rule"] == {"rule": "after_shuffle", "seat": 1}
     dice = {"set": "7", "warning": "replace the dice within 12 min: ...", "minutes_left": 12}

@@ -20,6 +20,7 @@ from controller.core.software import (
     SoftwareResult,
 )
 from controller.core.state import (
+    EVENT_TYPES,
     MOTOR_GRACE_MS,
     TRANSITIONS,
     ActionKind,
@@ -27,6 +28,7 @@ from controller.core.state import (
     CorrectionReason,
     Event,
     Fault,
+    KeyEvent,
     Mode,
     Occurrence,
     RngMode,
@@ -35,6 +37,7 @@ from controller.core.state import (
     Screen,
     State,
     VoidReason,
+    occurrence,
 )
 from controller.errors import BankRuleError, ConfigError, GameRuleError, IllegalTransition
 
@@ -116,7 +119,7 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
         data["dice_seen"] = Roll(6, (6, 6))
         data["employee"] = "S100"
     if event is Event.VOID_ROUND:
-        yield Occurrence(
+        yield occurrence(
             event,
             at=at,
             supervisor=True,
@@ -137,18 +140,21 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
     if event is Event.ROLLBACK_EVIDENCE:
         data["cosignature"] = {"witness": "w", "size": 90, "log_size": 40, "note": "n"}
     if event is Event.SOFTWARE_CHECKED:
-        yield Occurrence(event, at=at, software=MISMATCH)
+        yield occurrence(event, at=at, software=MISMATCH)
         data["software"] = VERIFIED
     if event is Event.SHAKE_PRESSED:
-        yield Occurrence(event, at=at, delay_ms=400)
+        yield occurrence(event, at=at, delay_ms=400)
     if event is Event.DICE_REPLACED:
-        yield Occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2", employee="S100")
+        yield occurrence(event, at=at, supervisor=True, wall=WALL, dice_set="B-2", employee="S100")
     if event is Event.MODE_SWITCH:
         for mode in Mode:
-            yield Occurrence(event, at=at, supervisor=True, wall=WALL, mode=mode, employee="S100")
-    for supervisor in (False, True):
-        yield Occurrence(event, at=at, supervisor=supervisor, **data)  # type: ignore[arg-type]
-        yield Occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)  # type: ignore[arg-type]
+            yield occurrence(event, at=at, supervisor=True, wall=WALL, mode=mode, employee="S100")
+        data["mode"] = Mode.RNG  # a mode switch always names its mode
+    # the supervisor key is a key's (a person's) to turn: the table's own events have none
+    keys = (False, True) if issubclass(EVENT_TYPES[event], KeyEvent) else (False,)
+    for supervisor in keys:
+        yield occurrence(event, at=at, supervisor=supervisor, **data)
+        yield occurrence(event, at=at, supervisor=supervisor, wall=WALL, **data)
 
 
 # the supervisor's actions at the service terminal, which always name who does them

@@ -42,6 +42,7 @@ from controller.core.state import (
     State,
     VoidReason,
 )
+from controller.core.state import occurrence as event_of_kind
 from controller.errors import GameRuleError, IllegalTransition
 
 S, E, R = State, Event, Refusal
@@ -163,7 +164,7 @@ VARIANTS_OF: Mapping[Event, tuple[Variant, ...]] = {
 def occurrence(event: Event, at: int, variant: Variant | None = None) -> Occurrence:
     """``event`` at ``at`` with the minimal valid data of its kind, or with ``variant``'s."""
     data = {**_MINIMAL.get(event, {}), **(_VARIANTS[variant] if variant else {})}
-    return Occurrence(event, at=at, **data)  # type: ignore[arg-type]
+    return event_of_kind(event, at=at, **data)
 
 
 # --- the states: every one is reached here ------------------------------------------------

@@ -23,13 +23,14 @@ from controller.core.state import (
     ActionKind,
     Event,
     Mode,
-    Occurrence,
+    PowerOn,
     RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
     ShuffleReason,
     State,
+    Tick,
     advance_table_time,
 )
 from controller.errors import BankRuleError, ConfigError, GameRuleError
@@ -101,19 +102,19 @@ def test_a_set_recorded_by_an_older_version_is_counted_in_the_tables_time_from_p
 
 def test_the_tables_time_moves_with_the_monotonic_clock_and_never_back() -> None:
     ctx = RoundContext()
-    ctx = advance_table_time(ctx, Occurrence(Event.POWER_ON, at=5_000, wall=WALL))
+    ctx = advance_table_time(ctx, PowerOn(at=5_000, wall=WALL))
     assert (ctx.table_ms, ctx.last_at, ctx.last_wall) == (0, 5_000, WALL)
-    ctx = advance_table_time(ctx, Occurrence(Event.TICK, at=65_000))
+    ctx = advance_table_time(ctx, Tick(at=65_000))
     assert ctx.table_ms == 60_000
-    ctx = advance_table_time(ctx, Occurrence(Event.TICK, at=64_000))  # a late event
+    ctx = advance_table_time(ctx, Tick(at=64_000))  # a late event
     assert (ctx.table_ms, ctx.last_at) == (60_000, 65_000)
 
 
 def test_while_off_the_table_counts_what_the_wall_clock_says_passed_never_less_than_zero() -> None:
     ctx = replace(RoundContext(), table_ms=7_000, last_wall=WALL, last_at=123)
-    later = advance_table_time(ctx, Occurrence(Event.POWER_ON, at=10, wall=WALL + 3 * HOUR_MS))
+    later = advance_table_time(ctx, PowerOn(at=10, wall=WALL + 3 * HOUR_MS))
     assert (later.table_ms, later.last_at) == (7_000 + 3 * HOUR_MS, 10)
-    back = advance_table_time(ctx, Occurrence(Event.POWER_ON, at=10, wall=WALL - 3 * HOUR_MS))
+    back = advance_table_time(ctx, PowerOn(at=10, wall=WALL - 3 * HOUR_MS))
     assert back.table_ms == 7_000  # a clock set back while off counts as nothing
 
 

@@ -12,7 +12,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 from support.web import wait_until
 
 from controller.core.config import PinsConfig, ShakerConfig
-from controller.core.state import Event, Fault, Occurrence, Screen
+from controller.core.state import Event, Fault, Occurrence, Screen, ShakePressed, occurrence
 from drivers.panel import FLASH_S, STATUS_COLOURS, GpioPanel
 from drivers.safety import FaultLatch
 from drivers.sim.hardware import SimPanel
@@ -82,7 +82,7 @@ def desk() -> Iterator[Desk]:
 def test_a_bouncing_press_gives_one_event(desk: Desk) -> None:
     desk.sim.press("shake_button", bounces=6)
     occ = desk.next_event()
-    assert occ == Occurrence(Event.SHAKE_PRESSED, at=1000)
+    assert occ == ShakePressed(at=1000)
     desk.expect_quiet()
     # The contact really did chatter: the driver saw every edge and accepted one press.
     assert len(desk.sim.keys["shake_button"].states) >= 13
@@ -122,13 +122,13 @@ def test_mashing_gives_one_event_per_press(desk: Desk) -> None:
     ],
 )
 def test_dealer_keys_and_the_supervisor_switch(desk: Desk, key: str, event: Event) -> None:
-    assert desk.tap(key) == Occurrence(event, at=1000, supervisor=False)
+    assert desk.tap(key) == occurrence(event, at=1000, supervisor=False)
     desk.sim.turn_supervisor_key(True)
     desk.expect_quiet()  # the key switch itself sends nothing
     # Accepted once its settle thread has run (late on a loaded machine): wait for it.
     assert wait_until(lambda: desk.panel.is_supervisor_key_on, WAIT), "the supervisor key is not on"
     desk.clock_ms = 2000
-    assert desk.tap(key) == Occurrence(event, at=2000, supervisor=True)
+    assert desk.tap(key) == occurrence(event, at=2000, supervisor=True)
     desk.sim.turn_supervisor_key(False)
     desk.expect_quiet()
     assert wait_until(lambda: not desk.panel.is_supervisor_key_on, WAIT), "the key is still on"

@@ -41,16 +41,17 @@ from controller.core.recurrence import FIRST_HOLD_MS
 from controller.core.result import result_of_roll
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
+    ClearFault,
     CorrectionReason,
     Event,
     Fault,
     Mode,
-    Occurrence,
     RngMode,
     RoundMachine,
     RoundSettings,
     Screen,
     State,
+    occurrence,
 )
 from controller.errors import AuditLogError, InstanceLocked, LogIdentityError, LogIntegrityError
 from controller.ports import Committed
@@ -191,7 +192,7 @@ class Table:
 
     def send(self, event: Event, advance: int = 10, **data: object) -> None:
         self.at += advance
-        self.loop.dispatch(Occurrence(event, at=self.at, **data))  # type: ignore[arg-type]
+        self.loop.dispatch(occurrence(event, at=self.at, **data))
 
     def close_bets(self) -> None:
         """No more bets; in RNG mode at tiles the dealer's dice-set key then has the RNG draw
@@ -1062,7 +1063,7 @@ def test_the_daemon_with_a_missing_key_shows_the_fault_and_records_nothing(
         assert appliance.loop.machine.state is State.FAULT
         assert Fault.LOG_IDENTITY in appliance.loop.machine.context.active_faults
         assert screens.shown[-1][0] is Screen.FAULT
-        appliance.loop.dispatch(Occurrence(Event.CLEAR_FAULT, at=1, supervisor=True))
+        appliance.loop.dispatch(ClearFault(at=1, supervisor=True))
         assert appliance.loop.machine.state is State.FAULT
     finally:
         appliance.close()

@@ -15,10 +15,11 @@ import pytest
 
 from controller.cli import main
 from controller.core.state import (
-    Event,
+    DiceReplaced,
     Occurrence,
     RoundContext,
     Screen,
+    TilesInspected,
 )
 
 SUPERVISOR = "S1021"  # the employee ids the tests' people act with
@@ -34,9 +35,8 @@ def opening(at: int) -> list[Occurrence]:
     """The supervisor records the dice in the shaker, the floorperson verifies the tiles the
     dealer inspected (both with the supervisor key)."""
     return [
-        Occurrence(Event.DICE_REPLACED, at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
-        Occurrence(
-            Event.TILES_INSPECTED,
+        DiceReplaced(at=at, supervisor=True, employee=SUPERVISOR, dice_set="1"),
+        TilesInspected(
             at=at,
             supervisor=True,
             employee=FLOORPERSON,

@@ -33,11 +33,11 @@ from controller.core.snapshot import decode_context
 from controller.core.state import (
     Event,
     Fault,
-    Occurrence,
     RoundContext,
     RoundMachine,
     State,
     VoidReason,
+    occurrence,
 )
 from controller.ports import Committed
 from drivers.sim.hardware import StillTable
@@ -94,7 +94,7 @@ def main() -> int:
     def handle(event: Event, **kw: object) -> None:
         nonlocal clock
         clock += 10
-        loop.dispatch(Occurrence(event, at=clock, **kw))  # type: ignore[arg-type]
+        loop.dispatch(occurrence(event, at=clock, **kw))
 
     handle(Event.LID_CLOSED)
     # a table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of

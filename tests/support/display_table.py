@@ -26,12 +26,12 @@ from controller.core.state import (
     ActionKind,
     CorrectionReason,
     Event,
-    Occurrence,
     RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
     VoidReason,
+    occurrence,
 )
 from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.display.log_reader import SqliteLogReader
@@ -346,7 +346,7 @@ class CoreTable:
 
     def send(self, event: Event, advance: int = 10, **data: Any) -> list[Action]:
         self.at += advance
-        occ = Occurrence(event, at=self.at, wall=WALL + self.at, **data)
+        occ = occurrence(event, at=self.at, wall=WALL + self.at, **data)
         before = self.machine.context
         actions = self.machine.handle(occ)
         records = [(a.record, a.data) for a in actions if a.kind is ActionKind.RECORD and a.record]

@@ -23,13 +23,13 @@ from controller.core.state import (
     CorrectionReason,
     Event,
     Mode,
-    Occurrence,
     RngMode,
     RoundMachine,
     RoundSettings,
     Screen,
     State,
     VoidReason,
+    occurrence,
 )
 
 WALL = 1_764_500_000_000  # UTC milliseconds of a day in 2025: the events' wall clock
@@ -81,7 +81,7 @@ class LoggedTable:
 
     def send(self, event: Event, advance: int = 10, **data: Any) -> list[Action]:
         self.at += advance
-        occ = Occurrence(event, at=self.at, wall=WALL + self.at, **data)
+        occ = occurrence(event, at=self.at, wall=WALL + self.at, **data)
         self.actions = self.machine.handle(occ)
         entries = [
             (a.record, a.data)

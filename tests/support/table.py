@@ -8,12 +8,12 @@ from controller.core.state import (
     Action,
     ActionKind,
     Event,
-    Occurrence,
     RoundContext,
     RoundMachine,
     RoundSettings,
     Screen,
     State,
+    occurrence,
 )
 from support import OPENED
 
@@ -62,7 +62,7 @@ class Table:
 
     def send(self, event: Event, advance: int = 10, **data: object) -> list[Action]:
         self.now += advance
-        occ = Occurrence(event, at=self.now, **data)  # type: ignore[arg-type]
+        occ = occurrence(event, at=self.now, **data)
         self.actions = self.machine.handle(occ)
         return self.actions
 
