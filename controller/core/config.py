@@ -254,7 +254,7 @@ class FleetConfig:
     # new log is paigow-controller/<table>, as tables made before it was configurable
     origin: str = field(default="", metadata={"may_be_empty": True, "max_chars": MAX_ORIGIN_CHARS})
 
-    def __post_init__(self) -> None:  # noqa: C901, RUF100 - input validator
+    def __post_init__(self) -> None:  # noqa: C901 - input validator
         if self.origin:
             problem = origin_problem(self.origin)
             if problem is not None:
@@ -325,7 +325,7 @@ class BrokerAddress:
         return f"{'mqtts' if self.tls else 'mqtt'}://{self.host}:{self.port}"
 
 
-def parse_broker_url(text: str) -> BrokerAddress:  # noqa: C901, RUF100 - input validator
+def parse_broker_url(text: str) -> BrokerAddress:  # noqa: C901 - input validator
     """``mqtt://host:port`` or ``mqtts://host:port`` (port default 1883 / 8883); nothing else:
     no user, path, query or fragment (credentials come from a file)."""
     scheme, sep, rest = text.partition("://")
@@ -631,7 +631,7 @@ def _section(name: str, cls: type[Any], values: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:  # noqa: C901, RUF100 - input validator
+def _value(key: str, kind: Any, meta: Mapping[str, Any], value: Any) -> Any:  # noqa: C901 - input validator
     if typing.get_origin(kind) is tuple:  # tuple[SomeEnum, ...]: a list of distinct choices
         item = typing.get_args(kind)[0]
         choices = [str(m.value) for m in item]
@@ -752,7 +752,7 @@ def _odds(key: str, value: Any) -> Odds:
     return Odds(win, stake)
 
 
-def _limits(raw: Any, paytables: tuple[Paytable, ...]) -> LimitsConfig:  # noqa: C901, RUF100 - input validator
+def _limits(raw: Any, paytables: tuple[Paytable, ...]) -> LimitsConfig:  # noqa: C901 - input validator
     """``[limits]``: ``currency``, and ``[limits.table]``, ``[limits.sum]``, ``[limits.match]``,
     ``[limits.beat_it]`` each with whole-unit ``min`` and ``max``. A side wager's limits need
     a paytable of that wager: the page never shows limits for a wager the table cannot pay."""
