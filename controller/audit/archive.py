@@ -49,16 +49,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile
-from controller.audit.log import (
-    DB_NAME,
-    AuditLog,
-    _drop_cached_pages,
-    _storage_error,
-    connect_read_only,
-    read_records,
-)
+from controller.audit.reader import read_records
+from controller.audit.store import DB_NAME, connect_read_only, drop_cached_pages, storage_error
 from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.digits import parse_bounded_int
 from controller.core.merkle import CompactRange
@@ -68,6 +63,18 @@ from controller.errors import ArchiveError, AuditLogError, LogIntegrityError, No
 from controller.files import fsync_dir, fsync_file
 
 log = logging.getLogger("paigow.audit")
+
+
+class LiveLog(Protocol):
+    """What retention needs of the live log (controller/audit/log.py's ``AuditLog``)."""
+
+    @property
+    def size(self) -> int: ...
+
+    def drop_archived(
+        self, span: tuple[int, int], frontier: bytes, note: str, *, chunk: int
+    ) -> int: ...
+
 
 ARCHIVE_DIR = "archive"
 ARCHIVE_FORMAT = "paigow-audit-archive/1"
@@ -130,7 +137,7 @@ def archive_files(directory: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise _storage_error(exc, f"cannot read {directory}") from exc
+        raise storage_error(exc, f"cannot read {directory}") from exc
     return [directory / name for name in names]
 
 
@@ -142,6 +149,18 @@ def _note_text(origin: str, index: int, span: tuple[int, int], root: bytes, prev
 
 def read_archive(path: Path, verifier: Verifier) -> Archive:
     """The archive at ``path`` with its note's signature checked (:class:`ArchiveError`)."""
+    note, start, end = _archive_row(path)
+    try:
+        lines, archive = _opened_note(path, note, verifier, start, end)
+    except (NoteError, NumberError, ValueError) as exc:
+        raise ArchiveError(f"audit log: archive {path}: its note does not verify: {exc}") from None
+    if lines[1] != verifier.name:
+        raise ArchiveError(f"audit log: archive {path} is of {lines[1]!r}, not {verifier.name!r}")
+    return archive
+
+
+def _archive_row(path: Path) -> tuple[str, bytes, bytes]:
+    """The archive's signed note and the tree's frontiers at its start and end."""
     try:
         db = connect_read_only(path)
     except AuditLogError as exc:
@@ -154,26 +173,28 @@ def read_archive(path: Path, verifier: Verifier) -> Archive:
         db.close()
     if row is None or not isinstance(row[0], str) or not all(isinstance(f, bytes) for f in row[1:]):
         raise ArchiveError(f"audit log: archive {path} has no signed note")
-    note, start, end = row
-    try:
-        text = open_note(note, verifier)
-        lines = text.split("\n")
-        if len(lines) != 8 or lines[0] != ARCHIVE_FORMAT or lines[7] != "":
-            raise NoteError("not an archive's note")
-        index, first, last = (
-            parse_bounded_int(lines[i], low=1, high=2**53, what="a number") for i in (2, 3, 4)
-        )
-        root = base64.b64decode(lines[5], validate=True)
-        if len(root) != 32 or not re.fullmatch("[0-9a-f]{64}", lines[6]) or last < first:
-            raise NoteError("a field is malformed")
-        archive = Archive(path, index, first, last, root, lines[6], note, start, end)
-        CompactRange.from_bytes(first - 1, start)
-        CompactRange.from_bytes(last, end)
-    except (NoteError, NumberError, ValueError) as exc:
-        raise ArchiveError(f"audit log: archive {path}: its note does not verify: {exc}") from None
-    if lines[1] != verifier.name:
-        raise ArchiveError(f"audit log: archive {path} is of {lines[1]!r}, not {verifier.name!r}")
-    return archive
+    return row[0], row[1], row[2]
+
+
+def _opened_note(
+    path: Path, note: str, verifier: Verifier, start: bytes, end: bytes
+) -> tuple[list[str], Archive]:
+    """The note's lines, verified with ``verifier``, and the archive they describe (its
+    frontiers read); NoteError, NumberError or ValueError when it is not an archive's."""
+    text = open_note(note, verifier)
+    lines = text.split("\n")
+    if len(lines) != 8 or lines[0] != ARCHIVE_FORMAT or lines[7] != "":
+        raise NoteError("not an archive's note")
+    index, first, last = (
+        parse_bounded_int(lines[i], low=1, high=2**53, what="a number") for i in (2, 3, 4)
+    )
+    root = base64.b64decode(lines[5], validate=True)
+    if len(root) != 32 or not re.fullmatch("[0-9a-f]{64}", lines[6]) or last < first:
+        raise NoteError("a field is malformed")
+    archive = Archive(path, index, first, last, root, lines[6], note, start, end)
+    CompactRange.from_bytes(first - 1, start)
+    CompactRange.from_bytes(last, end)
+    return lines, archive
 
 
 def read_chain(
@@ -305,7 +326,7 @@ class Retention:
             self.ready = archive
             return archive
         except sqlite3.Error as exc:
-            raise _storage_error(exc, "retention: cannot read the live log") from exc
+            raise storage_error(exc, "retention: cannot read the live log") from exc
         finally:
             live.close()
 
@@ -406,7 +427,7 @@ class Retention:
     def _read_back(self, archive: Archive, live: sqlite3.Connection) -> None:
         """The archive as the device holds it: every record, the chain's root and the signed
         checkpoint at its end; the records the live log still holds are byte for byte its."""
-        _drop_cached_pages(archive.path)
+        drop_cached_pages(archive.path)
         archive = read_archive(archive.path, self.signer.verifier)
         tree = CompactRange.from_bytes(archive.first - 1, archive.start_frontier)
         expected = archive.first
@@ -444,7 +465,7 @@ class Retention:
 
     # --- step 2 ---------------------------------------------------------------------------
 
-    def drop_step(self, audit: AuditLog) -> int:
+    def drop_step(self, audit: LiveLog) -> int:
         """Delete at most DROP_CHUNK records of the archive ``prepare`` read back from the
         live log (the writer's connection, in one transaction). Returns how many of its records
         the live log still holds; 0 when it is done (``ready`` is cleared)."""
@@ -465,7 +486,7 @@ class Retention:
             )
         return remaining
 
-    def run_until_done(self, audit: AuditLog) -> int:
+    def run_until_done(self, audit: LiveLog) -> int:
         """Every step at once (a test, an operator's command): archives and drops until the
         policy is met; returns how many archives it made or finished."""
         done = 0
@@ -492,7 +513,7 @@ class RetentionWorker:
     table's bets are open and no event waits: no result is pending, nothing is being shown).
     The two never run at once: ``_busy`` is set while the thread prepares."""
 
-    def __init__(self, retention: Retention, audit: AuditLog) -> None:
+    def __init__(self, retention: Retention, audit: LiveLog) -> None:
         self.retention = retention
         self.audit = audit
         self._lock = threading.Lock()  # a leaf: nothing is called while it is held

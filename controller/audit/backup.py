@@ -31,14 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.audit.archive import ARCHIVE_DIR
-from controller.audit.log import (
-    DB_NAME,
-    FORMAT,
-    KEY_FILE,
-    _storage_error,
-    connect_read_only,
-    read_latest_checkpoint,
-)
+from controller.audit.keys import KEY_FILE
+from controller.audit.reader import read_latest_checkpoint
+from controller.audit.store import DB_NAME, FORMAT, connect_read_only, storage_error
 from controller.core.note import checkpoint_size
 from controller.errors import AuditLogError, UsageError
 from controller.files import fsync_dir, fsync_file
@@ -118,7 +113,7 @@ def backup_log(
             ).fetchone()
             latest = read_latest_checkpoint(db)
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {source}") from exc
+            raise storage_error(exc, f"cannot read {source}") from exc
         _copy(db, temporary, int(records), step_pages)
         try:
             _put_in_place(temporary, target, force=force)
@@ -126,7 +121,7 @@ def backup_log(
         except FileExistsError:
             raise UsageError(f"{target} exists (--force replaces it)") from None
         except OSError as exc:
-            raise _storage_error(exc, f"cannot write {target}") from exc
+            raise storage_error(exc, f"cannot write {target}") from exc
     finally:
         with contextlib.suppress(sqlite3.Error):
             db.close()
@@ -207,14 +202,14 @@ def _copy(db: sqlite3.Connection, temporary: Path, records: int, step_pages: int
         os.close(fd)
         copy = sqlite3.connect(temporary, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
-        raise _storage_error(exc, f"cannot write {temporary}") from exc
+        raise storage_error(exc, f"cannot write {temporary}") from exc
     try:
         db.backup(copy, pages=step_pages)
         copy.execute("PRAGMA journal_mode=DELETE")  # one file: nothing beside it to lose
         (copied,) = copy.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         (check,) = copy.execute("PRAGMA quick_check").fetchone()
     except sqlite3.Error as exc:
-        raise _storage_error(exc, f"cannot copy the log to {temporary}") from exc
+        raise storage_error(exc, f"cannot copy the log to {temporary}") from exc
     finally:
         copy.close()
     if copied != records or check != "ok":
@@ -224,4 +219,4 @@ def _copy(db: sqlite3.Connection, temporary: Path, records: int, step_pages: int
     try:
         fsync_file(temporary)
     except OSError as exc:
-        raise _storage_error(exc, f"cannot write {temporary}") from exc
+        raise storage_error(exc, f"cannot write {temporary}") from exc

@@ -1,5 +1,11 @@
 """The tamper-evident audit log: SQLite in the state directory, one record per event.
 
+This module is the writer, :class:`AuditLog`. What a commit appends (leaves, tree, checkpoints)
+is computed without storage in controller/core/log_state.py; the SQLite file, its schema and
+connections are controller/audit/store.py, the key and origin controller/audit/keys.py, the
+read-only queries controller/audit/reader.py, the anchor controller/audit/anchor.py. The
+names readers imported from here before that split are still importable from here.
+
 Write-ahead: :meth:`AuditLog.commit` writes the records of one step of the control loop in one
 transaction and returns only once it is committed with ``synchronous=FULL`` (fsync of the WAL),
 so nothing is shown before it is durable. The same transaction rewrites the log's head, one
@@ -46,15 +52,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 import sqlite3
-import stat
-import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.audit.anchor import (
     ANCHOR_FILE,
@@ -64,12 +66,46 @@ from controller.audit.anchor import (
     copy_path,
 )
 from controller.audit.damage import Damage, sound_rows
-from controller.core import canonical
+from controller.audit.keys import (
+    DEFAULT_ORIGIN,
+    KEY_FILE,
+    MAX_KEY_FILE_BYTES,
+    _read_signer,
+    configured_origin,
+    create_signer,
+    load_signer,
+    origin_for,
+    require_origin,
+)
+from controller.audit.reader import (
+    open_for_reading,
+    open_log_file,
+    peek_identity,
+    read_checkpoints,
+    read_latest_checkpoint,
+    read_latest_context,
+    read_records,
+)
+from controller.audit.store import (
+    DB_NAME,
+    FORMAT,
+    LATEST_CHECKPOINT,
+    PAGE_SIZE,
+    Head,
+    connect,
+    connect_read_only,
+    create_schema,
+    drop_cached_pages,
+    read_head,
+    storage_error,
+    storage_errors,
+)
+from controller.core import log_state
+from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV, Appended, LogHead
 from controller.core.merkle import CompactRange
 from controller.core.note import (
     Checkpoint,
     Signer,
-    checkpoint_note,
     checkpoint_signature,
     open_checkpoint,
     sign_checkpoint,
@@ -78,30 +114,49 @@ from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
-    ConfigError,
-    EncodingError,
     LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
     NoteError,
-    StorageFull,
 )
-from controller.files import write_new
 from controller.ports import Committed, LoggedCheckpoint, Reopened
 
-if TYPE_CHECKING:
-    from controller.core.config import Config
+# The names readers and tools have imported from here since before the log was split into
+# the store, the keys and the readers: kept importable from here.
+__all__ = [
+    "CHECKPOINT_AFTER",
+    "CHECKPOINT_PAGES",
+    "DB_NAME",
+    "DEFAULT_ORIGIN",
+    "FORMAT",
+    "FRONTIER_EVERY",
+    "GENESIS_PREV",
+    "KEY_FILE",
+    "LATEST_CHECKPOINT",
+    "MAX_KEY_FILE_BYTES",
+    "PAGE_SIZE",
+    "AuditLog",
+    "_read_signer",
+    "configured_origin",
+    "connect",
+    "connect_read_only",
+    "create_signer",
+    "load_signer",
+    "open_for_reading",
+    "open_log_file",
+    "origin_for",
+    "peek_identity",
+    "read_checkpoints",
+    "read_latest_checkpoint",
+    "read_latest_context",
+    "read_records",
+    "require_origin",
+    "storage_errors",
+    "utc_now",
+]
 
 log = logging.getLogger("paigow.audit")
 
-DB_NAME = "audit.db"
-KEY_FILE = "audit-log.key"  # also the name of the systemd credential (LoadCredential=)
-FORMAT = "paigow-audit-log/1"
-GENESIS_PREV = "0" * 64
-LATEST_CHECKPOINT = 0  # a log from before the running checkpoint was kept with its last row
-CHECKPOINT_AFTER: frozenset[RecordKind] = frozenset({RecordKind.CLOSE, RecordKind.VOID})
-MAX_KEY_FILE_BYTES = 4096
-PAGE_SIZE = 512
 # Copy the WAL into the database once it holds about this many pages (8 MiB at 512-byte
 # pages, some 800 rounds): each copy costs two syncs (the WAL's and the database's), so the
 # fewer the better per round, and a reader never has more than this to look through.
@@ -110,245 +165,9 @@ CHECKPOINT_PAGES = 16384
 # rounds): a start rebuilds the tree from the last one and the leaves after it (a few ms).
 FRONTIER_EVERY = 4096
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    seq INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,
-    leaf BLOB NOT NULL,
-    context BLOB,
-    frontier BLOB,
-    note TEXT
-);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    size INTEGER PRIMARY KEY,
-    note TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (
-    name TEXT PRIMARY KEY,
-    value BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS head (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    size INTEGER NOT NULL,
-    context_seq INTEGER,
-    context BLOB,
-    root BLOB NOT NULL,
-    signature BLOB NOT NULL
-);
-"""
-
-
-def origin_for(table: str) -> str:
-    """The origin (C2SP tlog-checkpoint) and key name a table's new log gets when ``[fleet]
-    origin`` is not set: one per table name (a casino's names are not unique across casinos;
-    ``[fleet] origin`` is)."""
-    return f"paigow-controller/{table}"
-
-
-DEFAULT_ORIGIN = origin_for("table-1")
-
-
-def configured_origin(config: Config) -> str:
-    """The origin a new log of this configuration gets, and the one its log must have when
-    ``[fleet] origin`` is set (:func:`require_origin`)."""
-    return config.fleet.origin or origin_for(config.table.name)
-
-
-def require_origin(state_dir: Path, config: Config) -> None:
-    """With ``[fleet] origin`` set, the log in ``state_dir`` (if it holds one) must be of that
-    origin: a log is never renamed (its checkpoints and every copy of its key name it), so the
-    configuration is what is wrong. :class:`ConfigError` naming ``fleet.origin`` otherwise.
-    Unset, the log is opened as before (a log of another origin is then a LogIdentityError)."""
-    wanted = config.fleet.origin
-    if not wanted:
-        return
-    recorded = peek_identity(Path(state_dir) / DB_NAME)
-    if recorded is not None and recorded[0] != wanted:
-        raise ConfigError(
-            "fleet.origin",
-            f"the log's origin is {recorded[0]!r}, not {wanted!r}: a log keeps the origin it"
-            " was made with (set [fleet] origin to it, or make a new state directory)",
-        )
-
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _storage_error(exc: BaseException, doing: str) -> AuditLogError:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
-        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
-    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        return LogDamagedError(f"audit log: {doing}: the database is damaged ({exc})")
-    if isinstance(exc, OSError) and exc.errno is not None and exc.errno == 28:  # ENOSPC
-        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
-    return AuditLogError(f"audit log: {doing}: {exc}")
-
-
-@contextlib.contextmanager
-def storage_errors(doing: str) -> Iterator[None]:
-    """SQLite's errors inside as :class:`AuditLogError` (a damaged database as
-    :class:`LogDamagedError`): a reader's one line, never an internal error."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, doing) from exc
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """The writer's connection: WAL, synchronous=FULL, explicit transactions."""
-    try:
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, f"cannot open {path}") from exc
-    try:
-        # A new log's pages are small: each commit rewrites its last pages in the WAL, and
-        # smaller pages mean fewer bytes written to the card per record (issue 13). An
-        # existing log keeps the page size it was created with.
-        connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise AuditLogError(f"audit log: {path}: cannot use WAL mode (got {mode})")
-        connection.execute("PRAGMA synchronous=FULL")
-        # The writer checkpoints the WAL itself, after a commit has been handed on (see
-        # AuditLog._checkpoint_wal), never inside a commit the table is waiting for.
-        connection.execute("PRAGMA wal_autocheckpoint=0")
-        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        connection.close()
-        raise _storage_error(exc, f"cannot open {path}") from exc
-    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
-        connection.close()
-        raise LogDamagedError(
-            f"audit log: cannot open {path}: the database is damaged (its schema is not UTF-8 text)"
-        ) from exc
-    return connection
-
-
-class _ReadConnection(sqlite3.Connection):
-    """A read-only connection; may own a private copy of the log (read-only media)."""
-
-    scratch: tempfile.TemporaryDirectory[str] | None = None
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            if self.scratch is not None:
-                self.scratch.cleanup()
-                self.scratch = None
-
-
-def _regular_files(*paths: Path) -> None:
-    """Each of ``paths`` that exists is a regular file: SQLite (and a copy) opening a FIFO put
-    in a database's place would wait for a writer for ever."""
-    for path in paths:
-        try:
-            mode = path.stat().st_mode
-        except OSError:
-            continue  # absent (or unreadable): SQLite says so when it opens it
-        if not stat.S_ISREG(mode):
-            raise AuditLogError(f"audit log: {path} is not a regular file")
-
-
-def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that cannot write: ``mode=ro``. On read-only media, where SQLite cannot
-    make the WAL's shared-memory file, a log without WAL content is opened ``immutable``, and
-    one with WAL content is read from a private copy (``immutable`` would not see the WAL)."""
-    path = Path(path).absolute()
-    _regular_files(path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
-    try:
-        return _open_uri(path.as_uri() + "?mode=ro")
-    except sqlite3.Error as exc:
-        first = exc
-    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
-        raise LogDamagedError(
-            f"audit log: cannot open {path} for reading: the database is damaged (its schema"
-            " is not UTF-8 text)"
-        ) from exc
-    wal = path.with_name(path.name + "-wal")
-    try:
-        has_wal = wal.exists() and wal.stat().st_size > 0
-        if not has_wal:
-            return _open_uri(path.as_uri() + "?immutable=1")
-        scratch = tempfile.TemporaryDirectory(prefix="paigow-log-")
-        try:
-            copy = Path(scratch.name) / path.name
-            shutil.copyfile(path, copy)
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-            connection = _open_uri(copy.as_uri(), wal_ok=True)
-        except BaseException:
-            scratch.cleanup()
-            raise
-        connection.scratch = scratch
-        return connection
-    except (sqlite3.Error, OSError) as exc:
-        raise _storage_error(exc, f"cannot open {path} for reading ({first})") from exc
-
-
-def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
-    connection = sqlite3.connect(
-        uri, uri=True, isolation_level=None, check_same_thread=False, factory=_ReadConnection
-    )
-    assert isinstance(connection, _ReadConnection)
-    try:
-        if wal_ok:
-            connection.execute("PRAGMA query_only=1")
-        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except (sqlite3.Error, UnicodeDecodeError):
-        connection.close()
-        raise
-    return connection
-
-
-# --- the signing key --------------------------------------------------------------------
-
-
-def load_signer(state_dir: Path) -> Signer | None:
-    """The log's signing key: from systemd's credentials directory when it provides one, else
-    ``audit-log.key`` in the state directory; None when there is none. Never creates one."""
-    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-    if credentials:
-        provided = Path(credentials) / KEY_FILE
-        if provided.exists():
-            return _read_signer(provided, check_mode=False)
-    path = Path(state_dir) / KEY_FILE
-    if path.exists():
-        return _read_signer(path, check_mode=True)
-    return None
-
-
-def create_signer(state_dir: Path, origin: str) -> Signer:
-    """A new signing key in ``audit-log.key`` (mode 0600), for a new log only. Refuses to
-    replace a key that exists."""
-    state_dir = Path(state_dir)
-    signer = Signer.generate(origin)
-    path = state_dir / KEY_FILE
-    try:
-        write_new(path, f"{signer}\n".encode(), 0o600, replace=False)  # never replaces a key
-    except FileExistsError:
-        raise LogIdentityError(f"audit log: {path} exists: a key is never replaced") from None
-    except OSError as exc:
-        raise _storage_error(exc, f"cannot create the signing key {path}") from exc
-    return signer
-
-
-def _read_signer(path: Path, *, check_mode: bool) -> Signer:
-    try:
-        if check_mode and stat.S_IMODE(path.stat().st_mode) & 0o077:
-            raise LogIdentityError(f"audit log: {path} must be readable by its owner only (0600)")
-        with path.open("rb") as file:
-            raw = file.read(MAX_KEY_FILE_BYTES + 1)
-        if len(raw) > MAX_KEY_FILE_BYTES:
-            raise LogIdentityError(f"audit log: {path} is too large to be a signing key")
-        return Signer.parse(raw.decode("ascii"))
-    except (OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, LogIdentityError):
-            raise
-        raise LogIdentityError(f"audit log: cannot read the signing key {path}: {exc}") from exc
-    except NoteError as exc:
-        raise LogIdentityError(f"audit log: {path} is not a signing key: {exc}") from exc
 
 
 # --- the log ------------------------------------------------------------------------------
@@ -398,6 +217,7 @@ class AuditLog:
         self._wal_pages = 0  # an estimate of the pages written to the WAL since its last copy
         self._frontier_size = 0  # the size of the last checkpoint kept with its frontier
         self._legacy_head = False  # a log from before the head row, until its next commit
+        self._legacy_context: tuple[Any, Any] | None = None  # its newest context (seq, blob)
         # Told of every commit once it is durable, on the control thread (the display's hub):
         # it must only update memory. A failure there is logged, never the commit's.
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
@@ -447,7 +267,7 @@ class AuditLog:
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            raise _storage_error(exc, f"cannot create {directory}") from exc
+            raise storage_error(exc, f"cannot create {directory}") from exc
         signer = load_signer(directory)
         path = directory / DB_NAME
         if signer is None:
@@ -491,48 +311,43 @@ class AuditLog:
                     db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot write {self.path}") from exc
+            raise storage_error(exc, f"cannot write {self.path}") from exc
         return result
 
     def _create(self, db: sqlite3.Connection) -> None:
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
-        for column, kind in (("context", "BLOB"), ("frontier", "BLOB"), ("note", "TEXT")):
-            if column not in columns:  # a log from before these were kept with the records
-                db.execute(f"ALTER TABLE records ADD COLUMN {column} {kind}")
-        if "frontier" not in {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}:
-            db.execute("ALTER TABLE checkpoints ADD COLUMN frontier BLOB")
+        """The schema where absent; a new log gets its identity and its first record, an
+        existing one must be of this origin and this key."""
+        create_schema(db)
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        assert self.signer is not None
-        key_id = self.signer.verifier.key_id.hex().encode()
         if "format" not in meta:
-            db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT.encode(),))
-            db.execute("INSERT INTO meta VALUES ('origin', ?)", (self.origin.encode(),))
-            db.execute("INSERT INTO meta VALUES ('key_id', ?)", (key_id,))
-            if self.signer.name != self.origin:
-                raise LogIdentityError(
-                    f"audit log: the key is named {self.signer.name!r}, not {self.origin!r}"
-                )
-            entry = {
-                "seq": 1,
-                "kind": str(RecordKind.LOG_CREATED),
-                "time": self._clock(),
-                "prev": GENESIS_PREV,
-                "data": {"origin": self.origin, "key": str(self.signer.verifier)},
-            }
-            leaf = canonical.encode(entry)
-            tree = CompactRange()
-            tree.append(leaf)
-            db.execute(
-                "INSERT INTO records VALUES (1, ?, ?, NULL, NULL, NULL)", (entry["kind"], leaf)
+            self._start_log(db)
+        else:
+            self._check_identity(db, meta)
+
+    def _key_id(self) -> bytes:
+        assert self.signer is not None
+        return self.signer.verifier.key_id.hex().encode()
+
+    def _start_log(self, db: sqlite3.Connection) -> None:
+        assert self.signer is not None
+        db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT.encode(),))
+        db.execute("INSERT INTO meta VALUES ('origin', ?)", (self.origin.encode(),))
+        db.execute("INSERT INTO meta VALUES ('key_id', ?)", (self._key_id(),))
+        if self.signer.name != self.origin:
+            raise LogIdentityError(
+                f"audit log: the key is named {self.signer.name!r}, not {self.origin!r}"
             )
-            db.execute(
-                "INSERT INTO head VALUES (1, 1, NULL, NULL, ?, ?)",
-                (tree.root(), self._signature(tree)),
-            )
-            return
+        first = log_state.start(
+            self.origin, str(self.signer.verifier), time=self._clock(), sign=self._sign
+        )
+        (row,) = first.rows
+        db.execute("INSERT INTO records VALUES (1, ?, ?, NULL, NULL, NULL)", (row.kind, row.leaf))
+        db.execute(
+            "INSERT INTO head VALUES (1, 1, NULL, NULL, ?, ?)", (first.root, first.signature)
+        )
+
+    def _check_identity(self, db: sqlite3.Connection, meta: dict[str, Any]) -> None:
+        assert self.signer is not None
         if bytes(meta["format"]) != FORMAT.encode():
             raise AuditLogError(f"audit log: {self.path} is not a {FORMAT} database")
         origin = bytes(meta.get("origin", b"")).decode("utf-8", "replace")
@@ -541,8 +356,8 @@ class AuditLog:
                 f"audit log: {self.path} is the log of {origin!r}, not of {self.origin!r}"
             )
         if "key_id" not in meta:  # a log from before key ids were kept
-            db.execute("INSERT INTO meta VALUES ('key_id', ?)", (key_id,))
-        elif bytes(meta["key_id"]) != key_id:
+            db.execute("INSERT INTO meta VALUES ('key_id', ?)", (self._key_id(),))
+        elif bytes(meta["key_id"]) != self._key_id():
             raise LogIdentityError(
                 f"audit log: the signing key {self.signer.verifier.key_id.hex()} is not the key"
                 f" {bytes(meta['key_id']).decode('ascii', 'replace')} this log was created with"
@@ -552,32 +367,12 @@ class AuditLog:
         """The chain's last hash and the Merkle tree, from what is committed: the frontier of
         the last checkpoint that keeps one, and the leaves after it (at most a round, or
         FRONTIER_EVERY records). A log from before the head row keeps the frontier with its
-        last record (earlier, in its meta row)."""
+        last record (earlier, in its meta row): what its first commit needs to move to the
+        head is read here, once."""
         try:
-            db = self._db
-            last = db.execute(
-                "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-            try:
-                head = _read_head(db)
-            except LogIntegrityError as exc:
-                if self.locked is None:
-                    raise LogDamagedError(f"audit log: {self.path}: {exc}", exc.record) from exc
-                head = None  # read only: the records are read as they are
-            self._legacy_head = head is None
-            frontier = None if last is None else last[2]
-            if head is not None:
-                # The head is written with every commit: a log whose last record is not the
-                # head's was cut or added to without the controller: no frontier is trusted.
-                frontier = b""
-                if last is not None and head[0] == last[0]:
-                    frontier = self._tree_from_checkpoints(db, int(last[0]), head[2])
-            elif frontier is None:
-                row = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
-                frontier = b"" if row is None else row[0]
-            origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+            last, head, frontier, origin = self._read_tail(self._db)
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {self.path}") from exc
+            raise storage_error(exc, f"cannot read {self.path}") from exc
         if origin is None:
             if last is None and self.locked is not None:
                 return  # an empty file: nothing recorded yet
@@ -596,9 +391,38 @@ class AuditLog:
             return
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
 
-    def _damage(
-        self, size: int, head: tuple[int, bytes, bytes, int | None, object] | None
-    ) -> LogDamagedError:
+    def _read_tail(self, db: sqlite3.Connection) -> tuple[Any, Head | None, Any, Any]:
+        """The last record (seq, leaf, frontier), the head row, the frontier of the whole
+        tree as stored (empty when it cannot be trusted) and the origin's meta row."""
+        last = db.execute(
+            "SELECT seq, leaf, frontier FROM records ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        try:
+            head = read_head(db)
+        except LogIntegrityError as exc:
+            if self.locked is None:
+                raise LogDamagedError(f"audit log: {self.path}: {exc}", exc.record) from exc
+            head = None  # read only: the records are read as they are
+        self._legacy_head = head is None
+        frontier = None if last is None else last[2]
+        if head is not None:
+            # The head is written with every commit: a log whose last record is not the
+            # head's was cut or added to without the controller: no frontier is trusted.
+            frontier = b""
+            if last is not None and head[0] == last[0]:
+                frontier = self._tree_from_checkpoints(db, int(last[0]), head[2])
+        else:
+            self._legacy_context = db.execute(
+                "SELECT seq, context FROM records WHERE context IS NOT NULL"
+                " ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            if frontier is None:
+                row = db.execute("SELECT value FROM meta WHERE name = 'frontier'").fetchone()
+                frontier = b"" if row is None else row[0]
+        origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
+        return last, head, frontier, origin
+
+    def _damage(self, size: int, head: Head | None) -> LogDamagedError:
         """Why the tree of the log's ``size`` records cannot be rebuilt, naming the damaged
         record where one is: each record after the last kept frontier checked by itself and
         against the chain (controller/audit/damage.py, verify-log's own checks), then the
@@ -703,103 +527,76 @@ class AuditLog:
         self._check_writable()
         if not entries:
             raise ValueError("a commit records at least one event")
-        assert self.signer is not None
-        tree = CompactRange(self._tree.size, list(self._tree.hashes))
-        prev = self._prev
-        rows: list[tuple[int, str, bytes, bytes | None, bytes | None, str | None]] = []
-        notes: list[tuple[int, str, bytes | None]] = []  # checkpoints: size, note, frontier
-        anchor: tuple[str, tuple[bytes, ...]] | None = None
-        now = self._clock()
-        for raw_kind, data in entries:
-            kind = RecordKind(raw_kind)
-            seq = tree.size + 1
-            entry = {"seq": seq, "kind": str(kind), "time": now, "prev": prev, "data": dict(data)}
-            try:
-                leaf = canonical.encode(entry)
-            except EncodingError as exc:
-                raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
-            tree.append(leaf)
-            prev = record_hash(leaf)
-            rows.append((seq, str(kind), leaf, None, None, None))  # context etc.: the head
-            if kind in CHECKPOINT_AFTER:
-                closed = self._checkpoint_of(tree)
-                signature = checkpoint_signature(closed, self.signer)
-                note = checkpoint_note(closed, self.origin, signature)
-                notes.append((seq, note, None))
-                anchor = (note, tuple(tree.hashes))
-        # The running checkpoint: signed once, that of a round's close if it ends the commit.
-        # The tree's root is computed once for the signature, the note and the head.
-        latest_checkpoint = self._checkpoint_of(tree)
-        root = latest_checkpoint.root_hash
-        if not notes or notes[-1][0] != tree.size:
-            signature = checkpoint_signature(latest_checkpoint, self.signer)
-        latest = checkpoint_note(latest_checkpoint, self.origin, signature)
-        keep_frontier = tree.size - self._frontier_size >= FRONTIER_EVERY or self._legacy_head
-        if keep_frontier:
-            if notes and notes[-1][0] == tree.size:
-                notes.pop()
-            notes.append((tree.size, latest, tree.to_bytes()))
-        head = (tree.size, tree.size if context is not None else None, context)
-        previous = self._tree.size
-
-        def write(db: sqlite3.Connection) -> None:
-            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
-            if notes:
-                db.executemany(
-                    "INSERT OR REPLACE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
-                    notes,
-                )
-            # The head (one small row, one page) keeps the context after this step and the
-            # running checkpoint (the tree's root and its signature): written in place with
-            # every commit, it names the last record, so a log cut back to an earlier commit
-            # is seen to be cut, and the newest records are signed.
-            if not self._legacy_head:
-                db.execute(
-                    "UPDATE head SET size = ?, context_seq = coalesce(?, context_seq),"
-                    " context = coalesce(?, context), root = ?, signature = ? WHERE id = 1",
-                    (*head, root, signature),
-                )
-                return
-            # A log from before the head: its last record kept all this.
-            row = db.execute(
-                "SELECT seq, context FROM records WHERE context IS NOT NULL"
-                " ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-            stored = (None, None) if row is None else (row[0], row[1])
-            db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
-            db.execute(
-                "INSERT INTO head VALUES (1, ?, coalesce(?, ?), coalesce(?, ?), ?, ?)",
-                (tree.size, head[1], stored[0], context, stored[1], root, signature),
-            )
-
+        head = LogHead.of_tree(
+            self.origin, self._tree, self._prev, None if self._legacy_head else self._frontier_size
+        )
+        appended = log_state.append(
+            head, entries, time=self._clock(), sign=self._sign, frontier_every=FRONTIER_EVERY
+        )
         try:
-            self._transaction(write)
+            self._transaction(lambda db: self._store(db, appended, context))
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
-        self._tree = tree
-        self._prev = prev
+        after = appended.head
+        self._tree, self._prev = after.tree(), after.prev
         self._legacy_head = False
-        if keep_frontier:
-            self._frontier_size = tree.size
-        if self.on_commit is not None:
-            try:
-                self.on_commit(
-                    [StoredRecord(row[0], row[1], row[2]) for row in rows],
-                    LoggedCheckpoint(tree.size, latest),
-                )
-            except Exception:
-                log.exception("audit log: a commit's listener failed")
-        anchor_error = None
-        if anchor is not None:
-            anchor_error = self._write_anchor(*anchor)
+        self._frontier_size = after.frontier_size or 0
+        self._tell(appended)
+        anchor_error = None if appended.anchor is None else self._write_anchor(*appended.anchor)
         # A commit writes its new rows' pages (a record and its overflow page), the page before
         # them, the tree's parent page, the head and the database's header; a checkpoint is a
         # page of its own.
-        self._wal_pages += 3 + 2 * len(rows) + len(notes)
+        self._wal_pages += 3 + 2 * len(appended.rows) + len(appended.checkpoints)
         if self._wal_pages >= CHECKPOINT_PAGES:
             self._checkpoint_wal()
-        return Committed([row[0] for row in rows], anchor_error)
+        return Committed([row.seq for row in appended.rows], anchor_error)
+
+    def _sign(self, checkpoint: Checkpoint) -> bytes:
+        assert self.signer is not None
+        return checkpoint_signature(checkpoint, self.signer)
+
+    def _store(self, db: sqlite3.Connection, appended: Appended, context: bytes | None) -> None:
+        """One commit's rows, checkpoints and head, inside its transaction."""
+        db.executemany(
+            "INSERT INTO records VALUES (?, ?, ?, NULL, NULL, NULL)",
+            [(row.seq, row.kind, row.leaf) for row in appended.rows],
+        )
+        if appended.checkpoints:
+            db.executemany(
+                "INSERT OR REPLACE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
+                [(kept.size, kept.note, kept.frontier) for kept in appended.checkpoints],
+            )
+        size = appended.head.size
+        context_seq = size if context is not None else None
+        # The head (one small row, one page) keeps the context after this step and the
+        # running checkpoint (the tree's root and its signature): written in place with
+        # every commit, it names the last record, so a log cut back to an earlier commit
+        # is seen to be cut, and the newest records are signed.
+        if not self._legacy_head:
+            db.execute(
+                "UPDATE head SET size = ?, context_seq = coalesce(?, context_seq),"
+                " context = coalesce(?, context), root = ?, signature = ? WHERE id = 1",
+                (size, context_seq, context, appended.root, appended.signature),
+            )
+            return
+        # A log from before the head: its last record kept all this (read at open).
+        stored = (None, None) if self._legacy_context is None else self._legacy_context
+        previous = appended.rows[0].seq - 1
+        db.execute("UPDATE records SET frontier = NULL, note = NULL WHERE seq = ?", (previous,))
+        db.execute(
+            "INSERT INTO head VALUES (1, ?, coalesce(?, ?), coalesce(?, ?), ?, ?)",
+            (size, context_seq, stored[0], context, stored[1], appended.root, appended.signature),
+        )
+
+    def _tell(self, appended: Appended) -> None:
+        """The listener told of a durable commit; its failure is logged, never the commit's."""
+        if self.on_commit is None:
+            return
+        try:
+            self.on_commit(list(appended.rows), LoggedCheckpoint(appended.head.size, appended.note))
+        except Exception:
+            log.exception("audit log: a commit's listener failed")
 
     def _checkpoint_wal(self) -> None:
         """Copy the WAL's pages into the database (a passive checkpoint: readers are not
@@ -810,7 +607,7 @@ class AuditLog:
         try:
             row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
-            reason = str(_storage_error(exc, f"cannot checkpoint {self.path}"))
+            reason = str(storage_error(exc, f"cannot checkpoint {self.path}"))
             log.error("%s", reason)
             self._poison(reason)
             return
@@ -904,7 +701,7 @@ class AuditLog:
         if connection is not None:
             with contextlib.suppress(sqlite3.Error):
                 connection.close()
-        _drop_cached_pages(self.path)
+        drop_cached_pages(self.path)
         self._connection = connect(self.path)
         try:
             if self._max_page_count is not None:
@@ -981,7 +778,21 @@ class AuditLog:
         if tail is not None:
             return AnchorFinding(Fault.LOG_ROLLBACK, tail)
         places = self._anchor_places()
-        kept: list[tuple[AnchorFile, Anchor, Checkpoint]] = []
+        kept = self._read_anchors(places)
+        if isinstance(kept, AnchorFinding):
+            return kept
+        if not kept:
+            return self._no_anchor(places)
+        best = max(kept, key=lambda k: k[2].size)
+        problem = self._extends(best[1], best[2]) or _disagreement(kept, best)
+        if problem is not None:
+            return AnchorFinding(Fault.LOG_ROLLBACK, problem)
+        return _bring_up_to_date(places, kept, best)
+
+    def _read_anchors(self, places: list[AnchorFile]) -> list[_KeptAnchor] | AnchorFinding:
+        """Each place's anchor that exists, with its checkpoint verified with the log's key;
+        or the fault of the first that cannot be read or does not verify."""
+        kept: list[_KeptAnchor] = []
         for place in places:
             try:
                 anchor = place.read()
@@ -993,42 +804,18 @@ class AuditLog:
             if isinstance(opened, str):
                 return AnchorFinding(Fault.LOG_ROLLBACK, opened)
             kept.append((place, anchor, opened))
-        if not kept:
-            if places and self._has_closed_rounds():
-                where = " nor ".join(str(p.path) for p in places)
-                return AnchorFinding(
-                    Fault.ANCHOR_MISSING,
-                    f"the log has closed rounds but no anchor: {where} is missing (deleted?);"
-                    " a rollback cannot be checked",
-                )
-            return None
-        source, best, checkpoint = max(kept, key=lambda k: k[2].size)
-        problem = self._extends(best, checkpoint)
-        if problem is not None:
-            return AnchorFinding(Fault.LOG_ROLLBACK, problem)
-        for place, _, other in kept:
-            if other.size == checkpoint.size and other.root_hash != checkpoint.root_hash:
-                return AnchorFinding(
-                    Fault.LOG_ROLLBACK,
-                    f"the anchors {source.path} and {place.path} sign different logs of"
-                    f" {checkpoint.size} records",
-                )
-        held = {id(place): other.size for place, _, other in kept}
-        behind = [p for p in places if held.get(id(p), -1) < checkpoint.size]
-        if not behind:
-            return None
-        said = []
-        for place in behind:
-            try:
-                place.write(best.note, best.hashes)
-            except AuditLogError as exc:
-                return AnchorFinding(Fault.STORAGE, str(exc))
-            was = held.get(id(place))
-            said.append(f"{place.path} ({'missing' if was is None else f'at {was} records'})")
-        return AnchorFinding(
-            rewritten=f"the anchor at {', '.join(said)} rewritten from {source.path}"
-            f" ({checkpoint.size} records)"
-        )
+        return kept
+
+    def _no_anchor(self, places: list[AnchorFile]) -> AnchorFinding | None:
+        """No anchor anywhere: a fault once a round was closed (its commit wrote one)."""
+        if places and self._has_closed_rounds():
+            where = " nor ".join(str(p.path) for p in places)
+            return AnchorFinding(
+                Fault.ANCHOR_MISSING,
+                f"the log has closed rounds but no anchor: {where} is missing (deleted?);"
+                " a rollback cannot be checked",
+            )
+        return None
 
     def _has_closed_rounds(self) -> bool:
         """Whether a round was closed or void in the log (each keeps a checkpoint, and its
@@ -1131,7 +918,7 @@ class AuditLog:
                 (start, *names),
             ).fetchall()
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {self.path}") from exc
+            raise storage_error(exc, f"cannot read {self.path}") from exc
         return self._readable([StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found])
 
     def _readable(self, rows: list[StoredRecord]) -> list[StoredRecord]:
@@ -1153,7 +940,7 @@ class AuditLog:
                 (self.size - within, kind),
             ).fetchone()
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {self.path}") from exc
+            raise storage_error(exc, f"cannot read {self.path}") from exc
         if row is None:
             return None
         readable = self._readable([StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))])
@@ -1170,7 +957,7 @@ class AuditLog:
                 (kind, fragment),
             ).fetchone()
         except sqlite3.Error as exc:
-            raise _storage_error(exc, f"cannot read {self.path}") from exc
+            raise storage_error(exc, f"cannot read {self.path}") from exc
         return row is not None
 
     def close(self) -> None:
@@ -1186,195 +973,41 @@ class AuditLog:
         self.close()
 
 
-def _drop_cached_pages(path: Path) -> None:
-    """Ask the kernel to drop the log's clean cached pages, so that what is read next comes
-    from the device (pages it could not write may have been marked clean after an error)."""
-    for name in (path, path.with_name(path.name + "-wal")):
+# An anchor's place, what it holds, and the checkpoint it keeps (verified).
+_KeptAnchor = tuple[AnchorFile, Anchor, Checkpoint]
+
+
+def _disagreement(kept: list[_KeptAnchor], best: _KeptAnchor) -> str | None:
+    """Two places whose anchors sign different logs of the same size, or None."""
+    source, _, checkpoint = best
+    for place, _, other in kept:
+        if other.size == checkpoint.size and other.root_hash != checkpoint.root_hash:
+            return (
+                f"the anchors {source.path} and {place.path} sign different logs of"
+                f" {checkpoint.size} records"
+            )
+    return None
+
+
+def _bring_up_to_date(
+    places: list[AnchorFile], kept: list[_KeptAnchor], best: _KeptAnchor
+) -> AnchorFinding | None:
+    """Each place missing the anchor, or holding one behind ``best``, rewritten from it: a
+    finding saying so (``rewritten``), or the storage fault of the first that fails."""
+    source, anchor, checkpoint = best
+    held = {id(place): other.size for place, _, other in kept}
+    behind = [p for p in places if held.get(id(p), -1) < checkpoint.size]
+    if not behind:
+        return None
+    said = []
+    for place in behind:
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-
-def peek_identity(path: Path) -> tuple[str, str] | None:
-    """The origin and key id a log at ``path`` records, or None when it holds no records."""
-    if not path.exists():
-        return None
-    db = connect_read_only(path)
-    try:
-        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        (count,) = db.execute("SELECT count(*) FROM (SELECT 1 FROM records LIMIT 1)").fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        db.close()
-    if not count:
-        return None
-    origin = bytes(meta.get("origin", b"?")).decode("utf-8", "replace")
-    key_id = bytes(meta.get("key_id", b"unknown")).decode("ascii", "replace")
-    return origin, key_id
-
-
-# --- reading ------------------------------------------------------------------------------
-
-
-def read_records(
-    db: sqlite3.Connection,
-    *,
-    start: int = 1,
-    stop: int | None = None,
-    on_bad: Callable[[LogIntegrityError], None] | None = None,
-) -> Iterator[StoredRecord]:
-    """The stored records from ``start`` (to ``stop``), in order. A row that is not a stored
-    record raises :class:`LogIntegrityError`, or, given ``on_bad``, is handed to it and left
-    out (a reader that goes past a damaged record, controller/audit/damage.py)."""
-    query = "SELECT seq, kind, leaf FROM records WHERE seq >= ?"
-    params: tuple[int, ...] = (start,)
-    if stop is not None:
-        query += " AND seq <= ?"
-        params = (start, stop)
-    try:
-        for seq, kind, leaf in db.execute(query + " ORDER BY seq", params):
-            bad = None
-            if not isinstance(seq, int) or not isinstance(kind, str):
-                bad = LogIntegrityError(
-                    seq if isinstance(seq, int) else None,
-                    f"a row has a sequence number {seq!r} and a kind {kind!r}",
-                )
-            elif not isinstance(leaf, bytes):
-                bad = LogIntegrityError(seq, f"its leaf is stored as {type(leaf).__name__}")
-            if bad is None:
-                yield StoredRecord(seq, kind, leaf)
-            elif on_bad is None:
-                raise bad
-            else:
-                on_bad(bad)
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, "cannot read the records") from exc
-
-
-def _read_head(db: sqlite3.Connection) -> tuple[int, bytes, bytes, int | None, object] | None:
-    """The head row: (size, signature, root, context's seq, context), or None for a log from
-    before it."""
-    try:
-        row = db.execute(
-            "SELECT size, signature, root, context_seq, context FROM head WHERE id = 1"
-        ).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return None
-        raise
-    if row is None:
-        return None
-    size, signature, root, context_seq, context = row
-    if not isinstance(size, int) or not isinstance(signature, bytes) or not isinstance(root, bytes):
-        raise LogIntegrityError(None, "the log's head row is damaged")
-    if context_seq is not None and not isinstance(context_seq, int):
-        raise LogIntegrityError(None, "the log's head row is damaged")
-    return size, signature, root, context_seq, context
-
-
-def read_latest_context(db: sqlite3.Connection, path: Path | str) -> tuple[int, bytes] | None:
-    """The context stored with the last step committed to the log ``db`` reads (the head's; a
-    log from before the head: its last record's), and its record's seq; None when none is."""
-    try:
-        head = _read_head(db)
-        row: tuple[object, object] | None = (
-            (head[3], head[4])
-            if head is not None
-            else db.execute(
-                "SELECT seq, context FROM records WHERE context IS NOT NULL"
-                " ORDER BY seq DESC LIMIT 1"
-            ).fetchone()
-        )
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, f"cannot read {path}") from exc
-    if row is None or not isinstance(row[0], int):
-        return None
-    seq, blob = row[0], row[1]
-    if not isinstance(blob, bytes):
-        raise LogIntegrityError(int(seq), "the stored context is not bytes")
-    return int(seq), blob
-
-
-def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:
-    """The signed checkpoint of the whole log: kept in the head row, re-signed with every
-    commit (a log from before the head keeps it with its last record, an older one in the
-    ``checkpoints`` row of size 0). None when it does not name the last record: the log was
-    cut back."""
-    try:
-        head = _read_head(db)
-        if head is not None:
-            last = db.execute("SELECT max(seq) FROM records").fetchone()
-            if last is None or last[0] != head[0]:
-                return None
-            origin = db.execute("SELECT value FROM meta WHERE name = 'origin'").fetchone()
-            name = "" if origin is None else bytes(origin[0]).decode("utf-8", "replace")
-            return checkpoint_note(Checkpoint(name, head[0], head[2]), name, head[1])
-        row = db.execute("SELECT note FROM records ORDER BY seq DESC LIMIT 1").fetchone()
-        if row is not None and row[0] is not None:
-            return str(row[0])
-        if (
-            row is not None
-            and db.execute("SELECT 1 FROM records WHERE note IS NOT NULL LIMIT 1").fetchone()
-        ):
-            return None  # a newer log whose last record lost its checkpoint
-        legacy = db.execute(
-            "SELECT note FROM checkpoints WHERE size = ?", (LATEST_CHECKPOINT,)
-        ).fetchone()
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, "cannot read the latest checkpoint") from exc
-    return None if legacy is None else str(legacy[0])
-
-
-def read_checkpoints(db: sqlite3.Connection) -> dict[int, str]:
-    try:
-        rows = db.execute("SELECT size, note FROM checkpoints WHERE size > 0").fetchall()
-    except sqlite3.Error as exc:
-        raise _storage_error(exc, "cannot read the checkpoints") from exc
-    checkpoints = {}
-    for size, note in rows:
-        if not isinstance(size, int) or not isinstance(note, str):
-            raise LogIntegrityError(None, f"a checkpoint row ({size!r}) is not a size and a note")
-        checkpoints[size] = note
-    return checkpoints
-
-
-def open_for_reading(state_dir: Path | str) -> sqlite3.Connection:
-    """A read-only connection to the log in ``state_dir`` (verify, recall, export): no lock,
-    no write, and it works on read-only media."""
-    return open_log_file(Path(state_dir) / DB_NAME)
-
-
-def open_log_file(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the log in the file ``path``: a state directory's
-    ``audit.db``, or a backup of it (``paigow-controller backup``)."""
-    try:
-        is_file = path.is_file()
-    except OSError as exc:  # a name too long, a loop of links
-        raise AuditLogError(f"audit log: {path}: {exc.strerror or exc}") from None
-    if not is_file:
-        raise AuditLogError(f"audit log: no log at {path}")
-    connection = connect_read_only(path)
-    try:
-        connection.execute("SELECT count(*) FROM records").fetchone()
-        columns = connection.execute("PRAGMA table_info(records)").fetchall()
-    except sqlite3.Error as exc:
-        connection.close()
-        raise _storage_error(exc, f"cannot read {path}") from exc
-    # (cid, name, type, notnull, default, pk): a schema whose text was altered so that seq is
-    # no longer the table's integer key reads every seq as NULL, and a reader would find an
-    # empty log where there is a damaged one
-    if not any(c[1] == "seq" and str(c[2]).upper() == "INTEGER" and c[5] == 1 for c in columns):
-        connection.close()
-        raise LogDamagedError(
-            f"audit log: {path}: the records table's schema is damaged (seq is not its integer"
-            " key): the log cannot be read by seq"
-        )
-    return connection
+            place.write(anchor.note, anchor.hashes)
+        except AuditLogError as exc:
+            return AnchorFinding(Fault.STORAGE, str(exc))
+        was = held.get(id(place))
+        said.append(f"{place.path} ({'missing' if was is None else f'at {was} records'})")
+    return AnchorFinding(
+        rewritten=f"the anchor at {', '.join(said)} rewritten from {source.path}"
+        f" ({checkpoint.size} records)"
+    )

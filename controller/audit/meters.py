@@ -32,7 +32,8 @@ from typing import Any
 
 from controller.audit.archive import archive_paths
 from controller.audit.damage import Damage, sound_rows
-from controller.audit.log import connect_read_only, open_for_reading, read_latest_context
+from controller.audit.reader import open_for_reading, read_latest_context
+from controller.audit.store import connect_read_only
 from controller.core.meters import Meters, counted
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.snapshot import decode_context
@@ -68,39 +69,14 @@ def meters_report(
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of the live log
-        try:
-            stored = read_latest_context(db, Path(state_dir))
-        except LogIntegrityError as exc:  # the head row: counted without the stored meters
-            damage.note(exc)
-            stored = None
+        stored = _stored_context(db, Path(state_dir), damage)
         stored_at = None if stored is None else stored[0]
-        meters, at_context, size = Meters(), Meters(), 0
-        for seq, kind, data, time in _records(state_dir, db, damage):
-            size = max(size, seq)
-            if since is not None:
-                moment = _moment(time)
-                if moment is None:
-                    damage.note(
-                        LogIntegrityError(
-                            seq, f"its time {time!r} is not a date-time with its zone"
-                        )
-                    )
-                    continue
-                if moment < since:
-                    continue
-            meters = counted(meters, kind, data)
-            if stored_at is not None and seq <= stored_at:
-                at_context = meters
+        meters, at_context, size = _count(state_dir, db, damage, since, stored_at)
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         db.execute("COMMIT")
     finally:
         db.close()
-    context = None
-    if stored is not None and since is None:
-        try:
-            context = _stored_meters(stored[1])
-        except LogIntegrityError as exc:
-            damage.note(exc)
+    context = None if stored is None or since is not None else _context_meters(stored, damage)
     return {
         **meters.as_record(),
         "since": None if since is None else since.isoformat(timespec="seconds"),
@@ -110,6 +86,56 @@ def meters_report(
         "context_agrees": None if context is None else context == at_context,
         **({"damaged": damage.as_record()} if damage else {}),
     }
+
+
+def _stored_context(
+    db: sqlite3.Connection, state_dir: Path, damage: Damage
+) -> tuple[int, bytes] | None:
+    """The context stored with the last step (seq, blob), or None; a damaged head row is
+    noted, and the meters are counted without the stored ones."""
+    try:
+        return read_latest_context(db, state_dir)
+    except LogIntegrityError as exc:
+        damage.note(exc)
+        return None
+
+
+def _count(
+    state_dir: Path,
+    db: sqlite3.Connection,
+    damage: Damage,
+    since: datetime | None,
+    stored_at: int | None,
+) -> tuple[Meters, Meters, int]:
+    """The meters of the records from ``since`` on, the meters as they were at the stored
+    context's record (``stored_at``), and the last record's seq."""
+    meters, at_context, size = Meters(), Meters(), 0
+    for seq, kind, data, time in _records(state_dir, db, damage):
+        size = max(size, seq)
+        if since is not None and not _in_period(seq, time, since, damage):
+            continue
+        meters = counted(meters, kind, data)
+        if stored_at is not None and seq <= stored_at:
+            at_context = meters
+    return meters, at_context, size
+
+
+def _in_period(seq: int, time: object, since: datetime, damage: Damage) -> bool:
+    """Whether a record's time is ``since`` or later (a time that is not a date-time with its
+    zone is noted as damage, and the record is not counted)."""
+    moment = _moment(time)
+    if moment is None:
+        damage.note(LogIntegrityError(seq, f"its time {time!r} is not a date-time with its zone"))
+        return False
+    return moment >= since
+
+
+def _context_meters(stored: tuple[int, bytes], damage: Damage) -> Meters | None:
+    try:
+        return _stored_meters(stored[1])
+    except LogIntegrityError as exc:
+        damage.note(exc)
+        return None
 
 
 def _records(

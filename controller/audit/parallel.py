@@ -41,10 +41,11 @@ import itertools
 import multiprocessing
 import os
 import sqlite3
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from controller.audit.checks import (
     CONTENT_KINDS,
@@ -56,16 +57,44 @@ from controller.audit.checks import (
     open_signed,
     shape_data,
 )
-from controller.audit.log import GENESIS_PREV, connect_read_only
+from controller.audit.store import connect_read_only
 from controller.core import canonical
+from controller.core.log_state import GENESIS_PREV
 from controller.core.merkle import CompactRange, Subtrees
 from controller.core.note import Checkpoint, Verifier
 from controller.core.record_data import paytables_from_record
 from controller.core.records import RecordKind
 from controller.core.wagers import Paytable
 
-if TYPE_CHECKING:
-    from controller.audit.verify import LogVerifier, VerifyReport
+Report_co = TypeVar("Report_co", covariant=True)
+
+
+class JoinedVerifier(Protocol[Report_co]):
+    """What the parent process joins the workers' runs into: the streaming verifier
+    (controller/audit/verify.py's ``LogVerifier``), whose ``finish`` gives the report."""
+
+    verifier: Verifier
+
+    @property
+    def tree(self) -> CompactRange: ...
+
+    @property
+    def rounds(self) -> RoundShape: ...
+
+    def proof_boundaries(self) -> list[int]: ...
+
+    def checkpoints_signed(self, seq: int, origin: str, count: int) -> None: ...
+
+    def grow_by_subtrees(self, subtrees: Sequence[tuple[int, bytes]]) -> None: ...
+
+    def shape(self, seq: int, kind: str, data: Mapping[str, Any]) -> None: ...
+
+    def adopt_rounds(self, rounds: RoundShape) -> None: ...
+
+    def resume_at(self, size: int, last_hash: str, results: int) -> None: ...
+
+    def finish(self) -> Report_co: ...
+
 
 RUN_RECORDS = 1 << 15  # records per unit of work: a power of two (see above), ~1 s of work
 MIN_RECORDS = 2 * RUN_RECORDS  # below this one process is as quick
@@ -142,11 +171,11 @@ _WORKER = _WorkerState()
 def verify_in_parallel(
     db: sqlite3.Connection,
     path: Path,
-    log: LogVerifier,
+    log: JoinedVerifier[Report_co],
     size: int,
     *,
     workers: int,
-) -> VerifyReport | None:
+) -> Report_co | None:
     """Verify records 1..``size`` of the log at ``path`` (``db`` holds the snapshot) with
     ``workers`` processes, feeding ``log`` (made without the checkpoints: the workers read
     them). ``None`` when a run found something wrong (the caller then verifies sequentially,
@@ -210,7 +239,7 @@ def _find_configs(path: Path, size: int) -> list[tuple[int, bytes]]:
     return [(int(seq), bytes(leaf)) for seq, leaf in rows]
 
 
-def _join(log: LogVerifier, run: _Run) -> None:
+def _join(log: JoinedVerifier[object], run: _Run) -> None:
     """The parent's part of a run: its checkpoints' roots over the tree before it, the tree
     grown by it, the order-dependent checks of the records it handed back."""
     tree = log.tree
@@ -258,29 +287,17 @@ def _check_run(task: _Task) -> _Run | None:
 
 
 def _checked_run(task: _Task) -> _Run:
-    verifier, path = _WORKER.verifier, _WORKER.path
+    """Records ``start``..``stop`` read, chained, hashed and checked; :class:`_Split` when
+    anything is not as it should be."""
+    verifier = _WORKER.verifier
     assert verifier is not None, "a worker runs only inside verify_in_parallel"
-    assert path is not None
-    if _WORKER.db is None:
-        _WORKER.db = connect_read_only(path)
-    db, shapes = _WORKER.db, _WORKER.shapes
+    db, shapes = _worker_db(), _WORKER.shapes
     start, stop = task.start, task.stop
     run = _Run(start, stop)
-    notes = {}
-    for seq, note in db.execute(_NOTES, (start, stop)):
-        if type(note) is not str:
-            raise _Split  # the sequential path reads the checkpoints and names it
-        notes[seq] = note
-    known = _WORKER.paytables.get(task.config)
-    if known is None:
-        if len(_WORKER.paytables) >= MAX_CONFIGS_KEPT:
-            _WORKER.paytables.clear()
-        known = _WORKER.paytables[task.config] = (_paytables_of(task.config), {})
-    content = ContentCheck(verifier, known[0], expected=known[1])
+    notes = _notes(db, start, stop)
+    content = _content_check(task.config, verifier)
     opened: list[tuple[int, Checkpoint]] = []
     hashed: list[bytes] = []
-    events, rng = run.events, run.rng
-    rounds: RoundShape | None = None
     sha256 = hashlib.sha256
     expected, last = start, None
     for seq, kind, leaf in db.execute(_RECORDS, (start, stop)):
@@ -302,23 +319,58 @@ def _checked_run(task: _Task) -> _Run:
             if kind == RecordKind.CONFIG_LOADED:
                 run.configs.append((seq, leaf))
         if kind in _SHAPE_KINDS or seq == 1:
-            data = entry.data
-            if rounds is not None and kind in RNG_KINDS:
-                rng.append((seq, kind, data, rounds.bets_closed))
-            elif rounds is not None or (kind in _STARTS_A_ROUND and seq != 1):
-                if rounds is None:
-                    rounds = RoundShape()
-                rounds.feed(seq, kind, data)
-            elif kind in RNG_KINDS:
-                events.append((seq, kind, data))
-            else:
-                events.append((seq, kind, shape_data(data)))
+            _shape(run, seq, kind, entry.data)
     if last is None or expected != stop + 1:
         raise _Split
     run.last_hash = last
-    run.rounds = rounds
     _subtrees(run, Subtrees(start - 1, hashed), opened, task.cuts)
     return run
+
+
+def _worker_db() -> sqlite3.Connection:
+    """The worker's own connection to the log, opened at its first run."""
+    if _WORKER.db is None:
+        assert _WORKER.path is not None, "a worker runs only inside verify_in_parallel"
+        _WORKER.db = connect_read_only(_WORKER.path)
+    return _WORKER.db
+
+
+def _notes(db: sqlite3.Connection, start: int, stop: int) -> dict[int, str]:
+    """The checkpoints signed at records ``start``..``stop``, by size."""
+    notes = {}
+    for seq, note in db.execute(_NOTES, (start, stop)):
+        if type(note) is not str:
+            raise _Split  # the sequential path reads the checkpoints and names it
+        notes[seq] = note
+    return notes
+
+
+def _content_check(config: tuple[int, bytes] | None, verifier: Verifier) -> ContentCheck:
+    """The results' check under the paytables of ``config``, with what the worker already
+    computed under them (a few configurations are kept between runs)."""
+    known = _WORKER.paytables.get(config)
+    if known is None:
+        if len(_WORKER.paytables) >= MAX_CONFIGS_KEPT:
+            _WORKER.paytables.clear()
+        known = _WORKER.paytables[config] = (_paytables_of(config), {})
+    return ContentCheck(verifier, known[0], expected=known[1])
+
+
+def _shape(run: _Run, seq: int, kind: str, data: Any) -> None:
+    """A record that bears on the rounds' shape: before the run's first round starts it is
+    handed back to the parent (which knows the round it falls in), from then on it is fed
+    to the run's own shape (an RNG record with the bets closed state it was recorded in)."""
+    rounds = run.rounds
+    if rounds is not None and kind in RNG_KINDS:
+        run.rng.append((seq, kind, data, rounds.bets_closed))
+    elif rounds is not None or (kind in _STARTS_A_ROUND and seq != 1):
+        if rounds is None:
+            rounds = run.rounds = RoundShape()
+        rounds.feed(seq, kind, data)
+    elif kind in RNG_KINDS:
+        run.events.append((seq, kind, data))
+    else:
+        run.events.append((seq, kind, shape_data(data)))
 
 
 def _subtrees(

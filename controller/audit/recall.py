@@ -34,7 +34,7 @@ from controller.audit.archive import (
 )
 from controller.audit.checks import decode_entry
 from controller.audit.damage import Damage, sound_rows
-from controller.audit.log import (
+from controller.audit.reader import (
     DB_NAME,
     GENESIS_PREV,
     connect_read_only,

@@ -47,14 +47,9 @@ from pathlib import Path
 from controller.audit.anchor import ANCHOR_FILE, Anchor, AnchorFile, copy_path
 from controller.audit.archive import ARCHIVE_DIR, Archive, archived_records, read_chain
 from controller.audit.backup import _identity
-from controller.audit.log import (
-    DB_NAME,
-    KEY_FILE,
-    _storage_error,
-    connect_read_only,
-    read_latest_checkpoint,
-    read_records,
-)
+from controller.audit.keys import KEY_FILE
+from controller.audit.reader import read_latest_checkpoint, read_records
+from controller.audit.store import DB_NAME, connect_read_only, storage_error
 from controller.audit.verify import verify_database, verify_state_dir
 from controller.core.merkle import CompactRange
 from controller.core.note import Checkpoint, Signer, Verifier, open_checkpoint
@@ -220,7 +215,7 @@ def _locked(state_dir: Path) -> DirectoryLock | None:
             " restore: stop it, or wait for the other restore, and restore again"
         ) from None
     except OSError as exc:
-        raise _storage_error(exc, f"cannot take {state_dir}") from exc
+        raise storage_error(exc, f"cannot take {state_dir}") from exc
 
 
 def _made_and_locked(state_dir: Path) -> DirectoryLock:
@@ -232,7 +227,7 @@ def _made_and_locked(state_dir: Path) -> DirectoryLock:
             " restore, or a controller started on it?): nothing was written into it"
         ) from None
     except OSError as exc:
-        raise _storage_error(exc, f"cannot write {state_dir}") from exc
+        raise storage_error(exc, f"cannot write {state_dir}") from exc
     try:
         return DirectoryLock.acquire(state_dir)
     except OSError as exc:  # made by this restore a moment ago: held by another is a race lost
@@ -258,6 +253,12 @@ def _check_target(state_dir: Path) -> Anchor | None:
     for name in names:
         if name.startswith(STAGING_PREFIX):  # a restore killed while it copied: never a log
             shutil.rmtree(state_dir / name, ignore_errors=True)
+    _refuse_others(state_dir, names)
+    return _target_anchor(state_dir) if ANCHOR_FILE in names else None
+
+
+def _refuse_others(state_dir: Path, names: list[str]) -> None:
+    """Refused when the target holds anything but the anchor (and an empty lost+found)."""
     others = [
         n
         for n in names
@@ -265,20 +266,23 @@ def _check_target(state_dir: Path) -> Anchor | None:
         and not n.startswith(STAGING_PREFIX)
         and not _empty_lost_found(state_dir, n)
     ]
-    if others:
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        if set(others) <= {ARCHIVE_DIR, KEY_FILE}:
-            raise RestoreRefused(
-                f"restore: refused: {state_dir} holds {shown} but no log: a restore stopped"
-                f" before it finished? remove {shown} from it (keep {ANCHOR_FILE}) and restore"
-                " again"
-            )
+    if not others:
+        return
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    if set(others) <= {ARCHIVE_DIR, KEY_FILE}:
         raise RestoreRefused(
-            f"restore: refused: {state_dir} is not empty ({shown}): restore into a new (empty"
-            " or absent) state directory"
+            f"restore: refused: {state_dir} holds {shown} but no log: a restore stopped"
+            f" before it finished? remove {shown} from it (keep {ANCHOR_FILE}) and restore"
+            " again"
         )
-    if ANCHOR_FILE not in names:
-        return None
+    raise RestoreRefused(
+        f"restore: refused: {state_dir} is not empty ({shown}): restore into a new (empty"
+        " or absent) state directory"
+    )
+
+
+def _target_anchor(state_dir: Path) -> Anchor:
+    """The anchor the target holds (a restore must extend it)."""
     if (state_dir / ANCHOR_FILE).is_symlink():
         raise RestoreRefused(
             f"restore: refused: the anchor {state_dir / ANCHOR_FILE} is a symbolic link, not"
@@ -314,7 +318,7 @@ def _backup_identity(backup: Path) -> tuple[str, str, int, int]:
             "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
         ).fetchone()
     except sqlite3.Error as exc:
-        raise _storage_error(exc, f"cannot read {backup}") from exc
+        raise storage_error(exc, f"cannot read {backup}") from exc
     finally:
         db.close()
     if type(first) is not int or type(last) is not int or first < 1:
@@ -481,7 +485,7 @@ def _stage(
             write_new(staging / KEY_FILE, f"{signer}\n".encode(), 0o600, replace=False)
         fsync_dir(staging)
     except OSError as exc:
-        raise _storage_error(exc, f"cannot write {staging}") from exc
+        raise storage_error(exc, f"cannot write {staging}") from exc
     if verified_alone and _sha256(backup) != copied:  # the bytes verified are the bytes copied
         raise RestoreRefused(f"restore: refused: the backup {backup} changed while it was copied")
 
@@ -527,4 +531,4 @@ def _put_in_place(staging: Path, state_dir: Path) -> None:
         fsync_dir(state_dir)
         fsync_dir(state_dir.parent)
     except OSError as exc:
-        raise _storage_error(exc, f"cannot write {state_dir}") from exc
+        raise storage_error(exc, f"cannot write {state_dir}") from exc

@@ -53,19 +53,17 @@ from controller.audit.checks import (
     decode_entry,
     open_signed,
 )
-from controller.audit.log import (
-    CHECKPOINT_AFTER,
-    DB_NAME,
-    GENESIS_PREV,
-    LATEST_CHECKPOINT,
+from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_parallel
+from controller.audit.reader import (
     open_log_file,
     read_checkpoints,
     read_latest_checkpoint,
     read_records,
 )
-from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_parallel
 from controller.audit.recall import export_line
+from controller.audit.store import DB_NAME, LATEST_CHECKPOINT
 from controller.core import canonical
+from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
 from controller.core.note import Checkpoint, Verifier, open_checkpoint
 from controller.core.records import RecordKind, StoredRecord
@@ -207,10 +205,31 @@ class LogVerifier:
         return self.report
 
     def _report_sessions(self, replayed: int, by_auditor: set[str]) -> None:
+        self._list_sessions(by_auditor)
+        report = self.report
+        report.rng = f"{replayed} revealed RNG session(s) replayed"
+        if by_auditor:
+            report.rng += f", {len(by_auditor)} revealed by the auditor replayed"
+        if report.sessions_escrowed:
+            report.rng += (
+                f"; {len(report.sessions_escrowed)} escrowed, not revealed (rng-reveal opens"
+                " them with the auditor's key)"
+            )
+
+    def _list_sessions(self, by_auditor: set[str]) -> None:
+        """The RNG sessions by what became of them (the newest, still open, is not named as
+        never revealed)."""
         report, shapes = self.report, self._sessions
         report.sessions_without_draws = [
             s for s, shape in shapes.items() if shape.revealed and not shape.draws
         ]
+        report.sessions_interrupted = [s for s, shape in shapes.items() if shape.interrupted]
+        report.sessions_revealed_by_auditor = [s for s in shapes if s in by_auditor]
+        self._list_unrevealed(by_auditor)
+
+    def _list_unrevealed(self, by_auditor: set[str]) -> None:
+        """The sessions not revealed: escrowed (the auditor may reveal them), or never."""
+        report, shapes = self.report, self._sessions
         open_now = max(shapes, key=lambda s: shapes[s].seq, default=None)
         report.sessions_never_revealed = [
             s
@@ -222,16 +241,6 @@ class LogVerifier:
             for s, shape in shapes.items()
             if not shape.revealed and shape.escrowed and s not in by_auditor
         ]
-        report.sessions_interrupted = [s for s, shape in shapes.items() if shape.interrupted]
-        report.sessions_revealed_by_auditor = [s for s in shapes if s in by_auditor]
-        report.rng = f"{replayed} revealed RNG session(s) replayed"
-        if by_auditor:
-            report.rng += f", {len(by_auditor)} revealed by the auditor replayed"
-        if report.sessions_escrowed:
-            report.rng += (
-                f"; {len(report.sessions_escrowed)} escrowed, not revealed (rng-reveal opens"
-                " them with the auditor's key)"
-            )
 
     def _check_extends(self, size: int) -> None:
         anchor = self._anchor

@@ -1,0 +1,234 @@
+"""The audit log's SQLite store: its file, its schema, its connections, its storage errors.
+
+The writer's connection (:func:`connect`) uses WAL with ``synchronous=FULL`` and explicit
+transactions; a reader's (:func:`connect_read_only`) cannot write, and works on read-only media.
+A new log has 512-byte pages (issue 13): a commit writes its few small rows to the WAL rather than
+whole 4 KiB pages. SQLite's errors become :class:`AuditLogError` (a full disk
+:class:`StorageFull`, a damaged file :class:`LogDamagedError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from controller.errors import AuditLogError, LogDamagedError, LogIntegrityError, StorageFull
+
+DB_NAME = "audit.db"
+FORMAT = "paigow-audit-log/1"
+LATEST_CHECKPOINT = 0  # a log from before the running checkpoint was kept with its last row
+PAGE_SIZE = 512
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    leaf BLOB NOT NULL,
+    context BLOB,
+    frontier BLOB,
+    note TEXT
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    note TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    size INTEGER NOT NULL,
+    context_seq INTEGER,
+    context BLOB,
+    root BLOB NOT NULL,
+    signature BLOB NOT NULL
+);
+"""
+
+
+def storage_error(exc: BaseException, doing: str) -> AuditLogError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
+        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    if isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return LogDamagedError(f"audit log: {doing}: the database is damaged ({exc})")
+    if isinstance(exc, OSError) and exc.errno is not None and exc.errno == 28:  # ENOSPC
+        return StorageFull(f"audit log: {doing}: storage is full ({exc})")
+    return AuditLogError(f"audit log: {doing}: {exc}")
+
+
+@contextlib.contextmanager
+def storage_errors(doing: str) -> Iterator[None]:
+    """SQLite's errors inside as :class:`AuditLogError` (a damaged database as
+    :class:`LogDamagedError`): a reader's one line, never an internal error."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise storage_error(exc, doing) from exc
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """The writer's connection: WAL, synchronous=FULL, explicit transactions."""
+    try:
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise storage_error(exc, f"cannot open {path}") from exc
+    try:
+        # A new log's pages are small: each commit rewrites its last pages in the WAL, and
+        # smaller pages mean fewer bytes written to the card per record (issue 13). An
+        # existing log keeps the page size it was created with.
+        connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise AuditLogError(f"audit log: {path}: cannot use WAL mode (got {mode})")
+        connection.execute("PRAGMA synchronous=FULL")
+        # The writer checkpoints the WAL itself, after a commit has been handed on (see
+        # AuditLog._checkpoint_wal), never inside a commit the table is waiting for.
+        connection.execute("PRAGMA wal_autocheckpoint=0")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        connection.close()
+        raise storage_error(exc, f"cannot open {path}") from exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        connection.close()
+        raise LogDamagedError(
+            f"audit log: cannot open {path}: the database is damaged (its schema is not UTF-8 text)"
+        ) from exc
+    return connection
+
+
+class _ReadConnection(sqlite3.Connection):
+    """A read-only connection; may own a private copy of the log (read-only media)."""
+
+    scratch: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.scratch is not None:
+                self.scratch.cleanup()
+                self.scratch = None
+
+
+def _regular_files(*paths: Path) -> None:
+    """Each of ``paths`` that exists is a regular file: SQLite (and a copy) opening a FIFO put
+    in a database's place would wait for a writer for ever."""
+    for path in paths:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue  # absent (or unreadable): SQLite says so when it opens it
+        if not stat.S_ISREG(mode):
+            raise AuditLogError(f"audit log: {path} is not a regular file")
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write: ``mode=ro``. On read-only media, where SQLite cannot
+    make the WAL's shared-memory file, a log without WAL content is opened ``immutable``, and
+    one with WAL content is read from a private copy (``immutable`` would not see the WAL)."""
+    path = Path(path).absolute()
+    _regular_files(path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
+    try:
+        return _open_uri(path.as_uri() + "?mode=ro")
+    except sqlite3.Error as exc:
+        first = exc
+    except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
+        raise LogDamagedError(
+            f"audit log: cannot open {path} for reading: the database is damaged (its schema"
+            " is not UTF-8 text)"
+        ) from exc
+    wal = path.with_name(path.name + "-wal")
+    try:
+        has_wal = wal.exists() and wal.stat().st_size > 0
+        if not has_wal:
+            return _open_uri(path.as_uri() + "?immutable=1")
+        scratch = tempfile.TemporaryDirectory(prefix="paigow-log-")
+        try:
+            copy = Path(scratch.name) / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            connection = _open_uri(copy.as_uri(), wal_ok=True)
+        except BaseException:
+            scratch.cleanup()
+            raise
+        connection.scratch = scratch
+        return connection
+    except (sqlite3.Error, OSError) as exc:
+        raise storage_error(exc, f"cannot open {path} for reading ({first})") from exc
+
+
+def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
+    connection = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, factory=_ReadConnection
+    )
+    assert isinstance(connection, _ReadConnection)
+    try:
+        if wal_ok:
+            connection.execute("PRAGMA query_only=1")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except (sqlite3.Error, UnicodeDecodeError):
+        connection.close()
+        raise
+    return connection
+
+
+def drop_cached_pages(path: Path) -> None:
+    """Ask the kernel to drop the log's clean cached pages, so that what is read next comes
+    from the device (pages it could not write may have been marked clean after an error)."""
+    for name in (path, path.with_name(path.name + "-wal")):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+# The head row: size, signature, root, context's seq, context.
+Head = tuple[int, bytes, bytes, int | None, object]
+
+
+def read_head(db: sqlite3.Connection) -> Head | None:
+    """The head row: (size, signature, root, context's seq, context), or None for a log from
+    before it."""
+    try:
+        row = db.execute(
+            "SELECT size, signature, root, context_seq, context FROM head WHERE id = 1"
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    if row is None:
+        return None
+    size, signature, root, context_seq, context = row
+    if not isinstance(size, int) or not isinstance(signature, bytes) or not isinstance(root, bytes):
+        raise LogIntegrityError(None, "the log's head row is damaged")
+    if context_seq is not None and not isinstance(context_seq, int):
+        raise LogIntegrityError(None, "the log's head row is damaged")
+    return size, signature, root, context_seq, context
+
+
+def create_schema(db: sqlite3.Connection) -> None:
+    """The tables, made where absent, and the columns a log from before them lacks."""
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+    for column, kind in (("context", "BLOB"), ("frontier", "BLOB"), ("note", "TEXT")):
+        if column not in columns:  # a log from before these were kept with the records
+            db.execute(f"ALTER TABLE records ADD COLUMN {column} {kind}")
+    if "frontier" not in {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}:
+        db.execute("ALTER TABLE checkpoints ADD COLUMN frontier BLOB")

@@ -1,0 +1,97 @@
+"""The log's state without storage (controller/core/log_state.py): what one commit appends."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.core import canonical
+from controller.core.log_state import GENESIS_PREV, LogHead, append, start
+from controller.core.merkle import root
+from controller.core.note import Checkpoint
+from controller.core.records import RecordKind, record_hash
+from controller.errors import AuditLogError
+
+ORIGIN = "paigow-controller/table-1"
+
+
+def sign(checkpoint: Checkpoint) -> bytes:
+    """A stand-in signature that names what it signs (the core never sees a key)."""
+    return f"{checkpoint.size}".encode().ljust(64, b".")
+
+
+def test_the_first_record_names_the_origin_and_key_and_keeps_no_frontier() -> None:
+    first = start(ORIGIN, "the key", time="T0", sign=sign)
+    (row,) = first.rows
+    assert (row.seq, row.kind) == (1, "log_created")
+    assert canonical.decode(row.leaf) == {
+        "seq": 1,
+        "kind": "log_created",
+        "time": "T0",
+        "prev": GENESIS_PREV,
+        "data": {"origin": ORIGIN, "key": "the key"},
+    }
+    assert first.checkpoints == ()
+    assert (first.root, first.signature) == (
+        root([row.leaf]),
+        sign(Checkpoint(ORIGIN, 1, first.root)),
+    )
+    assert first.head.size == 1
+    assert first.head.prev == record_hash(row.leaf)
+
+
+def test_records_are_chained_and_a_round_close_is_signed_and_anchored() -> None:
+    first = start(ORIGIN, "k", time="T0", sign=sign)
+    head = first.head
+    step = append(
+        head,
+        [
+            (RecordKind.POWER_ON, {"n": 1}),
+            (RecordKind.CLOSE, {"round": 1}),
+            (RecordKind.POWER_ON, {}),
+        ],
+        time="T1",
+        sign=sign,
+        frontier_every=4096,
+    )
+    leaves = [first.rows[0].leaf, *(r.leaf for r in step.rows)]
+    assert [r.seq for r in step.rows] == [2, 3, 4]
+    assert [canonical.decode(r.leaf)["prev"] for r in step.rows] == [
+        record_hash(leaf) for leaf in leaves[:-1]
+    ]
+    (kept,) = step.checkpoints
+    assert (kept.size, kept.frontier) == (3, None)
+    assert step.anchor is not None
+    assert step.anchor[0] == kept.note
+    assert step.root == root(leaves)
+    assert step.signature == sign(Checkpoint(ORIGIN, 4, root(leaves)))
+    assert step.note.startswith(f"{ORIGIN}\n4\n")
+    assert (step.head.size, step.head.prev, step.head.frontier_size) == (
+        4,
+        record_hash(leaves[-1]),
+        0,
+    )
+    assert head.size == 1  # the head given is left as it was
+
+
+def test_a_frontier_is_kept_every_so_many_records_and_at_once_when_none_is() -> None:
+    head = start(ORIGIN, "k", time="T0", sign=sign).head
+    step = append(head, [(RecordKind.POWER_ON, {})] * 2, time="T", sign=sign, frontier_every=4)
+    assert step.checkpoints == ()
+    step = append(step.head, [(RecordKind.VOID, {})], time="T", sign=sign, frontier_every=4)
+    (kept,) = step.checkpoints  # the round's checkpoint is the one kept with the frontier
+    assert (kept.size, kept.note) == (4, step.note)
+    assert kept.frontier == step.head.tree().to_bytes()
+    assert step.frontier_kept
+    assert step.head.frontier_size == 4
+    legacy = LogHead(ORIGIN, step.head.size, step.head.hashes, step.head.prev, None)
+    again = append(legacy, [(RecordKind.POWER_ON, {})], time="T", sign=sign, frontier_every=4)
+    assert [k.size for k in again.checkpoints] == [5]
+    assert again.head.frontier_size == 5
+
+
+def test_what_cannot_be_appended_is_refused() -> None:
+    head = start(ORIGIN, "k", time="T0", sign=sign).head
+    with pytest.raises(ValueError, match="at least one event"):
+        append(head, [], time="T", sign=sign, frontier_every=4)
+    with pytest.raises(AuditLogError, match="cannot be encoded"):
+        append(head, [(RecordKind.POWER_ON, {"x": 1.5})], time="T", sign=sign, frontier_every=4)
