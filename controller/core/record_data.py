@@ -29,13 +29,10 @@ from controller.core.note import (
     open_cosignature,
 )
 from controller.core.position import BETTING_POSITIONS, Game, seat
+from controller.core.records import RecordDataError as RecordDataError  # noqa: PLC0414
 from controller.core.result import RoundResult, result_of_number, result_of_roll
 from controller.core.wagers import Odds, Paytable, Wager, outcomes
 from controller.errors import ConfigError, GameRuleError
-
-
-class RecordDataError(ValueError):
-    """A record's data does not have the shape its kind requires."""
 
 
 def paytables_record(paytables: Sequence[Paytable]) -> list[dict[str, object]]:

@@ -15,6 +15,10 @@ from typing import Any
 from controller.core import canonical
 
 
+class RecordDataError(ValueError):
+    """A record's data does not have the shape its kind requires."""
+
+
 class RecordKind(StrEnum):
     # the game (emitted by the round state machine)
     ROUND_OPENED = "round_opened"

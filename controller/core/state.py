@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TypeVar
 
+from controller.core import record_schema
 from controller.core.dealing import DeliveryStyle, dealing_plan
 from controller.core.dice import (
     DiceReading,
@@ -620,10 +621,13 @@ Step = tuple[RoundContext, list[Action]]
 
 
 def _record(kind: RecordKind, **data: object) -> Action:
+    """A record to write, of the shape its kind's schema gives (record_schema.check)."""
+    record_schema.check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data)
 
 
 def _record_may_wait(kind: RecordKind, **data: object) -> Action:
+    record_schema.check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data, may_wait=True)
 
 
