@@ -450,8 +450,11 @@ class RngDraw(Record):
     session: str = f("the RNG session's id")
     round: int = f(_ROUND, low=1)
     attempt: int = f(_ATTEMPT, low=1)
-    number: int = f("the number drawn")
-    mode: str = f("what is drawn: position")
+    mode: str = f("what is drawn: position or dice (controller/core/rng_replay.py)")
+    number: int | None = f("position: the number drawn", optional=True)
+    dice: dict[str, Any] | None = f(
+        "dice: the three virtual dice, red first", optional=True, shape="dice"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -461,7 +464,7 @@ class RngCommit(Record):
     session: str = f("the session's id")
     table: str = f("the table's name")
     game: str = f("the game", choices=_GAMES)
-    mode: str = f("what is drawn: position")
+    mode: str = f("what is drawn: position or dice")
     positions: int = f("how many positions a draw chooses from", low=1)
     max_rounds: int = f("the most rounds the session draws for", low=1)
     algorithm: str = f("the DRBG: HMAC_DRBG-SHA-256")
@@ -501,7 +504,7 @@ class ConfigLoaded(Record):
     game: str = f("the game", choices=_GAMES)
     mode: str = f("the mode", choices=_MODES)
     modes: list[Any] = f("the modes it may switch to (current 621a.6(a))")
-    rng_mode: str = f("what the RNG draws: position")
+    rng_mode: str = f("what the RNG draws: position or dice")
     paytables: list[Any] = f("the paytables {name, wager, condition, pays}")
 
 
@@ -841,7 +844,7 @@ The canonical encoding, which a verifier in any language can reproduce: JSON (RF
 UTF-8 without a byte order mark; object keys sorted by code point, each once; no whitespace
 (`,` between members, `:` between key and value); no floats, NaN or infinities: numbers are
 integers within +-(2**53 - 1) (I-JSON, RFC 7493), so a time is text and a ratio is decimal
-text; strings written as themselves, escaping only `"`, `\\\\` and the control characters
+text; strings written as themselves, escaping only `"`, `\\` and the control characters
 below U+0020 (as Python's `json` writes them). A record has exactly one encoding: bytes
 that re-encode to other bytes are not a record.
 
@@ -850,9 +853,9 @@ leaf), node hash SHA-256(0x01 || left || right)); after each `close` or `void` r
 demand, a C2SP checkpoint of the tree (origin, size, base64 root hash) is signed with the log's
 Ed25519 key as a C2SP signed note. The first record, `log_created`, names the origin and the
 verifier key. `paigow-controller verify-log` (controller/audit/verify.py) checks every leaf's
-encoding, `seq` and `prev`, every checkpoint's signature and root, each record's fields as
-below and what they say (a result recomputed from its dice and the paytables of the last
-`config_loaded`), and the rounds' shape.
+encoding, `seq` and `prev`, every checkpoint's signature and root, what records say (a result
+recomputed from its dice and the paytables of the last `config_loaded`, who did it, a void's
+reason) and the rounds' shape.
 
 A field's version: each kind has its own format version (below); a change of a kind's fields
 makes a new version, and the records of older versions are still read as they were written."""
