@@ -8,7 +8,7 @@ these, so that both check exactly the same things."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -488,32 +488,47 @@ class RoundShape:
     first_bets: int | None = None  # the first round whose bets closed, with none known before
 
     def feed(self, seq: int, kind: str, data: Mapping[str, Any]) -> None:
-        round_number = data.get("round")
-        if kind == RecordKind.NO_MORE_BETS:
-            self._bets_closed(seq, round_number, data.get("mode", None))
-        elif kind == RecordKind.RESULT:
-            self._result(round_number, data)
-        elif kind == RecordKind.RESULT_VOIDED:
-            raise RecordDataError(
-                f"a result of round {round_number} voided to decide the round again: a"
-                " secondary selection (N.J.A.C. 13:69E-1.28G; a result is corrected to the"
-                " dice as they lie, or the round is void)"
-            )
-        elif kind == RecordKind.RESULT_CORRECTED:
-            self._corrected(round_number, data)
-        elif kind == RecordKind.CLOSE:
-            if self.result is None or self.result.round != round_number:
-                raise RecordDataError(f"round {round_number} is closed without its result")
-            self._ended()
-        elif kind == RecordKind.VOID:
-            self._ended()
-        elif kind == RecordKind.MODE_CHANGED and self.bets_closed and self.result is None:
+        """One record's part in the rounds' shape (record_schema.py gives its fields)."""
+        take = _SHAPE_STEPS.get(kind)
+        if take is not None:
+            take(self, seq, data.get("round"), data)
+
+    def _no_more_bets(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        self._bets_closed(seq, round_number, data.get("mode", None))
+
+    def _result_of(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        self._result(round_number, data)
+
+    def _result_voided(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        raise RecordDataError(
+            f"a result of round {round_number} voided to decide the round again: a"
+            " secondary selection (N.J.A.C. 13:69E-1.28G; a result is corrected to the"
+            " dice as they lie, or the round is void)"
+        )
+
+    def _corrected_of(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        self._corrected(round_number, data)
+
+    def _close(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        if self.result is None or self.result.round != round_number:
+            raise RecordDataError(f"round {round_number} is closed without its result")
+        self._ended()
+
+    def _void(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        self._ended()
+
+    def _mode_changed(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        if self.bets_closed and self.result is None:
             # current 621a.6(a): between rounds; a round in play is voided first
             raise RecordDataError(f"the mode changed while round {round_number} was in play")
-        elif kind == RecordKind.BANK_SELECTED and self.bets_closed is not None:
+
+    def _bank_selected(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        if self.bets_closed is not None:
             raise RecordDataError(f"a bank selected for round {round_number} after bets closed")
-        elif kind == RecordKind.DELIVERY_STYLE and (
-            # 621a.11(i): chosen once "no more bets" is announced, before the dice decide
+
+    def _delivery_style(self, seq: int, round_number: object, data: Mapping[str, Any]) -> None:
+        # 621a.11(i): chosen once "no more bets" is announced, before the dice decide
+        if (
             self.bets_closed is None
             or self.bets_closed[0] != round_number
             or self.result is not None
@@ -623,6 +638,19 @@ class RoundShape:
     def _ended(self) -> None:
         self.bets_closed = self.result = self.mode = None
         self.corrected = False
+
+
+_SHAPE_STEPS: dict[str, Callable[[RoundShape, int, object, Mapping[str, Any]], None]] = {
+    RecordKind.NO_MORE_BETS: RoundShape._no_more_bets,
+    RecordKind.RESULT: RoundShape._result_of,
+    RecordKind.RESULT_VOIDED: RoundShape._result_voided,
+    RecordKind.RESULT_CORRECTED: RoundShape._corrected_of,
+    RecordKind.CLOSE: RoundShape._close,
+    RecordKind.VOID: RoundShape._void,
+    RecordKind.MODE_CHANGED: RoundShape._mode_changed,
+    RecordKind.BANK_SELECTED: RoundShape._bank_selected,
+    RecordKind.DELIVERY_STYLE: RoundShape._delivery_style,
+}
 
 
 def _bets_again(round_number: int, last: int) -> str:

@@ -44,6 +44,7 @@ from controller.core.dice_monitor import (
     evaluate,
     p_values,
 )
+from controller.core.record_schema import NoMoreBets, Result, read
 from controller.core.records import RecordKind
 from controller.core.snapshot import DICE_COUNTS_SINCE, decode_context
 from controller.errors import GameRuleError, LogIntegrityError, SnapshotError
@@ -143,31 +144,48 @@ def _take(
     fold: _Fold,
     modes: dict[int, str],
 ) -> _Fold:
-    """One record's part in the counts (and in the alarms)."""
+    """One record's part in the counts (and in the alarms), its data read through its kind's
+    schema (controller/core/record_schema.py)."""
     windows, everything, standing, alarms = fold
     if kind == RecordKind.NO_MORE_BETS:
+        bets = read(NoMoreBets, data)
+        if bets.mode is None:
+            raise KeyError("mode")  # a log from before the modes: no dice known to count
         modes.clear()  # a round's result follows its own no_more_bets (verify-log checks it)
-        modes[_whole(data["round"])] = str(data["mode"])
+        modes[bets.round] = bets.mode
     elif kind == RecordKind.RESULT:
-        dice = data.get("dice")
-        if modes.get(_whole(data["round"])) in _DICE_MODES and isinstance(dice, dict):
-            blue = dice["blue"]
-            if not isinstance(blue, list) or len(blue) != 2:
-                raise ValueError("two blue dice")
-            roll = Roll(_whole(dice["red"]), (_whole(blue[0]), _whole(blue[1])))
+        result = read(Result, data)
+        if modes.get(result.round) in _DICE_MODES and result.dice is not None:
+            roll = Roll(result.dice["red"], (result.dice["blue"][0], result.dice["blue"][1]))
             windows, everything = windows.after(roll), everything.after(roll)
     elif kind == RecordKind.DICE_ALARM:
         standing = _checked_alarm(seq, data, windows.test)
         alarms = [*alarms, standing]
-    elif kind == RecordKind.DICE_REPLACED:
-        windows, standing = windows.replaced(), None
-        alarms = [] if window is Window.SET else alarms
-    elif kind == RecordKind.SUPERVISOR_ACTION and data.get("action") == "dice_kept":
-        windows, standing = windows.kept(), None
-    elif kind == RecordKind.SHIFT_CHANGE:
-        windows = windows.new_shift()
-        alarms = [] if window is Window.SHIFT else alarms
+    elif kind in _ENDS_A_WINDOW:
+        windows, standing, alarms = _window_ended(kind, data, window, (windows, standing, alarms))
     return windows, everything, standing, alarms
+
+
+_ENDS_A_WINDOW = frozenset(
+    {RecordKind.DICE_REPLACED, RecordKind.SUPERVISOR_ACTION, RecordKind.SHIFT_CHANGE}
+)
+
+
+def _window_ended(
+    kind: str,
+    data: Mapping[str, Any],
+    window: Window,
+    now: tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]],
+) -> tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]]:
+    """A new set of dice, the dice kept after an alarm, a new shift: the windows they end."""
+    windows, standing, alarms = now
+    if kind == RecordKind.DICE_REPLACED:
+        return windows.replaced(), None, [] if window is Window.SET else alarms
+    if kind == RecordKind.SHIFT_CHANGE:
+        return windows.new_shift(), standing, [] if window is Window.SHIFT else alarms
+    if data.get("action") == "dice_kept":
+        return windows.kept(), None, alarms
+    return windows, standing, alarms
 
 
 def _started(
@@ -190,12 +208,6 @@ def _started(
             seq, "the dice counts the controller took up at this start are not its records'"
         )
     return windows, counted_from
-
-
-def _whole(value: object) -> int:
-    if type(value) is not int:
-        raise TypeError(f"{value!r} is not a whole number")
-    return value
 
 
 def _faces(counts: tuple[int, ...]) -> dict[str, int]:

@@ -46,6 +46,7 @@ from controller.audit.reader import (
 )
 from controller.core.merkle import CompactRange, leaf_hash
 from controller.core.note import Verifier
+from controller.core.record_schema import RecordShapeError, RoundOpened, read
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import ArchiveError, AuditLogError, LogIntegrityError
 
@@ -153,9 +154,11 @@ def _openings(db: sqlite3.Connection, damage: Damage) -> Iterator[tuple[int, int
     stored = (StoredRecord(*row) for row in rows)  # read_records' types are checked below
     for row in sound_rows(_typed(stored, damage), damage, chained=False):
         entry = row.entry()
-        data = entry["data"]
-        number = data.get("round")
-        if not isinstance(number, int) or data.get("service") is True:
+        try:
+            opened = read(RoundOpened, entry["data"])
+        except RecordShapeError:
+            continue  # no round's opening: nothing recalls it
+        if opened.service:
             continue
         try:
             moment = datetime.fromisoformat(entry["time"])
@@ -165,7 +168,7 @@ def _openings(db: sqlite3.Connection, damage: Damage) -> Iterator[tuple[int, int
         if moment.tzinfo is None:
             damage.note(LogIntegrityError(row.seq, "a round's opening time names no zone"))
             continue
-        yield row.seq, number, moment
+        yield row.seq, opened.round, moment
 
 
 def _typed(rows: Iterator[StoredRecord], damage: Damage) -> Iterator[StoredRecord]:
@@ -192,6 +195,13 @@ def _rounds(
     return _games(sound_rows(rows, damage), numbers)
 
 
+_OUTCOMES: dict[str, str] = {
+    RecordKind.RESULT: "result",
+    RecordKind.VOID: "void",
+    RecordKind.CLOSE: "closed",
+}
+
+
 def _games(rows: Iterator[StoredRecord], numbers: Set[int] | None) -> list[dict[str, Any]]:
     """The rounds of ``rows`` (sound records, in order), oldest first."""
     rounds: dict[int, dict[str, Any]] = {}
@@ -211,11 +221,7 @@ def _games(rows: Iterator[StoredRecord], numbers: Set[int] | None) -> list[dict[
         )
         if row.kind == RecordKind.RESULT:
             game["result"] = data
-            game["outcome"] = "result"
-        elif row.kind == RecordKind.VOID:
-            game["outcome"] = "void"
-        elif row.kind == RecordKind.CLOSE:
-            game["outcome"] = "closed"
+        game["outcome"] = _OUTCOMES.get(row.kind, game["outcome"])
     return [rounds[n] for n in sorted(rounds)]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeVar
 
+from controller.core import record_schema
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import NoRollReason, ReadProgress, Roll
 from controller.core.dice_monitor import DiceAlarm, alarm
@@ -52,10 +53,13 @@ class Refused(Exception):
 
 
 def _record(kind: RecordKind, **data: object) -> Action:
+    """A record to write, of the shape its kind's schema gives (record_schema.check)."""
+    record_schema.check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data)
 
 
 def _record_may_wait(kind: RecordKind, **data: object) -> Action:
+    record_schema.check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data, may_wait=True)
 
 

@@ -13,7 +13,7 @@ exactly what it has not seen.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -256,42 +256,70 @@ class TrendBoard:
 
     def record(self, kind: str, seq: int, data: Mapping[str, Any]) -> bool:
         """A record of the log that the board shows: a ``result``, a ``result_corrected``, a
-        ``void`` or (older logs) a ``result_voided``; True when the board changed."""
-        number = _int(data.get("round"))
-        attempt = _int(data.get("attempt"))
-        if kind == RecordKind.RESULT:
-            return self.result(trend_entry(seq, number, data, attempt))
-        if kind == RecordKind.RESULT_CORRECTED:
-            result = data.get("result")
-            if not isinstance(result, Mapping):
-                return False
-            return self.result(trend_entry(seq, number, result, attempt, corrected=True))
-        if kind == RecordKind.RESULT_VOIDED:  # older logs: that attempt, played again
-            changed = False
-            for index, cell in enumerate(self._cells):
-                if (
-                    cell["round"] == number
-                    and not cell["void"]
-                    and (attempt is None or cell.get("attempt") == attempt)
-                ):
-                    self._put(index, {**cell, "void": True})
-                    changed = True
-            return changed
-        if kind == RecordKind.VOID and data.get("service") is not True:
-            if any(c.get("wagers_returned") and c["round"] == number for c in self._cells):
-                return False
-            standing = [i for i, c in enumerate(self._cells) if c["round"] == number]
-            standing = [i for i in standing if not self._cells[i]["void"]] or standing
-            if standing:
-                self._put(standing[-1], void_entry(seq, number))
-            else:
-                self.add(void_entry(seq, number))
-            return True
-        return False
+        ``void`` or (older logs) a ``result_voided`` (record_schema.py gives their fields);
+        True when the board changed."""
+        take = _TREND_STEPS.get(kind)
+        if take is None:
+            return False
+        return take(self, seq, _int(data.get("round")), _int(data.get("attempt")), data)
+
+    def _take_result(
+        self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
+    ) -> bool:
+        return self.result(trend_entry(seq, number, data, attempt))
+
+    def _take_corrected(
+        self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
+    ) -> bool:
+        result = data.get("result")
+        if not isinstance(result, Mapping):
+            return False
+        return self.result(trend_entry(seq, number, result, attempt, corrected=True))
+
+    def _take_result_voided(
+        self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
+    ) -> bool:
+        """Older logs: that attempt voided, its round played again."""
+        changed = False
+        for index, cell in enumerate(self._cells):
+            if (
+                cell["round"] == number
+                and not cell["void"]
+                and (attempt is None or cell.get("attempt") == attempt)
+            ):
+                self._put(index, {**cell, "void": True})
+                changed = True
+        return changed
+
+    def _take_void(
+        self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
+    ) -> bool:
+        """The whole round void: its cell (its result's, else a new one) VOID."""
+        if data.get("service") is True:
+            return False
+        if any(c.get("wagers_returned") and c["round"] == number for c in self._cells):
+            return False
+        standing = [i for i, c in enumerate(self._cells) if c["round"] == number]
+        standing = [i for i in standing if not self._cells[i]["void"]] or standing
+        if standing:
+            self._put(standing[-1], void_entry(seq, number))
+        else:
+            self.add(void_entry(seq, number))
+        return True
 
     def _put(self, index: int, cell: Mapping[str, Any]) -> None:
         self._cells[index] = dict(cell)
         self._json[index] = self._encode(self._cells[index])
+
+
+_TREND_STEPS: dict[
+    str, Callable[[TrendBoard, int, int | None, int | None, Mapping[str, Any]], bool]
+] = {
+    RecordKind.RESULT: TrendBoard._take_result,
+    RecordKind.RESULT_CORRECTED: TrendBoard._take_corrected,
+    RecordKind.RESULT_VOIDED: TrendBoard._take_result_voided,
+    RecordKind.VOID: TrendBoard._take_void,
+}
 
 
 def _shown_alike(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -255,23 +255,31 @@ class DisplayHub:
             if lines and self._live_feeds:
                 self._send_lines(lines)
             for record in records:
-                if record.kind in _BOARD_KINDS:
-                    changed = self._board_record(record) or changed
-                elif record.kind == RecordKind.RNG_COMMIT:
-                    data = record.data
-                    commitment = commitment_of(
-                        {"commitment": data.get("commitment"), "rng_session": data.get("session")},
-                        record.seq,
-                    )
-                    if commitment is not None and self._commitment != commitment:
-                        self._commitment = commitment
-                        changed = True
-                elif record.kind == RecordKind.COSIGNED:
-                    changed = self._set_anchor(anchor_of(record.data)) or changed
+                changed = self._board_change(record) or changed
             if changed:
                 self._append("board", {}, None, with_board=True)
             self._log_version += 1
             self._cond.notify_all()
+
+    def _board_change(self, record: StoredRecord) -> bool:
+        """What a committed record changes on the board without a screen (record_schema.py
+        gives its fields): a correction's or a void's cell, the RNG's commitment, the anchor;
+        True when the board changed."""
+        if record.kind in _BOARD_KINDS:
+            return self._board_record(record)
+        if record.kind == RecordKind.RNG_COMMIT:
+            data = record.data
+            commitment = commitment_of(
+                {"commitment": data.get("commitment"), "rng_session": data.get("session")},
+                record.seq,
+            )
+            if commitment is None or self._commitment == commitment:
+                return False
+            self._commitment = commitment
+            return True
+        if record.kind == RecordKind.COSIGNED:
+            return self._set_anchor(anchor_of(record.data))
+        return False
 
     def lines_from(self, seq: int) -> list[bytes] | None:
         """The feed's lines from record ``seq`` on (empty when it is not committed yet), or

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from controller.core import canonical
+from controller.core import canonical, record_schema
 from controller.core.dice import Roll
 from controller.core.drbg import MIN_ENTROPY_BYTES, MIN_NONCE_BYTES, HmacDrbg, known_answer_test
 from controller.core.position import Game
@@ -329,7 +329,7 @@ class RngSessionManager:
         )
         drbg = self._drbg_class(material.entropy, material.nonce, material.personalization)
         self._unsettled[material.session] = _Unsettled(material, RecordKind.RNG_COMMIT, "close")
-        seq = self._log.append(
+        seq = self._append(
             RecordKind.RNG_COMMIT,
             {
                 "session": material.session,
@@ -424,7 +424,7 @@ class RngSessionManager:
             **draw_fields(self._mode, outcome),
         }
         session.unsure = _UnsureDraw(round_number, attempt, data, before)
-        seq = self._log.append(RecordKind.RNG_DRAW, data)
+        seq = self._append(RecordKind.RNG_DRAW, data)
         session.unsure = None
         session.rounds.add(round_number)
         number, roll = _split(outcome)
@@ -499,9 +499,14 @@ class RngSessionManager:
         commitment = commitment_of(entropy, nonce, personalization)
         return _SeedMaterial(session, self._table, entropy, nonce, personalization, commitment)
 
+    def _append(self, kind: RecordKind, data: Mapping[str, object]) -> int:
+        """A record appended to the log, of the shape its kind's schema gives."""
+        record_schema.check(kind, data)
+        return self._log.append(kind, data)
+
     def _reveal(self, material: _SeedMaterial, reason: str) -> None:
         self._unsettled[material.session] = _Unsettled(material, RecordKind.RNG_REVEAL, reason)
-        self._log.append(
+        self._append(
             RecordKind.RNG_REVEAL,
             {
                 "session": material.session,
@@ -526,7 +531,7 @@ class RngSessionManager:
             return
         self._reveal_seed_files()
         for session, pending in sorted(self._pending.items(), key=lambda item: item[1].seq):
-            self._log.append(
+            self._append(
                 RecordKind.RNG_INTERRUPTED,
                 {"session": session, "reason": "restart", "draws": pending.draws},
             )

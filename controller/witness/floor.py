@@ -64,6 +64,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from controller.core.records import RecordKind
 from controller.fleet.protocol import (
     MAX_DETAIL_CHARS,
     AlertKind,
@@ -187,14 +188,8 @@ def unconfirmed_summary(line: Mapping[str, Any] | None) -> dict[str, Any] | None
     if seq is None or not isinstance(data, Mapping):
         return None
     shown: dict[str, Any] | None
-    if kind == "result":
-        shown = result_summary(seq, time, data)
-    elif kind == "result_corrected":
-        shown = corrected_summary(seq, time, data)
-    elif kind == "void":
-        shown = void_summary(seq, time, data)
-    else:
-        shown = None
+    summary = _SUMMARIES.get(kind) if isinstance(kind, str) else None
+    shown = None if summary is None else summary(seq, time, data)
     if shown is not None:
         shown["unconfirmed"] = True
     return shown
@@ -270,34 +265,57 @@ def void_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]
 def wagers_summary(data: Mapping[str, Any]) -> list[str]:
     """The side wagers of a result in a few lines: the Sum conditions met, the paytables that
     pay, how many dice show each number (Match), Beat It."""
-    lines: list[str] = []
     wagers = data.get("wagers")
     if not isinstance(wagers, Mapping):
-        return lines
-    sums = wagers.get("sum")
-    if isinstance(sums, Mapping):
-        met = [c for c in _SUM_CONDITIONS if sums.get(c) is True]
-        lines.append("Sum: " + (", ".join(met) if met else "none"))
+        return []
+    lines = _sum_lines(wagers.get("sum"))
     payouts = data.get("payouts")
     if isinstance(payouts, Mapping):
-        for name in sorted(p for p in payouts if isinstance(p, str))[:8]:
-            paid = payouts[name]
-            if isinstance(paid, Mapping) and paid.get("wins") is True:
-                outcome, pays = _text(paid.get("outcome"), 16), _text(paid.get("pays"), 32)
-                lines.append(f"Paytable {_text(name, 16)}: {outcome} pays {pays}")
-    match = wagers.get("match")
-    if isinstance(match, Mapping):
-        shown = [
-            f"{face}×{count}"
-            for face in "123456"
-            if (count := _int(match.get(face))) is not None and count > 0
-        ]
-        lines.append("Match: " + (" ".join(shown) or "none"))
-    beat_it = wagers.get("beat_it")
-    if isinstance(beat_it, Mapping):
-        won = [c for c in ("red", "any") if beat_it.get(c) is True]
-        lines.append("Beat It: " + (", ".join(won) if won else "none"))
+        lines += _paytable_lines(payouts)
+    lines += _match_lines(wagers.get("match")) + _beat_it_lines(wagers.get("beat_it"))
     return lines
+
+
+def _sum_lines(sums: object) -> list[str]:
+    if not isinstance(sums, Mapping):
+        return []
+    met = [c for c in _SUM_CONDITIONS if sums.get(c) is True]
+    return ["Sum: " + (", ".join(met) if met else "none")]
+
+
+def _paytable_lines(payouts: Mapping[Any, Any]) -> list[str]:
+    lines = []
+    for name in sorted(p for p in payouts if isinstance(p, str))[:8]:
+        paid = payouts[name]
+        if isinstance(paid, Mapping) and paid.get("wins") is True:
+            outcome, pays = _text(paid.get("outcome"), 16), _text(paid.get("pays"), 32)
+            lines.append(f"Paytable {_text(name, 16)}: {outcome} pays {pays}")
+    return lines
+
+
+def _match_lines(match: object) -> list[str]:
+    if not isinstance(match, Mapping):
+        return []
+    shown = [
+        f"{face}×{count}"
+        for face in "123456"
+        if (count := _int(match.get(face))) is not None and count > 0
+    ]
+    return ["Match: " + (" ".join(shown) or "none")]
+
+
+def _beat_it_lines(beat_it: object) -> list[str]:
+    if not isinstance(beat_it, Mapping):
+        return []
+    won = [c for c in ("red", "any") if beat_it.get(c) is True]
+    return ["Beat It: " + (", ".join(won) if won else "none")]
+
+
+_SUMMARIES: dict[str, Callable[[int, str, Mapping[str, Any]], dict[str, Any] | None]] = {
+    RecordKind.RESULT: result_summary,
+    RecordKind.RESULT_CORRECTED: corrected_summary,
+    RecordKind.VOID: void_summary,
+}
 
 
 def _alarm_of(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -320,6 +338,150 @@ def _names(value: object) -> set[str]:
     if not isinstance(value, list):
         return set()
     return {v for v in value[:64] if isinstance(v, str) and is_table_name(v)}
+
+
+# --- each kind's part in a table's view (controller/core/record_schema.py: their fields) ------
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A record as the fold takes it: its number, time, the table's moment and its data."""
+
+    seq: int
+    time: str
+    moment: int | None
+    data: Mapping[str, Any]
+
+    def whole(self, name: str) -> int | None:
+        return _int(self.data.get(name))
+
+    def text(self, name: str, most: int) -> str | None:
+        return _text(self.data.get(name), most)
+
+
+def _take_mode(state: _Table, seen: _Seen) -> None:
+    """config_loaded, mode_changed, no_more_bets: the mode and game now."""
+    mode = seen.text("mode", 16)
+    if mode:
+        state.mode = mode
+    game = seen.text("game", 16)
+    if game:
+        state.game = game
+    state.faults -= _names(seen.data.get("cleared"))  # a switch to the RNG out of a fault
+
+
+def _take_recovery(state: _Table, seen: _Seen) -> None:
+    state.faults = _names(seen.data.get("faults"))  # a start: the faults the context kept
+
+
+def _take_fault(state: _Table, seen: _Seen) -> None:
+    state.faults |= _names([seen.data.get("fault")])
+
+
+def _take_fault_cleared(state: _Table, seen: _Seen) -> None:
+    state.faults -= _names(seen.data.get("faults"))
+
+
+def _take_dice_alarm(state: _Table, seen: _Seen) -> None:
+    """Issue 15: the dice monitor's alarm, until the supervisor acts."""
+    state.dice_alarm = _alarm_of(seen.seq, seen.time, seen.data)
+
+
+def _take_dice_replaced(state: _Table, seen: _Seen) -> None:
+    _dice_alarm_ended(state)
+    state.dice_set = seen.text("dice_set", 64)
+
+
+def _take_supervisor_action(state: _Table, seen: _Seen) -> None:
+    if seen.data.get("action") == "dice_kept":
+        _dice_alarm_ended(state)
+
+
+def _dice_alarm_ended(state: _Table) -> None:
+    state.dice_alarm = None
+    state.faults.discard("dice_alarm")
+
+
+def _take_service_mode(state: _Table, seen: _Seen) -> None:
+    state.service = seen.data.get("entered") is True
+
+
+def _take_result(state: _Table, seen: _Seen) -> None:
+    state.last_result = result_summary(seen.seq, seen.time, seen.data)
+    state.pending = (seen.whole("round"), seen.whole("attempt"))
+
+
+def _take_corrected(state: _Table, seen: _Seen) -> None:
+    """N.J.A.C. 13:69E-1.28P(d): the result corrected to the dice as they lie."""
+    corrected = corrected_summary(seen.seq, seen.time, seen.data)
+    if corrected is not None:
+        state.last_result = corrected
+
+
+def _take_result_voided(state: _Table, seen: _Seen) -> None:
+    """Older logs: that attempt voided, its round played again."""
+    key = (seen.whole("round"), seen.whole("attempt"))
+    last = state.last_result
+    if last is not None and (last["round"], last["attempt"]) == key:
+        last["voided"] = seen.text("reason", 32) or "voided"
+    if state.pending == key:
+        state.pending = None
+
+
+def _take_void(state: _Table, seen: _Seen) -> None:
+    """621a.12(c),(e): the whole round void, no result."""
+    if seen.data.get("service") is not True:
+        state.last_result = void_summary(seen.seq, seen.time, seen.data)
+    state.pending = None
+
+
+def _take_close(state: _Table, seen: _Seen) -> None:
+    if state.pending is not None and state.pending[0] == seen.whole("round"):
+        closed = seen.moment if seen.moment is not None else state.latest_ms
+        if closed is not None:
+            state.closes.append(closed)
+    state.pending = None
+
+
+def _count_games(state: _Table, table_now: int | None) -> None:
+    """The closes within the last hour of the table's time, and since when it is open."""
+    if table_now is not None:
+        while state.closes and state.closes[0] <= table_now - WINDOW_MS:
+            state.closes.popleft()
+        state.games_per_hour = sum(1 for t in state.closes if t <= table_now)
+    if not state.is_open():
+        state.open_since_ms = None
+    elif state.open_since_ms is None:
+        state.open_since_ms = table_now
+
+
+def _slow_for_an_hour(state: _Table, table_now: int | None, least: int) -> bool:
+    """Open for an hour of the table's time with fewer than ``least`` games in it."""
+    return (
+        table_now is not None
+        and state.open_since_ms is not None
+        and table_now - state.open_since_ms >= WINDOW_MS
+        and state.games_per_hour < least
+    )
+
+
+_TAKES: dict[str, Callable[[_Table, _Seen], None]] = {
+    RecordKind.CONFIG_LOADED: _take_mode,
+    RecordKind.MODE_CHANGED: _take_mode,
+    RecordKind.NO_MORE_BETS: _take_mode,
+    RecordKind.RECOVERY: _take_recovery,
+    RecordKind.FAULT: _take_fault,
+    RecordKind.FAULT_CLEARED: _take_fault_cleared,
+    RecordKind.DICE_ALARM: _take_dice_alarm,
+    RecordKind.DICE_REPLACED: _take_dice_replaced,
+    RecordKind.SUPERVISOR_ACTION: _take_supervisor_action,
+    RecordKind.SERVICE_MODE: _take_service_mode,
+    RecordKind.RESULT: _take_result,
+    RecordKind.RESULT_CORRECTED: _take_corrected,
+    RecordKind.RESULT_VOIDED: _take_result_voided,
+    RecordKind.VOID: _take_void,
+    RecordKind.CLOSE: _take_close,
+}
 
 
 # --- the fold ----------------------------------------------------------------------------------
@@ -454,7 +616,7 @@ class FloorFold:
         state.log_size = max(state.log_size, seq)
         moment = state.saw(time, now)
         number = _int(data.get("round"))
-        if number is not None and kind != "service_test":
+        if number is not None and kind != RecordKind.SERVICE_TEST:
             state.round = number
         self._take(state, seq=seq, kind=kind, time=time, moment=moment, data=data)
         self._derive(state, now)
@@ -623,107 +785,53 @@ class FloorFold:
         moment: int | None,
         data: Mapping[str, Any],
     ) -> None:
-        """One record's part in the view (records.py names the kinds; state.py writes them)."""
-        number, attempt = _int(data.get("round")), _int(data.get("attempt"))
-        if kind in ("config_loaded", "mode_changed", "no_more_bets"):
-            mode = _text(data.get("mode"), 16)
-            if mode:
-                state.mode = mode
-            game = _text(data.get("game"), 16)
-            if game:
-                state.game = game
-            state.faults -= _names(data.get("cleared"))  # a switch to the RNG out of a fault
-        elif kind == "recovery":  # a start: the faults the context kept
-            state.faults = _names(data.get("faults"))
-        elif kind == "fault":
-            state.faults |= _names([data.get("fault")])
-        elif kind == "fault_cleared":
-            state.faults -= _names(data.get("faults"))
-        elif kind == "dice_alarm":  # issue 15: the dice monitor's alarm, until the supervisor acts
-            state.dice_alarm = _alarm_of(seq, time, data)
-        elif kind == "dice_replaced" or (
-            kind == "supervisor_action" and data.get("action") == "dice_kept"
-        ):
-            state.dice_alarm = None
-            state.faults.discard("dice_alarm")
-            if kind == "dice_replaced":
-                state.dice_set = _text(data.get("dice_set"), 64)
-        elif kind == "service_mode":
-            state.service = data.get("entered") is True
-        elif kind == "result":
-            state.last_result = result_summary(seq, time, data)
-            state.pending = (number, attempt)
-        elif kind == "result_corrected":  # N.J.A.C. 13:69E-1.28P(d): the dice as they lie
-            corrected = corrected_summary(seq, time, data)
-            if corrected is not None:
-                state.last_result = corrected
-        elif kind == "result_voided":  # older logs: that attempt voided, its round played again
-            last = state.last_result
-            if last is not None and (last["round"], last["attempt"]) == (number, attempt):
-                last["voided"] = _text(data.get("reason"), 32) or "voided"
-            if state.pending == (number, attempt):
-                state.pending = None
-        elif kind == "void":  # 621a.12(c),(e): the whole round void, no result
-            if data.get("service") is not True:
-                state.last_result = void_summary(seq, time, data)
-            state.pending = None
-        elif kind == "close":
-            if state.pending is not None and state.pending[0] == number:
-                closed = moment if moment is not None else state.latest_ms
-                if closed is not None:
-                    state.closes.append(closed)
-            state.pending = None
+        """One record's part in the view (record_schema.py gives each kind's fields; the
+        witness reads a table's lines leniently: a field of another type is left out)."""
+        take = _TAKES.get(kind)
+        if take is not None:
+            take(state, _Seen(seq, time, moment, data))
 
     def _derive(self, state: _Table, now: float) -> None:
         """Games per hour and the floor alerts, at the table's time now."""
         table_now = state.table_now(now)
-        if table_now is not None:
-            while state.closes and state.closes[0] <= table_now - WINDOW_MS:
-                state.closes.popleft()
-            state.games_per_hour = sum(1 for t in state.closes if t <= table_now)
-        if state.is_open():
-            if state.open_since_ms is None:
-                state.open_since_ms = table_now
-        else:
-            state.open_since_ms = None
+        _count_games(state, table_now)
         wanted: dict[str, str] = {}
         least = self.settings.min_games_per_hour
-        if (
-            least > 0
-            and table_now is not None
-            and state.open_since_ms is not None
-            and table_now - state.open_since_ms >= WINDOW_MS
-            and state.games_per_hour < least
-        ):
+        if least > 0 and _slow_for_an_hour(state, table_now, least):
             wanted[FloorAlertKind.GAMES_PER_HOUR_LOW] = (
                 f"{state.games_per_hour} games in the last hour, fewer than {least}"
             )
         for kind in sorted(set(state.active) | set(wanted)):
             if kind in wanted and kind not in state.active:
-                self.notices += 1
-                key = f"f{self.notices}"
-                state.notices[kind] = key
-                entry = self._put_alert(
-                    key,
-                    id=None,
-                    table=state.name,
-                    kind=kind,
-                    severity=str(Severity.INFO),
-                    detail=wanted[kind],
-                    time=rfc3339(now),
-                    size=0,
-                    source="floor",
-                )
-                self._file(state, entry)
+                self._raise_notice(state, kind, wanted[kind], now)
             elif kind not in wanted:
-                known = self._alerts.get(state.notices.pop(kind, ""))
-                if known is not None:
-                    entry = self._put_alert(
-                        known["key"], **{**_fields(known), "cleared": rfc3339(now)}
-                    )
-                    self._file(state, entry)
+                self._clear_notice(state, kind, now)
         state.active = wanted
         state.alerting = bool(state.open_alerts)
+
+    def _raise_notice(self, state: _Table, kind: str, detail: str, now: float) -> None:
+        """A floor alert of the witness's own, raised."""
+        self.notices += 1
+        key = f"f{self.notices}"
+        state.notices[kind] = key
+        entry = self._put_alert(
+            key,
+            id=None,
+            table=state.name,
+            kind=kind,
+            severity=str(Severity.INFO),
+            detail=detail,
+            time=rfc3339(now),
+            size=0,
+            source="floor",
+        )
+        self._file(state, entry)
+
+    def _clear_notice(self, state: _Table, kind: str, now: float) -> None:
+        known = self._alerts.get(state.notices.pop(kind, ""))
+        if known is not None:
+            entry = self._put_alert(known["key"], **{**_fields(known), "cleared": rfc3339(now)})
+            self._file(state, entry)
 
     def _put_alert(
         self,

@@ -709,7 +709,7 @@ def test_the_module_is_pure_apart_from_its_lock() -> None:
         )
     }  # fmt: skip
     allowed = {"__future__", "threading", "collections", "dataclasses", "datetime", "enum"}
-    own = {"controller.fleet.protocol", "controller.witness.ports"}
+    own = {"controller.fleet.protocol", "controller.witness.ports", "controller.core.records"}
     assert imported <= allowed | {"typing"} | own, imported
     called = {
         node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")

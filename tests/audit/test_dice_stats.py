@@ -206,7 +206,9 @@ def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_count
     def round_of(log: AuditLog, number: int, red: int) -> None:
         log.append(RecordKind.NO_MORE_BETS, {"round": number, "bank": "dealer", "mode": "shaker"})
         dice = {"red": red, "blue": [2, 3]}
-        log.append(RecordKind.RESULT, {"round": number, "attempt": 1, "dice": dice})
+        shown = {"game": "tiles", "bank": "dealer", "count": red + 5, "total": red + 5}
+        result = {"round": number, "attempt": 1, "dice": dice, "starting_position": "dealer"}
+        log.append(RecordKind.RESULT, {**result, **shown})
 
     log = AuditLog.open(tmp_path)
     log.append(RecordKind.RECOVERY, {"round": 1, "state": "idle"})  # before the monitor

@@ -14,9 +14,11 @@ from dataclasses import replace
 import pytest
 from support.table import OPENED, SETTINGS, TILTED, Table, good_reading
 
+from controller.core.config import Config
 from controller.core.dice import Roll
 from controller.core.meters import Meters, counted
 from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import (
@@ -198,7 +200,7 @@ def test_a_corrected_result_is_shown_again_corrected_after_a_restart() -> None:
     stored = decode_context(encode_context(t.machine.context))
     again = Table()
     again.machine = RoundMachine(SETTINGS, stored)
-    again.send(Event.POWER_ON, config={})
+    again.send(Event.POWER_ON, config=config_loaded_data(Config()))
     shown = again.shown(Screen.RESULT).data
     assert shown["result"]["total"] == 13  # type: ignore[index]
     assert shown["corrected"]["dice_read"] == {"red": 1, "blue": [2, 5]}  # type: ignore[index]
@@ -395,7 +397,7 @@ class RecordingTable(Table):
 
 def test_the_meters_count_what_the_records_say_happened() -> None:
     t = RecordingTable(replace(SETTINGS, max_reshakes=5))
-    t.send(Event.POWER_ON, config={})
+    t.send(Event.POWER_ON, config=config_loaded_data(Config()))
     t.send(Event.LID_CLOSED)
     t.send(Event.NO_MORE_BETS)
     t.send(Event.SHAKE_PRESSED)

@@ -9,8 +9,10 @@ from dataclasses import replace
 import pytest
 from support.table import SETTINGS, TILTED, WALL, Table, good_reading
 
+from controller.core.config import Config
 from controller.core.dice import NoRollReason, Roll
 from controller.core.position import Game
+from controller.core.record_data import config_loaded_data
 from controller.core.records import RecordKind
 from controller.core.software import (
     Change,
@@ -136,7 +138,7 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
     if event is Event.CLOCK_CHANGED:
         data["clock"] = ClockSync.SYNCHRONISED
     if event is Event.COSIGNED:
-        data["cosignature"] = {"witness": "w", "size": 3, "close": 2}
+        data["cosignature"] = COSIGNED
     if event is Event.ROLLBACK_EVIDENCE:
         data["cosignature"] = {"witness": "w", "size": 90, "log_size": 40, "note": "n"}
     if event is Event.SOFTWARE_CHECKED:
@@ -158,6 +160,16 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
 
 
 # the supervisor's actions at the service terminal, which always name who does them
+# a cosigned record's data but its round, as record_data.cosigned_data makes it
+COSIGNED = {
+    "witness": "w",
+    "witness_key": "w+01+key",
+    "size": 3,
+    "root": "cm9vdA==",
+    "timestamp": 1,
+    "signature": "c2ln",
+    "close": 2,
+}
 _BY_AN_EMPLOYEE = frozenset(
     {
         Event.DICE_REPLACED,
@@ -655,7 +667,7 @@ def test_the_sensor_does_not_matter_to_an_rng_table() -> None:
 
 def test_the_first_power_on_opens_the_first_round() -> None:
     t = Table()
-    t.send(Event.POWER_ON, config={"sha256": "ab" * 32})
+    t.send(Event.POWER_ON, config={**config_loaded_data(Config()), "sha256": "ab" * 32})
     assert t.records() == [
         RecordKind.POWER_ON,
         RecordKind.CONFIG_LOADED,
@@ -897,7 +909,8 @@ def test_a_missing_anchor_is_cleared_only_at_the_terminal_naming_who_and_why() -
 def test_the_panel_key_clears_a_rollback_beside_a_missing_anchor_but_not_the_anchor() -> None:
     t = running()
     after = power_on(t.machine, fault=Fault.ANCHOR_MISSING, detail="gone")
-    after.send(Event.ROLLBACK_EVIDENCE, cosignature={"size": 9, "log_size": 4})
+    evidence = {"witness": "w", "size": 9, "log_size": 4, "note": "n"}
+    after.send(Event.ROLLBACK_EVIDENCE, cosignature=evidence)
     assert after.machine.context.active_faults == {Fault.ANCHOR_MISSING, Fault.LOG_ROLLBACK}
     after.send(Event.CLEAR_FAULT, supervisor=True)
     assert after.machine.context.active_faults == {Fault.ANCHOR_MISSING}

@@ -45,6 +45,18 @@ from controller.core.state import (
 from controller.core.state import occurrence as event_of_kind
 from controller.errors import GameRuleError, IllegalTransition
 
+# a cosigned record's data but its round, as record_data.cosigned_data makes it
+COSIGNED = {
+    "witness": "w",
+    "witness_key": "w+01+key",
+    "size": 3,
+    "root": "cm9vdA==",
+    "timestamp": 1,
+    "signature": "c2ln",
+    "close": 2,
+}
+
+
 S, E, R = State, Event, Refusal
 
 WALL = 1_764_500_000_000  # UTC milliseconds of some day in 2025
@@ -93,8 +105,8 @@ _MINIMAL: Mapping[Event, Mapping[str, object]] = {
     E.FAULT: {"fault": Fault.INTERNAL},
     E.SOFTWARE_CHECKED: {"software": VERIFIED},
     E.CLOCK_CHANGED: {"clock": ClockSync.SYNCHRONISED},
-    E.COSIGNED: {"cosignature": {"witness": "w", "size": 3, "close": 2}},
-    E.ROLLBACK_EVIDENCE: {"cosignature": {"witness": "w", "size": 90, "log_size": 40}},
+    E.COSIGNED: {"cosignature": COSIGNED},
+    E.ROLLBACK_EVIDENCE: {"cosignature": {"witness": "w", "size": 90, "log_size": 40, "note": "n"}},
     E.DICE_REPLACED: _TERMINAL,
     E.DICE_KEPT: _TERMINAL,
     E.SHAKER_INSPECTED: _TERMINAL,

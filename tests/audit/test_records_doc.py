@@ -1,0 +1,110 @@
+"""Every kind of record has one schema (controller/core/record_schema.py), records are checked
+against it, and docs/records.md is what its generator writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.core import record_schema
+from controller.core.record_schema import (
+    SCHEMAS,
+    NoMoreBets,
+    RecordShapeError,
+    Result,
+    Void,
+    check,
+    markdown,
+    read,
+    read_any,
+)
+from controller.core.records import RecordDataError, RecordKind
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "records.md"
+RESULT = {
+    "round": 4,
+    "attempt": 1,
+    "game": "tiles",
+    "bank": "dealer",
+    "count": 9,
+    "starting_position": "seat 2",
+    "dice": {"red": 3, "blue": [2, 4]},
+    "total": 9,
+}
+
+
+def test_every_kind_has_one_schema_of_its_own() -> None:
+    assert set(SCHEMAS) == set(RecordKind)
+    assert all(cls.KIND is kind for kind, cls in SCHEMAS.items())
+    assert all(cls.MEANING and cls.VERSION >= 1 for cls in SCHEMAS.values())
+    assert all(spec.meaning for specs in record_schema.FIELDS.values() for spec in specs)
+
+
+def test_the_document_is_the_generators_output() -> None:
+    assert DOC.read_text(encoding="utf-8") == markdown(), (
+        f"docs/records.md is stale: run `{record_schema.GENERATOR}`"
+    )
+
+
+def test_the_generator_runs_as_the_document_says() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.core.record_schema", "--markdown"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout == markdown()
+    assert record_schema.GENERATOR in markdown().splitlines()[0]
+
+
+def test_the_document_names_every_kind_and_field() -> None:
+    text = markdown()
+    for kind, specs in record_schema.FIELDS.items():
+        assert f"### `{kind}` (version {SCHEMAS[kind].VERSION})" in text
+        assert all(f"| `{spec.name}` |" in text for spec in specs)
+
+
+def test_a_record_is_read_as_its_kinds_dataclass() -> None:
+    result = read(Result, RESULT)
+    assert (result.round, result.dice, result.wagers) == (4, {"red": 3, "blue": [2, 4]}, None)
+    assert read_any("result", RESULT) == result
+    bets = read(NoMoreBets, {"round": 2, "bank": "seat 1"})
+    assert (bets.mode, bets.employee) == (None, None)
+    old = read(Void, {"round": 1, "attempt": 2, "state": "armed", "supervisor": True, "detail": ""})
+    assert (old.reason, old.supervisor) == (None, True)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({**RESULT, "round": "4"}, "round is not integer"),
+        ({**RESULT, "round": 0}, "round 0 is outside 1.."),
+        ({**RESULT, "game": "craps"}, "game is one of tiles, poker"),
+        ({**RESULT, "dice": {"red": 3, "blue": [2]}}, "dice is not {red, blue: [b1, b2]}"),
+        ({**RESULT, "bank": None}, "bank is not null"),
+        ({**RESULT, "why": "x"}, "has no field why"),
+        ({k: v for k, v in RESULT.items() if k != "count"}, "lacks its count"),
+        ({**RESULT, "uid": True}, "uid is not integer"),
+    ],
+)
+def test_a_record_of_another_shape_is_refused(data: dict[str, object], words: str) -> None:
+    with pytest.raises(RecordShapeError, match=words.replace("{", r"\{").replace("[", r"\[")):
+        check(RecordKind.RESULT, data)
+    with pytest.raises(RecordDataError):  # the one error type, a RecordDataError
+        read(Result, data)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(RecordShapeError, match="no kind of record"):
+        check("result_rerolled", {})
+    with pytest.raises(RecordShapeError, match="no kind of record"):
+        read_any("result_rerolled", {})
+
+
+def test_a_service_test_record_carries_the_fields_of_the_record_it_stands_for() -> None:
+    check(RecordKind.SERVICE_TEST, {"record": "result", "round": 1, **RESULT})
