@@ -21,7 +21,8 @@ from controller.core.record_schema import (
     read,
     read_any,
 )
-from controller.core.records import RecordDataError, RecordKind
+from controller.core.records import RecordKind
+from controller.errors import RecordDataError
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "records.md"
