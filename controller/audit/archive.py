@@ -44,7 +44,6 @@ import os
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -115,9 +114,6 @@ class Archive:
     @property
     def note_hash(self) -> str:
         return hashlib.sha256(self.note.encode("utf-8")).hexdigest()
-
-    def end_tree(self) -> CompactRange:
-        return CompactRange.from_bytes(self.last, self.end_frontier)
 
 
 def archive_dir(state_dir: Path | str) -> Path:
@@ -554,16 +550,6 @@ class RetentionWorker:
         with self._lock:
             self._busy = True
         self._wanted.set()
-
-    def wait_until_idle(self, timeout: float) -> bool:
-        """Whether the thread is not preparing (tests)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._busy:
-                    return True
-            time.sleep(0.01)
-        return False
 
     def _run(self) -> None:
         while True:

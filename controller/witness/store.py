@@ -470,13 +470,6 @@ class _SqlStore:
             self.put_head(kept)
         return head
 
-    def resets(self, table: str) -> list[tuple[str, str, int]]:
-        """(time, reason, size held) of each reset of ``table``."""
-        rows = self._rows(
-            "SELECT time, reason, size FROM resets WHERE table_name = ? ORDER BY id", (table,)
-        )
-        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
-
 
 class SqliteStore(_SqlStore):
     """``witness.db`` in the witness's state directory."""
