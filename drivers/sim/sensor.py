@@ -417,6 +417,20 @@ class SimulatedSensor:
             if not self.is_plugged:
                 self._plug()
         link, listener = self._link, self._listener
+        ready = self._wait(link, listener, now)
+        if link is not self._link or listener is not self._listener:
+            return  # the line changed while this turn waited: look again
+        if link is None and listener is not None and ready:
+            self._accept(listener)
+            return
+        if link is not None and ready and not self._take_frames(link):
+            return
+        self._send_late(link)
+
+    def _wait(self, link: _Link | None, listener: socket.socket | None, now: float) -> list[int]:
+        """The line's descriptors ready within the turn's wait: until a frame comes, the
+        cable is plugged back in, or a late reply is due. Unplugged, only the wake pipe is
+        watched (emptied, never returned)."""
         watch: list[int] = [self._wake_r]
         if link is not None:
             watch.append(link.fd)
@@ -427,33 +441,34 @@ class SimulatedSensor:
             wait = max(0.0, min(wait, self._replug_at - now))
         if self._late:
             wait = max(0.0, min(wait, min(due for due, _ in self._late) - now))
-        # Unplugged, only the wake pipe is watched: the cable (or the time to plug it back in).
         ready, _, _ = select.select(watch, [], [], wait)
         if self._wake_r in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)
             ready.remove(self._wake_r)
-        if link is not self._link or listener is not self._listener:
-            return  # the line changed while this turn waited: look again
-        if link is None and listener is not None and ready:
-            conn, _ = listener.accept()
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._link = _Link(conn.fileno(), conn)
-                self._parser.reset()
-            return
-        if link is not None and ready:
-            with self._lock:  # an unplug swaps the link under this lock before it closes it
-                if self._link is not link:
-                    return
-                data = link.read()  # ready: does not block
-            if not data:
-                raise ConnectionResetError("the controller closed the line")
-            for frame in self._parser.feed(data):
-                if self._link is not link:
-                    break  # unplugged while answering
-                self._answer(link, frame)
-        self._send_late(link)
+        return ready
+
+    def _accept(self, listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._link = _Link(conn.fileno(), conn)
+            self._parser.reset()
+
+    def _take_frames(self, link: _Link) -> bool:
+        """What the controller sent, answered frame by frame; False if the line was unplugged
+        before it was read."""
+        with self._lock:  # an unplug swaps the link under this lock before it closes it
+            if self._link is not link:
+                return False
+            data = link.read()  # ready: does not block
+        if not data:
+            raise ConnectionResetError("the controller closed the line")
+        for frame in self._parser.feed(data):
+            if self._link is not link:
+                break  # unplugged while answering
+            self._answer(link, frame)
+        return True
 
     def _send_late(self, link: _Link | None) -> None:
         now = time.monotonic()
