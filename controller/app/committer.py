@@ -54,6 +54,10 @@ class Stored:
     anchor_error: str | None = None
 
 
+_WAITED = Stored(durable=False)  # every record of the step may wait: they wait
+_NOTHING_TO_RECORD = Stored(durable=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Lost:
     """The commit failed: the step is not adopted. The machine takes the storage ``fault``
@@ -92,9 +96,9 @@ class Committer:
         must_commit = _must_commit(actions)
         if records and not must_commit:
             self._waiting.extend(records)  # durable with the next step that must commit
-            return Stored(durable=False)
+            return _WAITED
         if not (records or (must_commit and self._waiting)):
-            return Stored(durable=True)
+            return _NOTHING_TO_RECORD
         batch = self._take_batch(records)
         try:
             committed = self._store().commit(batch, context=encode_context(after))
