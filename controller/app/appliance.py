@@ -88,6 +88,7 @@ from drivers.dice_sensor import SerialDiceSensor
 from drivers.table_io import TableIO, build_table_io
 
 if TYPE_CHECKING:
+    from controller.audit.anchor import AnchorFinding
     from controller.fleet.publisher import Publisher
 
 log = logging.getLogger("paigow.appliance")
@@ -164,8 +165,7 @@ class Appliance:
         skips the rest (no self-test, no terminal, no fleet, no READY=1), and ``run`` returns
         at once; ``close`` then records the shutdown as after any stop."""
         self._catch_signals()
-        config = self.config
-        settings = config.round_settings()
+        settings = self.config.round_settings()
         self._lock = InstanceLock.acquire(self.state_dir)
         self._closables.append(self._lock.release)
         audit, context = self._open_log_and_context()
@@ -175,25 +175,7 @@ class Appliance:
         # rewritten from the other, and that recorded); no anchor at all with closed rounds
         # is anchor_missing (audit/anchor.py)
         found = None if audit.locked else audit.check_anchor()
-        self.display = self._displays(audit)
-        self._closables.append(self.display.close)
-        self.display.observers.append(self._on_screen)
-        server = self._server
-        if server is not None:  # first (closed in reverse), within the stop's budget
-            self._closables.append(lambda: server.close(timeout=self._stop_left_s()))
-        self.table_io = build_table_io(config, self.events, pin_factory=self.options.pin_factory)
-        self._closables.append(self.table_io.close)
-        rng_port = self._rng()
-        self.sensor = self._sensor()
-        ports = Ports(
-            log=audit,
-            display=self.display,
-            panel=self.table_io.panel,
-            shaker=self.table_io.shaker or NoShaker(),
-            latch=self.table_io.latch,
-            sensor=self.sensor,
-            rng=rng_port,
-        )
+        ports = self._ports(audit)
         if self.is_stopping():  # nothing recorded yet: the log is closed as it was found
             return
         machine = RoundMachine(settings, context)
@@ -201,39 +183,8 @@ class Appliance:
         software = SoftwareWatch(self._software_check, before=last_software_identity(audit))
         clock = ClockWatch(self.options.clock_status or SystemClockStatus())
         self._clock_watch = clock
-        duties = [
-            Duty("software", config.software.check_every_s * 1000, software.check),
-            Duty("clock", CLOCK_EVERY_MS, clock.check),
-            Duty("table time", TABLE_TIME_EVERY_MS, table_time),
-        ]
-        self.loop = ControlLoop(
-            machine,
-            ports,
-            events=self.events,
-            alive_every_s=None if self._watchdog_s is None else self._watchdog_s / 2,
-            on_alive=self._alive,
-            collect_garbage_when_idle=True,
-            shake_delay=lambda: draw_shake_delay(self.config.round),
-            wall_clock=self.options.wall_clock,
-            duties=duties,
-        )
-        if found is not None and found.fault is not None:
-            log.error("audit log: %s", found.detail)
-        elif found is not None and found.rewritten:
-            log.warning("audit log: %s", found.rewritten)
-        # power_on, the configuration in force, then what the core decided for the context the
-        # log held: all through the loop, so that a log that cannot be written is a fault.
-        # The software is checked against its signed manifest first (program verification).
-        checked, before = software.first()
-        self.loop.power_on(
-            config=config_loaded_data(config),
-            fault=None if found is None else found.fault,
-            detail="" if found is None else found.detail,
-            anchor="" if found is None else found.rewritten,
-            software=checked,
-            software_before=before,
-            clock=clock.now(),
-        )
+        self.loop = self._control_loop(machine, ports, software, clock)
+        self._power_on(self.loop, found, software, clock)
         if self.is_stopping():
             return
         self._self_tests()
@@ -244,11 +195,88 @@ class Appliance:
         self._publish(audit)
         if self.is_stopping():
             return
-        # systemd's status names every condition by its code (never "ready" while one stops
-        # play); a log read only is in it with why (no fault record can say it)
+        self._declare_ready(machine)
+
+    def _ports(self, audit: AuditLog) -> Ports:
+        """The displays (and their server), the table's inputs and outputs, the RNG and the
+        dice sensor, each closed at the end."""
+        self.display = self._displays(audit)
+        self._closables.append(self.display.close)
+        self.display.observers.append(self._on_screen)
+        server = self._server
+        if server is not None:  # first (closed in reverse), within the stop's budget
+            self._closables.append(lambda: server.close(timeout=self._stop_left_s()))
+        self.table_io = build_table_io(
+            self.config, self.events, pin_factory=self.options.pin_factory
+        )
+        self._closables.append(self.table_io.close)
+        rng_port = self._rng()
+        self.sensor = self._sensor()
+        return Ports(
+            log=audit,
+            display=self.display,
+            panel=self.table_io.panel,
+            shaker=self.table_io.shaker or NoShaker(),
+            latch=self.table_io.latch,
+            sensor=self.sensor,
+            rng=rng_port,
+        )
+
+    def _control_loop(
+        self, machine: RoundMachine, ports: Ports, software: SoftwareWatch, clock: ClockWatch
+    ) -> ControlLoop:
+        """The control loop, with its periodic checks: the software, the clock, the table's
+        time."""
+        duties = [
+            Duty("software", self.config.software.check_every_s * 1000, software.check),
+            Duty("clock", CLOCK_EVERY_MS, clock.check),
+            Duty("table time", TABLE_TIME_EVERY_MS, table_time),
+        ]
+        return ControlLoop(
+            machine,
+            ports,
+            events=self.events,
+            alive_every_s=None if self._watchdog_s is None else self._watchdog_s / 2,
+            on_alive=self._alive,
+            collect_garbage_when_idle=True,
+            shake_delay=lambda: draw_shake_delay(self.config.round),
+            wall_clock=self.options.wall_clock,
+            duties=duties,
+        )
+
+    def _power_on(
+        self,
+        loop: ControlLoop,
+        found: AnchorFinding | None,
+        software: SoftwareWatch,
+        clock: ClockWatch,
+    ) -> None:
+        """power_on, the configuration in force, then what the core decided for the context
+        the log held: all through the loop, so that a log that cannot be written is a fault.
+        The software is checked against its signed manifest first (program verification)."""
+        if found is not None and found.fault is not None:
+            log.error("audit log: %s", found.detail)
+        elif found is not None and found.rewritten:
+            log.warning("audit log: %s", found.rewritten)
+        checked, before = software.first()
+        loop.power_on(
+            config=config_loaded_data(self.config),
+            fault=None if found is None else found.fault,
+            detail="" if found is None else found.detail,
+            anchor="" if found is None else found.rewritten,
+            software=checked,
+            software_before=before,
+            clock=clock.now(),
+        )
+
+    def _declare_ready(self, machine: RoundMachine) -> None:
+        """READY=1 to systemd. Its status names every condition by its code (never "ready"
+        while one stops play); a log read only is in it with why (no fault record can say
+        it)."""
         self._status_sent = self.status_line()
         notify(f"READY=1\nSTATUS={self._status_sent}")
         self._is_ready = True
+        config = self.config
         log.info(
             "ready: table %s, %s mode, round %d",
             config.table.name,

@@ -73,6 +73,7 @@ from controller.errors import (
     UsageError,
 )
 from drivers.dice_sensor import SerialDiceSensor
+from drivers.shaker import GpioShaker
 from drivers.table_io import TableIO, build_table_io
 
 log = logging.getLogger("paigow.commission")
@@ -534,13 +535,7 @@ class _Walker:
         if not self._ready():
             return walk.skipped(step)
         self.observations.drain()
-        refused = None
-        if self.table_io.latch.reason is not None:
-            refused = f"the outputs are latched safe ({self.table_io.latch.reason})"
-        elif not shaker.is_secured:
-            refused = "the tamper loop is open (the shaker is not secured)"
-        elif not shaker.is_lid_closed:
-            refused = "the lid is open"
+        refused = self._motor_refusal(shaker)
         if refused is not None:
             return self._judge_motor(step, MotorObservation(refused=refused))
         limit_s = shaker_config.motor_max_ms / 1000
@@ -550,21 +545,8 @@ class _Walker:
         )
         started = self.clock()
         shaker.start_shake()
-        cycles: int | None = None
-        faults: list[str] = []
-        deadline = started + limit_s + MOTOR_MARGIN_S
         try:
-            while True:
-                remaining = deadline - self.clock()
-                if remaining <= 0:
-                    break
-                item = self.observations.get(min(remaining, POLL_S))
-                if not isinstance(item, Occurrence):
-                    continue
-                ended = self._seen_in_shake(item, faults)
-                cycles = cycles if ended is None else ended
-                if faults and (cycles is not None or not shaker.is_shaking):
-                    break
+            cycles, faults = self._watch_shake(shaker, started + limit_s + MOTOR_MARGIN_S)
         finally:
             shaker.stop()
         seen = MotorObservation(
@@ -572,22 +554,44 @@ class _Walker:
         )
         return self._judge_motor(step, seen)
 
-    def _seen_in_shake(self, item: Occurrence, faults: list[str]) -> int | None:
-        """An event while the motor runs: the pattern's cycles when it ended (said), a fault
-        seen (added to ``faults``, said)."""
-        if isinstance(item, ShakeDone):
-            self.console.say(
-                f"  the pattern ended: {item.cycles} motion pulses; watching the crank stays"
-                " still until the motor's limit"
-            )
-            return item.cycles
-        if isinstance(item, MotorOverran | LidOpened | Tampered):
-            faults.append(f"{item.event}: {item.detail}".rstrip(": "))
-            self.console.say(f"  seen: {faults[-1]}")
-        elif isinstance(item, FaultRaised):
-            faults.append(f"fault: {item.detail}")
-            self.console.say(f"  seen: {faults[-1]}")
+    def _motor_refusal(self, shaker: GpioShaker) -> str | None:
+        """Why the motor may not start: the outputs latched, the shaker not secured, the lid
+        open; None when it may."""
+        if self.table_io.latch.reason is not None:
+            return f"the outputs are latched safe ({self.table_io.latch.reason})"
+        if not shaker.is_secured:
+            return "the tamper loop is open (the shaker is not secured)"
+        if not shaker.is_lid_closed:
+            return "the lid is open"
         return None
+
+    def _watch_shake(self, shaker: GpioShaker, deadline: float) -> tuple[int | None, list[str]]:
+        """The motion pulses the pattern counted (None until it ends) and the faults the
+        driver reported, until ``deadline`` or until a fault came once the pattern ended (or
+        the motor stopped)."""
+        cycles: int | None = None
+        faults: list[str] = []
+        while True:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                break
+            item = self.observations.get(min(remaining, POLL_S))
+            if not isinstance(item, Occurrence):
+                continue
+            if isinstance(item, ShakeDone):
+                cycles = item.cycles
+                self.console.say(
+                    f"  the pattern ended: {cycles} motion pulses; watching the crank stays"
+                    " still until the motor's limit"
+                )
+            else:
+                fault = _fault_seen(item)
+                if fault is not None:
+                    faults.append(fault)
+                    self.console.say(f"  seen: {fault}")
+            if faults and (cycles is not None or not shaker.is_shaking):
+                break
+        return cycles, faults
 
     def _judge_motor(self, step: Step, seen: MotorObservation) -> StepResult:
         return walk.judge_motor(
@@ -684,3 +688,12 @@ def describe_lock_error(exc: InstanceLocked) -> str:
         f"commission: {exc}: commissioning needs the table to itself; stop the controller"
         " first (systemctl stop paigow-controller)"
     )
+
+
+def _fault_seen(item: Occurrence) -> str | None:
+    """A driver's report during the motor check, as the commissioning report words it."""
+    if isinstance(item, MotorOverran | LidOpened | Tampered):
+        return f"{item.event}: {item.detail}".rstrip(": ")
+    if isinstance(item, FaultRaised):
+        return f"fault: {item.detail}"
+    return None

@@ -12,6 +12,7 @@ once they are durable adopts that context and carries out the rest (show, shake,
 order. If the commit fails, the machine stays where the log says it is, plus the storage fault:
 nothing unrecorded can be shown, resumed or closed. The log is then reopened and what it really
 holds is taken as the truth (a commit reported failed may have reached the disk after all).
+The batching and the storage failure are the ``Committer``'s (controller/app/committer.py).
 
 **Faults that come back are one fault** (``controller.core.recurrence``): a fault raised again
 soon after its clear is held (a clear key is refused for a while) and counted on the fault
@@ -33,11 +34,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from controller.app.committer import Committer, Lost, Stored
 from controller.core.dice import Roll
-from controller.core.record_data import Unrecorded
 from controller.core.records import RecordKind
 from controller.core.recurrence import RecurrencePolicy, Recurrences
-from controller.core.snapshot import decode_context, encode_context
 from controller.core.software import SoftwareCheck, SoftwareIdentity
 from controller.core.state import (
     RECALL_DEPTH,
@@ -68,7 +68,6 @@ from controller.errors import (
     OutputsLatched,
     RngError,
     RngSessionLost,
-    SnapshotError,
 )
 from controller.ports import (
     AuditLog,
@@ -119,11 +118,6 @@ _SAFETY_ACTIONS = frozenset({ActionKind.STOP_MOTOR, ActionKind.SAFE_STATE})
 # Events that need no wall-clock time (the core reads it for the dice's 24 hours): the
 # sensor's frames and the ticks, on the path to the display and every deadline.
 _NO_WALL = frozenset({Event.TICK, Event.READING})
-# Actions that may only run once every record before them is durable: they record themselves
-# (the RNG's draws and sessions) or sign what the log holds (the anchor).
-_AFTER_DURABLE = frozenset(
-    {ActionKind.DRAW_NUMBER, ActionKind.PREPARE_RNG, ActionKind.CLOSE_RNG, ActionKind.REANCHOR}
-)
 
 
 class EventQueue:
@@ -222,8 +216,6 @@ class ControlLoop:
         self.wall_clock = wall_clock  # UTC milliseconds, for the dice's 24 hours on the table
         self.alive_every_s = alive_every_s
         self.on_alive = on_alive
-        self.last_seq: int | None = None
-        self.is_storage_failed = False
         self.is_healthy = True
         # faults that come back: held, counted, and at the limit the watchdog goes unfed
         self.recurrences = Recurrences(recurrence or RecurrencePolicy())
@@ -231,10 +223,9 @@ class ControlLoop:
         self._stopping = False
         self._follow_ups: deque[Occurrence] = deque()
         self._power_on: Occurrence | None = None  # until its records are durable
-        self._waiting: list[tuple[RecordKind, Mapping[str, object]]] = []  # not yet committed
-        self._durable = machine.context  # the context stored with the last commit
-        # what failed commits lost, until a storage fault naming it is durable
-        self._unrecorded = Unrecorded()
+        # write-ahead: the step's records durable before it is adopted (the audit log in use
+        # is read at each commit)
+        self.committer = Committer(lambda: self.ports.log, machine.context)
         self.collect_garbage_when_idle = collect_garbage_when_idle
         self._idle_collections = 0
         self._submitted: dict[int, Outcome] = {}  # by id(occurrence), until taken (``submit``)
@@ -408,6 +399,16 @@ class ControlLoop:
         if self._carry_out(before, after, actions) and occ.event is Event.POWER_ON:
             self._power_on = None
 
+    @property
+    def last_seq(self) -> int | None:
+        """The sequence number of the last record made durable."""
+        return self.committer.last_seq
+
+    @property
+    def is_storage_failed(self) -> bool:
+        """A commit failed, and none has succeeded since."""
+        return self.committer.is_storage_failed
+
     def _carry_out(
         self,
         before: RoundContext,
@@ -416,44 +417,23 @@ class ControlLoop:
         *,
         must_adopt: bool = False,
     ) -> bool:
-        """Safety first, then the records with the next context in one transaction, then (only
-        once they are durable) the context adopted and the rest of the actions in order.
-        Records that may wait (``Action.may_wait``) wait for the next step that must commit
-        and share its transaction. Returns whether the step's records are durable."""
+        """Safety first, then the records with the next context in one transaction
+        (``Committer``), then (only once they are durable) the context adopted and the rest of
+        the actions in order. ``must_adopt``: the step that latches the storage fault, adopted
+        even if its records cannot be recorded. Returns whether the step's records are
+        durable."""
         for action in actions:
             if action.kind in _SAFETY_ACTIONS:
                 self._do_safely(action)
-        records = [
-            (action.record, action.data)
-            for action in actions
-            if action.kind is ActionKind.RECORD and action.record is not None
-        ]
-        must_commit = any(
-            (a.kind is ActionKind.RECORD and not a.may_wait) or a.kind in _AFTER_DURABLE
-            for a in actions
-        )
-        durable = not records
-        if records and not must_commit and not must_adopt:
-            self._waiting.extend(records)  # durable with the next step that must commit
-        elif records or (must_commit and self._waiting):
-            batch, self._waiting = [*self._waiting, *records], []
-            try:
-                committed = self.ports.log.commit(batch, context=encode_context(after))
-            except AuditLogError as exc:
-                self._unrecorded = self._unrecorded.add(batch)
-                if not must_adopt:
-                    self._storage_failed(before, exc, lid=after.is_lid_closed)
-                    return False
-                log.error("the fault could not be recorded either: %s", exc)
-            else:
-                durable = True
-                self._durable = after
-                self.last_seq = committed.seqs[-1]
-                self._note_records(records, committed.seqs)
-                self.is_storage_failed = False
-                if committed.anchor_error is not None:
-                    log.error("%s", committed.anchor_error)
-                    self._follow(Fault.STORAGE, committed.anchor_error)
+        if must_adopt:
+            stored = self.committer.commit_fault(after, actions)
+        else:
+            committed = self.committer.commit_step(before, after, actions)
+            if isinstance(committed, Lost):
+                self._storage_failed(committed)
+                return False
+            stored = committed
+        self._stored(stored)
         self._observe_faults(self.machine.context, after)
         self.machine.context = after
         if before.state is State.FAULT and after.state is not State.FAULT:
@@ -461,33 +441,45 @@ class ControlLoop:
         for action in actions:
             if action.kind in _SAFETY_ACTIONS or action.kind is ActionKind.RECORD:
                 continue
-            try:
-                self._do(action)
-            except AuditLogError as exc:  # a record the RNG makes itself
-                log.error("%s failed: %s", action.kind, exc)
-                self._follow(Fault(exc.fault), str(exc))
+            if not self._do_guarded(action):
                 break
-            except RngSessionLost as exc:
-                # the round's bets closed under a session that ended with a restart: the core
-                # voids the round (never a number from a session committed after its bets)
-                log.warning("%s", exc)
-                self._follow_ups.append(RngInterrupted(at=self.clock(), detail=str(exc)))
-                break
-            except OutputsLatched as exc:
-                # The latch tripped after this step was decided: the fault that tripped it comes
-                # by its own event (a motor overrun, say), not as an internal fault of this one.
-                log.warning("%s refused: %s", action.kind, exc)
-                break
-            except ControllerError as exc:
-                log.error("%s failed: %s", action.kind, exc)
-                self._follow(_fault_of(action, exc), str(exc))
-                break
-            except Exception:
-                log.exception("%s failed", action.kind)
-                self.is_healthy = False
-                self._safe("internal error")
-                break
-        return durable
+        return stored.durable
+
+    def _stored(self, stored: Stored) -> None:
+        """What a commit made durable: noted for whoever waits for the event, and the anchor
+        that could not be kept after it, a storage fault of its own."""
+        self._note_records(stored.records)
+        if stored.anchor_error is not None:
+            log.error("%s", stored.anchor_error)
+            self._follow(Fault.STORAGE, stored.anchor_error)
+
+    def _do_guarded(self, action: Action) -> bool:
+        """One action of an adopted step; False if it failed (the step's later actions are
+        not carried out, and what failed comes as an event of its own)."""
+        try:
+            self._do(action)
+        except AuditLogError as exc:  # a record the RNG makes itself
+            log.error("%s failed: %s", action.kind, exc)
+            self._follow(Fault(exc.fault), str(exc))
+        except RngSessionLost as exc:
+            # the round's bets closed under a session that ended with a restart: the core
+            # voids the round (never a number from a session committed after its bets)
+            log.warning("%s", exc)
+            self._follow_ups.append(RngInterrupted(at=self.clock(), detail=str(exc)))
+        except OutputsLatched as exc:
+            # The latch tripped after this step was decided: the fault that tripped it comes
+            # by its own event (a motor overrun, say), not as an internal fault of this one.
+            log.warning("%s refused: %s", action.kind, exc)
+        except ControllerError as exc:
+            log.error("%s failed: %s", action.kind, exc)
+            self._follow(_fault_of(action, exc), str(exc))
+        except Exception:
+            log.exception("%s failed", action.kind)
+            self.is_healthy = False
+            self._safe("internal error")
+        else:
+            return True
+        return False
 
     def _observe_faults(self, prior: RoundContext, adopted: RoundContext) -> None:
         """The faults raised and cleared by the step adopted, and whether it decided a round;
@@ -595,57 +587,21 @@ class ControlLoop:
         else:
             self._follow_ups.append(RngDrawn(at=at, rng_number=value))
 
-    def _storage_failed(self, before: RoundContext, exc: AuditLogError, *, lid: bool) -> None:
+    def _storage_failed(self, lost: Lost) -> None:
         """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
-        The log is reopened and read as it really is; the machine takes the storage fault from
-        the context of the last commit (or, if the failed one reached the disk, the log's).
-        The fault names what was lost since the last storage fault recorded: the records'
-        kinds and rounds, and any result decided and so discarded."""
-        lost = self._unrecorded.describe()
-        log.error("audit log failed: %s; not recorded: %s", exc, lost)
-        self.is_storage_failed = True
-        # where the lid is, is the hardware's (reported once, by the event of this step): a lid
-        # record lost with the commit does not move the lid back
-        base = replace(self._durable, is_lid_closed=lid)
-        detail = f"{exc}; not recorded: {lost}"
-        try:
-            reopened = self.ports.log.reopen()
-        except AuditLogError as again:
-            detail += f"; reopening failed: {again}"
-        else:
-            if reopened.size != reopened.acknowledged:
-                # the failed commit may have reached the disk: a result in it is not discarded
-                detail = (
-                    f"{exc}; not recorded: {self._unrecorded.describe(discarded=False)}"
-                    f"; the log holds {reopened.size} records where {reopened.acknowledged}"
-                    " were acknowledged: it is taken as it is"
-                )
-                base = self._context_in_log(before, lid=lid)
-                log.error("%s", detail)
+        The machine takes the storage fault from where the log says it is (``Lost.base``)."""
         try:
             after, actions = step(
                 self.machine.settings,
-                base,
-                FaultRaised(at=self.clock(), fault=Fault(exc.fault), detail=detail),
+                lost.base,
+                FaultRaised(at=self.clock(), fault=lost.fault, detail=lost.detail),
             )
         except Exception:
             log.exception("internal error latching the storage fault")
             self.is_healthy = False
             self._safe("storage fault")
             return
-        if self._carry_out(base, after, actions, must_adopt=True):
-            self._unrecorded = Unrecorded()  # the fault that names the losses is durable
-
-    def _context_in_log(self, before: RoundContext, *, lid: bool) -> RoundContext:
-        try:
-            stored = self.ports.log.latest_context()
-            if stored is None:
-                return before
-            ctx = decode_context(stored[1])
-        except (AuditLogError, SnapshotError) as exc:
-            log.error("the context in the log cannot be read: %s", exc)
-            return before
-        return replace(ctx, is_lid_closed=lid)
+        self._carry_out(lost.base, after, actions, must_adopt=True)
 
     def _safe(self, reason: str) -> None:
         for drive in (self.ports.shaker.drive_safe, lambda: self.ports.latch.trip(reason)):
@@ -699,15 +655,10 @@ class ControlLoop:
             self._outcome = None
             outcome.finish(is_storage_failed=self.is_storage_failed)
 
-    def _note_records(
-        self, records: Sequence[tuple[RecordKind, object]], seqs: Sequence[int]
-    ) -> None:
-        """The step's own records are the last of the batch (those that waited come first)."""
+    def _note_records(self, records: Sequence[tuple[RecordKind, int]]) -> None:
+        """The step's own records made durable, for whoever waits for the event."""
         if self._outcome is not None and records:
-            own = seqs[len(seqs) - len(records) :]
-            self._outcome.records.extend(
-                (str(kind), seq) for (kind, _), seq in zip(records, own, strict=True)
-            )
+            self._outcome.records.extend((str(kind), seq) for kind, seq in records)
 
     def _note_refusal(self, why: str) -> None:
         if self._outcome is not None and self._outcome.refused is None:

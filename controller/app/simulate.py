@@ -510,33 +510,53 @@ class Crew:
         if data.get("service"):
             self._act_in_service(screen, data)
         elif screen is Screen.READY:
-            if len(self.rounds_done) >= self.rounds:
-                self.on_done.set()
-                return
-            self._pause()
-            if isinstance(data.get("mode"), str):
-                self.mode = Mode(str(data["mode"]))
-                self.is_manual = self.mode is Mode.MANUAL
-            if (
-                self._open_table(data)
-                or self._sign_on()
-                or self._inspect_shaker()
-                or self._switch_mode(data)
-                or self._enter_service(data)
-                or self._shuffle(data)
-            ):
-                return
-            if self._choose_bank(data):
-                self._press("key_no_more_bets")
-        elif (screen is Screen.BETS_CLOSED and not self._choose_style(data)) or (
-            screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self._replace_dice(data)
+            self._at_ready(data)
+        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
+            self._to_shake(screen, data)
+        elif screen is Screen.RESULT:
+            self._at_result(data)
+        elif screen is Screen.FAULT and data.get("restart"):
+            # a fault came back again and again: systemd would restart the controller here;
+            # the simulation ends, saying why
+            self.restart = str(data["restart"])
+            self.on_done.set()
+        elif screen in (Screen.FAULT, Screen.LOCKED):
+            self._at_fault(data)
+
+    def _at_ready(self, data: Mapping[str, object]) -> None:
+        """Bets open: the crew's tasks between rounds first, then the bank chosen and no more
+        bets; or, the rounds asked for done, the simulation ends."""
+        if len(self.rounds_done) >= self.rounds:
+            self.on_done.set()
+            return
+        self._pause()
+        if isinstance(data.get("mode"), str):
+            self.mode = Mode(str(data["mode"]))
+            self.is_manual = self.mode is Mode.MANUAL
+        if (
+            self._open_table(data)
+            or self._sign_on()
+            or self._inspect_shaker()
+            or self._switch_mode(data)
+            or self._enter_service(data)
+            or self._shuffle(data)
         ):
-            return  # a key stepped, or the dice replaced: the screen shown next says more
-        elif screen is Screen.BETS_CLOSED and data.get("mode") == Mode.RNG:
+            return
+        if self._choose_bank(data):
+            self._press("key_no_more_bets")
+
+    def _to_shake(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """Bets closed, or a no roll: the style stepped, the dice replaced when due; then the
+        RNG's draw, the dealer's dice set on the reader, or the shaker's shake."""
+        if screen is Screen.BETS_CLOSED and not self._choose_style(data):
+            return  # a key stepped: the screen shown next says more
+        if self._replace_dice(data):
+            return  # the dice replaced: the screen shown next says more
+        if screen is Screen.BETS_CLOSED and data.get("mode") == Mode.RNG:
             # 621a.11(i): the style of delivery settled, the dealer has the RNG draw
             self._pause()
             self._press("key_dice_set")
-        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL) and self.is_manual:
+        elif self.is_manual:
             # 621a.8(a)(2): the dealer shakes at least three times, sets it on the reader.
             self._pause()
             if self._prepare(data):
@@ -544,7 +564,7 @@ class Crew:
                 self._misread(data)
                 self.sensor.roll()
             self._press("key_dice_set")
-        elif screen in (Screen.BETS_CLOSED, Screen.NO_ROLL):
+        else:
             self._pause()
             if not self.shaker.lid_pin.is_contact_closed:
                 self.shaker.close_lid()  # 621a.11(i): covered again before the reshake
@@ -553,31 +573,29 @@ class Crew:
                 self._inject_faults()
                 self._misread(data)
             self._press("shake_button")
-        elif screen is Screen.RESULT:
-            self._pause()
-            if self._correct(data) or self._void(data):
-                return
-            if "result" in data:  # a nudge, or a result shown again, is not a new round
-                self.rounds_done.add(data.get("round"))
-            self._press("key_close_round")
-            if self.clock is not None:
-                self.clock.round_closed()
-        elif screen is Screen.FAULT and data.get("restart"):
-            # a fault came back again and again: systemd would restart the controller here;
-            # the simulation ends, saying why
-            self.restart = str(data["restart"])
-            self.on_done.set()
-        elif screen in (Screen.FAULT, Screen.LOCKED):
-            self._pause()
-            faults = data.get("faults")
-            if isinstance(faults, list) and str(Fault.DICE_ALARM) in faults:
-                # the table locked on a dice alarm: the supervisor takes the dice out
-                self._at_terminal("dice_replaced", SUPERVISOR)
-            if isinstance(faults, list) and str(Fault.ANCHOR_MISSING) in faults:
-                # the log's anchor is gone: a technician clears it at the terminal, saying why
-                # (the panel's key never does)
-                self._at_terminal("clear_fault", TECHNICIAN, note=ANCHOR_NOTE)
-            self._clear(data)
+
+    def _at_result(self, data: Mapping[str, object]) -> None:
+        """The result shown: corrected or voided when that is the round's lot, else closed."""
+        self._pause()
+        if self._correct(data) or self._void(data):
+            return
+        if "result" in data:  # a nudge, or a result shown again, is not a new round
+            self.rounds_done.add(data.get("round"))
+        self._press("key_close_round")
+        if self.clock is not None:
+            self.clock.round_closed()
+
+    def _at_fault(self, data: Mapping[str, object]) -> None:
+        self._pause()
+        faults = data.get("faults")
+        if isinstance(faults, list) and str(Fault.DICE_ALARM) in faults:
+            # the table locked on a dice alarm: the supervisor takes the dice out
+            self._at_terminal("dice_replaced", SUPERVISOR)
+        if isinstance(faults, list) and str(Fault.ANCHOR_MISSING) in faults:
+            # the log's anchor is gone: a technician clears it at the terminal, saying why
+            # (the panel's key never does)
+            self._at_terminal("clear_fault", TECHNICIAN, note=ANCHOR_NOTE)
+        self._clear(data)
 
     def _enter_service(self, data: Mapping[str, object]) -> bool:
         """9 NYCRR 5319.58: once, at round SERVICE_AT, a technician takes the table into
@@ -941,24 +959,12 @@ def run_simulation(
     ``sensor_url``: a DS1 sensor there instead of the simulated one, with the config's sensor
     timings (a real line is slower than the simulated pty); no sensor fault is injected."""
     if sensor_url is not None:
-        refused = sorted(name for name in faults if name in SENSOR_FAULTS)
-        if refused:
-            raise UsageError(
-                f"--faults: {', '.join(refused)} cannot be injected into the sensor at"
-                f" {sensor_url} (only the simulated shaker's: {', '.join(SHAKER_FAULTS)})"
-            )
-        if dice_bias:
-            raise UsageError(f"--dice-bias: the dice in the sensor at {sensor_url} are real")
+        _refuse_for_a_real_sensor(sensor_url, faults=faults, dice_bias=dice_bias)
     config = with_auditor_key(config, state_dir)
     timed = simulation_config(config, fast=fast)
     config = timed if sensor_url is None else dataclasses.replace(timed, sensor=config.sensor)
     factory = MockFactory(pin_class=SimPin)
-    sensor: CrewsSimulatedSensor | BenchSensor
-    if sensor_url is None:
-        sensor = CrewsSimulatedSensor(seed=seed, dice_bias=dice_bias)
-        sensor.start()
-    else:
-        sensor = BenchSensor(sensor_url)
+    sensor = _dice_sensor(sensor_url, seed=seed, dice_bias=dice_bias)
 
     def dice_land() -> None:
         sensor.roll()  # the dice come to rest in new places with new faces
@@ -1008,6 +1014,69 @@ def run_simulation(
         wall_clock=clock,
         control_socket=control_socket,
     )
+    _say_what_runs(
+        out,
+        config,
+        rounds=rounds,
+        state_dir=state_dir,
+        sensor_url=sensor_url,
+        supervisor_key=supervisor_key,
+        web_display=web_display,
+    )
+    appliance = Appliance(config, options)
+    closers = (appliance.close, crew.stop, shaker.close, sensor.close, factory.close)
+    _run_until_done(appliance, crew, done, closers)
+    if crew.restart is not None:
+        out.write(f"stopped: {crew.restart}\n")
+    out.write(
+        f"done: {console.rounds} rounds, {console.no_rolls} no rolls, {console.faults} faults."
+        f" Verify: paigow-controller verify-log --state-dir {state_dir}\n"
+    )
+    out.flush()
+    return 0 if crew.restart is None else 1
+
+
+def _refuse_for_a_real_sensor(
+    sensor_url: str,
+    *,
+    faults: Mapping[str, float],
+    dice_bias: Mapping[DieColour, Sequence[float]] | None,
+) -> None:
+    """A real sensor's dice are real: no sensor fault is injected, no die loaded."""
+    refused = sorted(name for name in faults if name in SENSOR_FAULTS)
+    if refused:
+        raise UsageError(
+            f"--faults: {', '.join(refused)} cannot be injected into the sensor at"
+            f" {sensor_url} (only the simulated shaker's: {', '.join(SHAKER_FAULTS)})"
+        )
+    if dice_bias:
+        raise UsageError(f"--dice-bias: the dice in the sensor at {sensor_url} are real")
+
+
+def _dice_sensor(
+    sensor_url: str | None,
+    *,
+    seed: int,
+    dice_bias: Mapping[DieColour, Sequence[float]] | None,
+) -> CrewsSimulatedSensor | BenchSensor:
+    """The simulated sensor (started), or the DS1 sensor at ``sensor_url``."""
+    if sensor_url is not None:
+        return BenchSensor(sensor_url)
+    sensor = CrewsSimulatedSensor(seed=seed, dice_bias=dice_bias)
+    sensor.start()
+    return sensor
+
+
+def _say_what_runs(
+    out: TextIO,
+    config: Config,
+    *,
+    rounds: int,
+    state_dir: Path,
+    sensor_url: str | None,
+    supervisor_key: KeySwitch,
+    web_display: bool,
+) -> None:
     out.write(
         f"simulating {rounds} rounds of {config.table.game} ({config.table.mode} mode),"
         f" state in {state_dir}\n"
@@ -1025,8 +1094,16 @@ def run_simulation(
     if config.fleet.broker is not None:  # the records go on to the broker after the last round
         out.write(f"fleet: publishing to {config.fleet.broker}\n")
     out.flush()
-    appliance = Appliance(config, options)
 
+
+def _run_until_done(
+    appliance: Appliance,
+    crew: Crew,
+    done: threading.Event,
+    closers: Sequence[Callable[[], None]],
+) -> None:
+    """The appliance and its crew, until the crew is done (or the appliance stops); then
+    everything closed."""
     finished = threading.Event()  # set when the run is over, however it ended
 
     def stop_when_done() -> None:
@@ -1050,21 +1127,13 @@ def run_simulation(
         # the appliance: a supervisor waiting for the terminal's answer (which the stopped
         # loop never gives) is let go when the terminal closes, not after its timeout.
         crew.tell_to_stop()
-        for close in (appliance.close, crew.stop, shaker.close, sensor.close, factory.close):
+        for close in closers:
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - one line; the first error stands
                 log.warning("simulation clean-up: %s failed: %s", close.__qualname__, exc)
         if stopper.ident is not None:
             stopper.join(timeout=5)
-    if crew.restart is not None:
-        out.write(f"stopped: {crew.restart}\n")
-    out.write(
-        f"done: {console.rounds} rounds, {console.no_rolls} no rolls, {console.faults} faults."
-        f" Verify: paigow-controller verify-log --state-dir {state_dir}\n"
-    )
-    out.flush()
-    return 0 if crew.restart is None else 1
 
 
 # --- commissioning on the bench ----------------------------------------------------------------

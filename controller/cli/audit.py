@@ -383,12 +383,18 @@ def recall_command(args: argparse.Namespace) -> int:
     default = MAX_RECALL if windowed else DEFAULT_RECALL
     last = default if args.last is None else whole_number(args.last, "--last", 1, MAX_RECALL)
     damage = _damage("recall")
-    if not windowed:
-        with storage_errors(f"cannot read {_state_dir(args)}"):
-            rounds = recall(_state_dir(args), last=last, damage=damage)
-        every = "" if len(rounds) == last else ", every round the log holds"
-        heading = f"game recall: the last {len(rounds)} rounds{every}"
-        return _show_rounds(args, rounds, heading, damage)
+    if windowed:
+        return _recall_window(args, last, damage)
+    with storage_errors(f"cannot read {_state_dir(args)}"):
+        rounds = recall(_state_dir(args), last=last, damage=damage)
+    every = "" if len(rounds) == last else ", every round the log holds"
+    heading = f"game recall: the last {len(rounds)} rounds{every}"
+    return _show_rounds(args, rounds, heading, damage)
+
+
+def _recall_window(args: argparse.Namespace, last: int, damage: Damage) -> int:
+    """The rounds opened between ``--since`` and ``--until`` (local time), the last ``last``
+    of them."""
     since = None if args.since is None else local_span(args.since, "--since", zone=None)
     until = None if args.until is None else local_span(args.until, "--until", zone=None)
     if since is not None and until is not None and since.start >= until.end:

@@ -7,7 +7,9 @@ import argparse
 import dataclasses
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from controller.app.config_file import DEFAULT_PATH, load_config
 from controller.cli import render
@@ -29,6 +31,9 @@ from controller.core.commissioning import (
 from controller.core.config import Config
 from controller.core.digits import quoted
 from controller.errors import ControllerError, InstanceLocked, UsageError
+
+if TYPE_CHECKING:
+    from controller.app.commission import Console, Settings
 
 EX_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 ANSWER_TIMEOUT_MAX_S = 3600
@@ -114,28 +119,11 @@ def commission_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def commission_command(args: argparse.Namespace) -> int:
-    from controller.app.commission import (
-        Console,
-        Settings,
-        commission,
-        describe_lock_error,
-        require_log,
-    )
+    from controller.app.commission import Console, Settings, require_log
     from controller.system.logs import configure_logging
 
-    problem = technician_error(args.technician)
-    if problem is not None:
-        raise UsageError(f"--technician {quoted(args.technician)} {problem}")
-    readings = _whole(args.readings, "readings", 0, READINGS_MAX)
-    step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
-    answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
-    state_dir = directory_argument(args.state_dir)
-    if args.simulate and state_dir is None:
-        raise UsageError("--simulate needs --state-dir (a practice log, never the table's)")
-    if args.simulate and args.sensor_url is not None:
-        raise UsageError("--simulate has its own dice sensor: it takes no --sensor-url")
-    if state_dir is not None:  # an argument: checked before the config is read
-        require_log(state_dir, option="--state-dir")
+    readings, step_timeout, answer_timeout = _checked_numbers(args)
+    state_dir = _checked_state_dir(args)
     if args.simulate and args.config is None:
         config = Config()
     else:
@@ -154,25 +142,68 @@ def commission_command(args: argparse.Namespace) -> int:
     require_log(settings.state_dir, option=option)  # before anything is opened or driven
     configure_logging(logging.ERROR)  # the walk's prompts share stderr with the logs
     console = Console(sys.stdin, sys.stderr, timeout_s=answer_timeout)
-    try:
-        if args.simulate:
-            from controller.app.simulate import SimulatedBench
+    document = _walk(args, config, settings, console, option)
+    print_report(args, document, render.commission_report)
+    return _exit_status(document)
 
-            with SimulatedBench(config) as bench:
-                settings = dataclasses.replace(settings, sensor_url=bench.sensor_url)
-                document = commission(
-                    config,
-                    settings,
-                    console,
-                    pin_factory=bench.factory,
-                    hands=bench,
-                    state_dir_option=option,
-                )
-        else:
-            document = commission(config, settings, console, state_dir_option=option)
+
+def _checked_numbers(args: argparse.Namespace) -> tuple[int, int, int]:
+    """The technician named, and the readings, the step timeout and the answer timeout."""
+    problem = technician_error(args.technician)
+    if problem is not None:
+        raise UsageError(f"--technician {quoted(args.technician)} {problem}")
+    readings = _whole(args.readings, "readings", 0, READINGS_MAX)
+    step_timeout = _whole(args.step_timeout, "step-timeout", 1, STEP_TIMEOUT_MAX_S)
+    answer_timeout = _whole(args.answer_timeout, "answer-timeout", 1, ANSWER_TIMEOUT_MAX_S)
+    return readings, step_timeout, answer_timeout
+
+
+def _checked_state_dir(args: argparse.Namespace) -> Path | None:
+    """``--state-dir``, checked before the config is read (``--simulate`` needs one: a
+    practice log, never the table's)."""
+    from controller.app.commission import require_log
+
+    state_dir = directory_argument(args.state_dir)
+    if args.simulate and state_dir is None:
+        raise UsageError("--simulate needs --state-dir (a practice log, never the table's)")
+    if args.simulate and args.sensor_url is not None:
+        raise UsageError("--simulate has its own dice sensor: it takes no --sensor-url")
+    if state_dir is not None:  # an argument: checked before the config is read
+        require_log(state_dir, option="--state-dir")
+    return state_dir
+
+
+def _walk(
+    args: argparse.Namespace,
+    config: Config,
+    settings: Settings,
+    console: Console,
+    option: str | None,
+) -> dict[str, Any]:
+    """The commissioning walk, on the table's hardware or on the simulated bench."""
+    from controller.app.commission import commission, describe_lock_error
+
+    try:
+        if not args.simulate:
+            return commission(config, settings, console, state_dir_option=option)
+        from controller.app.simulate import SimulatedBench
+
+        with SimulatedBench(config) as bench:
+            settings = dataclasses.replace(settings, sensor_url=bench.sensor_url)
+            return commission(
+                config,
+                settings,
+                console,
+                pin_factory=bench.factory,
+                hands=bench,
+                state_dir_option=option,
+            )
     except InstanceLocked as exc:
         raise ControllerError(describe_lock_error(exc)) from None
-    print_report(args, document, render.commission_report)
+
+
+def _exit_status(document: Mapping[str, Any]) -> int:
+    """1 for a report not recorded or a walk failed, EX_INTERRUPTED for one interrupted."""
     if document.get("record") is None:
         complain(f"commission: the report was not recorded: {document.get('record_error')}")
         return 1

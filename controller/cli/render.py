@@ -9,7 +9,7 @@ that shows a time takes ``zone``: a ``tzinfo``, or None for the machine's zone a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
@@ -319,37 +319,52 @@ def record_text(kind: str, data: Mapping[str, Any]) -> str:
     position, a correction's dice read and seen, a void's reason; who did it first (an
     operator's action); any other record's fields as ``name value`` (the round number left
     out, it is the round's own)."""
-    if kind == RecordKind.READING:
-        dice = data.get("dice")
-        faces = []
-        if isinstance(dice, list):
-            for die in dice:
-                if isinstance(die, dict):
-                    posture = "" if die.get("flat", True) else " not flat"
-                    where = "" if die.get("inside", True) else " outside"
-                    faces.append(f"{die.get('colour')} {die.get('face')}{posture}{where}")
-        return f"attempt {data.get('attempt')}: {', '.join(faces)} ({data.get('verdict')})"
-    if kind == RecordKind.RESULT:
-        return (
-            f"attempt {data.get('attempt')}: {_dice_text(data)}, total {_total(data)},"
-            f" start {data.get('starting_position')}, bank {data.get('bank')}"
-        )
-    if kind == RecordKind.RESULT_CORRECTED:
-        corrected = data.get("result")
-        standing = corrected if isinstance(corrected, dict) else {}
-        return (
-            f"attempt {data.get('attempt')}: {_correction_text(data)}; total"
-            f" {_total(standing)}, start {standing.get('starting_position')}"
-        )
-    if kind == RecordKind.VOID and "reason" in data:
-        return f"attempt {data.get('attempt')}, {data.get('state')}: {_void_text(data)}"
-    if kind == RecordKind.COMMISSIONING:
-        return commissioning_text(data)
+    said = _KIND_TEXT.get(kind)
+    text = None if said is None else said(data)
+    return _fields_text(data) if text is None else text
+
+
+def _reading_text(data: Mapping[str, Any]) -> str:
+    dice = data.get("dice")
+    faces = []
+    for die in dice if isinstance(dice, list) else []:
+        if isinstance(die, dict):
+            posture = "" if die.get("flat", True) else " not flat"
+            where = "" if die.get("inside", True) else " outside"
+            faces.append(f"{die.get('colour')} {die.get('face')}{posture}{where}")
+    return f"attempt {data.get('attempt')}: {', '.join(faces)} ({data.get('verdict')})"
+
+
+def _result_text(data: Mapping[str, Any]) -> str:
+    return (
+        f"attempt {data.get('attempt')}: {_dice_text(data)}, total {_total(data)},"
+        f" start {data.get('starting_position')}, bank {data.get('bank')}"
+    )
+
+
+def _corrected_text(data: Mapping[str, Any]) -> str:
+    corrected = data.get("result")
+    standing = corrected if isinstance(corrected, dict) else {}
+    return (
+        f"attempt {data.get('attempt')}: {_correction_text(data)}; total"
+        f" {_total(standing)}, start {standing.get('starting_position')}"
+    )
+
+
+def _void_record_text(data: Mapping[str, Any]) -> str | None:
+    """A round voided by a supervisor (with its reason); None for any other void."""
+    if "reason" not in data:
+        return None
+    return f"attempt {data.get('attempt')}, {data.get('state')}: {_void_text(data)}"
+
+
+def _fields_text(data: Mapping[str, Any]) -> str:
+    """Any other record: who did it first, then its fields as ``name value``."""
+    if "employee" not in data:
+        return ", ".join(f"{k} {_value(v)}" for k, v in data.items() if k != "round")
     fields = ", ".join(
         f"{k} {_value(v)}" for k, v in data.items() if k not in ("round", "employee", "uid")
     )
-    if "employee" not in data:
-        return ", ".join(f"{k} {_value(v)}" for k, v in data.items() if k != "round")
     return f"{_who(data)}: {fields}" if fields else _who(data)
 
 
@@ -638,3 +653,13 @@ def commissioning_text(data: Mapping[str, Any]) -> str:
     verdict = "passed" if data.get("passed") else "NOT passed"
     text = f"by {data.get('technician')}: {data.get('outcome')}, {verdict} ({shown})"
     return text + (f"; failed: {', '.join(failed)}" if failed else "")
+
+
+# the kinds a line says more of than their fields (None: their fields after all)
+_KIND_TEXT: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    RecordKind.READING: _reading_text,
+    RecordKind.RESULT: _result_text,
+    RecordKind.RESULT_CORRECTED: _corrected_text,
+    RecordKind.VOID: _void_record_text,
+    RecordKind.COMMISSIONING: commissioning_text,
+}

@@ -18,11 +18,16 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.cli.args import complain, path_argument
 from controller.cli.render import clean
 from controller.software.release import installed_release
+
+if TYPE_CHECKING:
+    from controller.core.config import Config
+    from controller.core.position import Game
+    from controller.core.state import Mode, RoundContext
 
 EX_TEMPFAIL = 75
 EX_NOPERM = 77
@@ -149,17 +154,10 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     """What the log in the state directory says, read only, with the controller_stopped
     condition."""
     from controller.app.config_file import DEFAULT_PATH, load_config
-    from controller.app.status import (
-        fault_details,
-        log_facts,
-        quiet_connection,
-        stored_context,
-    )
     from controller.core.config import Config
-    from controller.core.position import Game
-    from controller.core.state import ClockSync, Mode
+    from controller.core.state import ClockSync
     from controller.core.status import Facts, report
-    from controller.errors import AuditLogError, ControllerError
+    from controller.errors import ControllerError
     from controller.ports import wall_ms
 
     configured = args.config is not None or DEFAULT_PATH.is_file()
@@ -172,30 +170,12 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
         raise ControllerError(f"{why}; and there is no state directory {directory} to read")
     problems: list[str] = []
     details = {"controller_stopped": why}
-    context = None
-    found: dict[str, Any] = {}
-    try:
-        with quiet_connection(directory) as db:
-            found = log_facts(db)
-            context = stored_context(db, directory)
-            if context is not None:
-                details.update(fault_details(db, {str(f) for f in context.active_faults}))
-    except AuditLogError as exc:
-        problems.append(str(exc))
+    found, context = _read_log(directory, details, problems)
     problems.extend(found.get("problems", []))
     behind = _behind_anchor(directory, found.get("log_size"), problems)
-    settings = config.round_settings()
-    table, game, mode = config.table.name, settings.game, settings.mode
-    allowed = set(settings.allowed_modes)
-    logged = found.get("table")
-    if not configured and isinstance(logged, dict):  # as the log says it was configured
-        table = str(logged.get("table") or table)
-        game = Game(logged["game"]) if logged.get("game") in {str(g) for g in Game} else game
-        if logged.get("mode") in {str(m) for m in Mode}:
-            mode = Mode(logged["mode"])
-            allowed = {mode} | {Mode(m) for m in logged.get("modes") or [] if m in set(Mode)}
-    if context is not None and context.mode in allowed:
-        mode = context.mode
+    table, game, mode = _table_as_configured(
+        config, found.get("table") if not configured else None, context
+    )
     clock = found.get("clock")
     facts = Facts(
         table=table,
@@ -216,6 +196,50 @@ def _not_running(args: argparse.Namespace, state_dir: Path | None, why: str) -> 
     shown = report(facts)
     shown["source"] = f"the log in {directory} (read only): the controller does not run"
     return shown
+
+
+def _read_log(
+    directory: Path, details: dict[str, str], problems: list[str]
+) -> tuple[dict[str, Any], RoundContext | None]:
+    """The log's facts and the context stored last, read only; the details of its active
+    faults added to ``details``, a log that cannot be read to ``problems``."""
+    from controller.app.status import fault_details, log_facts, quiet_connection, stored_context
+    from controller.errors import AuditLogError
+
+    context = None
+    found: dict[str, Any] = {}
+    try:
+        with quiet_connection(directory) as db:
+            found = log_facts(db)
+            context = stored_context(db, directory)
+            if context is not None:
+                details.update(fault_details(db, {str(f) for f in context.active_faults}))
+    except AuditLogError as exc:
+        problems.append(str(exc))
+    return found, context
+
+
+def _table_as_configured(
+    config: Config, logged: object, context: RoundContext | None
+) -> tuple[str, Game, Mode]:
+    """The table's name, game and mode: the configuration's, or, without one, as the log's
+    last configuration record says (``logged``); the mode the stored context plays in, if it
+    is one of the table's."""
+    from controller.core.position import Game
+    from controller.core.state import Mode
+
+    settings = config.round_settings()
+    table, game, mode = config.table.name, settings.game, settings.mode
+    allowed = set(settings.allowed_modes)
+    if isinstance(logged, dict):  # as the log says it was configured
+        table = str(logged.get("table") or table)
+        game = Game(logged["game"]) if logged.get("game") in {str(g) for g in Game} else game
+        if logged.get("mode") in {str(m) for m in Mode}:
+            mode = Mode(logged["mode"])
+            allowed = {mode} | {Mode(m) for m in logged.get("modes") or [] if m in set(Mode)}
+    if context is not None and context.mode in allowed:
+        mode = context.mode
+    return table, game, mode
 
 
 def _behind_anchor(directory: Path, size: object, problems: list[str]) -> str | None:
@@ -299,78 +323,97 @@ def _set_line(what: str, life: object) -> str:
 
 def render(shown: Mapping[str, Any]) -> str:
     """The one screen."""
-    lines: list[str] = []
-    table = shown.get("table", "?")
     listed = shown.get("faults")
     faults: Sequence[Mapping[str, Any]] = [
         f for f in (listed if isinstance(listed, list) else []) if isinstance(f, Mapping)
     ]
-    if not shown.get("running"):
-        verdict = "NOT RUNNING"
-    elif shown.get("play_stopped"):
-        verdict = "PLAY STOPPED"
-    elif faults:
-        verdict = "HEALTHY, WITH NOTICES (play goes on)"
-    else:
-        verdict = "HEALTHY"
-    lines.append(f"Table {table}: {verdict}")
-    lines.append(f"  from {shown.get('source', '?')}")
-    state = shown.get("state")
-    if state is not None:
-        service = " (SERVICE MODE: test rounds)" if shown.get("in_service") else ""
-        mode = f", {shown['mode']} mode" if shown.get("mode") else ""
-        lines.append(
-            f"State: {state} ({shown.get('state_said', '')}), round {shown.get('round')}"
-            f"{mode}{service}"
-        )
-    else:
-        lines.append("State: unknown (no stored state in the log)")
-    if faults:
-        lines.append(f"Faults and conditions ({len(faults)}):")
-        for f in faults:
-            stops = "stops play" if f.get("stops_play") else "play goes on"
-            lines.append(f"  {f.get('code')} {f.get('name')} ({stops}; {f.get('who')})")
-            lines.append(f"      what:  {f.get('meaning')}")
-            if f.get("detail"):
-                lines.append(f"      found: {f.get('detail')}")
-            lines.append(f"      clear: {f.get('how')}")
-    else:
-        lines.append("Faults: none")
     software = shown.get("software")
-    if isinstance(software, dict):
-        manifest = software.get("manifest")
-        release = f" (manifest {str(manifest)[:16]})" if manifest else ""
-        result = software.get("result")
-        said = "not checked yet" if result is None else _SOFTWARE_SAID.get(str(result), str(result))
-        lines.append(f"Software: {software.get('version', '?')}{release}: {said}")
-    else:
-        lines.append("Software: not checked yet")
-    named = software.get("release") if isinstance(software, dict) else None
-    lines.append(f"Release: {named or 'none installed (run from a checkout)'}")
-    lines.append(f"Clock: {shown.get('clock') or 'unknown'}")
+    problems = shown.get("problems")
+    lines = [
+        f"Table {shown.get('table', '?')}: {_verdict(shown, faults)}",
+        f"  from {shown.get('source', '?')}",
+        _state_line(shown),
+        *_fault_lines(faults),
+        *_software_lines(software if isinstance(software, dict) else None),
+        f"Clock: {shown.get('clock') or 'unknown'}",
+        _dice_line(shown),
+        _set_line("Tiles", shown.get("tiles")),
+        _checkpoint_line(shown.get("checkpoint")),
+        _witness_line(shown.get("witness")),
+        *(f"Could not read: {p}" for p in (problems if isinstance(problems, list) else [])),
+    ]
+    # every line safe on a terminal: a reply's text never moves the cursor or clears the screen
+    return "\n".join(clean(line) for line in lines) + "\n"
+
+
+def _verdict(shown: Mapping[str, Any], faults: Sequence[Mapping[str, Any]]) -> str:
+    if not shown.get("running"):
+        return "NOT RUNNING"
+    if shown.get("play_stopped"):
+        return "PLAY STOPPED"
+    return "HEALTHY, WITH NOTICES (play goes on)" if faults else "HEALTHY"
+
+
+def _state_line(shown: Mapping[str, Any]) -> str:
+    state = shown.get("state")
+    if state is None:
+        return "State: unknown (no stored state in the log)"
+    service = " (SERVICE MODE: test rounds)" if shown.get("in_service") else ""
+    mode = f", {shown['mode']} mode" if shown.get("mode") else ""
+    return (
+        f"State: {state} ({shown.get('state_said', '')}), round {shown.get('round')}{mode}{service}"
+    )
+
+
+def _fault_lines(faults: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not faults:
+        return ["Faults: none"]
+    lines = [f"Faults and conditions ({len(faults)}):"]
+    for f in faults:
+        stops = "stops play" if f.get("stops_play") else "play goes on"
+        lines.append(f"  {f.get('code')} {f.get('name')} ({stops}; {f.get('who')})")
+        lines.append(f"      what:  {f.get('meaning')}")
+        if f.get("detail"):
+            lines.append(f"      found: {f.get('detail')}")
+        lines.append(f"      clear: {f.get('how')}")
+    return lines
+
+
+def _software_lines(software: Mapping[str, Any] | None) -> list[str]:
+    """The software's check against its signed manifest, and the release installed."""
+    if software is None:
+        return ["Software: not checked yet", "Release: none installed (run from a checkout)"]
+    manifest = software.get("manifest")
+    release = f" (manifest {str(manifest)[:16]})" if manifest else ""
+    result = software.get("result")
+    said = "not checked yet" if result is None else _SOFTWARE_SAID.get(str(result), str(result))
+    named = software.get("release")
+    return [
+        f"Software: {software.get('version', '?')}{release}: {said}",
+        f"Release: {named or 'none installed (run from a checkout)'}",
+    ]
+
+
+def _dice_line(shown: Mapping[str, Any]) -> str:
     dice = _set_line("Dice set", shown.get("dice"))
     if shown.get("mode") == "rng" and dice.endswith("none recorded"):
         dice += " (an RNG table needs none)"
-    lines.append(dice)
-    lines.append(_set_line("Tiles", shown.get("tiles")))
-    checkpoint = shown.get("checkpoint")
-    if isinstance(checkpoint, dict):
-        lines.append(
-            f"Checkpoint: {checkpoint.get('size')} records, root {checkpoint.get('root')}...,"
-            f" last record {checkpoint.get('time') or '?'}"
-        )
-    else:
-        lines.append("Checkpoint: none")
-    witness = shown.get("witness")
-    if isinstance(witness, dict):
-        lines.append(
-            f"Witness: {witness.get('witness')} cosigned {witness.get('size')} records"
-            f" (root {witness.get('root')}...), recorded {witness.get('recorded')}"
-        )
-    else:
-        lines.append("Witness: no cosignature recorded")
-    problems = shown.get("problems")
-    for problem in problems if isinstance(problems, list) else []:
-        lines.append(f"Could not read: {problem}")
-    # every line safe on a terminal: a reply's text never moves the cursor or clears the screen
-    return "\n".join(clean(line) for line in lines) + "\n"
+    return dice
+
+
+def _checkpoint_line(checkpoint: object) -> str:
+    if not isinstance(checkpoint, dict):
+        return "Checkpoint: none"
+    return (
+        f"Checkpoint: {checkpoint.get('size')} records, root {checkpoint.get('root')}...,"
+        f" last record {checkpoint.get('time') or '?'}"
+    )
+
+
+def _witness_line(witness: object) -> str:
+    if not isinstance(witness, dict):
+        return "Witness: no cosignature recorded"
+    return (
+        f"Witness: {witness.get('witness')} cosigned {witness.get('size')} records"
+        f" (root {witness.get('root')}...), recorded {witness.get('recorded')}"
+    )

@@ -187,14 +187,41 @@ def supervise_arguments(p: argparse.ArgumentParser) -> None:
 
 def supervise(args: argparse.Namespace) -> int:
     from controller.app.service import (
-        ACTIONS,
-        DEFAULT_SOCKET,
-        SOCKET_NAME,
         parse_request,
         send_request,
     )
     from controller.core import canonical
     from controller.errors import RequestError, ServiceTerminalError, TerminalUnavailable
+
+    fields = _request_fields(args)
+    try:
+        # the one grammar: the request as the controller will parse it
+        request = parse_request(canonical.encode(fields) + b"\n")
+    except (RequestError, EncodingError) as exc:
+        raise UsageError(str(exc)) from None
+    path = _socket_path(args)
+    try:
+        reply = send_request(path, request)
+    except TerminalUnavailable as exc:
+        complain(str(exc))
+        return EX_UNAVAILABLE
+    except PermissionError:
+        complain(
+            f"{path}: permission denied (the service terminal is for root and the service's group)"
+        )
+        return EX_NOPERM
+    except ServiceTerminalError as exc:
+        complain(f"{exc} (the action may still be recorded: look at the log)")
+        return EX_TEMPFAIL
+    if args.json:
+        sys.stdout.write(json.dumps(reply, sort_keys=True) + "\n")
+    return _report(reply, printed=args.json)
+
+
+def _request_fields(args: argparse.Namespace) -> dict[str, str]:
+    """The request's fields from the command line: the action, who does it, and the options
+    it takes (each refused where it does not go, and those it needs required)."""
+    from controller.app.service import ACTIONS
 
     if args.action in _GONE:
         raise UsageError(_GONE[args.action])
@@ -218,33 +245,17 @@ def supervise(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{args.action} needs {', '.join('--' + shown.get(k, k) for k in missing)}"
         )
-    try:
-        # the one grammar: the request as the controller will parse it
-        request = parse_request(canonical.encode(fields) + b"\n")
-    except (RequestError, EncodingError) as exc:
-        raise UsageError(str(exc)) from None
+    return fields
+
+
+def _socket_path(args: argparse.Namespace) -> Path:
+    from controller.app.service import DEFAULT_SOCKET, SOCKET_NAME
+
     if args.socket is not None:
-        path = Path(args.socket)
-    elif args.state_dir is not None:
-        path = Path(args.state_dir) / SOCKET_NAME
-    else:
-        path = DEFAULT_SOCKET
-    try:
-        reply = send_request(path, request)
-    except TerminalUnavailable as exc:
-        complain(str(exc))
-        return EX_UNAVAILABLE
-    except PermissionError:
-        complain(
-            f"{path}: permission denied (the service terminal is for root and the service's group)"
-        )
-        return EX_NOPERM
-    except ServiceTerminalError as exc:
-        complain(f"{exc} (the action may still be recorded: look at the log)")
-        return EX_TEMPFAIL
-    if args.json:
-        sys.stdout.write(json.dumps(reply, sort_keys=True) + "\n")
-    return _report(reply, printed=args.json)
+        return Path(args.socket)
+    if args.state_dir is not None:
+        return Path(args.state_dir) / SOCKET_NAME
+    return DEFAULT_SOCKET
 
 
 def _report(reply: Mapping[str, object], *, printed: bool) -> int:

@@ -414,13 +414,14 @@ class SimulatedSensor:
         if link is None and listener is not None and ready:
             self._accept(listener)
             return
-        if link is not None and ready and not self._answer_frames(link):
+        if link is not None and ready and not self._take_frames(link):
             return
         self._send_late(link)
 
     def _wait(self, link: _Link | None, listener: socket.socket | None, now: float) -> list[int]:
-        """What is ready to read: the line (or the listener), after at most half a second, or
-        sooner when a plug or a late reply is due. The wake pipe is drained, never returned."""
+        """The line's descriptors ready within the turn's wait: until a frame comes, the
+        cable is plugged back in, or a late reply is due. Unplugged, only the wake pipe is
+        watched (emptied, never returned)."""
         watch: list[int] = [self._wake_r]
         if link is not None:
             watch.append(link.fd)
@@ -431,7 +432,6 @@ class SimulatedSensor:
             wait = max(0.0, min(wait, self._replug_at - now))
         if self._late:
             wait = max(0.0, min(wait, min(due for due, _ in self._late) - now))
-        # Unplugged, only the wake pipe is watched: the cable (or the time to plug it back in).
         ready, _, _ = select.select(watch, [], [], wait)
         if self._wake_r in ready:
             with contextlib.suppress(BlockingIOError):
@@ -446,9 +446,9 @@ class SimulatedSensor:
             self._link = _Link(conn.fileno(), conn)
             self._parser.reset()
 
-    def _answer_frames(self, link: _Link) -> bool:
-        """Read what the controller sent and answer each frame; False when the line was
-        unplugged before it could be read."""
+    def _take_frames(self, link: _Link) -> bool:
+        """What the controller sent, answered frame by frame; False if the line was unplugged
+        before it was read."""
         with self._lock:  # an unplug swaps the link under this lock before it closes it
             if self._link is not link:
                 return False
