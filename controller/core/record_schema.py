@@ -816,6 +816,19 @@ def read(cls: type[R], data: Mapping[str, Any]) -> R:
     return cls(**{name: data[name] for name in _NAMES[cls.KIND] if name in data})
 
 
+def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
+    """What a reader that shows records (the display, the floor) takes of ``data`` as
+    ``cls``'s kind: each field present and of its schema's type (its bounds, choices and
+    shape unchecked), every other field None, and never an error. A field read so may be None
+    whatever its annotation says: such a reader treats every field as optional."""
+    values: dict[str, Any] = {spec.name: None for spec in FIELDS[cls.KIND]}
+    for spec in FIELDS[cls.KIND]:
+        value = data.get(spec.name)
+        if value is not None and _IS[spec.type](value):
+            values[spec.name] = value
+    return cls(**values)
+
+
 def read_any(kind: RecordKind | str, data: Mapping[str, Any]) -> Record:
     """The record of ``kind`` that ``data`` holds, as its kind's dataclass."""
     try:
