@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import controller.core.record_schema as schema
 from controller.core import canonical
 from controller.core.dice import NoRollReason
 from controller.core.digits import MAX_SEQ, parse_bounded_int
+from controller.core.record_schema import read_lenient
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Refusal, Screen
 from controller.errors import NumberError
@@ -258,10 +260,12 @@ class TrendBoard:
         """A record of the log that the board shows: a ``result``, a ``result_corrected``, a
         ``void`` or (older logs) a ``result_voided`` (record_schema.py gives their fields);
         True when the board changed."""
-        take = _TREND_STEPS.get(kind)
-        if take is None:
+        step = _TREND_STEPS.get(kind)
+        if step is None:
             return False
-        return take(self, seq, _int(data.get("round")), _int(data.get("attempt")), data)
+        take, schema_of = step
+        fields = read_lenient(schema_of, data)
+        return take(self, seq, _int(fields.round), _int(fields.attempt), data)
 
     def _take_result(
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
@@ -271,7 +275,7 @@ class TrendBoard:
     def _take_corrected(
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
     ) -> bool:
-        result = data.get("result")
+        result: object = read_lenient(schema.ResultCorrected, data).result  # None: absent
         if not isinstance(result, Mapping):
             return False
         return self.result(trend_entry(seq, number, result, attempt, corrected=True))
@@ -295,7 +299,7 @@ class TrendBoard:
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
     ) -> bool:
         """The whole round void: its cell (its result's, else a new one) VOID."""
-        if data.get("service") is True:
+        if read_lenient(schema.Void, data).service is True:
             return False
         if any(c.get("wagers_returned") and c["round"] == number for c in self._cells):
             return False
@@ -312,13 +316,19 @@ class TrendBoard:
         self._json[index] = self._encode(self._cells[index])
 
 
+_TrendRecord = schema.Result | schema.ResultCorrected | schema.ResultVoided | schema.Void
+# Each kind the board shows: its step, and its schema (record_schema.py), read leniently.
 _TREND_STEPS: dict[
-    str, Callable[[TrendBoard, int, int | None, int | None, Mapping[str, Any]], bool]
+    str,
+    tuple[
+        Callable[[TrendBoard, int, int | None, int | None, Mapping[str, Any]], bool],
+        type[_TrendRecord],
+    ],
 ] = {
-    RecordKind.RESULT: TrendBoard._take_result,
-    RecordKind.RESULT_CORRECTED: TrendBoard._take_corrected,
-    RecordKind.RESULT_VOIDED: TrendBoard._take_result_voided,
-    RecordKind.VOID: TrendBoard._take_void,
+    RecordKind.RESULT: (TrendBoard._take_result, schema.Result),
+    RecordKind.RESULT_CORRECTED: (TrendBoard._take_corrected, schema.ResultCorrected),
+    RecordKind.RESULT_VOIDED: (TrendBoard._take_result_voided, schema.ResultVoided),
+    RecordKind.VOID: (TrendBoard._take_void, schema.Void),
 }
 
 
@@ -338,35 +348,45 @@ def intervention_of(
     """A result corrected (N.J.A.C. 13:69E-1.28P(d)) or a round voided (621a.12(c),(e)) as the
     supervisor's view lists it: which round, why, and who (the employee id the record names);
     None for any other record."""
-    if data.get("service") is True:
-        return None
-    shown: dict[str, Any] = {
-        "seq": seq,
-        "time": time if isinstance(time, str) else None,
-        "round": _int(data.get("round")),
-        "attempt": _int(data.get("attempt")),
-        "reason": _note(data.get("reason")),
-        "employee": _note(data.get("employee")),
-        "note": _note(data.get("note")) or _note(data.get("detail")),
-    }
     if kind == RecordKind.RESULT_CORRECTED:
-        result = data.get("result")
+        corrected = read_lenient(schema.ResultCorrected, data)
+        if corrected.service is True:
+            return None
+        result: object = corrected.result  # None: absent
         total = result.get("total") if isinstance(result, Mapping) else None
         return {
             "kind": "correction",
-            **shown,
-            "dice_read": data.get("dice_read"),
-            "dice_seen": data.get("dice_seen"),
+            **_intervention(seq, time, corrected, _note(corrected.note)),
+            "dice_read": corrected.dice_read,
+            "dice_seen": corrected.dice_seen,
             "total": _int(total),
         }
     if kind == RecordKind.VOID:
+        void = read_lenient(schema.Void, data)
+        if void.service is True:
+            return None
         return {
             "kind": "void",
-            **shown,
-            "state": _note(data.get("state")),
-            "reshuffle": data.get("reshuffle") is True,
+            **_intervention(seq, time, void, _note(void.note) or _note(void.detail)),
+            "state": _note(void.state),
+            "reshuffle": void.reshuffle is True,
         }
     return None
+
+
+def _intervention(
+    seq: int, time: object, record: schema.ResultCorrected | schema.Void, note: str | None
+) -> dict[str, Any]:
+    """What a correction and a void both show: which round, why, who, the words given."""
+    return {
+        "seq": seq,
+        "time": time if isinstance(time, str) else None,
+        "round": _int(record.round),
+        "attempt": _int(record.attempt),
+        "reason": _note(record.reason),
+        "employee": _note(record.employee),
+        "note": note,
+    }
 
 
 def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:

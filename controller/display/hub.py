@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.record_schema import CosignedRecord, RngCommit, read_lenient
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import (
@@ -257,17 +258,25 @@ class DisplayHub:
         if record.kind in _BOARD_KINDS:
             return self._board_record(record)
         if record.kind == RecordKind.RNG_COMMIT:
-            data = record.data
+            commit = read_lenient(RngCommit, record.data)
             commitment = commitment_of(
-                {"commitment": data.get("commitment"), "rng_session": data.get("session")},
-                record.seq,
+                {"commitment": commit.commitment, "rng_session": commit.session}, record.seq
             )
             if commitment is None or self._commitment == commitment:
                 return False
             self._commitment = commitment
             return True
         if record.kind == RecordKind.COSIGNED:
-            return self._set_anchor(anchor_of(record.data))
+            cosigned = read_lenient(CosignedRecord, record.data)
+            return self._set_anchor(
+                anchor_of(
+                    {
+                        "size": cosigned.size,
+                        "timestamp": cosigned.timestamp,
+                        "witness": cosigned.witness,
+                    }
+                )
+            )
         return False
 
     def lines_from(self, seq: int) -> list[bytes] | None:
