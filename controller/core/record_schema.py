@@ -829,6 +829,14 @@ def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
     return cls(**values)
 
 
+def schema_of(kind: str) -> type[Record] | None:
+    """The schema of the kind named ``kind``; None for a name that is no kind of record."""
+    try:
+        return SCHEMAS[RecordKind(kind)]
+    except ValueError:
+        return None
+
+
 def read_any(kind: RecordKind | str, data: Mapping[str, Any]) -> Record:
     """The record of ``kind`` that ``data`` holds, as its kind's dataclass."""
     try:

@@ -344,7 +344,7 @@ def _alarm_of(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _round_of(kind: str, data: Mapping[str, Any]) -> int | None:
     """The round a record of a known kind names (its schema's ``round``), if it does."""
-    cls = schema.SCHEMAS.get(kind)  # type: ignore[call-overload]
+    cls = schema.schema_of(kind)
     return None if cls is None else _int(getattr(read_lenient(cls, data), "round", None))
 
 

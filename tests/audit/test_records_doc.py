@@ -21,6 +21,7 @@ from controller.core.record_schema import (
     read,
     read_any,
     read_lenient,
+    schema_of,
 )
 from controller.core.records import RecordKind
 from controller.errors import RecordDataError
@@ -109,6 +110,7 @@ def test_a_record_read_leniently_keeps_each_field_of_its_type_and_drops_the_rest
     assert result.game == "craps"  # its type only: bounds, choices, shapes are the writer's
     assert read_lenient(Result, RESULT) == read(Result, RESULT)
     assert read_lenient(Void, {}) == Void(round=None, state=None)  # type: ignore[arg-type]
+    assert (schema_of("void"), schema_of("result_rerolled")) == (Void, None)
 
 
 def test_an_unknown_kind_is_refused() -> None:
