@@ -1,8 +1,10 @@
 """One schema per kind of record (controller/core/records.py): its fields, their types and
 bounds, which may be absent, what each means and the rule that decides it, and the format's
 version. A record is written through it (:func:`check`, by ``state._record`` and the
-appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind), and
-``docs/records.md`` is generated from it (:func:`markdown`). Pure: no I/O.
+appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind, checked;
+:func:`read_lenient` for what shows records, the display and the floor: a field absent or of
+another type is None, never an error), and ``docs/records.md`` is generated from it
+(:func:`markdown`). Pure: no I/O.
 
 The schema describes the ``data`` object of a record; how a record is encoded, chained and
 signed is the log's (controller/audit/log.py, controller/core/canonical.py), described in
