@@ -1,8 +1,10 @@
 """One schema per kind of record (controller/core/records.py): its fields, their types and
 bounds, which may be absent, what each means and the rule that decides it, and the format's
 version. A record is written through it (:func:`check`, by ``state._record`` and the
-appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind), and
-``docs/records.md`` is generated from it (:func:`markdown`). Pure: no I/O.
+appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind, checked;
+:func:`read_lenient` for what shows records, the display and the floor: a field absent or of
+another type is None, never an error), and ``docs/records.md`` is generated from it
+(:func:`markdown`). Pure: no I/O.
 
 The schema describes the ``data`` object of a record; how a record is encoded, chained and
 signed is the log's (controller/audit/log.py, controller/core/canonical.py), described in
@@ -814,6 +816,27 @@ def read(cls: type[R], data: Mapping[str, Any]) -> R:
     :class:`RecordShapeError`."""
     check(cls.KIND, data)
     return cls(**{name: data[name] for name in _NAMES[cls.KIND] if name in data})
+
+
+def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
+    """What a reader that shows records (the display, the floor) takes of ``data`` as
+    ``cls``'s kind: each field present and of its schema's type (its bounds, choices and
+    shape unchecked), every other field None, and never an error. A field read so may be None
+    whatever its annotation says: such a reader treats every field as optional."""
+    values: dict[str, Any] = {spec.name: None for spec in FIELDS[cls.KIND]}
+    for spec in FIELDS[cls.KIND]:
+        value = data.get(spec.name)
+        if value is not None and _IS[spec.type](value):
+            values[spec.name] = value
+    return cls(**values)
+
+
+def schema_of(kind: str) -> type[Record] | None:
+    """The schema of the kind named ``kind``; None for a name that is no kind of record."""
+    try:
+        return SCHEMAS[RecordKind(kind)]
+    except ValueError:
+        return None
 
 
 def read_any(kind: RecordKind | str, data: Mapping[str, Any]) -> Record:

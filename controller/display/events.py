@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import controller.core.record_schema as schema
 from controller.core import canonical
 from controller.core.dice import NoRollReason
 from controller.core.digits import MAX_SEQ, parse_bounded_int
+from controller.core.record_schema import read_lenient
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Refusal, Screen
 from controller.errors import NumberError
@@ -258,10 +260,12 @@ class TrendBoard:
         """A record of the log that the board shows: a ``result``, a ``result_corrected``, a
         ``void`` or (older logs) a ``result_voided`` (record_schema.py gives their fields);
         True when the board changed."""
-        take = _TREND_STEPS.get(kind)
-        if take is None:
+        step = _TREND_STEPS.get(kind)
+        if step is None:
             return False
-        return take(self, seq, _int(data.get("round")), _int(data.get("attempt")), data)
+        take, schema_of = step
+        fields = read_lenient(schema_of, data)
+        return take(self, seq, _int(fields.round), _int(fields.attempt), data)
 
     def _take_result(
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
@@ -271,7 +275,7 @@ class TrendBoard:
     def _take_corrected(
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
     ) -> bool:
-        result = data.get("result")
+        result: object = read_lenient(schema.ResultCorrected, data).result  # None: absent
         if not isinstance(result, Mapping):
             return False
         return self.result(trend_entry(seq, number, result, attempt, corrected=True))
@@ -295,7 +299,7 @@ class TrendBoard:
         self, seq: int, number: int | None, attempt: int | None, data: Mapping[str, Any]
     ) -> bool:
         """The whole round void: its cell (its result's, else a new one) VOID."""
-        if data.get("service") is True:
+        if read_lenient(schema.Void, data).service is True:
             return False
         if any(c.get("wagers_returned") and c["round"] == number for c in self._cells):
             return False
@@ -312,13 +316,19 @@ class TrendBoard:
         self._json[index] = self._encode(self._cells[index])
 
 
+_TrendRecord = schema.Result | schema.ResultCorrected | schema.ResultVoided | schema.Void
+# Each kind the board shows: its step, and its schema (record_schema.py), read leniently.
 _TREND_STEPS: dict[
-    str, Callable[[TrendBoard, int, int | None, int | None, Mapping[str, Any]], bool]
+    str,
+    tuple[
+        Callable[[TrendBoard, int, int | None, int | None, Mapping[str, Any]], bool],
+        type[_TrendRecord],
+    ],
 ] = {
-    RecordKind.RESULT: TrendBoard._take_result,
-    RecordKind.RESULT_CORRECTED: TrendBoard._take_corrected,
-    RecordKind.RESULT_VOIDED: TrendBoard._take_result_voided,
-    RecordKind.VOID: TrendBoard._take_void,
+    RecordKind.RESULT: (TrendBoard._take_result, schema.Result),
+    RecordKind.RESULT_CORRECTED: (TrendBoard._take_corrected, schema.ResultCorrected),
+    RecordKind.RESULT_VOIDED: (TrendBoard._take_result_voided, schema.ResultVoided),
+    RecordKind.VOID: (TrendBoard._take_void, schema.Void),
 }
 
 
@@ -338,35 +348,45 @@ def intervention_of(
     """A result corrected (N.J.A.C. 13:69E-1.28P(d)) or a round voided (621a.12(c),(e)) as the
     supervisor's view lists it: which round, why, and who (the employee id the record names);
     None for any other record."""
-    if data.get("service") is True:
-        return None
-    shown: dict[str, Any] = {
-        "seq": seq,
-        "time": time if isinstance(time, str) else None,
-        "round": _int(data.get("round")),
-        "attempt": _int(data.get("attempt")),
-        "reason": _note(data.get("reason")),
-        "employee": _note(data.get("employee")),
-        "note": _note(data.get("note")) or _note(data.get("detail")),
-    }
     if kind == RecordKind.RESULT_CORRECTED:
-        result = data.get("result")
+        corrected = read_lenient(schema.ResultCorrected, data)
+        if corrected.service is True:
+            return None
+        result: object = corrected.result  # None: absent
         total = result.get("total") if isinstance(result, Mapping) else None
         return {
             "kind": "correction",
-            **shown,
-            "dice_read": data.get("dice_read"),
-            "dice_seen": data.get("dice_seen"),
+            **_intervention(seq, time, corrected, _note(corrected.note)),
+            "dice_read": corrected.dice_read,
+            "dice_seen": corrected.dice_seen,
             "total": _int(total),
         }
     if kind == RecordKind.VOID:
+        void = read_lenient(schema.Void, data)
+        if void.service is True:
+            return None
         return {
             "kind": "void",
-            **shown,
-            "state": _note(data.get("state")),
-            "reshuffle": data.get("reshuffle") is True,
+            **_intervention(seq, time, void, _note(void.note) or _note(void.detail)),
+            "state": _note(void.state),
+            "reshuffle": void.reshuffle is True,
         }
     return None
+
+
+def _intervention(
+    seq: int, time: object, record: schema.ResultCorrected | schema.Void, note: str | None
+) -> dict[str, Any]:
+    """What a correction and a void both show: which round, why, who, the words given."""
+    return {
+        "seq": seq,
+        "time": time if isinstance(time, str) else None,
+        "round": _int(record.round),
+        "attempt": _int(record.attempt),
+        "reason": _note(record.reason),
+        "employee": _note(record.employee),
+        "note": note,
+    }
 
 
 def _result_fields(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -381,39 +401,80 @@ def replay_event(record: StoredRecord) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
     kind = RecordKind(record.kind)
-    round_number = _int(data.get("round"))
-    shown: dict[str, Any] = {"round": round_number}
-    if kind is RecordKind.RESULT:
-        screen = Screen.RESULT
-        shown.update(attempt=data.get("attempt"), result=_result_fields(data))
-    elif kind is RecordKind.RESULT_CORRECTED:  # N.J.A.C. 13:69E-1.28P(d): shown again, corrected
-        screen = Screen.RESULT
-        corrected = {k: data.get(k) for k in ("dice_read", "reason", "employee")}
-        shown.update(attempt=data.get("attempt"), result=data.get("result"), corrected=corrected)
-    elif kind is RecordKind.NO_ROLL:
-        screen = Screen.NO_ROLL
-        shown.update(attempt=data.get("attempt"), reason=data.get("reason"))
-    elif kind is RecordKind.FAULT:
-        screen = Screen.FAULT
-        shown.update(faults=[data.get("fault")], detail=data.get("detail"))
-    elif kind is RecordKind.RESHAKE_LIMIT:
-        screen = Screen.LOCKED
-        shown.update(no_rolls=data.get("no_rolls"))
-    elif kind is RecordKind.NO_MORE_BETS:
-        screen = Screen.BETS_CLOSED
-    elif kind is RecordKind.RESULT_VOIDED:  # older logs: a result voided, its round played again
-        screen = Screen.BETS_CLOSED
-        attempt = _int(data.get("attempt"))
-        shown.update(attempt=None if attempt is None else attempt + 1, voided=data.get("reason"))
-    elif kind is RecordKind.ROUND_OPENED:
-        screen = Screen.READY
-    elif kind is RecordKind.RNG_COMMIT:
-        shown = {"commitment": data.get("commitment"), "rng_session": data.get("session")}
-        return {**screen_event("commitment", shown, EventId(record.seq), round_number=None)}
-    else:  # VOID: there is no void screen; the page marks the round void on its trend board
-        shown.update(void=True, reason=data.get("reason"), wagers=data.get("wagers"))
-        return screen_event("void", shown, EventId(record.seq), round_number=round_number)
+    if kind is RecordKind.RNG_COMMIT:
+        commit = read_lenient(schema.RngCommit, data)
+        said = {"commitment": commit.commitment, "rng_session": commit.session}
+        return {**screen_event("commitment", said, EventId(record.seq), round_number=None)}
+    screen, number, more = _REPLAYS[kind](data)
+    round_number = _int(number)
+    shown = {"round": round_number, **more}
     return screen_event(screen, shown, EventId(record.seq), round_number=round_number)
+
+
+_Replay = tuple[Screen | str, object, dict[str, Any]]  # the screen, the round, what it shows
+
+
+def _replay_result(data: Mapping[str, Any]) -> _Replay:
+    result = read_lenient(schema.Result, data)
+    return Screen.RESULT, result.round, {"attempt": result.attempt, "result": _result_fields(data)}
+
+
+def _replay_corrected(data: Mapping[str, Any]) -> _Replay:
+    """N.J.A.C. 13:69E-1.28P(d): the result shown again, corrected."""
+    fixed = read_lenient(schema.ResultCorrected, data)
+    corrected = {"dice_read": fixed.dice_read, "reason": fixed.reason, "employee": fixed.employee}
+    shown = {"attempt": fixed.attempt, "result": fixed.result, "corrected": corrected}
+    return Screen.RESULT, fixed.round, shown
+
+
+def _replay_no_roll(data: Mapping[str, Any]) -> _Replay:
+    no_roll = read_lenient(schema.NoRoll, data)
+    return Screen.NO_ROLL, no_roll.round, {"attempt": no_roll.attempt, "reason": no_roll.reason}
+
+
+def _replay_fault(data: Mapping[str, Any]) -> _Replay:
+    fault = read_lenient(schema.FaultRecord, data)
+    return Screen.FAULT, fault.round, {"faults": [fault.fault], "detail": fault.detail}
+
+
+def _replay_reshake_limit(data: Mapping[str, Any]) -> _Replay:
+    limit = read_lenient(schema.ReshakeLimit, data)
+    return Screen.LOCKED, limit.round, {"no_rolls": limit.no_rolls}
+
+
+def _replay_bets_closed(data: Mapping[str, Any]) -> _Replay:
+    return Screen.BETS_CLOSED, read_lenient(schema.NoMoreBets, data).round, {}
+
+
+def _replay_result_voided(data: Mapping[str, Any]) -> _Replay:
+    """Older logs: a result voided, its round played again."""
+    voided = read_lenient(schema.ResultVoided, data)
+    attempt = _int(voided.attempt)
+    shown = {"attempt": None if attempt is None else attempt + 1, "voided": voided.reason}
+    return Screen.BETS_CLOSED, voided.round, shown
+
+
+def _replay_round_opened(data: Mapping[str, Any]) -> _Replay:
+    return Screen.READY, read_lenient(schema.RoundOpened, data).round, {}
+
+
+def _replay_void(data: Mapping[str, Any]) -> _Replay:
+    """There is no void screen: the page marks the round void on its trend board."""
+    void = read_lenient(schema.Void, data)
+    return "void", void.round, {"void": True, "reason": void.reason, "wagers": void.wagers}
+
+
+_REPLAYS: dict[RecordKind, Callable[[Mapping[str, Any]], _Replay]] = {
+    RecordKind.RESULT: _replay_result,
+    RecordKind.RESULT_CORRECTED: _replay_corrected,
+    RecordKind.NO_ROLL: _replay_no_roll,
+    RecordKind.FAULT: _replay_fault,
+    RecordKind.RESHAKE_LIMIT: _replay_reshake_limit,
+    RecordKind.NO_MORE_BETS: _replay_bets_closed,
+    RecordKind.RESULT_VOIDED: _replay_result_voided,
+    RecordKind.ROUND_OPENED: _replay_round_opened,
+    RecordKind.VOID: _replay_void,
+}
 
 
 def feed_line(record: StoredRecord, checkpoint: LoggedCheckpoint | None) -> dict[str, Any]:
@@ -439,26 +500,38 @@ def _feed_line(
 ) -> dict[str, Any]:
     data = entry.get("data", {})
     data = data if isinstance(data, dict) else {}
-    # a result's, or a correction's: the result corrected to the dice as they lie
-    result = data if record.kind == RecordKind.RESULT else None
-    if record.kind == RecordKind.RESULT_CORRECTED and isinstance(data.get("result"), dict):
-        result = data["result"]
     return {
         "type": "record",
         "seq": record.seq,
         "kind": record.kind,
         "time": entry.get("time"),
-        "round": _int(data.get("round")),
-        "attempt": _int(data.get("attempt")),
-        "dice": None if result is None else result.get("dice"),
-        "total": None if result is None else result.get("total"),
-        "count": None if result is None else result.get("count"),
-        "starting_position": None if result is None else result.get("starting_position"),
+        **_feed_fields(record.kind, data),
         "data": data,
         "hash": record.hash,
         "prev": entry.get("prev"),
         "leaf": record.leaf.decode("utf-8"),
         "checkpoint": checkpoint_json(checkpoint),
+    }
+
+
+def _feed_fields(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a feed line says of its record (read leniently through its kind's schema): its
+    round and attempt, and a result's, or a correction's (the result corrected to the dice as
+    they lie), dice, total, count and starting position."""
+    cls = schema.schema_of(kind)
+    fields = None if cls is None else read_lenient(cls, data)
+    result: schema.Result | None = fields if isinstance(fields, schema.Result) else None
+    if isinstance(fields, schema.ResultCorrected):
+        corrected: object = fields.result  # None: absent
+        if isinstance(corrected, Mapping):
+            result = read_lenient(schema.Result, corrected)
+    return {
+        "round": _int(getattr(fields, "round", None)),
+        "attempt": _int(getattr(fields, "attempt", None)),
+        "dice": None if result is None else result.dice,
+        "total": None if result is None else result.total,
+        "count": None if result is None else result.count,
+        "starting_position": None if result is None else result.starting_position,
     }
 
 

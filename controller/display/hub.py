@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.record_schema import CosignedRecord, RngCommit, read_lenient
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Screen
 from controller.display.events import (
@@ -52,6 +53,7 @@ from controller.display.events import (
     trend_entry,
 )
 from controller.ports import LoggedCheckpoint
+from controller.web.sse import sse, sse_of_json
 
 # Screens that are a notice over what is shown, not a new state of the table.
 NOTICE_SCREENS = frozenset({Screen.REFUSED})
@@ -76,16 +78,6 @@ class Message:
     event_id: EventId | None  # None for a notice: it does not move Last-Event-ID
     sse: bytes  # the message as the stream sends it (serialised once, when made)
     players_sse: bytes  # as the players' stream sends it (events.for_players)
-
-
-def sse(event: str, payload: dict[str, Any], event_id: str | None = None) -> bytes:
-    """One Server-Sent Event: its name, its id if it has one, its payload as one JSON line."""
-    return _sse_of_json(event, _compact(payload), event_id)
-
-
-def _sse_of_json(event: str, payload_json: str, event_id: str | None) -> bytes:
-    head = f"event: {event}\n" if event_id is None else f"event: {event}\nid: {event_id}\n"
-    return (head + "data: " + payload_json + "\n\n").encode("utf-8")
 
 
 # json.dumps with these arguments, without making a new encoder for each value (on the path
@@ -181,7 +173,6 @@ class DisplayHub:
         self._kept: dict[str, Any] = {}
         self._shift = ShiftTally()  # the players' statistics, with every result
         self._table = table
-        self._log_version = 0
         self._closed = False
 
     # --- writers -------------------------------------------------------------------------
@@ -258,7 +249,6 @@ class DisplayHub:
                 changed = self._board_change(record) or changed
             if changed:
                 self._append("board", {}, None, with_board=True)
-            self._log_version += 1
             self._cond.notify_all()
 
     def _board_change(self, record: StoredRecord) -> bool:
@@ -268,17 +258,25 @@ class DisplayHub:
         if record.kind in _BOARD_KINDS:
             return self._board_record(record)
         if record.kind == RecordKind.RNG_COMMIT:
-            data = record.data
+            commit = read_lenient(RngCommit, record.data)
             commitment = commitment_of(
-                {"commitment": data.get("commitment"), "rng_session": data.get("session")},
-                record.seq,
+                {"commitment": commit.commitment, "rng_session": commit.session}, record.seq
             )
             if commitment is None or self._commitment == commitment:
                 return False
             self._commitment = commitment
             return True
         if record.kind == RecordKind.COSIGNED:
-            return self._set_anchor(anchor_of(record.data))
+            cosigned = read_lenient(CosignedRecord, record.data)
+            return self._set_anchor(
+                anchor_of(
+                    {
+                        "size": cosigned.size,
+                        "timestamp": cosigned.timestamp,
+                        "witness": cosigned.witness,
+                    }
+                )
+            )
         return False
 
     def lines_from(self, seq: int) -> list[bytes] | None:
@@ -400,12 +398,6 @@ class DisplayHub:
             "checkpoint": checkpoint_json(self._checkpoint),
         }
 
-    def log_grew(self) -> None:
-        """Wake the feed clients: records may have been committed without a screen."""
-        with self._cond:
-            self._log_version += 1
-            self._cond.notify_all()
-
     def _board_record(self, record: StoredRecord) -> bool:
         """A correction, a void or a voided result on the trend board, and a correction or a
         void in the supervisor's list with who made them. True when something changed."""
@@ -426,15 +418,6 @@ class DisplayHub:
         self._interventions_json = _compact(list(self._interventions))
         return True
 
-    def set_commitment(self, commitment: dict[str, Any]) -> bool:
-        with self._cond:
-            if self._commitment is not None and (
-                self._commitment["commitment"] == commitment["commitment"]
-            ):
-                return False
-            self._commitment = commitment
-            return True
-
     def set_anchor(self, anchor: Mapping[str, object]) -> None:
         """The witness's newest cosignature the fleet publisher accepted (from its thread):
         the board says how far the log is anchored."""
@@ -448,11 +431,6 @@ class DisplayHub:
             return False
         self._anchor = anchor
         return True
-
-    def publish_board(self) -> None:
-        """The trend board or the commitment changed without a new screen."""
-        with self._cond:
-            self._append("board", {}, None, with_board=True)
 
     def close(self) -> None:
         with self._cond:
@@ -509,10 +487,10 @@ class DisplayHub:
                 f'{_compact(self._commitment)},"anchor":{_compact(self._anchor)},'
                 f'"table":{_compact(self._table)},"interventions":'
             )
-            data = _sse_of_json(
+            data = sse_of_json(
                 event, _joined(payload, board + self._interventions_json), event_id_text
             )
-            players_data = _sse_of_json(event, _joined(players, board + "[]"), event_id_text)
+            players_data = sse_of_json(event, _joined(players, board + "[]"), event_id_text)
         else:
             data = sse(event, payload, event_id_text)
             players_data = sse(event, players, event_id_text)
@@ -524,7 +502,6 @@ class DisplayHub:
         if with_board:
             payload = {**payload, **self._board()}
         self._history.append(Message(self._number, event, payload, event_id, data, players_data))
-        self._log_version += 1
         self._cond.notify_all()
 
     def _board(self) -> dict[str, Any]:
@@ -577,17 +554,6 @@ class DisplayHub:
             messages = [m for m in self._history if m.number > after]
             missed = bool(self._history) and self._history[0].number > after + 1
             return messages, missed and self._number > after
-
-    def wait_log(self, version: int, timeout: float) -> int:
-        """Wait until a screen is shown or ``log_grew`` is called; returns the new version."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._closed or self._log_version != version, timeout)
-            return self._log_version
-
-    @property
-    def log_version(self) -> int:
-        with self._cond:
-            return self._log_version
 
 
 def _joined(payload: dict[str, Any], board: str) -> str:

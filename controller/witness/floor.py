@@ -62,8 +62,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import controller.core.record_schema as schema
+from controller.core.record_schema import read_lenient
 from controller.core.records import RecordKind
 from controller.fleet.protocol import (
     MAX_DETAIL_CHARS,
@@ -198,20 +200,21 @@ def unconfirmed_summary(line: Mapping[str, Any] | None) -> dict[str, Any] | None
 def result_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """What the floor shows of a ``result`` record: the round, the dice (or the RNG's number),
     the starting position, the bank and the side wagers' outcomes in a few words."""
-    shown = _dice_of(data.get("dice"))
+    result = read_lenient(schema.Result, data)
+    shown = _dice_of(result.dice)
     return {
         "seq": seq,
         "time": time,
-        "round": _int(data.get("round")),
-        "attempt": _int(data.get("attempt")),
-        "game": _text(data.get("game"), 16),
-        "bank": _text(data.get("bank"), 32),
-        "starting_position": _text(data.get("starting_position"), 32),
-        "count": _int(data.get("count")),
-        "total": _int(data.get("total")),
+        "round": _int(result.round),
+        "attempt": _int(result.attempt),
+        "game": _text(result.game, 16),
+        "bank": _text(result.bank, 32),
+        "starting_position": _text(result.starting_position, 32),
+        "count": _int(result.count),
+        "total": _int(result.total),
         "dice": shown,
         "rng": shown is None,  # a result without dice is the RNG's number (count)
-        "wagers": wagers_summary(data),
+        "wagers": _wagers_lines(result),
         "voided": None,  # older logs: this result voided, its round played again (the reason)
         "corrected": None,  # this result is a correction's: the dice read, why, who
         "void": None,  # the round is void: no result (why, who, whether reshuffled)
@@ -233,16 +236,17 @@ def corrected_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str,
     """What the floor shows of a ``result_corrected`` record: its corrected result as a
     ``result`` is shown, marked with the dice first read, the reason and the employee; None
     for a record without its result."""
-    result = data.get("result")
+    corrected = read_lenient(schema.ResultCorrected, data)
+    result: object = corrected.result  # None when absent or not an object
     if not isinstance(result, Mapping):
         return None
     shown = result_summary(
-        seq, time, {**result, "round": data.get("round"), "attempt": data.get("attempt")}
+        seq, time, {**result, "round": corrected.round, "attempt": corrected.attempt}
     )
     shown["corrected"] = {
-        "dice_read": _dice_of(data.get("dice_read")),
-        "reason": _text(data.get("reason"), 32),
-        "employee": _text(data.get("employee"), 32),
+        "dice_read": _dice_of(corrected.dice_read),
+        "reason": _text(corrected.reason, 32),
+        "employee": _text(corrected.employee, 32),
     }
     return shown
 
@@ -250,13 +254,14 @@ def corrected_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str,
 def void_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """What the floor shows of a round void (a ``void`` record): the round, why, who, and that
     every wager was returned; no result."""
-    shown = result_summary(seq, time, {"round": data.get("round"), "attempt": data.get("attempt")})
+    void = read_lenient(schema.Void, data)
+    shown = result_summary(seq, time, {"round": void.round, "attempt": void.attempt})
     shown.update(dice=None, rng=False, wagers=[])
     shown["void"] = {
-        "reason": _text(data.get("reason"), 32),
-        "employee": _text(data.get("employee"), 32),
-        "state": _text(data.get("state"), 32),
-        "reshuffle": data.get("reshuffle") is True,
+        "reason": _text(void.reason, 32),
+        "employee": _text(void.employee, 32),
+        "state": _text(void.state, 32),
+        "reshuffle": void.reshuffle is True,
         "wagers": "returned",
     }
     return shown
@@ -265,13 +270,16 @@ def void_summary(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]
 def wagers_summary(data: Mapping[str, Any]) -> list[str]:
     """The side wagers of a result in a few lines: the Sum conditions met, the paytables that
     pay, how many dice show each number (Match), Beat It."""
-    wagers = data.get("wagers")
-    if not isinstance(wagers, Mapping):
+    return _wagers_lines(read_lenient(schema.Result, data))
+
+
+def _wagers_lines(result: schema.Result) -> list[str]:
+    wagers = result.wagers
+    if wagers is None:
         return []
     lines = _sum_lines(wagers.get("sum"))
-    payouts = data.get("payouts")
-    if isinstance(payouts, Mapping):
-        lines += _paytable_lines(payouts)
+    if result.payouts is not None:
+        lines += _paytable_lines(result.payouts)
     lines += _match_lines(wagers.get("match")) + _beat_it_lines(wagers.get("beat_it"))
     return lines
 
@@ -319,18 +327,25 @@ _SUMMARIES: dict[str, Callable[[int, str, Mapping[str, Any]], dict[str, Any] | N
 
 
 def _alarm_of(seq: int, time: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    alarm = read_lenient(schema.DiceAlarm, data)
     return {
         "seq": seq,
         "time": time,
-        "round": _int(data.get("round")),
-        "test": _text(data.get("test"), 16),
-        "face": _int(data.get("face")),
-        "log_e": _text(data.get("log_e"), 16),
-        "threshold": _text(data.get("threshold"), 16),
-        "rolls": _int(data.get("rolls")),
-        "dice_set": _text(data.get("dice_set"), 64),
-        "locks": data.get("locks") is True,
+        "round": _int(alarm.round),
+        "test": _text(alarm.test, 16),
+        "face": _int(alarm.face),
+        "log_e": _text(alarm.log_e, 16),
+        "threshold": _text(alarm.threshold, 16),
+        "rolls": _int(alarm.rolls),
+        "dice_set": _text(alarm.dice_set, 64),
+        "locks": alarm.locks is True,
     }
+
+
+def _round_of(kind: str, data: Mapping[str, Any]) -> int | None:
+    """The round a record of a known kind names (its schema's ``round``), if it does."""
+    cls = schema.schema_of(kind)
+    return None if cls is None else _int(getattr(read_lenient(cls, data), "round", None))
 
 
 def _names(value: object) -> set[str]:
@@ -352,34 +367,48 @@ class _Seen:
     moment: int | None
     data: Mapping[str, Any]
 
-    def whole(self, name: str) -> int | None:
-        return _int(self.data.get(name))
-
-    def text(self, name: str, most: int) -> str | None:
-        return _text(self.data.get(name), most)
+    def read(self, cls: type[_R]) -> _R:
+        """The record's fields as its kind's schema gives them, read leniently."""
+        return read_lenient(cls, self.data)
 
 
-def _take_mode(state: _Table, seen: _Seen) -> None:
-    """config_loaded, mode_changed, no_more_bets: the mode and game now."""
-    mode = seen.text("mode", 16)
-    if mode:
-        state.mode = mode
-    game = seen.text("game", 16)
-    if game:
-        state.game = game
-    state.faults -= _names(seen.data.get("cleared"))  # a switch to the RNG out of a fault
+_R = TypeVar("_R", bound=schema.Record)
+
+
+def _mode_now(state: _Table, mode: object, game: object) -> None:
+    """The mode and game now, where a record says them."""
+    if shown := _text(mode, 16):
+        state.mode = shown
+    if shown := _text(game, 16):
+        state.game = shown
+
+
+def _take_config(state: _Table, seen: _Seen) -> None:
+    config = seen.read(schema.ConfigLoaded)
+    _mode_now(state, config.mode, config.game)
+
+
+def _take_bets_closed(state: _Table, seen: _Seen) -> None:
+    _mode_now(state, seen.read(schema.NoMoreBets).mode, None)
+
+
+def _take_mode_changed(state: _Table, seen: _Seen) -> None:
+    changed = seen.read(schema.ModeChanged)
+    _mode_now(state, changed.mode, None)
+    state.faults -= _names(changed.cleared)  # a switch to the RNG out of a fault
 
 
 def _take_recovery(state: _Table, seen: _Seen) -> None:
-    state.faults = _names(seen.data.get("faults"))  # a start: the faults the context kept
+    # a start: the faults the context kept
+    state.faults = _names(seen.read(schema.Recovery).faults)
 
 
 def _take_fault(state: _Table, seen: _Seen) -> None:
-    state.faults |= _names([seen.data.get("fault")])
+    state.faults |= _names([seen.read(schema.FaultRecord).fault])
 
 
 def _take_fault_cleared(state: _Table, seen: _Seen) -> None:
-    state.faults -= _names(seen.data.get("faults"))
+    state.faults -= _names(seen.read(schema.FaultCleared).faults)
 
 
 def _take_dice_alarm(state: _Table, seen: _Seen) -> None:
@@ -389,11 +418,11 @@ def _take_dice_alarm(state: _Table, seen: _Seen) -> None:
 
 def _take_dice_replaced(state: _Table, seen: _Seen) -> None:
     _dice_alarm_ended(state)
-    state.dice_set = seen.text("dice_set", 64)
+    state.dice_set = _text(seen.read(schema.DiceReplaced).dice_set, 64)
 
 
 def _take_supervisor_action(state: _Table, seen: _Seen) -> None:
-    if seen.data.get("action") == "dice_kept":
+    if seen.read(schema.SupervisorAction).action == "dice_kept":
         _dice_alarm_ended(state)
 
 
@@ -403,12 +432,13 @@ def _dice_alarm_ended(state: _Table) -> None:
 
 
 def _take_service_mode(state: _Table, seen: _Seen) -> None:
-    state.service = seen.data.get("entered") is True
+    state.service = seen.read(schema.ServiceMode).entered is True
 
 
 def _take_result(state: _Table, seen: _Seen) -> None:
     state.last_result = result_summary(seen.seq, seen.time, seen.data)
-    state.pending = (seen.whole("round"), seen.whole("attempt"))
+    result = seen.read(schema.Result)
+    state.pending = (_int(result.round), _int(result.attempt))
 
 
 def _take_corrected(state: _Table, seen: _Seen) -> None:
@@ -420,23 +450,24 @@ def _take_corrected(state: _Table, seen: _Seen) -> None:
 
 def _take_result_voided(state: _Table, seen: _Seen) -> None:
     """Older logs: that attempt voided, its round played again."""
-    key = (seen.whole("round"), seen.whole("attempt"))
+    voided = seen.read(schema.ResultVoided)
+    key = (_int(voided.round), _int(voided.attempt))
     last = state.last_result
     if last is not None and (last["round"], last["attempt"]) == key:
-        last["voided"] = seen.text("reason", 32) or "voided"
+        last["voided"] = _text(voided.reason, 32) or "voided"
     if state.pending == key:
         state.pending = None
 
 
 def _take_void(state: _Table, seen: _Seen) -> None:
     """621a.12(c),(e): the whole round void, no result."""
-    if seen.data.get("service") is not True:
+    if seen.read(schema.Void).service is not True:
         state.last_result = void_summary(seen.seq, seen.time, seen.data)
     state.pending = None
 
 
 def _take_close(state: _Table, seen: _Seen) -> None:
-    if state.pending is not None and state.pending[0] == seen.whole("round"):
+    if state.pending is not None and state.pending[0] == _int(seen.read(schema.Close).round):
         closed = seen.moment if seen.moment is not None else state.latest_ms
         if closed is not None:
             state.closes.append(closed)
@@ -466,9 +497,9 @@ def _slow_for_an_hour(state: _Table, table_now: int | None, least: int) -> bool:
 
 
 _TAKES: dict[str, Callable[[_Table, _Seen], None]] = {
-    RecordKind.CONFIG_LOADED: _take_mode,
-    RecordKind.MODE_CHANGED: _take_mode,
-    RecordKind.NO_MORE_BETS: _take_mode,
+    RecordKind.CONFIG_LOADED: _take_config,
+    RecordKind.MODE_CHANGED: _take_mode_changed,
+    RecordKind.NO_MORE_BETS: _take_bets_closed,
     RecordKind.RECOVERY: _take_recovery,
     RecordKind.FAULT: _take_fault,
     RecordKind.FAULT_CLEARED: _take_fault_cleared,
@@ -597,7 +628,6 @@ class FloorFold:
         self._alerts: dict[str, dict[str, Any]] = {}  # by key: "w<number>", "f<number>"
         self._evicted = 0  # the version when an alert last left the list
         self.notices = 0  # the floor's own alerts raised
-        self.tables_not_shown = 0  # records or statuses of tables past MAX_TABLES
 
     # --- the witness's calls -----------------------------------------------------------------
 
@@ -615,7 +645,7 @@ class FloorFold:
             return False
         state.log_size = max(state.log_size, seq)
         moment = state.saw(time, now)
-        number = _int(data.get("round"))
+        number = _round_of(kind, data)
         if number is not None and kind != RecordKind.SERVICE_TEST:
             state.round = number
         self._take(state, seq=seq, kind=kind, time=time, moment=moment, data=data)
@@ -770,7 +800,6 @@ class FloorFold:
         if not isinstance(name, str) or not is_table_name(name):
             return None
         if len(self._tables) >= MAX_TABLES:
-            self.tables_not_shown += 1
             return None
         state = self._tables[name] = _Table(name)
         return state

@@ -26,9 +26,10 @@ from controller.display.events import (
     jsonable,
     player_refusal,
 )
-from controller.display.hub import DisplayHub, sse
+from controller.display.hub import DisplayHub
 from controller.errors import ClientNotReading
 from controller.ports import LoggedCheckpoint
+from controller.web.sse import sse
 
 RESULT = {
     "dice": [{"colour": "red", "face": 3}, {"colour": "blue", "face": 4}],

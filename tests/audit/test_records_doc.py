@@ -20,6 +20,8 @@ from controller.core.record_schema import (
     markdown,
     read,
     read_any,
+    read_lenient,
+    schema_of,
 )
 from controller.core.records import RecordKind
 from controller.errors import RecordDataError
@@ -98,6 +100,17 @@ def test_a_record_of_another_shape_is_refused(data: dict[str, object], words: st
         check(RecordKind.RESULT, data)
     with pytest.raises(RecordDataError):  # the one error type, a RecordDataError
         read(Result, data)
+
+
+def test_a_record_read_leniently_keeps_each_field_of_its_type_and_drops_the_rest() -> None:
+    partial = {"round": "4", "attempt": True, "game": "craps", "dice": [3], "why": "x"}
+    result = read_lenient(Result, {**partial, "count": 2**60, "total": 9})
+    shown: list[object] = [result.round, result.attempt, result.dice, result.count, result.total]
+    assert shown == [None, None, None, 2**60, 9]
+    assert result.game == "craps"  # its type only: bounds, choices, shapes are the writer's
+    assert read_lenient(Result, RESULT) == read(Result, RESULT)
+    assert read_lenient(Void, {}) == Void(round=None, state=None)  # type: ignore[arg-type]
+    assert (schema_of("void"), schema_of("result_rerolled")) == (Void, None)
 
 
 def test_an_unknown_kind_is_refused() -> None:

@@ -49,7 +49,7 @@ from controller.core.state import (
     VoidReason,
     occurrence,
 )
-from controller.display.hub import sse
+from controller.web.sse import sse
 
 pytestmark = pytest.mark.browser
 
