@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core import canonical, record_schema
+from controller.core import canonical
 from controller.core.merkle import CompactRange
 from controller.core.note import Checkpoint, checkpoint_note
 from controller.core.records import RecordKind, StoredRecord, record_hash
@@ -146,6 +146,8 @@ def start(origin: str, key: str, *, time: str, sign: Sign) -> Appended:
     """A new log's first record, ``log_created``, naming its origin and verifier ``key``; its
     running checkpoint signs it, and no frontier is kept (a start reads its one leaf)."""
     created = {"origin": origin, "key": key}
+    from controller.core import record_schema  # noqa: PLC0415 - loaded only by a new log
+
     record_schema.check(RecordKind.LOG_CREATED, created)
     return append(
         LogHead(origin), [(RecordKind.LOG_CREATED, created)], time=time, sign=sign, frontier_every=2

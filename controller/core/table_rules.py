@@ -5,10 +5,10 @@ faults, the supervisor, service mode, power) are subclasses of ``Rules``. Pure: 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TypeVar
 
-from controller.core import record_schema
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import NoRollReason, ReadProgress, Roll
 from controller.core.dice_monitor import DiceAlarm, alarm
@@ -52,14 +52,22 @@ class Refused(Exception):
         self.why = why
 
 
+def _check(kind: RecordKind, data: Mapping[str, object]) -> None:
+    # The schemas are loaded with the first record made (about 0.1 s of CPU: 45 dataclasses),
+    # not by every command that imports the core and writes none (verify-log, status, recall).
+    from controller.core import record_schema  # noqa: PLC0415
+
+    record_schema.check(kind, data)
+
+
 def _record(kind: RecordKind, **data: object) -> Action:
     """A record to write, of the shape its kind's schema gives (record_schema.check)."""
-    record_schema.check(kind, data)
+    _check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data)
 
 
 def _record_may_wait(kind: RecordKind, **data: object) -> Action:
-    record_schema.check(kind, data)
+    _check(kind, data)
     return Action(ActionKind.RECORD, record=kind, data=data, may_wait=True)
 
 

@@ -45,6 +45,9 @@ from controller.errors import (
 from controller.fleet.client import read_credentials
 from controller.system.logs import configure_logging
 from controller.system.sdnotify import notify
+
+# the store's open_store looked up when it is called (a test stands in for the database)
+from controller.witness import store as witness_store
 from controller.witness.command import (
     WitnessOptions,
     ack_token,
@@ -58,7 +61,7 @@ from controller.witness.floor import Floor, FloorSettings
 from controller.witness.keys import load_or_create_alert_key, load_or_create_key, load_table_keys
 from controller.witness.ports import Store
 from controller.witness.service import Connection, WitnessService
-from controller.witness.store import StateLock, open_store
+from controller.witness.store import StateLock
 from controller.witness.tables import Witness
 
 log = logging.getLogger("paigow.witness")
@@ -102,7 +105,7 @@ def run(options: WitnessOptions) -> int:
     lock = StateLock(options.state_dir)
     try:
         signers = _signers(options.state_dir, options.key_name)
-        store = open_store(options.state_dir, options.db)
+        store = witness_store.open_store(options.state_dir, options.db)
         try:
             _witness(options, keys, store, signers, secrets)
         finally:
@@ -215,7 +218,7 @@ def reset(state_dir: Path, db: str | None, table: str) -> int:
         raise UsageError(f"--state-dir {quoted(str(state_dir))} does not exist")
     lock = StateLock(state_dir)
     try:
-        store = open_store(state_dir, db)
+        store = witness_store.open_store(state_dir, db)
         try:
             now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
             with store.transaction():
