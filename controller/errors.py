@@ -8,6 +8,8 @@ Three private ones stay in the one module that raises and catches them as contro
 ``controller.core.sensor_protocol._Reject`` (a frame refused with its reason) and
 ``controller.audit.parallel._Split`` (a run not as it should be: verified again sequentially
 to name the record).
+One public exception stays out of the tree on purpose: ``controller.software.release.ReleaseError``
+(the installer runs that file alone, with the system's Python, before the package exists).
 Process exit codes follow sysexits(3): a bad configuration is 78 (EX_CONFIG), a bad command
 line is 2 (argparse's usage error).
 """
@@ -249,10 +251,6 @@ class RestoreRefused(AuditLogError):
 class SoftwareIdentityError(ControllerError, ValueError):
     """A software manifest that cannot be read, is malformed, is not signed by the release key,
     or a package tree that cannot be hashed within its bounds (program verification)."""
-
-
-class ReleaseError(ControllerError):
-    """A tree that cannot be a release (a file that is not a regular file, no version)."""
 
 
 # --- files ----------------------------------------------------------------------------------

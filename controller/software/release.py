@@ -32,7 +32,12 @@ import sys
 import tomllib
 from pathlib import Path
 
-from controller.errors import ReleaseError
+
+class ReleaseError(Exception):
+    """A tree that cannot be a release (a file that is not a regular file, no version). Defined
+    here, not in controller/errors.py: the installer runs this file alone, before the package is
+    installed, with only the standard library."""
+
 
 # checkout path -> path in the release
 SOURCES = {
