@@ -7,7 +7,6 @@ and exit 2, a log that cannot be read one line and exit 1."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sqlite3
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import run_shown as run
 from support.audit_writer import _to_layout_before_the_head
 from support.logged_table import SUPERVISOR, LoggedTable
 
@@ -27,7 +27,6 @@ from controller.audit.dice_stats import dice_stats
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.meters import meters_report
 from controller.audit.verify import verify_state_dir
-from controller.cli import main
 from controller.cli.render import meters_report as meters_text
 from controller.core import canonical
 from controller.core.config import MIN_RETAIN_ROUNDS
@@ -49,25 +48,6 @@ METERS = (
     "service_mode",
 )
 NONE_YET = dict.fromkeys((str(r) for r in NoRollReason), 0)
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def run(
-    capsys: pytest.CaptureFixture[str], *argv: str, terminal: bool = False
-) -> tuple[int, str, str]:
-    screen, captured = Terminal(), sys.stdout
-    if terminal:
-        sys.stdout = screen
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout = captured
-    out, err = capsys.readouterr()
-    return code, screen.getvalue() if terminal else out, err
 
 
 def meters_of(report: dict[str, Any]) -> dict[str, Any]:

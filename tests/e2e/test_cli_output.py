@@ -11,7 +11,6 @@ renderer. The terminal is a real pseudo-terminal for the children, an object who
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import re
@@ -26,11 +25,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from support import run_shown as run
 
 import controller.cli
 from controller.audit.log import AuditLog
 from controller.audit.recall import export_lines, recall
-from controller.cli import COMMANDS, build_parser, main, package_version
+from controller.cli import COMMANDS, build_parser, package_version
 from controller.cli.args import local_span
 from controller.cli.render import (
     RECALL_HEADERS,
@@ -60,28 +60,6 @@ READING_COMMANDS = (
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-class Terminal(io.StringIO):
-    """stdout as a terminal: what a person running the command sees."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def run(
-    capsys: pytest.CaptureFixture[str], *argv: str, terminal: bool = False
-) -> tuple[int, str, str]:
-    """The command in this process: exit code, stdout (the terminal's, if ``terminal``), stderr."""
-    screen, captured = Terminal(), sys.stdout
-    if terminal:
-        sys.stdout = screen
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout = captured
-    out, err = capsys.readouterr()
-    return code, screen.getvalue() if terminal else out, err
 
 
 pytestmark = pytest.mark.usefixtures("logging_restored")

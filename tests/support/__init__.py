@@ -7,6 +7,7 @@ starts empty."""
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,3 +95,25 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+class Terminal(io.StringIO):
+    """stdout as a terminal: what a person running the command sees."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_shown(
+    capsys: pytest.CaptureFixture[str], *argv: str, terminal: bool = False
+) -> tuple[int, str, str]:
+    """The command in this process: exit code, stdout (the terminal's, if ``terminal``), stderr."""
+    screen, captured = Terminal(), sys.stdout
+    if terminal:
+        sys.stdout = screen
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdout = captured
+    out, err = capsys.readouterr()
+    return code, screen.getvalue() if terminal else out, err
