@@ -19,8 +19,9 @@ Implements :class:`controller.ports.Shaker`. Safety lives here, not in the contr
 
 Locks, in the order of :mod:`drivers`: ``_lock`` (the shaker's state), then ``_watch`` (the
 watchdog's deadline), then ``_motor_lock``, a re-entrant leaf lock that guards every write of the
-motor pin together with the shake's ``ended`` flag and the safe epoch. Once a shake has ended it
-can never energise the motor again, whoever ended it, and after ``close`` nothing writes the pin.
+motor pin together with the shake's ``ended`` flag, the safe epoch and the motion count. Once a
+shake has ended it can never energise the motor again, whoever ended it, and after ``close``
+nothing writes the pin.
 ``drive_safe`` (the latch's handler) takes only ``_motor_lock``. ``drive_safe`` and ``stop`` move
 the safe epoch on: a shake commanded before that (even one whose ``start_shake`` a signal handler
 interrupted) never energises the motor. The latch is read without its lock and tripped only
@@ -438,7 +439,9 @@ class GpioShaker:
     # --- inputs (any thread) -----------------------------------------------------------------
 
     def _motion_pulse(self) -> None:
-        with self._lock:
+        # Under the motor lock (a leaf), not the shaker's: a pulse counts exactly when its
+        # shake has not ended, and may come from the thread that is writing the motor.
+        with self._motor_lock:
             self._last_motion_ns = time.monotonic_ns()
             run = self._run
             if run is not None and not run.ended:

@@ -4,10 +4,13 @@ Build it on a ``MockFactory(pin_class=SimPin)`` *before* the drivers: it claims 
 with its own mock pin classes, which the drivers then receive from the factory.
 
 * The motor pin (:class:`SimMotorPin`) reports every change to :class:`SimShaker`. Each stroke
-  (the motor going from off to on) makes the motion sensor pulse once, ``stroke_ms`` later, as
-  the crank's magnet passes the hall sensor; the shake is over when the pattern's last stroke
-  ends (or, for a shorter one, when the motor has stayed off for a cycle), and
-  ``on_shake_end`` is called (the harness rolls the simulated dice there).
+  (the motor on, then off) makes the motion sensor pulse once as it ends: the crank's magnet
+  has passed the hall sensor. The pulse is given on the thread that wrote the motor, before
+  that write returns, so the count a driver reads once its pattern has ended holds every stroke
+  of it however late any thread runs: a slow or loaded CPU makes a shake take longer, never
+  makes it count fewer strokes (the simulation keeps its own time). The shake is over when the
+  pattern's last stroke ends (or, for a shorter one, when the motor has stayed off for a
+  cycle), and ``on_shake_end`` is called (the harness rolls the simulated dice there).
 * Inputs (:class:`SimContactPin`) model a contact or an open-collector output to ground, on a
   line with a pull-up: closed reads low whatever the driver's pull, open reads the pull. So the
   lid switch and the tamper loop keep their state while the drivers set their pins up.
@@ -100,7 +103,7 @@ class ShakerFaults:
     max_pulses: int | None = None  # pulses per shake at most: 2 = too few, 0 = a dead sensor
     motor_keeps_running: bool = False  # the motor driver failed on: motion goes on after the cut
     run_on_ms: int = 5000  # how long such a motor goes on turning
-    open_lid_after_pulses: int | None = None  # the lid is lifted after this many pulses
+    open_lid_after_pulses: int | None = None  # lifted as the stroke after this many pulses starts
 
 
 class SimShaker:
@@ -114,7 +117,6 @@ class SimShaker:
         *,
         faults: ShakerFaults = ShakerFaults(),
         on_shake_end: Callable[[], None] | None = None,
-        stroke_ms: int | None = None,
         pulse_ms: int = 5,
         lid_closed: bool = True,
         secured: bool = True,
@@ -123,9 +125,7 @@ class SimShaker:
         self.on_shake_end = on_shake_end
         self._cycle_s = config.cycle_ms / 1000
         self._cycles = config.cycles
-        # The magnet passes the sensor a little into the stroke, well inside the on half.
-        self._stroke_s = (stroke_ms if stroke_ms is not None else config.cycle_ms // 4) / 1000
-        self._pulse_s = pulse_ms / 1000
+        self._pulse_s = pulse_ms / 1000  # a pulse of a motor that runs on after the cut
         self._lock = threading.Condition(threading.RLock())
         self._closed = False
         self._in_shake = False
@@ -210,6 +210,9 @@ class SimShaker:
     # --- the mechanics -----------------------------------------------------------------------
 
     def _motor_changed(self, value: float) -> None:
+        """On the thread that wrote the motor (the driver's pattern thread, under its motor
+        lock): the stroke's pulse is given here, outside this simulator's lock."""
+        pulse = lift = landed = False
         with self._lock:
             if self._closed:
                 return
@@ -221,36 +224,49 @@ class SimShaker:
                     self._shake_pulses = 0
                     self._shake_strokes = 0
                 self._shake_strokes += 1
+                lid_after = self.faults.open_lid_after_pulses
+                lift = lid_after is not None and self._shake_pulses == lid_after
                 if self._end_timer is not None:
                     self._end_timer.cancel()
                     self._timers.discard(self._end_timer)  # a cancelled timer never runs
                     self._end_timer = None
-                self._later(self._stroke_s, self._stroke)
             elif was_on and not self._motor_on:
-                # The dice come to rest with the pattern's last stroke; after any other stroke
-                # the shake is over once the motor has stayed off for a whole cycle.
-                rest_s = 0.0 if self._shake_strokes >= self._cycles else self._cycle_s
-                self._end_timer = self._start_timer(rest_s, self._shake_over)
+                pulse = self._stroke_ends()
+                # The dice come to rest with the pattern's last stroke (here, before the driver
+                # can report the shake done); after any other stroke the shake is over once the
+                # motor has stayed off for a whole cycle.
+                landed = self._shake_strokes >= self._cycles
+                if not landed:
+                    self._end_timer = self._start_timer(self._cycle_s, self._shake_over)
                 if self.faults.motor_keeps_running and self._run_on_thread is None:
                     self._run_on_until = time.monotonic() + self.faults.run_on_ms / 1000
                     thread = threading.Thread(target=self._run_on, name="sim-run-on", daemon=True)
                     self._run_on_thread = thread
                     thread.start()
-
-    def _stroke(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            limit = self.faults.max_pulses
-            if limit is not None and self._shake_pulses >= limit:
-                return
-            self._shake_pulses += 1
-        self._pulse()
-        with self._lock:
-            lid_after = self.faults.open_lid_after_pulses
-            lift = lid_after is not None and self._shake_pulses == lid_after
+        if pulse:
+            self._edge()
+        if landed:
+            self._shake_over()
         if lift:
-            self.open_lid()
+            # Not on the writer's thread: the driver takes its shaker lock for a lid change,
+            # which a thread holding its motor lock must not (the drivers' lock order).
+            self._later(0.0, self.open_lid)
+
+    def _stroke_ends(self) -> bool:
+        """Under the lock: whether the stroke that ends now passes the magnet by the sensor."""
+        limit = self.faults.max_pulses
+        if limit is not None and self._shake_pulses >= limit:
+            return False
+        self._shake_pulses += 1
+        return True
+
+    def _edge(self) -> None:
+        """One pulse of the hall sensor, its two edges at once (the driver counts the first)."""
+        self.motion_pin.set_contact(True)
+        self.motion_pin.set_contact(False)
+        with self._lock:
+            self._pulses += 1
+            self._lock.notify_all()
 
     def _pulse(self) -> None:
         """The hall sensor pulls its line low while the magnet passes."""
