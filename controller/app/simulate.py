@@ -172,14 +172,21 @@ def parse_dice_bias(specs: Sequence[str]) -> dict[DieColour, tuple[float, ...]]:
     return bias
 
 
+FAST_MOTOR_MAX_MS = 1000  # --fast: the motor's limit, 55 times its 18 ms shake
+FAST_SENSOR_TIMEOUT_MS = 300  # --fast: the sensor's reply (the product's default is 500 ms)
+
+
 def simulation_config(config: Config, *, fast: bool) -> Config:
     """Timings for the simulation: brisk, or (``fast``) as quick as the rules allow."""
     if fast:
         # Simulated time: the simulated hardware's timings compressed (a shake still has its
         # three cycles, the motor its watchdog, the keys their debounce); every real I/O path
-        # (the pty, the pins, SQLite, fsync) stays real.
+        # (the pty, the pins, SQLite, fsync) stays real. The limits that catch failed hardware
+        # (the motor's run time, the sensor's reply) keep a margin of many times what the
+        # simulated hardware takes, so that a slow or loaded CPU, which stretches the pattern
+        # thread and the simulated sensor alike, is never taken for a failure.
         shaker = dataclasses.replace(
-            config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=200, debounce_ms=1
+            config.shaker, shake_ms=18, cycle_ms=6, motor_max_ms=FAST_MOTOR_MAX_MS, debounce_ms=1
         )
         round_ = dataclasses.replace(
             config.round,
@@ -188,7 +195,7 @@ def simulation_config(config: Config, *, fast: bool) -> Config:
             shake_delay_min_ms=min(config.round.shake_delay_min_ms, 1),
             shake_delay_max_ms=min(config.round.shake_delay_max_ms, 5),
         )
-        sensor = dataclasses.replace(config.sensor, timeout_ms=60)
+        sensor = dataclasses.replace(config.sensor, timeout_ms=FAST_SENSOR_TIMEOUT_MS)
         return dataclasses.replace(config, shaker=shaker, round=round_, sensor=sensor)
     shaker = dataclasses.replace(config.shaker, shake_ms=2000, cycle_ms=400)
     round_ = dataclasses.replace(config.round, settle_ms=800)
@@ -322,6 +329,7 @@ class Crew:
     has_styles: bool = True  # Pai Gow tiles: the bank may choose a delivery style (621a.9)
     styles: tuple[DeliveryStyle, ...] = tuple(DeliveryStyle)  # those the Rules Submission allows
     makes_choices: bool = True  # now and then a seat banks, a style is chosen (not: plain rounds)
+    motor_max_ms: int = FAST_MOTOR_MAX_MS  # the shaker's motor limit ([shaker] motor_max_ms)
     modes: tuple[Mode, ...] = ()  # the modes the supervisor may switch to ([table] modes)
     configured: Mode = Mode.SHAKER  # the table's configured mode ([table] mode)
     # the service terminal's socket, where the supervisor acts (issue 14; None: no actions),
@@ -895,7 +903,9 @@ class Crew:
             elif name == "lid":
                 self.shaker.faults = ShakerFaults(open_lid_after_pulses=1)
             elif name == "motor_stuck":
-                self.shaker.faults = ShakerFaults(motor_keeps_running=True, run_on_ms=300)
+                # turning on past the motor's limit, where the driver's watchdog finds it
+                run_on_ms = self.motor_max_ms + 100
+                self.shaker.faults = ShakerFaults(motor_keeps_running=True, run_on_ms=run_on_ms)
             elif name == "tamper":
                 self.shaker.remove()
 
@@ -996,6 +1006,7 @@ def run_simulation(
         has_styles=config.table.game is Game.TILES,
         styles=config.rules.delivery_styles,
         makes_choices=not plain_rounds,
+        motor_max_ms=timed.shaker.motor_max_ms,
         control_socket=control_socket,
         clock=clock,
         key_switch=supervisor_key,

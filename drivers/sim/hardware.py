@@ -9,8 +9,8 @@ with its own mock pin classes, which the drivers then receive from the factory.
   that write returns, so the count a driver reads once its pattern has ended holds every stroke
   of it however late any thread runs: a slow or loaded CPU makes a shake take longer, never
   makes it count fewer strokes (the simulation keeps its own time). The shake is over when the
-  pattern's last stroke ends (or, for a shorter one, when the motor has stayed off for a
-  cycle), and ``on_shake_end`` is called (the harness rolls the simulated dice there).
+  pattern's last stroke ends (or, for one cut short, when the motor has stayed off for
+  ``CUT_REST_S``), and ``on_shake_end`` is called (the harness rolls the simulated dice there).
 * Inputs (:class:`SimContactPin`) model a contact or an open-collector output to ground, on a
   line with a pull-up: closed reads low whatever the driver's pull, open reads the pull. So the
   lid switch and the tamper loop keep their state while the drivers set their pins up.
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 
 PIN_HISTORY = 256  # changes a simulated pin keeps (gpiozero's mock pins keep every one)
+CUT_REST_S = 0.5  # the motor off this long mid-pattern: the shake was cut short, it is over
 
 
 class SimPin(MockPWMPin):  # type: ignore[misc]  # gpiozero is untyped
@@ -234,10 +235,12 @@ class SimShaker:
                 pulse = self._stroke_ends()
                 # The dice come to rest with the pattern's last stroke (here, before the driver
                 # can report the shake done); after any other stroke the shake is over once the
-                # motor has stayed off for a whole cycle.
+                # motor has stayed off for a cycle and CUT_REST_S at least (a shake cut short),
+                # a rest no stroke of a pattern waits, however slowly its thread runs.
                 landed = self._shake_strokes >= self._cycles
                 if not landed:
-                    self._end_timer = self._start_timer(self._cycle_s, self._shake_over)
+                    rest_s = max(self._cycle_s, CUT_REST_S)
+                    self._end_timer = self._start_timer(rest_s, self._shake_over)
                 if self.faults.motor_keeps_running and self._run_on_thread is None:
                     self._run_on_until = time.monotonic() + self.faults.run_on_ms / 1000
                     thread = threading.Thread(target=self._run_on, name="sim-run-on", daemon=True)
