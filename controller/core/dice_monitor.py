@@ -39,10 +39,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from controller.core.dice import FACES, Roll
+from controller.core.evolve import replace
 from controller.errors import CountsError, GameRuleError
 
 TOTALS = tuple(range(3, 19))  # the three dice's totals

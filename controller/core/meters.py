@@ -21,9 +21,10 @@ mode is recorded as ``service_test`` and counts as nothing but what it physicall
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from controller.core.dice import NoRollReason
+from controller.core.evolve import replace
 from controller.errors import MetersError
 
 METER_NAMES = (

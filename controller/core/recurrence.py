@@ -19,8 +19,9 @@ a round was decided (the table played: the clear was real): its next return star
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from controller.core.evolve import replace
 from controller.core.state import Fault
 
 WINDOW_MS = 60_000  # raised again within a minute of its clear: the fault came back

@@ -72,7 +72,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller.core.dice import Roll
@@ -84,6 +84,7 @@ from controller.core.drbg import (
     number_in_range,
     virtual_roll,
 )
+from controller.core.evolve import replace
 from controller.core.position import Game, table_cycle
 from controller.core.records import RecordKind
 from controller.core.rng_escrow import SealedSeed

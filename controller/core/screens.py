@@ -5,10 +5,10 @@ each ``SHOW`` action carries (a display renders it). Pure: no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from controller.core.dealing import dealing_plan
 from controller.core.dice_monitor import evaluate, p_values
+from controller.core.evolve import replace
 from controller.core.position import Game
 from controller.core.result import bank_label
 from controller.core.table_life import DICE_LIFE, TILES_LIFE, Life

@@ -17,9 +17,9 @@ here. A handler refuses one way: it raises ``Refused``, which ``step`` shows.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
 from controller.core.dice import DieReading, NoRollReason, ReadProgress, next_read
+from controller.core.evolve import replace
 from controller.core.meters import counted
 from controller.core.position import Game, table_cycle
 from controller.core.records import RecordKind

@@ -5,10 +5,10 @@ starts a new game (621a.11(b)). Pure: no I/O."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TypeVar
 
 from controller.core.dealing import DeliveryStyle
+from controller.core.evolve import replace
 from controller.core.position import BETTING_POSITIONS, BankHistory, Game
 from controller.core.records import RecordKind
 from controller.core.table_events import (

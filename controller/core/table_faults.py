@@ -5,8 +5,8 @@ safe) or is recorded, and ``clear_fault`` clears them by one table. Pure: no I/O
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
+from controller.core.evolve import replace
 from controller.core.faults import Clearing, clearing_of
 from controller.core.records import RecordKind
 from controller.core.table_events import (

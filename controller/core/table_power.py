@@ -3,9 +3,8 @@ and the table's time noted in the log. Pure: no I/O."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.core.dice import ReadProgress
+from controller.core.evolve import replace
 from controller.core.records import RecordKind
 from controller.core.table_events import (
     PowerOn,

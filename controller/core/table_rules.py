@@ -6,12 +6,12 @@ faults, the supervisor, service mode, power) are subclasses of ``Rules``. Pure: 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TypeVar
 
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import NoRollReason, ReadProgress, Roll
 from controller.core.dice_monitor import DiceAlarm, alarm
+from controller.core.evolve import replace
 from controller.core.position import BankHistory
 from controller.core.records import RecordKind
 from controller.core.result import RoundResult

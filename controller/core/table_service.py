@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.core.dealing import DeliveryStyle
 from controller.core.dice import ReadProgress
+from controller.core.evolve import replace
 from controller.core.records import RecordKind
 from controller.core.table_events import (
     LampTest,

@@ -4,9 +4,8 @@ switched, a round voided. Pure: no I/O."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.core.dice import Roll
+from controller.core.evolve import replace
 from controller.core.position import BankHistory, Game
 from controller.core.records import RecordKind
 from controller.core.result import result_of_roll
