@@ -873,21 +873,46 @@ def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
     """What a reader that shows records (the display, the floor) takes of ``data`` as
     ``cls``'s kind: each field present and of its schema's type (its bounds, choices and
     shape unchecked), every other field None, and never an error. A field read so may be None
-    whatever its annotation says: such a reader treats every field as optional."""
-    values: dict[str, Any] = {spec.name: None for spec in FIELDS[cls.KIND]}
-    for spec in FIELDS[cls.KIND]:
-        value = data.get(spec.name)
-        if value is not None and _IS[spec.type](value):
-            values[spec.name] = value
+    whatever its annotation says: such a reader treats every field as optional. (The display
+    reads every record it is told of on the control thread, within the commit: the fields'
+    type tests are looked up once per kind.)"""
+    values: dict[str, Any] = {}
+    for name, is_type in _LENIENT[cls.KIND]:
+        value = data.get(name)
+        values[name] = value if value is not None and is_type(value) else None
     return cls(**values)
 
 
+_LENIENT: dict[RecordKind, tuple[tuple[str, Callable[[object], bool]], ...]] = {
+    kind: tuple((spec.name, _IS[spec.type]) for spec in specs) for kind, specs in FIELDS.items()
+}
+_BY_NAME: dict[str, type[Record]] = {str(kind): cls for kind, cls in SCHEMAS.items()}
+_LENIENT_BY_NAME: dict[str, dict[str, Callable[[object], bool]]] = {
+    str(kind): dict(tests) for kind, tests in _LENIENT.items()
+}
+
+
+def read_lenient_fields(kind: str, data: Mapping[str, Any], names: tuple[str, ...]) -> list[Any]:
+    """``read_lenient``'s values of the fields ``names`` only, without making the record: for
+    a reader on the path from a commit to the screen (the feed's lines). A name the kind lacks,
+    or a kind that is none, reads None."""
+    tests = _LENIENT_BY_NAME.get(kind) if isinstance(kind, str) else None
+    if tests is None:
+        return [None] * len(names)
+    values = []
+    for name in names:
+        is_type = tests.get(name)
+        value = data.get(name) if is_type is not None else None
+        values.append(
+            value if value is not None and is_type is not None and is_type(value) else None
+        )
+    return values
+
+
 def schema_of(kind: str) -> type[Record] | None:
-    """The schema of the kind named ``kind``; None for a name that is no kind of record."""
-    try:
-        return SCHEMAS[RecordKind(kind)]
-    except ValueError:
-        return None
+    """The schema of the kind named ``kind``; None for a name that is no kind of record (or
+    anything that is not a name, as a record from outside may hold)."""
+    return _BY_NAME.get(kind) if isinstance(kind, str) else None
 
 
 def read_any(kind: RecordKind | str, data: Mapping[str, Any]) -> Record:

@@ -22,7 +22,7 @@ import controller.core.record_schema as schema
 from controller.core import canonical
 from controller.core.dice import NoRollReason
 from controller.core.digits import MAX_SEQ, parse_bounded_int
-from controller.core.record_schema import read_lenient
+from controller.core.record_schema import read_lenient, read_lenient_fields
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import Refusal, Screen
 from controller.errors import NumberError
@@ -518,21 +518,24 @@ def _feed_fields(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """What a feed line says of its record (read leniently through its kind's schema): its
     round and attempt, and a result's, or a correction's (the result corrected to the dice as
     they lie), dice, total, count and starting position."""
-    cls = schema.schema_of(kind)
-    fields = None if cls is None else read_lenient(cls, data)
-    result: schema.Result | None = fields if isinstance(fields, schema.Result) else None
-    if isinstance(fields, schema.ResultCorrected):
-        corrected: object = fields.result  # None: absent
-        if isinstance(corrected, Mapping):
-            result = read_lenient(schema.Result, corrected)
+    number, attempt, corrected = read_lenient_fields(kind, data, _FEED_FIELDS)
+    result: Mapping[str, Any] | None = data if kind == RecordKind.RESULT else None
+    if kind == RecordKind.RESULT_CORRECTED and isinstance(corrected, Mapping):
+        result = corrected
+    shown = (
+        [None] * len(_FEED_RESULT)
+        if result is None
+        else read_lenient_fields(RecordKind.RESULT, result, _FEED_RESULT)
+    )
     return {
-        "round": _int(getattr(fields, "round", None)),
-        "attempt": _int(getattr(fields, "attempt", None)),
-        "dice": None if result is None else result.dice,
-        "total": None if result is None else result.total,
-        "count": None if result is None else result.count,
-        "starting_position": None if result is None else result.starting_position,
+        "round": _int(number),
+        "attempt": _int(attempt),
+        **dict(zip(_FEED_RESULT, shown, strict=True)),
     }
+
+
+_FEED_FIELDS = ("round", "attempt", "result")
+_FEED_RESULT = ("dice", "total", "count", "starting_position")
 
 
 def checkpoint_json(checkpoint: LoggedCheckpoint | None) -> dict[str, Any] | None:
