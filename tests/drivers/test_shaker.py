@@ -16,7 +16,7 @@ from controller.core.config import PinsConfig, ShakerConfig
 from controller.core.state import Event, Fault, Occurrence
 from controller.errors import ConfigError, ShakerError
 from drivers.safety import FaultLatch
-from drivers.shaker import MOTION_GRACE_S, GpioShaker
+from drivers.shaker import MOTION_GRACE_S, GpioShaker, _ShakeRun
 from drivers.sim.hardware import ShakerFaults, SimContactPin, SimMotorPin, SimShaker
 from drivers.table_io import build_shaker
 
@@ -844,3 +844,57 @@ def test_a_callback_thread_later_than_the_grace_makes_the_count_short_never_long
         assert late == ["shake 1: a motion pulse delivered after its report, not counted"] * 3
     finally:
         t.close()
+
+
+def test_a_motion_handler_that_raises_trips_the_latch_not_the_pin_thread() -> None:
+    t = Table()
+    try:
+        motion = t.shaker._motion
+        assert motion is not None
+
+        def failing(ticks: Any) -> None:
+            raise ValueError("tick arithmetic failed")
+
+        motion._when_pulse = failing
+        pulse(t.motion_pin)  # the thread that delivered the edge goes on
+        fault = t.next_event()
+        assert (fault.event, fault.fault) == (Event.FAULT, Fault.INTERNAL)
+        assert "motion input handler failed" in fault.detail
+        assert "tick arithmetic failed" in fault.detail
+        assert t.latch.is_tripped
+    finally:
+        t.close()
+
+
+WRAP = 2**32  # pigpio's ticks: microseconds in 32 bits, wrapping every 71.6 minutes
+
+
+class WrappingTicksFactory(MockFactory):
+    """A factory whose ticks wrap as pigpio's do, compared by a ``ticks_diff`` that is never
+    negative (gpiozero's contract for a wrapping clock)."""
+
+    @staticmethod
+    def ticks_diff(later: int, earlier: int) -> float:
+        return ((later - earlier) % WRAP) / 1e6
+
+
+def test_the_motion_window_holds_across_a_wrapping_tick_counter() -> None:
+    """A window across the wrap holds what is inside it; an edge stamped just before the
+    window is before it, not 71 minutes after it (which would close the count too early)."""
+    factory = WrappingTicksFactory(pin_class=MockPWMPin)
+    shaker = build_shaker(PINS, CONFIG, queue.Queue(), pin_factory=factory)
+    try:
+        run = _ShakeRun(1, 0, start_tick=WRAP - 1000)  # 1 ms before the wrap
+        assert shaker._place(run, WRAP - 2000) == "before"
+        assert shaker._place(run, 10) == "inside"  # the window still open
+        run.end_tick = 500_000  # closed 0.5 s after the wrap
+        assert [shaker._place(run, t) for t in (WRAP - 2000, WRAP - 10, 10, 500_000)] == [
+            "before",
+            "inside",
+            "inside",
+            "inside",
+        ]
+        assert shaker._place(run, 500_001) == "after"
+    finally:
+        shaker.close()
+        factory.close()
