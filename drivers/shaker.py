@@ -82,7 +82,8 @@ MOTOR_SAFE_VALUE = 0.0  # the motor's safe value: off
 MOTOR_PWM_HZ = 1000
 # How long the end of a shake waits for motion edges still on their way to Python (see above).
 # lgpio's callback thread normally runs within milliseconds; a second's half is a machine in
-# trouble, and the shake is then reported with what was counted (too few: a no roll).
+# trouble, and the shake is then reported with what was counted (too few: a no roll). Below the
+# core's backstop (MOTOR_GRACE_MS after the motor's limit), so SHAKE_DONE always comes first.
 MOTION_GRACE_S = 0.5
 # Pin factory ticks are opaque and may wrap (gpiozero compares them only through ticks_diff,
 # never negative for a wrapping clock): two ticks further apart than this are not compared.

@@ -13,7 +13,7 @@ from gpiozero.pins.mock import MockFactory, MockPWMPin
 from gpiozero.pins.pi import PiPin
 
 from controller.core.config import PinsConfig, ShakerConfig
-from controller.core.state import Event, Fault, Occurrence
+from controller.core.state import MOTOR_GRACE_MS, Event, Fault, Occurrence
 from controller.errors import ConfigError, ShakerError
 from drivers.safety import FaultLatch
 from drivers.shaker import MOTION_GRACE_S, GpioShaker, _ShakeRun
@@ -898,3 +898,9 @@ def test_the_motion_window_holds_across_a_wrapping_tick_counter() -> None:
     finally:
         shaker.close()
         factory.close()
+
+
+def test_the_wait_for_late_pulses_ends_before_the_cores_backstop() -> None:
+    """The pattern ends by the motor's limit and waits at most MOTION_GRACE_S more: SHAKE_DONE
+    is sent before the core, MOTOR_GRACE_MS after that limit, takes the shake for hung."""
+    assert MOTION_GRACE_S * 1000 < MOTOR_GRACE_MS
