@@ -469,7 +469,7 @@ class GpioShaker:
                 cycles, settled = run.cycles, run.settled.is_set()
             if not settled:
                 log.warning(
-                    "shake %d: %d of %d motion pulses delivered within %.3f s of its end",
+                    "shake %d: %d motion pulses for %d cycles, and no more within %.3f s",
                     run.number,
                     cycles,
                     self._pattern.cycles,
