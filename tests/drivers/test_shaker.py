@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -904,3 +907,67 @@ def test_the_wait_for_late_pulses_ends_before_the_cores_backstop() -> None:
     """The pattern ends by the motor's limit and waits at most MOTION_GRACE_S more: SHAKE_DONE
     is sent before the core, MOTOR_GRACE_MS after that limit, takes the shake for hung."""
     assert MOTION_GRACE_S * 1000 < MOTOR_GRACE_MS
+
+
+# Shakes of 3 cycles of 10 ms; the watchdog's check at 1 s finds the pumped edges still coming.
+RACE = ShakerConfig(motor_max_ms=1000, shake_ms=30, cycle_ms=10, amplitude=0.8, debounce_ms=1)
+RACE_ROUNDS = 60
+
+
+def test_edges_from_a_callback_thread_race_the_end_of_every_shake(
+    thread_errors: list[str],
+) -> None:
+    """A thread pours motion edges in (as lgpio's callback thread would, at any moment) while
+    shakes end by themselves, are stopped or are cut by a trip, and the watchdog trips the
+    latch for the motion it sees: every shake ends within its bound, no handler fails, no
+    thread raises, and the motor is off at the end."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    t = Table(config=RACE, motion_grace_s=0.02)
+    pumping = threading.Event()
+    pumping.set()
+    seen: list[Occurrence] = []
+    failures: list[str] = []
+
+    def pump() -> None:
+        while pumping.is_set():
+            pulse(t.motion_pin)
+
+    def play() -> None:
+        for _ in range(RACE_ROUNDS):
+            t.latch.reset()
+            try:
+                t.shaker.start_shake()
+            except ShakerError:
+                continue  # latched again already (the watchdog saw the pumped motion)
+            action = rng.choice(("done", "stop", "trip"))
+            time.sleep(rng.random() * 0.04)  # places the cut anywhere in the shake or after it
+            if action == "stop":
+                t.shaker.stop()
+            elif action == "trip":
+                t.latch.trip("race")
+            deadline = time.monotonic() + WAIT
+            while t.shaker.is_shaking:
+                if time.monotonic() > deadline:
+                    failures.append(f"a shake did not end ({action})")
+                    return
+                with contextlib.suppress(queue.Empty):
+                    seen.append(t.events.get(timeout=0.01))
+
+    pumper = threading.Thread(target=pump, name="edge-pump", daemon=True)
+    player = threading.Thread(target=play, name="control", daemon=True)
+    pumper.start()
+    player.start()
+    player.join(10 * WAIT)  # the rounds take a few seconds; a deadlock, for ever
+    pumping.clear()
+    pumper.join(WAIT)
+    if player.is_alive() or pumper.is_alive() or failures:
+        pytest.fail(f"deadlock: {failures or 'a thread hung'}")  # (threads leak, unclosed)
+    t.close()
+    while not t.events.empty():
+        seen.append(t.events.get_nowait())
+    failed = [o for o in seen if o.event is Event.FAULT]
+    assert failed == [], f"a handler failed: {failed[0]}"
+    assert any(o.event is Event.SHAKE_DONE for o in seen)
+    assert t.motor_pin.state == 0.0
