@@ -188,6 +188,9 @@ class GpioShaker:
     when the lid is closed, the tamper loop is closed to ground while the shaker is secured, the
     motion sensor (open-collector hall sensor) pulls low once per shake cycle. A broken wire thus
     reads as lid open and as tampered.
+
+    ``motion_grace_s``: how long the end of a shake waits at most for motion edges still on
+    their way (the module's docstring); tests change it, the product keeps ``MOTION_GRACE_S``.
     """
 
     def __init__(
