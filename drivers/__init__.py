@@ -11,10 +11,14 @@ further up, so no two threads can each hold what the other waits for:
 2. the shaker's state lock (``GpioShaker._lock``).
 3. the shaker's watchdog lock (``GpioShaker._watch``), around the guarded shake's deadline.
 4. the leaf locks of the outputs: ``GpioShaker._motor_lock`` (every write of the motor pin,
-   with the shake's ``ended`` flag, the safe epoch and the motion count) and ``GpioPanel._lock``
-   (every write of the lamps). Under a leaf lock nothing is called but the pin write, and
-   nothing waits. (The simulated shaker answers a motor write with its stroke's motion pulse on
-   the same thread: the motor lock is re-entrant for that.)
+   with the shake's flags, the safe epoch, the motion window and the motion count) and
+   ``GpioPanel._lock`` (every write of the lamps). Under a leaf lock nothing is called but the
+   pin write (and, for the motor lock, the pin factory's ``ticks_diff`` arithmetic), and nothing
+   waits. The motion sensor's edge callback takes the motor lock alone, on whichever thread
+   delivers the edge (gpiozero's callback thread on a Pi, the driving thread with mock pins);
+   the shake's pattern thread waits for late edges holding no lock. (The simulated shaker
+   answers a motor write with its stroke's motion pulse on the same thread: the motor lock is
+   re-entrant for that.)
 
 The fault latch's lock (``FaultLatch._lock``) stands outside this order: the latch holds it for
 its own bookkeeping only, never while it calls a handler or anything else (it marks itself

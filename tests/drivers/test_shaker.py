@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from gpiozero.pins.mock import MockFactory, MockPWMPin
+from gpiozero.pins.pi import PiPin
 
 from controller.core.config import PinsConfig, ShakerConfig
-from controller.core.state import Event, Fault, Occurrence
+from controller.core.state import MOTOR_GRACE_MS, Event, Fault, Occurrence
 from controller.errors import ConfigError, ShakerError
 from drivers.safety import FaultLatch
-from drivers.shaker import GpioShaker
-from drivers.sim.hardware import ShakerFaults, SimMotorPin, SimShaker
+from drivers.shaker import MOTION_GRACE_S, GpioShaker, _ShakeRun
+from drivers.sim.hardware import ShakerFaults, SimContactPin, SimMotorPin, SimShaker
 from drivers.table_io import build_shaker
 
 PINS = PinsConfig()
@@ -37,24 +41,32 @@ class Table:
         latch: FaultLatch | None = None,
         events: queue.Queue[Occurrence] | None = None,
         motor_pin_class: type[SimMotorPin] = SimMotorPin,
+        motion_pin_class: type[SimContactPin] = SimContactPin,
+        motion_grace_s: float = MOTION_GRACE_S,
         latched: bool = True,
     ):
         self.factory = MockFactory(pin_class=MockPWMPin)
-        self.factory.pin(PINS.motor, pin_class=motor_pin_class)  # the simulator takes this one
+        self.factory.pin(PINS.motor, pin_class=motor_pin_class)  # the simulator takes these
+        self.factory.pin(PINS.motion_sensor, pin_class=motion_pin_class)
         self.events = events if events is not None else queue.Queue()
         self.latch = latch if latch is not None else FaultLatch()
         self.shake_ends = threading.Semaphore(0)
         self.sim = SimShaker(
             self.factory, PINS, config, faults=faults, on_shake_end=self.shake_ends.release
         )
-        self.shaker = build_shaker(
-            PINS,
-            config,
+        self.shaker = GpioShaker(
             self.events,
-            latch=self.latch if latched else None,
+            motor_pin=PINS.motor,
+            lid_pin=PINS.lid_switch,
+            motion_pin=PINS.motion_sensor,
+            tamper_pin=PINS.tamper_switch,
+            config=config,
             pin_factory=self.factory,
+            latch=self.latch if latched else None,
+            motion_grace_s=motion_grace_s,
         )
         self.motor_pin = self.sim.motor_pin
+        self.motion_pin = self.sim.motion_pin
 
     def next_event(self, timeout: float = WAIT) -> Occurrence:
         try:
@@ -693,3 +705,269 @@ def test_a_tamper_whose_motor_cut_fails_still_trips_the_latch() -> None:
     finally:
         pin.broken = False
         t.close()
+
+
+# --- motion edges delivered late (a pin library's callback thread running behind) -----------
+
+# The shake of FAST, its motor limit twelve cycles long: the watchdog's check comes nine cycles
+# after the pattern's end.
+LATE = replace(FAST, motor_max_ms=600)
+NEVER_S = 10 * WAIT  # a grace no test waits out: an event that comes came by proof, not by it
+
+
+class HeldEdgePin(SimContactPin):
+    """The motion sensor's line on a pin library whose callback thread runs behind: each edge
+    is stamped when it happens (as the kernel stamps it) and queued, and one delivery thread
+    hands the edges to the driver, in order, only once ``release`` is set."""
+
+    def __init__(self, factory: Any, info: Any) -> None:
+        self.release = threading.Event()
+        self.delivered = threading.Semaphore(0)  # one per edge handed over
+        self._held: queue.Queue[tuple[float, bool] | None] = queue.Queue()
+        super().__init__(factory, info)
+        self._thread = threading.Thread(target=self._deliver, name="held-edges", daemon=True)
+        self._thread.start()
+
+    def _call_when_changed(self) -> None:
+        self._held.put((self._last_change, self._state))  # stamped now, delivered later
+
+    def _deliver(self) -> None:
+        while (edge := self._held.get()) is not None:
+            self.release.wait()
+            with self._when_changed_lock:  # the driver may be letting go of the pin
+                if self._when_changed is not None:
+                    PiPin._call_when_changed(self, *edge)  # gpiozero's own delivery, late
+            self.delivered.release()
+
+    def wait_delivered(self, edges: int) -> bool:
+        return all(self.delivered.acquire(timeout=WAIT) for _ in range(edges))
+
+    def close(self) -> None:
+        self._held.put(None)
+        self.release.set()
+        super().close()
+
+
+def pulse(pin: SimContactPin) -> None:
+    """One pulse of the hall sensor that no stroke of the pattern made (the shaker knocked)."""
+    pin.set_contact(True)
+    pin.set_contact(False)
+
+
+def held_table(faults: ShakerFaults = HEALTHY) -> tuple[Table, HeldEdgePin]:
+    t = Table(faults, config=LATE, motion_pin_class=HeldEdgePin, motion_grace_s=NEVER_S)
+    assert isinstance(t.motion_pin, HeldEdgePin)
+    return t, t.motion_pin
+
+
+def test_a_callback_thread_far_behind_still_gets_every_pulse_counted() -> None:
+    """No edge reaches the driver until the watchdog's check at the motor limit, nine cycles
+    after the pattern's end: the shake is reported then, with every pulse counted by its own
+    timestamp, and the watchdog does not take the late pulses for a motor still turning."""
+    t, pin = held_table()
+    try:
+        check = t.shaker._motor_deadline
+        handed_over: list[bool] = []
+        checked = threading.Event()
+
+        def deliver_then_check(run: Any) -> None:
+            pin.release.set()  # the callback thread catches up just before the check
+            handed_over.append(pin.wait_delivered(6))
+            check(run)
+            checked.set()
+
+        t.shaker._motor_deadline = deliver_then_check  # type: ignore[method-assign]
+        t.shaker.start_shake()
+        done = t.next_event()
+        assert (done.event, done.cycles) == (Event.SHAKE_DONE, 3)
+        assert pin.release.is_set()  # reported only once the held pulses were let go
+        assert t.sim.pulses == 3
+        assert checked.wait(WAIT)
+        assert handed_over == [True]
+        t.expect_quiet(within=0.3)  # the check found the motor still: no MOTOR_OVERRUN
+        assert not t.latch.is_tripped
+        assert not t.shaker.is_shaking
+    finally:
+        t.close()
+
+
+def test_a_pulse_outside_the_shake_is_not_counted_however_late_it_comes() -> None:
+    """Two strokes pulse (a sensor losing one); one pulse before the shake and one after its
+    window are delivered with them, late. Only the two inside count, and the one after the
+    window proves the count complete: SHAKE_DONE comes without the grace waited out."""
+    t, pin = held_table(ShakerFaults(max_pulses=2))
+    try:
+        closed = threading.Event()
+        end = t.shaker._end
+
+        def spied_end(run: Any, *, completed: bool = False) -> None:
+            end(run, completed=completed)
+            if completed:
+                closed.set()  # the pattern has closed the shake's motion window
+
+        t.shaker._end = spied_end  # type: ignore[method-assign]
+        pulse(pin)  # before the shake
+        t.shaker.start_shake()
+        assert closed.wait(WAIT)
+        pulse(pin)  # after the window
+        t.expect_quiet(within=0.1)  # nothing delivered yet: nothing reported
+        assert t.shaker.is_shaking  # the shake is not over until its count is
+        pin.release.set()
+        done = t.next_event()
+        assert (done.event, done.cycles) == (Event.SHAKE_DONE, 2)
+        assert t.sim.pulses == 2
+    finally:
+        t.close()
+
+
+def test_a_callback_thread_later_than_the_grace_makes_the_count_short_never_long(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The edges stay held past the grace: the shake is reported with what arrived (none, a no
+    roll for the core), the late pulses are logged, and they count for no later shake."""
+    t = Table(config=LATE, motion_pin_class=HeldEdgePin, motion_grace_s=0.05)
+    pin = t.motion_pin
+    assert isinstance(pin, HeldEdgePin)
+    try:
+        t.shaker.start_shake()
+        done = t.next_event()
+        assert (done.event, done.cycles) == (Event.SHAKE_DONE, 0)
+        assert not t.shaker.is_shaking
+        # The next shake begins before the first one's pulses arrive; it waits for its own.
+        t.shaker._motion_grace_s = NEVER_S
+        t.shaker.start_shake()
+        assert t.shake_ends.acquire(timeout=WAIT)
+        assert t.shake_ends.acquire(timeout=WAIT)  # the second pattern's strokes all made
+        with caplog.at_level("WARNING", logger="drivers.shaker"):
+            pin.release.set()  # the first shake's pulses, then the second's
+            second = t.next_event()
+            assert pin.wait_delivered(12)
+        assert (second.event, second.cycles) == (Event.SHAKE_DONE, 3)  # its own three only
+        late = [r.getMessage() for r in caplog.records if "after its report" in r.getMessage()]
+        assert late == ["shake 1: a motion pulse delivered after its report, not counted"] * 3
+    finally:
+        t.close()
+
+
+def test_a_motion_handler_that_raises_trips_the_latch_not_the_pin_thread() -> None:
+    t = Table()
+    try:
+        motion = t.shaker._motion
+        assert motion is not None
+
+        def failing(ticks: Any) -> None:
+            raise ValueError("tick arithmetic failed")
+
+        motion._when_pulse = failing
+        pulse(t.motion_pin)  # the thread that delivered the edge goes on
+        fault = t.next_event()
+        assert (fault.event, fault.fault) == (Event.FAULT, Fault.INTERNAL)
+        assert "motion input handler failed" in fault.detail
+        assert "tick arithmetic failed" in fault.detail
+        assert t.latch.is_tripped
+    finally:
+        t.close()
+
+
+WRAP = 2**32  # pigpio's ticks: microseconds in 32 bits, wrapping every 71.6 minutes
+
+
+class WrappingTicksFactory(MockFactory):
+    """A factory whose ticks wrap as pigpio's do, compared by a ``ticks_diff`` that is never
+    negative (gpiozero's contract for a wrapping clock)."""
+
+    @staticmethod
+    def ticks_diff(later: int, earlier: int) -> float:
+        return ((later - earlier) % WRAP) / 1e6
+
+
+def test_the_motion_window_holds_across_a_wrapping_tick_counter() -> None:
+    """A window across the wrap holds what is inside it; an edge stamped just before the
+    window is before it, not 71 minutes after it (which would close the count too early)."""
+    factory = WrappingTicksFactory(pin_class=MockPWMPin)
+    shaker = build_shaker(PINS, CONFIG, queue.Queue(), pin_factory=factory)
+    try:
+        run = _ShakeRun(1, 0, start_tick=WRAP - 1000)  # 1 ms before the wrap
+        assert shaker._place(run, WRAP - 2000) == "before"
+        assert shaker._place(run, 10) == "inside"  # the window still open
+        run.end_tick = 500_000  # closed 0.5 s after the wrap
+        assert [shaker._place(run, t) for t in (WRAP - 2000, WRAP - 10, 10, 500_000)] == [
+            "before",
+            "inside",
+            "inside",
+            "inside",
+        ]
+        assert shaker._place(run, 500_001) == "after"
+    finally:
+        shaker.close()
+        factory.close()
+
+
+def test_the_wait_for_late_pulses_ends_before_the_cores_backstop() -> None:
+    """The pattern ends by the motor's limit and waits at most MOTION_GRACE_S more: SHAKE_DONE
+    is sent before the core, MOTOR_GRACE_MS after that limit, takes the shake for hung."""
+    assert MOTION_GRACE_S * 1000 < MOTOR_GRACE_MS
+
+
+# Shakes of 3 cycles of 10 ms; the watchdog's check at 1 s finds the pumped edges still coming.
+RACE = ShakerConfig(motor_max_ms=1000, shake_ms=30, cycle_ms=10, amplitude=0.8, debounce_ms=1)
+RACE_ROUNDS = 60
+
+
+def test_edges_from_a_callback_thread_race_the_end_of_every_shake(
+    thread_errors: list[str],
+) -> None:
+    """A thread pours motion edges in (as lgpio's callback thread would, at any moment) while
+    shakes end by themselves, are stopped or are cut by a trip, and the watchdog trips the
+    latch for the motion it sees: every shake ends within its bound, no handler fails, no
+    thread raises, and the motor is off at the end."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    t = Table(config=RACE, motion_grace_s=0.02)
+    pumping = threading.Event()
+    pumping.set()
+    seen: list[Occurrence] = []
+    failures: list[str] = []
+
+    def pump() -> None:
+        while pumping.is_set():
+            pulse(t.motion_pin)
+
+    def play() -> None:
+        for _ in range(RACE_ROUNDS):
+            t.latch.reset()
+            try:
+                t.shaker.start_shake()
+            except ShakerError:
+                continue  # latched again already (the watchdog saw the pumped motion)
+            action = rng.choice(("done", "stop", "trip"))
+            time.sleep(rng.random() * 0.04)  # places the cut anywhere in the shake or after it
+            if action == "stop":
+                t.shaker.stop()
+            elif action == "trip":
+                t.latch.trip("race")
+            deadline = time.monotonic() + WAIT
+            while t.shaker.is_shaking:
+                if time.monotonic() > deadline:
+                    failures.append(f"a shake did not end ({action})")
+                    return
+                with contextlib.suppress(queue.Empty):
+                    seen.append(t.events.get(timeout=0.01))
+
+    pumper = threading.Thread(target=pump, name="edge-pump", daemon=True)
+    player = threading.Thread(target=play, name="control", daemon=True)
+    pumper.start()
+    player.start()
+    player.join(10 * WAIT)  # the rounds take a few seconds; a deadlock, for ever
+    pumping.clear()
+    pumper.join(WAIT)
+    if player.is_alive() or pumper.is_alive() or failures:
+        pytest.fail(f"deadlock: {failures or 'a thread hung'}")  # (threads leak, unclosed)
+    t.close()
+    while not t.events.empty():
+        seen.append(t.events.get_nowait())
+    failed = [o for o in seen if o.event is Event.FAULT]
+    assert failed == [], f"a handler failed: {failed[0]}"
+    assert any(o.event is Event.SHAKE_DONE for o in seen)
+    assert t.motor_pin.state == 0.0
