@@ -386,7 +386,11 @@ def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[d
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
-        checkpoints = read_checkpoints(db)
+        try:
+            checkpoints = read_checkpoints(db)
+        except LogIntegrityError as exc:  # a malformed row: the records are exported without
+            damage.note(exc)  # the checkpoints kept with them (verify-log names it too)
+            checkpoints = {}
         try:
             latest = read_latest_checkpoint(db)
         except LogIntegrityError as exc:  # the head row: the records are exported without it

@@ -287,6 +287,22 @@ def test_byte_flips_anywhere_in_the_file_are_one_line_never_an_internal_error(
     print(f"exit codes over 150 flips: {sorted(counts.items())}")
 
 
+def test_a_malformed_checkpoint_row_is_named_and_the_records_still_exported(
+    small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kept checkpoint whose note is no longer text (a flipped bit in its record's header
+    made it a blob): export names it as damage of the log and exports every record without the
+    kept checkpoints (the byte-flip test found such a row: DAMAGE_SEED=1882955626, copy 133)."""
+    state = _copy(small_log, tmp_path / "state")
+    with sqlite3.connect(state / DB_NAME) as db:
+        (size,) = db.execute("SELECT min(size) FROM checkpoints WHERE size > 0").fetchone()
+        db.execute("UPDATE checkpoints SET note = CAST(note AS BLOB) WHERE size = ?", (size,))
+    code, out, err = _run(capsys, "export", "--state-dir", str(state))
+    assert code == 1
+    assert "export: damaged: log: a checkpoint row" in err
+    assert len(out.splitlines()) == _size(state)
+
+
 # --- a damaged tail at start ---------------------------------------------------------------
 
 
