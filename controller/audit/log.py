@@ -78,6 +78,7 @@ from controller.audit.keys import (
     require_origin,
 )
 from controller.audit.reader import (
+    holds,
     indexed_from,
     indexes_every_record,
     newest_of,
@@ -965,13 +966,9 @@ class AuditLog:
         if self._connection is None and self.locked is not None:
             return False
         try:
-            row = self._db.execute(
-                "SELECT 1 FROM records WHERE kind = ? AND instr(leaf, ?) > 0 LIMIT 1",
-                (kind, fragment),
-            ).fetchone()
+            return holds(self._db, kind, fragment)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"cannot read {self.path}") from exc
-        return row is not None
 
     def close(self) -> None:
         if self._connection is not None:

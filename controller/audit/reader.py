@@ -29,6 +29,7 @@ __all__ = [
     "DB_NAME",
     "GENESIS_PREV",
     "connect_read_only",
+    "holds",
     "indexed_from",
     "indexes_every_record",
     "newest_of",
@@ -97,6 +98,7 @@ def read_records(
         raise storage_error(exc, "cannot read the records") from exc
 
 
+MAX_SEQ_BOUND = 2**63 - 1  # above every seq SQLite can hold
 # A row of the records table as SQLite gives it: (seq, kind, leaf), types unchecked.
 Row = tuple[Any, Any, Any]
 
@@ -128,6 +130,26 @@ def newest_of(
             (*names, low, high, limit - len(rows)),
         ).fetchall()
     return rows[::-1]
+
+
+def holds(db: sqlite3.Connection, kind: str, fragment: bytes) -> bool:
+    """Whether a record of ``kind`` holds these bytes in its canonical text: through
+    ``by_kind`` for its kinds (the records before it, in a log that had them, looked through
+    as any other kind's are: the whole log)."""
+    since = by_kind_since(db) if kind in BY_KIND else None
+    if since is not None:
+        row = db.execute(
+            "SELECT 1 FROM by_kind b JOIN records r ON r.seq = b.seq"
+            " WHERE b.kind = ? AND r.kind = ? AND instr(r.leaf, ?) > 0 LIMIT 1",
+            (kind, kind, fragment),
+        ).fetchone()
+        if row is not None or since <= 1:
+            return row is not None
+    row = db.execute(
+        "SELECT 1 FROM records WHERE kind = ? AND seq < ? AND instr(leaf, ?) > 0 LIMIT 1",
+        (kind, since or MAX_SEQ_BOUND, fragment),
+    ).fetchone()
+    return row is not None
 
 
 def indexed_from(db: sqlite3.Connection, kinds: Collection[str], start: int) -> list[Row]:

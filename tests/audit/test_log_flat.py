@@ -211,6 +211,9 @@ def test_a_log_from_before_the_index_is_read_and_carried_on(tmp_path: Path) -> N
     assert found is not None
     assert found.seq == first
     second = log.append(*_power_on(2))
+    assert log.contains(RecordKind.POWER_ON, b'"n":1')  # before the index: looked through
+    assert log.contains(RecordKind.POWER_ON, b'"n":2')  # through the index
+    assert not log.contains(RecordKind.POWER_ON, b'"n":3')
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         kept = db.execute("SELECT kind, seq FROM by_kind ORDER BY seq").fetchall()
