@@ -92,7 +92,6 @@ from controller.audit.reader import (
 )
 from controller.audit.store import (
     BY_KIND,
-    BY_KIND_SINCE,
     DB_NAME,
     FORMAT,
     LATEST_CHECKPOINT,
@@ -668,7 +667,10 @@ class AuditLog:
                 (stop, through),
             )
             db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
-            db.execute("DELETE FROM by_kind WHERE kind <> ? AND seq <= ?", (BY_KIND_SINCE, stop))
+            db.executemany(  # by the index's key: the rows of the records dropped only
+                "DELETE FROM by_kind WHERE kind = ? AND seq <= ?",
+                [(kind, stop) for kind in sorted(BY_KIND)],
+            )
             return through - stop
 
         try:

@@ -20,10 +20,12 @@ import pytest
 
 from controller.app.watch import last_software_identity
 from controller.audit import log as audit_log
+from controller.audit.archive import Policy, Retention
 from controller.audit.log import DB_NAME, AuditLog, load_signer, open_for_reading
 from controller.audit.recall import recall
 from controller.audit.store import BY_KIND, BY_KIND_SINCE
 from controller.audit.verify import verify_state_dir
+from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.records import RecordKind
 from controller.core.state import RECALL_DEPTH
 from controller.display.events import INTERVENTIONS, TREND_LENGTH
@@ -64,19 +66,20 @@ def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
     ]
 
 
-def _log(state: Path, records: int) -> Path:
-    """A log of about ``records`` records: the start's rare records, then rounds."""
+START: list[tuple[RecordKind, dict[str, object]]] = [
+    (RecordKind.POWER_ON, {}),
+    (RecordKind.CONFIG_LOADED, {"table": "t"}),
+    (RecordKind.SOFTWARE_CHECK, {"result": "ok", "version": "1", "manifest": "m"}),
+    (RecordKind.RNG_COMMIT, {"session": "s1", "commitment": "00" * 32}),
+    (RecordKind.COSIGNED, {"witness": "w", "size": 5}),
+]
+
+
+def _log(state: Path, records: int, start: list[tuple[RecordKind, dict[str, object]]]) -> Path:
+    """A log of about ``records`` records: the ``start``'s (rare) records, then rounds."""
     log = AuditLog.open(state)
     log._db.execute("PRAGMA synchronous=OFF")  # durability is not what is measured
-    log.commit(
-        [
-            (RecordKind.POWER_ON, {}),
-            (RecordKind.CONFIG_LOADED, {"table": "t"}),
-            (RecordKind.SOFTWARE_CHECK, {"result": "ok", "version": "1", "manifest": "m"}),
-            (RecordKind.RNG_COMMIT, {"session": "s1", "commitment": "00" * 32}),
-            (RecordKind.COSIGNED, {"witness": "w", "size": 5}),
-        ]
-    )
+    log.commit(start)
     number = 1
     while log.size < records:
         batch = []
@@ -96,7 +99,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         # at most FRONTIER_EVERY of them whatever the log's length: kept at every commit
         # here, so that both logs end at one.
         patch.setattr(audit_log, "FRONTIER_EVERY", 7 * ROUNDS_PER_COMMIT)
-        return _log(base / "small", SMALL), _log(base / "large", LARGE)
+        return _log(base / "small", SMALL, START), _log(base / "large", LARGE, START)
 
 
 def _open(state: Path) -> None:
@@ -254,3 +257,21 @@ def test_a_row_of_the_index_naming_another_record_is_passed_over(tmp_path: Path)
     found = reader.latest_of({RecordKind.POWER_ON}, limit=1)
     reader.close()
     assert [r.seq for r in found] == [power_on]
+
+
+def test_retention_drops_the_index_rows_of_the_records_it_moves(tmp_path: Path) -> None:
+    # (no RNG commitment: retention keeps the RNG's last three sessions)
+    state = _log(tmp_path / "state", SMALL, [_power_on(0), (RecordKind.VOID, {"round": 0})])
+    signer = load_signer(state)
+    assert signer is not None
+    retention = Retention(state, signer, Policy(retain_rounds=MIN_RETAIN_ROUNDS))
+    with AuditLog.open(state) as audit:
+        assert retention.run_until_done(audit) >= 1
+        audit.append(*_power_on(1))
+        last = audit.size
+    with sqlite3.connect(state / DB_NAME) as db:
+        (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+        kept = db.execute("SELECT kind, seq FROM by_kind ORDER BY seq").fetchall()
+    db.close()
+    assert first > 6  # the rare records at the start were moved to the archive
+    assert kept == [(BY_KIND_SINCE, 1), (RecordKind.POWER_ON, last)]
