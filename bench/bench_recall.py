@@ -1,7 +1,7 @@
 """What reading the log costs where the table waits on it, at 1,000 rounds and at a long log
 (issue 31: nothing on the control thread or at start-up grows with the log): a read-only open,
-the dealer's RECALL screen (``AuditLog.recall`` of the last 10 rounds: goal 50 ms), and the
-display's reads at start (the trend board, the corrections and voids, the RNG commitment and
+the dealer's RECALL screen (``AuditLog.recall`` of the last RECALL_DEPTH rounds: goal 50 ms),
+and the display's reads at start (the trend board, the corrections and voids, the RNG commitment and
 the cosignature, each the newest of its kinds).
 
     .venv/bin/python bench/bench_recall.py      # BENCH_ROUNDS=20000 for a quick run
