@@ -88,6 +88,9 @@ BY_KIND: frozenset[str] = frozenset(
 # with it, the next record's for a log that had records before it (those are looked for in
 # the records themselves, as before).
 BY_KIND_SINCE = ""
+# The records a log from before ``by_kind`` has indexed at its first open (its newest): the
+# longest bounded look back of the readers (the display's SEARCH_BACK, status's LOOK_BACK).
+BY_KIND_BACKFILL = 100_000
 
 
 def storage_error(exc: BaseException, doing: str) -> AuditLogError:
@@ -270,10 +273,23 @@ def create_schema(db: sqlite3.Connection) -> None:
     if "frontier" not in {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}:
         db.execute("ALTER TABLE checkpoints ADD COLUMN frontier BLOB")
     if db.execute("SELECT 1 FROM by_kind WHERE kind = ?", (BY_KIND_SINCE,)).fetchone() is None:
-        db.execute(
-            "INSERT INTO by_kind SELECT ?, coalesce(max(seq), 0) + 1 FROM records",
-            (BY_KIND_SINCE,),
-        )
+        _index_the_newest(db)
+
+
+def _index_the_newest(db: sqlite3.Connection) -> None:
+    """``by_kind`` made for a log that had records before it: the last BY_KIND_BACKFILL of
+    them indexed now (one look through them, as every start made before), so that the
+    bounded look backs are answered by the index from this start on; older records are looked
+    for the old way. A new log: nothing to index, from its first record."""
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    since = max(1, int(size) + 1 - BY_KIND_BACKFILL)
+    kinds = sorted(BY_KIND)
+    db.execute(
+        "INSERT INTO by_kind SELECT kind, seq FROM records"  # noqa: S608 - only ? marks
+        f" WHERE seq >= ? AND kind IN ({','.join('?' * len(kinds))})",
+        (since, *kinds),
+    )
+    db.execute("INSERT INTO by_kind VALUES (?, ?)", (BY_KIND_SINCE, since))
 
 
 def by_kind_since(db: sqlite3.Connection) -> int | None:

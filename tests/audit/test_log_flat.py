@@ -20,6 +20,7 @@ import pytest
 
 from controller.app.watch import last_software_identity
 from controller.audit import log as audit_log
+from controller.audit import store
 from controller.audit.archive import Policy, Retention
 from controller.audit.log import DB_NAME, AuditLog, load_signer, open_for_reading
 from controller.audit.recall import recall
@@ -195,10 +196,14 @@ def _power_on(n: int) -> tuple[RecordKind, dict[str, object]]:
     return RecordKind.POWER_ON, {"n": n}
 
 
-def test_a_log_from_before_the_index_is_read_and_carried_on(tmp_path: Path) -> None:
+def test_a_log_from_before_the_index_is_read_and_carried_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A log written before ``by_kind``: read only, its rare records are looked for in the
-    records as before; the writer's next open keeps them from its next record on (nothing
-    before is rewritten), and a look-up finds both; the log verifies."""
+    records as before; the writer's next open indexes its newest (BY_KIND_BACKFILL: none
+    here) and keeps the rest from its next record on (nothing before is rewritten), and a
+    look-up finds both; the log verifies."""
+    monkeypatch.setattr(store, "BY_KIND_BACKFILL", 0)
     log = AuditLog.open(tmp_path)
     first = log.commit([_power_on(1), (RecordKind.SENSOR, {"present": True})]).seqs[0]
     log.close()
@@ -275,3 +280,20 @@ def test_retention_drops_the_index_rows_of_the_records_it_moves(tmp_path: Path) 
     db.close()
     assert first > 6  # the rare records at the start were moved to the archive
     assert kept == [(BY_KIND_SINCE, 1), (RecordKind.POWER_ON, last)]
+
+
+def test_a_log_from_before_the_index_has_its_newest_records_indexed_at_its_next_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "BY_KIND_BACKFILL", 4)
+    log = AuditLog.open(tmp_path)  # log_created, then 2..6
+    seqs = log.commit([_power_on(n) for n in range(5)]).seqs
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("DROP TABLE by_kind")
+    db.close()
+    AuditLog.open(tmp_path).close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        kept = db.execute("SELECT kind, seq FROM by_kind ORDER BY seq").fetchall()
+    db.close()
+    assert kept == [(BY_KIND_SINCE, 3)] + [(RecordKind.POWER_ON, seq) for seq in seqs[1:]]
