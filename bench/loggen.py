@@ -30,7 +30,7 @@ from controller.core.state import Event, RoundMachine, occurrence
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
-FORMAT = "v5"  # the log's rows as they are written now; a new layout gets a new cache
+FORMAT = "v6"  # the log's rows as they are written now; a new layout gets a new cache
 RENEW_EVERY = 1000  # rounds (some 4.5 hours of table time) between new dice and new tiles
 GROUP = 5000  # commits per transaction
 

@@ -184,6 +184,9 @@ class Appliance:
         clock = ClockWatch(self.options.clock_status or SystemClockStatus())
         self._clock_watch = clock
         self.loop = self._control_loop(machine, ports, software, clock)
+        reads = self.loop.recall_reads
+        if reads is not None:  # closed before the log
+            self._closables.append(lambda: reads.close(timeout=self._stop_left_s()))
         self._power_on(self.loop, found, software, clock)
         if self.is_stopping():
             return
@@ -242,6 +245,7 @@ class Appliance:
             shake_delay=lambda: draw_shake_delay(self.config.round),
             wall_clock=self.options.wall_clock,
             duties=duties,
+            recall_apart=True,  # the table never waits on a supervisor's recall (issue 31)
         )
 
     def _power_on(

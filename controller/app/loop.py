@@ -21,11 +21,16 @@ screen; at the limit of returns the loop stops feeding systemd's watchdog, and s
 **No re-entrant dispatch.** What the loop learns while carrying out a step (a drawn number, an
 action that failed) becomes an event of its own, taken right after the step and before anything
 from the queue, never dispatched from inside the step.
+
+**The table never waits on a recall.** In the daemon (``recall_apart``) the RECALL screen's read
+of the log is made on a thread of its own (controller/app/recall_reads.py); the loop is woken
+when it is done and shows the screen then, if the table still recalls that round.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import queue
@@ -33,8 +38,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from controller.app.committer import Committer, Lost, Stored
+from controller.app.recall_reads import RecallReads
 from controller.core.dice import Roll
 from controller.core.records import RecordKind
 from controller.core.recurrence import RecurrencePolicy, Recurrences
@@ -200,6 +207,7 @@ class ControlLoop:
         wall_clock: Callable[[], int] = wall_ms,
         duties: Sequence[Duty] = (),
         recurrence: RecurrencePolicy | None = None,
+        recall_apart: bool = False,
     ) -> None:
         """``alive_every_s``: the longest the loop sleeps without an event before it calls
         ``on_alive`` (systemd's watchdog); None sleeps until an event or the core's deadline.
@@ -207,7 +215,9 @@ class ControlLoop:
         idle for ``IDLE_COLLECTION_S`` (the composition root makes automatic collections
         rare), so that a collection does not land between a sensor's frame and its result.
         ``recurrence``: how a fault that comes back is held, and when the loop stops feeding
-        the watchdog (``controller.core.recurrence``)."""
+        the watchdog (``controller.core.recurrence``). ``recall_apart``: the RECALL screen's
+        read of the log is made on a thread of its own (controller/app/recall_reads.py), and
+        the screen shown once read; otherwise on this thread, before the step goes on."""
         self.machine = machine
         self.ports = ports
         self.shake_delay = shake_delay  # draws the delay before a shake's motor starts
@@ -237,6 +247,7 @@ class ControlLoop:
         # Bounded work for between rounds (the log's retention, controller/audit/archive.py):
         # called when bets are open and no event waits, so never before a result is shown.
         self.between_rounds: Callable[[], None] | None = None
+        self.recall_reads = RecallReads(self.events.wake) if recall_apart else None
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -261,6 +272,7 @@ class ControlLoop:
                 item = None
             if item is not None:
                 self.dispatch(item)
+            self._show_recalled()
             deadline = self.machine.context.deadline
             if deadline is not None and self.clock() >= deadline:
                 self.dispatch(Tick(at=self.clock()))
@@ -453,10 +465,13 @@ class ControlLoop:
             log.error("%s", stored.anchor_error)
             self._follow(Fault.STORAGE, stored.anchor_error)
 
-    def _do_guarded(self, action: Action) -> bool:
+    def _do_guarded(self, action: Action, *, failed: Exception | None = None) -> bool:
         """One action of an adopted step; False if it failed (the step's later actions are
-        not carried out, and what failed comes as an event of its own)."""
+        not carried out, and what failed comes as an event of its own). ``failed``: what the
+        action raised where it was carried out apart (the RECALL screen's read)."""
         try:
+            if failed is not None:
+                raise failed
             self._do(action)
         except AuditLogError as exc:  # a record the RNG makes itself
             log.error("%s failed: %s", action.kind, exc)
@@ -557,13 +572,15 @@ class ControlLoop:
         assert isinstance(data, dict)
         if screen is Screen.REFUSED:
             self._note_refusal(str(data.get("reason", "")))
-        if screen is Screen.RECALL:
+        if screen is Screen.RECALL and "rounds" not in data:
             # AGCO 13.1.1: the round comes from the log itself, as recall reads it; only the
-            # one recalled is sent (a screen the display's history keeps), with the count
-            rounds = self.ports.log.recall(RECALL_DEPTH)
-            back = _int(data["back"])
-            chosen = [rounds[-back]] if 1 <= back <= len(rounds) else []
-            data = {**data, "count": len(rounds), "rounds": chosen}
+            # one recalled is sent (a screen the display's history keeps), with the count.
+            # Read apart, it is shown once read (``_show_recalled``).
+            read = functools.partial(self.ports.log.recall, RECALL_DEPTH)
+            if self.recall_reads is not None:
+                self.recall_reads.ask(data, read)
+                return
+            data = _recalled(data, read())
         if screen is Screen.FAULT:  # how often each fault came back, and how long it is held
             faults = self.machine.context.active_faults
             data = {**data, **self.recurrences.shown(faults, self.clock())}
@@ -576,6 +593,25 @@ class ControlLoop:
             player_bank=bank is not None and bank != "dealer",
             dice_alarm=self.machine.context.dice_alarm is not None,
         )
+
+    def _show_recalled(self) -> None:
+        """The rounds read apart for the RECALL screen (``recall_reads``), shown as a step's
+        action would be, if the table still recalls that round: the supervisor may have
+        stepped on or left meanwhile, or a fault ended the recall. A read that failed fails
+        the action (the fault it latches)."""
+        answer = None if self.recall_reads is None else self.recall_reads.take()
+        if answer is None:
+            return
+        data, rounds = answer
+        if self.machine.context.recall != data.get("back"):
+            return
+        if isinstance(rounds, Exception):
+            self._do_guarded(Action(ActionKind.SHOW, screen=Screen.RECALL), failed=rounds)
+        else:
+            shown = _recalled(data, rounds)
+            self._do_guarded(Action(ActionKind.SHOW, screen=Screen.RECALL, data=shown))
+        while self._follow_ups:
+            self._step(self._follow_ups.popleft())
 
     def _draw(self, round_number: int, attempt: int) -> None:
         if self.ports.rng is None:
@@ -692,6 +728,14 @@ def _fault_of(action: Action, exc: ControllerError) -> Fault:
     if isinstance(exc, RngError) or action.kind in (ActionKind.DRAW_NUMBER, ActionKind.PREPARE_RNG):
         return Fault.RNG_FAILURE
     return Fault.INTERNAL
+
+
+def _recalled(data: Mapping[str, object], rounds: list[dict[str, Any]]) -> dict[str, object]:
+    """The RECALL screen's data: the round recalled (``back`` 1: the newest) alone, and how
+    many the log holds of the last RECALL_DEPTH."""
+    back = _int(data["back"])
+    chosen = [rounds[-back]] if 1 <= back <= len(rounds) else []
+    return {**data, "count": len(rounds), "rounds": chosen}
 
 
 def _int(value: object) -> int:

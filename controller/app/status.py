@@ -23,13 +23,14 @@ from controller.audit.log import (
     read_latest_checkpoint,
     read_latest_context,
 )
+from controller.audit.reader import newest_of
 from controller.core import canonical
 from controller.core.snapshot import decode_context
 from controller.core.state import ClockSync, RoundContext
 from controller.core.status import ROOT_PREFIX_CHARS
 from controller.errors import AuditLogError, ControllerError, SnapshotError
 
-LOOK_BACK = 100_000  # records searched back for the last of a kind (no index by kind)
+LOOK_BACK = 100_000  # records looked at for the last of a kind (store.BY_KIND's through an index)
 MAX_DETAIL_CHARS = 300  # a fault's detail, as the status carries it
 
 
@@ -100,16 +101,10 @@ def _size(db: sqlite3.Connection) -> int:
 
 def _last(db: sqlite3.Connection, *kinds: str) -> tuple[str, dict[str, Any]] | None:
     """The last record of one of ``kinds`` within ``LOOK_BACK``: its time and data."""
-    marks = ",".join("?" * len(kinds))
-    row = db.execute(
-        f"SELECT leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
-        " AND seq > (SELECT coalesce(max(seq), 0) FROM records) - ?"
-        " ORDER BY seq DESC LIMIT 1",
-        (*kinds, LOOK_BACK),
-    ).fetchone()
-    if row is None:
+    rows = newest_of(db, kinds, limit=1, within=LOOK_BACK)
+    if not rows:
         return None
-    entry = canonical.decode(bytes(row[0]))
+    entry = canonical.decode(bytes(rows[0][2]))
     if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
         raise ValueError("a record is not a JSON object with data")
     return str(entry.get("time", "")), entry["data"]

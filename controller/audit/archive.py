@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Protocol
 
 from controller.audit.anchor import ANCHOR_FILE, AnchorFile
-from controller.audit.reader import read_records
+from controller.audit.reader import newest_of, read_records
 from controller.audit.store import DB_NAME, connect_read_only, drop_cached_pages, storage_error
 from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.digits import parse_bounded_int
@@ -343,10 +343,7 @@ class Retention:
         if anchor is None:
             return None  # nothing published outside the log yet: nothing leaves it
         bound = min(bound, open_checkpoint(anchor.note, self.signer.verifier).size)
-        sessions = live.execute(
-            "SELECT seq FROM records WHERE kind = ? ORDER BY seq DESC LIMIT 3",
-            (str(RecordKind.RNG_COMMIT),),
-        ).fetchall()
+        sessions = newest_of(live, {RecordKind.RNG_COMMIT}, limit=3)  # through by_kind
         if sessions:
             bound = min(bound, min(int(s[0]) for s in sessions) - 1)
         cutoff = None

@@ -78,6 +78,10 @@ from controller.audit.keys import (
     require_origin,
 )
 from controller.audit.reader import (
+    holds,
+    indexed_from,
+    indexes_every_record,
+    newest_of,
     open_for_reading,
     open_log_file,
     peek_identity,
@@ -87,6 +91,7 @@ from controller.audit.reader import (
     read_records,
 )
 from controller.audit.store import (
+    BY_KIND,
     DB_NAME,
     FORMAT,
     LATEST_CHECKPOINT,
@@ -562,6 +567,9 @@ class AuditLog:
             "INSERT INTO records VALUES (?, ?, ?, NULL, NULL, NULL)",
             [(row.seq, row.kind, row.leaf) for row in appended.rows],
         )
+        kept = [(row.kind, row.seq) for row in appended.rows if row.kind in BY_KIND]
+        if kept:  # the rare kinds looked up by their newest, indexed (store.BY_KIND)
+            db.executemany("INSERT INTO by_kind VALUES (?, ?)", kept)
         if appended.checkpoints:
             db.executemany(
                 "INSERT OR REPLACE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
@@ -659,6 +667,10 @@ class AuditLog:
                 (stop, through),
             )
             db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
+            db.executemany(  # by the index's key: the rows of the records dropped only
+                "DELETE FROM by_kind WHERE kind = ? AND seq <= ?",
+                [(kind, stop) for kind in sorted(BY_KIND)],
+            )
             return through - stop
 
         try:
@@ -901,22 +913,29 @@ class AuditLog:
         self, kinds: Collection[str], *, since_kind: str, count: int
     ) -> list[StoredRecord]:
         """The records of ``kinds`` from the ``count``-th newest ``since_kind`` record on (all
-        of them if there are fewer): what the RNG needs at start, without reading the log."""
+        of them if there are fewer): what the RNG needs at start, without reading the log.
+        When the log's index of these kinds (store.BY_KIND) names all there are, they are read
+        through it, and "all" is from the oldest ``since_kind``: the records told (an RNG
+        session's draws and reveal) follow the one they belong to (its commitment)."""
         if self._connection is None and self.locked is not None:
             return []
         names = sorted(kinds)
         marks = ",".join("?" * len(names))
         try:
-            rows = self._db.execute(
-                "SELECT seq FROM records WHERE kind = ? ORDER BY seq DESC LIMIT ?",
-                (since_kind, count),
-            ).fetchall()
-            start = int(rows[-1][0]) if len(rows) == count else 1
-            found = self._db.execute(
-                f"SELECT seq, kind, leaf FROM records WHERE seq >= ? AND kind IN ({marks})"  # noqa: S608 - only ? marks
-                " ORDER BY seq",
-                (start, *names),
-            ).fetchall()
+            rows = newest_of(self._db, {since_kind}, limit=count)
+            indexed = {since_kind, *names} <= BY_KIND and indexes_every_record(self._db)
+            start = 1  # fewer than ``count``: all of them
+            if len(rows) == count or indexed:
+                start = int(rows[0][0]) if rows else self.size + 1
+            found = (
+                indexed_from(self._db, names, start)
+                if indexed
+                else self._db.execute(
+                    f"SELECT seq, kind, leaf FROM records WHERE seq >= ? AND kind IN ({marks})"  # noqa: S608 - only ? marks
+                    " ORDER BY seq",
+                    (start, *names),
+                ).fetchall()
+            )
         except sqlite3.Error as exc:
             raise storage_error(exc, f"cannot read {self.path}") from exc
         return self._readable([StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in found])
@@ -934,16 +953,13 @@ class AuditLog:
         if self._connection is None and self.locked is not None:
             return None
         try:
-            row = self._db.execute(
-                "SELECT seq, kind, leaf FROM records WHERE seq > ? AND kind = ?"
-                " ORDER BY seq DESC LIMIT 1",
-                (self.size - within, kind),
-            ).fetchone()
+            rows = newest_of(self._db, {kind}, limit=1, within=within)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"cannot read {self.path}") from exc
-        if row is None:
+        if not rows:
             return None
-        readable = self._readable([StoredRecord(int(row[0]), str(row[1]), bytes(row[2]))])
+        seq, found, leaf = rows[0]
+        readable = self._readable([StoredRecord(int(seq), str(found), bytes(leaf))])
         return readable[0] if readable else None
 
     def contains(self, kind: str, fragment: bytes) -> bool:
@@ -952,13 +968,9 @@ class AuditLog:
         if self._connection is None and self.locked is not None:
             return False
         try:
-            row = self._db.execute(
-                "SELECT 1 FROM records WHERE kind = ? AND instr(leaf, ?) > 0 LIMIT 1",
-                (kind, fragment),
-            ).fetchone()
+            return holds(self._db, kind, fragment)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"cannot read {self.path}") from exc
-        return row is not None
 
     def close(self) -> None:
         if self._connection is not None:

@@ -41,7 +41,7 @@ import itertools
 import multiprocessing
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +52,13 @@ from controller.audit.checks import (
     RNG_KINDS,
     ROUND_KINDS,
     ContentCheck,
+    Entry,
     RoundShape,
     decode_fields,
     open_signed,
     shape_data,
 )
-from controller.audit.store import connect_read_only
+from controller.audit.store import BY_KIND, connect_read_only
 from controller.core import canonical
 from controller.core.log_state import GENESIS_PREV
 from controller.core.merkle import CompactRange, Subtrees
@@ -148,6 +149,7 @@ class _Run:
     rounds: RoundShape | None = None  # the round's shape at the end, once a round started
     rng: list[tuple[int, str, Any, tuple[object, int] | None]] = field(default_factory=list)
     results: int = 0
+    indexed: list[tuple[int, str]] = field(default_factory=list)  # store.BY_KIND's (seq, kind)
 
 
 @dataclass(slots=True)
@@ -175,12 +177,14 @@ def verify_in_parallel(
     size: int,
     *,
     workers: int,
+    index: Callable[[int, str], None] | None = None,
 ) -> Report_co | None:
     """Verify records 1..``size`` of the log at ``path`` (``db`` holds the snapshot) with
     ``workers`` processes, feeding ``log`` (made without the checkpoints: the workers read
     them). ``None`` when a run found something wrong (the caller then verifies sequentially,
     on a fresh ``LogVerifier``). Records 1..``size`` and their checkpoints never change once
-    committed, so the workers' own connections read what ``db`` sees."""
+    committed, so the workers' own connections read what ``db`` sees. ``index`` is handed
+    each record of store.BY_KIND's kinds (seq, kind), in order (audit/index_check.py)."""
     (signed_beyond,) = db.execute("SELECT max(size) FROM checkpoints").fetchone()
     if signed_beyond is not None and signed_beyond > size:
         return None  # a checkpoint of records the log does not hold: named sequentially
@@ -217,6 +221,9 @@ def verify_in_parallel(
             if run is None or run.first_prev != prev:
                 return None
             _join(log, run)
+            if index is not None:
+                for seq, kind in run.indexed:
+                    index(seq, kind)
             seen += run.configs
             prev, results = run.last_hash, results + run.results
         if seen != configs:
@@ -314,17 +321,30 @@ def _checked_run(task: _Task) -> _Run:
         note = notes.get(seq)
         if note is not None:
             opened.append((seq, open_signed(verifier, seq, note, "checkpoint")))
-        if kind in CONTENT_KINDS:
-            run.results += content.check(entry)
-            if kind == RecordKind.CONFIG_LOADED:
-                run.configs.append((seq, leaf))
-        if kind in _SHAPE_KINDS or seq == 1:
-            _shape(run, seq, kind, entry.data)
+        if kind in _NOTED or seq == 1:
+            _note(run, content, entry, leaf)
     if last is None or expected != stop + 1:
         raise _Split
     run.last_hash = last
     _subtrees(run, Subtrees(start - 1, hashed), opened, task.cuts)
     return run
+
+
+_NOTED = CONTENT_KINDS | _SHAPE_KINDS | BY_KIND  # the kinds a run hands more of back
+
+
+def _note(run: _Run, content: ContentCheck, entry: Entry, leaf: bytes) -> None:
+    """What a run hands back of a record beyond its hash: its results checked, the
+    ``config_loaded`` records, the rounds' shape, the records of store.BY_KIND's kinds."""
+    seq, kind = entry.seq, entry.kind
+    if kind in CONTENT_KINDS:
+        run.results += content.check(entry)
+        if kind == RecordKind.CONFIG_LOADED:
+            run.configs.append((seq, leaf))
+    if kind in _SHAPE_KINDS or seq == 1:
+        _shape(run, seq, kind, entry.data)
+    if kind in BY_KIND:
+        run.indexed.append((seq, kind))
 
 
 def _worker_db() -> sqlite3.Connection:

@@ -6,12 +6,15 @@ Nothing here writes; none of it needs the log's key.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
+from typing import Any
 
 from controller.audit.store import (
+    BY_KIND,
     DB_NAME,
     LATEST_CHECKPOINT,
+    by_kind_since,
     connect_read_only,
     read_head,
     storage_error,
@@ -26,6 +29,10 @@ __all__ = [
     "DB_NAME",
     "GENESIS_PREV",
     "connect_read_only",
+    "holds",
+    "indexed_from",
+    "indexes_every_record",
+    "newest_of",
     "open_for_reading",
     "open_log_file",
     "peek_identity",
@@ -89,6 +96,112 @@ def read_records(
                 on_bad(bad)
     except sqlite3.Error as exc:
         raise storage_error(exc, "cannot read the records") from exc
+
+
+MAX_SEQ_BOUND = 2**63 - 1  # above every seq SQLite can hold
+# A row of the records table as SQLite gives it: (seq, kind, leaf), types unchecked.
+Row = tuple[Any, Any, Any]
+
+
+def newest_of(
+    db: sqlite3.Connection, kinds: Collection[str], *, limit: int, within: int | None = None
+) -> list[Row]:
+    """The newest ``limit`` records of ``kinds`` (oldest first) among the last ``within``
+    records (None: the whole live log), as (seq, kind, leaf) rows. Kinds that are all in
+    ``by_kind`` (store.BY_KIND) are read through it, at a cost that does not grow with the log;
+    a log from before it is looked through backwards for the records it has no row for (as
+    any other kinds are: a look back that stops at the ``limit``-th found)."""
+    names = sorted(set(kinds))
+    if not names or limit <= 0:
+        return []
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    low = 0 if within is None else int(size) - within  # the records after it are looked at
+    since = by_kind_since(db) if set(names) <= BY_KIND else None
+    rows: list[Row] = []
+    high = int(size)
+    if since is not None:
+        rows = _by_kind(db, names, limit=limit, low=low, high=high)
+        high = min(high, since - 1)  # the records before the index are looked through
+    if len(rows) < limit and high > low:
+        marks = ",".join("?" * len(names))
+        rows += db.execute(
+            f"SELECT seq, kind, leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
+            " AND seq > ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
+            (*names, low, high, limit - len(rows)),
+        ).fetchall()
+    return rows[::-1]
+
+
+def holds(db: sqlite3.Connection, kind: str, fragment: bytes) -> bool:
+    """Whether a record of ``kind`` holds these bytes in its canonical text: through
+    ``by_kind`` for its kinds (the records before it, in a log that had them, looked through
+    as any other kind's are: the whole log)."""
+    since = by_kind_since(db) if kind in BY_KIND else None
+    if since is not None:
+        row = db.execute(
+            "SELECT 1 FROM by_kind b JOIN records r ON r.seq = b.seq"
+            " WHERE b.kind = ? AND r.kind = ? AND instr(r.leaf, ?) > 0 LIMIT 1",
+            (kind, kind, fragment),
+        ).fetchone()
+        if row is not None or since <= 1:
+            return row is not None
+    row = db.execute(
+        "SELECT 1 FROM records WHERE kind = ? AND seq < ? AND instr(leaf, ?) > 0 LIMIT 1",
+        (kind, since or MAX_SEQ_BOUND, fragment),
+    ).fetchone()
+    return row is not None
+
+
+def indexed_from(db: sqlite3.Connection, kinds: Collection[str], start: int) -> list[Row]:
+    """The records of ``kinds`` (all in store.BY_KIND) from ``start`` on, in order, through
+    ``by_kind`` (a log that :func:`indexes_every_record`): as many reads as records found."""
+    seqs: list[int] = []
+    for name in sorted(set(kinds)):
+        seqs += [
+            seq
+            for (seq,) in db.execute(
+                "SELECT seq FROM by_kind WHERE kind = ? AND seq >= ?", (name, start)
+            )
+        ]
+    rows: list[Row] = []
+    for seq in sorted(seqs):
+        row = db.execute("SELECT seq, kind, leaf FROM records WHERE seq = ?", (seq,)).fetchone()
+        if row is not None and row[1] in kinds:
+            rows.append(row)
+    return rows
+
+
+def indexes_every_record(db: sqlite3.Connection) -> bool:
+    """Whether ``by_kind`` names every record of store.BY_KIND the live log holds: a log made
+    with it, or one whose records from before it were all moved to the archive."""
+    since = by_kind_since(db)
+    if since is None:
+        return False
+    (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+    return first is None or since <= first
+
+
+def _by_kind(
+    db: sqlite3.Connection, names: list[str], *, limit: int, low: int, high: int
+) -> list[Row]:
+    """The newest ``limit`` records of ``names`` with ``low < seq <= high`` that ``by_kind``
+    names, newest first; a row there whose record is gone (archived) or of another kind (a
+    damaged log) is passed over for the one before it."""
+    rows: list[Row] = []
+    for name in names:
+        found = 0
+        for (seq,) in db.execute(
+            "SELECT seq FROM by_kind WHERE kind = ? AND seq > ? AND seq <= ? ORDER BY seq DESC",
+            (name, low, high),
+        ):
+            row = db.execute("SELECT seq, kind, leaf FROM records WHERE seq = ?", (seq,)).fetchone()
+            if row is not None and row[1] == name:
+                rows.append(row)
+                found += 1
+                if found == limit:
+                    break
+    rows.sort(key=lambda row: int(row[0]), reverse=True)
+    return rows[:limit]
 
 
 def read_latest_context(db: sqlite3.Connection, path: Path | str) -> tuple[int, bytes] | None:
@@ -174,18 +287,34 @@ def open_log_file(path: Path) -> sqlite3.Connection:
         raise AuditLogError(f"audit log: no log at {path}")
     connection = connect_read_only(path)
     try:
-        connection.execute("SELECT count(*) FROM records").fetchone()
+        _check_records_table(connection, path)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _check_records_table(connection: sqlite3.Connection, path: Path) -> None:
+    """That ``path`` is a log SQLite can read, at a cost that does not grow with the log: the
+    schema parsed (its first statement does that), the records table there, its b-tree's root
+    and first leaf (LIMIT 1) and, once seq is known to be its integer key, its last leaf
+    (``max(seq)`` walks the rowid b-tree's right edge) read. A page damaged further in is
+    found by whoever reads it (verify-log, export, a recall reaching back to it), as a record
+    damaged there is; a full ``count(*)`` here read the whole table at every open."""
+    try:
+        connection.execute("SELECT 1 FROM records LIMIT 1").fetchone()
         columns = connection.execute("PRAGMA table_info(records)").fetchall()
     except sqlite3.Error as exc:
-        connection.close()
         raise storage_error(exc, f"cannot read {path}") from exc
     # (cid, name, type, notnull, default, pk): a schema whose text was altered so that seq is
     # no longer the table's integer key reads every seq as NULL, and a reader would find an
     # empty log where there is a damaged one
     if not any(c[1] == "seq" and str(c[2]).upper() == "INTEGER" and c[5] == 1 for c in columns):
-        connection.close()
         raise LogDamagedError(
             f"audit log: {path}: the records table's schema is damaged (seq is not its integer"
             " key): the log cannot be read by seq"
         )
-    return connection
+    try:
+        connection.execute("SELECT max(seq) FROM records").fetchone()
+    except sqlite3.Error as exc:
+        raise storage_error(exc, f"cannot read {path}") from exc

@@ -4,7 +4,10 @@ The writer's connection (:func:`connect`) uses WAL with ``synchronous=FULL`` and
 transactions; a reader's (:func:`connect_read_only`) cannot write, and works on read-only media.
 A new log has 512-byte pages (issue 13): a commit writes its few small rows to the WAL rather than
 whole 4 KiB pages. SQLite's errors become :class:`AuditLogError` (a full disk
-:class:`StorageFull`, a damaged file :class:`LogDamagedError`).
+:class:`StorageFull`, a damaged file :class:`LogDamagedError`). Besides the records, their
+checkpoints, the log's identity (``meta``) and its head, ``by_kind`` indexes the records of the
+rare kinds whose newest are looked up (:data:`BY_KIND`; issue 31: nothing at start grows with
+the log); it is not signed, and verify-log does not read it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from controller.core.records import RecordKind
 from controller.errors import AuditLogError, LogDamagedError, LogIntegrityError, StorageFull
 
 DB_NAME = "audit.db"
@@ -50,7 +54,43 @@ CREATE TABLE IF NOT EXISTS head (
     root BLOB NOT NULL,
     signature BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS by_kind (
+    kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (kind, seq)
+) WITHOUT ROWID;
 """
+
+# The kinds whose newest records are looked up (the display's RNG commitment, cosignature,
+# corrections and voids; the start's RNG sessions and program identity; the status), and are
+# rare, or of RNG rounds only: each record of one of them also goes in ``by_kind`` in its
+# commit (one small row), so that a look-up reads an index, never the log backwards. The
+# records of every round are not kept there (a look back to the newest of them stops within
+# a round or two).
+BY_KIND: frozenset[str] = frozenset(
+    {
+        RecordKind.RNG_COMMIT,
+        RecordKind.RNG_DRAW,  # one an RNG round; the start reads its sessions' back
+        RecordKind.RNG_REVEAL,
+        RecordKind.RNG_INTERRUPTED,
+        RecordKind.COSIGNED,
+        RecordKind.SOFTWARE_CHECK,
+        RecordKind.RESULT_CORRECTED,
+        RecordKind.VOID,
+        RecordKind.RESULT_VOIDED,
+        RecordKind.CONFIG_LOADED,
+        RecordKind.POWER_ON,
+        RecordKind.CLOCK_STATUS,
+        RecordKind.ROLLBACK_EVIDENCE,
+    }
+)
+# ``by_kind``'s row of this (no record's) kind holds the first seq it keeps: 1 for a log made
+# with it, the next record's for a log that had records before it (those are looked for in
+# the records themselves, as before).
+BY_KIND_SINCE = ""
+# The records a log from before ``by_kind`` has indexed at its first open (its newest): the
+# longest bounded look back of the readers (the display's SEARCH_BACK, status's LOOK_BACK).
+BY_KIND_BACKFILL = 100_000
 
 
 def storage_error(exc: BaseException, doing: str) -> AuditLogError:
@@ -232,3 +272,35 @@ def create_schema(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE records ADD COLUMN {column} {kind}")
     if "frontier" not in {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}:
         db.execute("ALTER TABLE checkpoints ADD COLUMN frontier BLOB")
+    if db.execute("SELECT 1 FROM by_kind WHERE kind = ?", (BY_KIND_SINCE,)).fetchone() is None:
+        _index_the_newest(db)
+
+
+def _index_the_newest(db: sqlite3.Connection) -> None:
+    """``by_kind`` made for a log that had records before it: the last BY_KIND_BACKFILL of
+    them indexed now (one look through them, as every start made before), so that the
+    bounded look backs are answered by the index from this start on; older records are looked
+    for the old way. A new log: nothing to index, from its first record."""
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    since = max(1, int(size) + 1 - BY_KIND_BACKFILL)
+    kinds = sorted(BY_KIND)
+    db.execute(
+        "INSERT INTO by_kind SELECT kind, seq FROM records"  # noqa: S608 - only ? marks
+        f" WHERE seq >= ? AND kind IN ({','.join('?' * len(kinds))})",
+        (since, *kinds),
+    )
+    db.execute("INSERT INTO by_kind VALUES (?, ?)", (BY_KIND_SINCE, since))
+
+
+def by_kind_since(db: sqlite3.Connection) -> int | None:
+    """The first seq ``by_kind`` keeps the records of :data:`BY_KIND` from, or None when the
+    log does not keep it (a log from before it, read only)."""
+    try:
+        row = db.execute(
+            "SELECT seq FROM by_kind WHERE kind = ? ORDER BY seq LIMIT 1", (BY_KIND_SINCE,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return row[0] if row is not None and type(row[0]) is int else None

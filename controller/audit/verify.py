@@ -53,6 +53,7 @@ from controller.audit.checks import (
     decode_entry,
     open_signed,
 )
+from controller.audit.index_check import ByKindCheck
 from controller.audit.parallel import MIN_RECORDS, available_cores, verify_in_parallel
 from controller.audit.reader import (
     open_log_file,
@@ -510,7 +511,9 @@ def _verify_with_archive(
         log.checkpoints.update(
             {n: note for n, note in read_checkpoints(db).items() if n >= archived}
         )
+        index = ByKindCheck(db, int(first), size)
         for row in read_records(db, stop=size):
+            index.see(row.seq, row.kind)
             if row.seq <= archived:
                 if copies.get(row.seq) != row.leaf:
                     raise LogIntegrityError(
@@ -519,6 +522,7 @@ def _verify_with_archive(
                 continue
             log.feed(row)
         report = log.finish()
+        index.finish()
         report.notes.append(
             f"records 1..{archived} verified from {len(chain)} archive file(s) in"
             f" {state_dir / 'archive'}"
@@ -544,8 +548,11 @@ def verify_database(
     db = open_log_file(path)
     try:
         db.execute("BEGIN")  # one snapshot for every pass, even while the daemon appends
-        (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        first, stored = db.execute(
+            "SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM records"
+        ).fetchone()
         size = int(stored)
+        index = ByKindCheck(db, int(first), size)
         latest = read_latest_checkpoint(db)
         if anchor is not None and anchor.origin != log_origin(db):
             read_checkpoints(db)  # a malformed checkpoint row is named first, as it always was
@@ -558,17 +565,23 @@ def verify_database(
             log = LogVerifier(
                 verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
             )
-            report = verify_in_parallel(db, _database_file(db, path), log, size, workers=jobs)
+            report = verify_in_parallel(
+                db, _database_file(db, path), log, size, workers=jobs, index=index.see
+            )
             if report is not None:
+                index.finish()
                 db.execute("COMMIT")
                 return report
         checkpoints = read_checkpoints(db)  # a malformed row is named here, before any record
         log = LogVerifier(
             verifier, checkpoints, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
         )
+        index = ByKindCheck(db, int(first), size)  # afresh: a parallel pass may have fed it
         for row in read_records(db, stop=size):
             log.feed(row)
+            index.see(row.seq, row.kind)
         report = log.finish()
+        index.finish()
         db.execute("COMMIT")
         return report
     finally:

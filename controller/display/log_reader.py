@@ -23,6 +23,7 @@ from controller.audit.log import (
     read_latest_checkpoint,
     read_records,
 )
+from controller.audit.reader import newest_of
 from controller.core.digits import MAX_SEQ, parse_bounded_int
 from controller.core.records import StoredRecord
 from controller.errors import AuditLogError, NumberError
@@ -99,17 +100,12 @@ class SqliteLogReader:
         names = sorted(kinds)
         if not names or limit <= 0:
             return []
-        marks = ",".join("?" * len(names))
-        # Walks the primary key backwards, stops at ``limit`` matches, and looks no further
-        # back than SEARCH_BACK records (a table that never drew has no RNG commitment).
-        query = (
-            f"SELECT seq, kind, leaf FROM records WHERE kind IN ({marks})"  # noqa: S608 - only ? marks
-            " AND seq > (SELECT coalesce(max(seq), 0) FROM records) - ?"
-            " ORDER BY seq DESC LIMIT ?"
-        )
+        # The rare kinds through the log's index of them; others (a round's) by walking the
+        # primary key backwards to the ``limit``-th found, no further back than SEARCH_BACK
+        # records (a table that never drew has no RNG commitment)
         with self._db() as db:
-            rows = db.execute(query, (*names, SEARCH_BACK, limit)).fetchall()
-        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in reversed(rows)]
+            rows = newest_of(db, names, limit=limit, within=SEARCH_BACK)
+        return [StoredRecord(int(s), str(k), bytes(leaf)) for s, k, leaf in rows]
 
     def latest_checkpoint(self) -> LoggedCheckpoint | None:
         """The signed checkpoint of the whole log (kept with its last record)."""

@@ -55,6 +55,7 @@ from controller.audit.log import (
     read_latest_checkpoint,
     read_records,
 )
+from controller.audit.reader import newest_of
 from controller.audit.recall import export_line
 from controller.core.digits import MAX_SEQ
 from controller.core.merkle import CompactRange
@@ -318,11 +319,13 @@ class LogOutbox:
     def last_cosigned(self) -> dict[str, Any]:
         """The data of the last ``cosigned`` record within the look-back (empty: none, or it
         cannot be read): the witness's key, the size it vouched for, the round close covered."""
-        rows = self._query(
-            "SELECT seq, kind, leaf FROM records WHERE kind = ? AND seq > ?"
-            " ORDER BY seq DESC LIMIT 1",
-            (str(RecordKind.COSIGNED), self.size() - COSIGNED_LOOKBACK_RECORDS),
-        )
+        try:
+            rows = newest_of(
+                self._db(), {RecordKind.COSIGNED}, limit=1, within=COSIGNED_LOOKBACK_RECORDS
+            )
+        except sqlite3.Error as exc:
+            self.close()
+            raise AuditLogError(f"audit log: the fleet cannot read {self.path}: {exc}") from None
         if not rows:
             return {}
         seq, kind, leaf = rows[0]
