@@ -247,7 +247,7 @@ class SimShaker:
                     self._run_on_thread = thread
                     thread.start()
         if pulse:
-            self._edge()
+            self._pulse()
         if landed:
             self._shake_over()
         if lift:
@@ -263,18 +263,12 @@ class SimShaker:
         self._shake_pulses += 1
         return True
 
-    def _edge(self) -> None:
-        """One pulse of the hall sensor, its two edges at once (the driver counts the first)."""
+    def _pulse(self, held_s: float = 0.0) -> None:
+        """The hall sensor pulls its line low while the magnet passes, ``held_s`` (0: its two
+        edges at once, on the thread that wrote the motor; the driver counts the first)."""
         self.motion_pin.set_contact(True)
-        self.motion_pin.set_contact(False)
-        with self._lock:
-            self._pulses += 1
-            self._lock.notify_all()
-
-    def _pulse(self) -> None:
-        """The hall sensor pulls its line low while the magnet passes."""
-        self.motion_pin.set_contact(True)
-        time.sleep(self._pulse_s)
+        if held_s:
+            time.sleep(held_s)
         self.motion_pin.set_contact(False)
         with self._lock:
             self._pulses += 1
@@ -291,7 +285,7 @@ class SimShaker:
                 if not self._is_running_on():
                     self._run_on_thread = None
                     return
-            self._pulse()
+            self._pulse(self._pulse_s)
 
     def _is_running_on(self) -> bool:
         return not self._closed and time.monotonic() < self._run_on_until
