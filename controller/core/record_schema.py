@@ -1,10 +1,10 @@
 """One schema per kind of record (controller/core/records.py): its fields, their types and
 bounds, which may be absent, what each means and the rule that decides it, and the format's
 version. A record is written through it (:func:`check`, by ``state._record`` and the
-appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind, checked;
-:func:`read_lenient` for what shows records, the display and the floor: a field absent or of
-another type is None, never an error), and ``docs/records.md`` is generated from it
-(:func:`markdown`). Pure: no I/O.
+appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind made at
+its first read, checked; :func:`read_lenient` for what shows records, the display and the
+floor: a field absent or of another type is None, never an error), and ``docs/records.md``
+is generated from it (:func:`markdown`). Pure: no I/O.
 
 The schema describes the ``data`` object of a record; how a record is encoded, chained and
 signed is the log's (controller/audit/log.py, controller/core/canonical.py), described in
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,9 +59,29 @@ def f(
     return field(metadata=metadata)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_S = TypeVar("_S")
+
+
+@typing.dataclass_transform(frozen_default=True, kw_only_default=True)
+def schema(cls: type[_S]) -> type[_S]:
+    """Declares a record kind's schema: a class whose annotated fields (each an :func:`f`)
+    are its record's, seen by the type checker as a frozen keyword-only dataclass.
+
+    The dataclass itself is made the first time a record of the kind is read
+    (:func:`_made`), not at import: making 45 dataclasses took 75-110 ms of every start of
+    the appliance and of every command (issue 30's start-up figure), and a process reads few
+    kinds. A declared class is not called: a record is read through :func:`read`,
+    :func:`read_lenient` or :func:`read_any`, whose values are instances of their kind's
+    declared class (``isinstance`` holds)."""
+    return cls
+
+
+@schema
 class Record:
     """The fields any record may carry besides its kind's."""
+
+    def __init__(self, **_: object) -> None:
+        raise TypeError(f"a {type(self).__name__} is read through record_schema.read, not made")
 
     KIND: ClassVar[RecordKind]
     VERSION: ClassVar[int] = 1
@@ -92,14 +111,14 @@ _GAMES = ("tiles", "poker")
 _MODES = ("shaker", "manual", "rng")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RoundOpened(Record):
     KIND = RecordKind.ROUND_OPENED
     MEANING = "bets open for a new round"
     round: int = f(_ROUND, low=1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class NoMoreBets(Record):
     KIND = RecordKind.NO_MORE_BETS
     MEANING = "'no more bets': the round's bets closed, its bank and mode fixed"
@@ -114,7 +133,7 @@ class NoMoreBets(Record):
     co_bank: bool | None = f("the dealer co-banks with the player bank", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Shuffle(Record):
     KIND = RecordKind.SHUFFLE
     MEANING = "Pai Gow Poker's new game (645a.12(b))"
@@ -123,7 +142,7 @@ class Shuffle(Record):
     employee: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class TilesShuffled(Record):
     KIND = RecordKind.TILES_SHUFFLED
     MEANING = "a new game's shuffle of the tiles (621a.11(b))"
@@ -132,7 +151,7 @@ class TilesShuffled(Record):
     employee: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class TilesInspected(Record):
     KIND = RecordKind.TILES_INSPECTED
     MEANING = "a set of tiles inspected and verified (621a.6(a), 621a.3(e))"
@@ -146,7 +165,7 @@ class TilesInspected(Record):
     employee: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Shake(Record):
     KIND = RecordKind.SHAKE
     MEANING = "the dice shaken"
@@ -156,7 +175,7 @@ class Shake(Record):
     delay_ms: int | None = f("the random delay before the motor started", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Reading(Record):
     KIND = RecordKind.READING
     MEANING = "the dice sensor's reading of the dice"
@@ -167,7 +186,7 @@ class Reading(Record):
     verdict: str = f("valid, or why not (not_flat, ...)")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class NoRoll(Record):
     KIND = RecordKind.NO_ROLL
     MEANING = "no roll: the dice are shaken again (621a.12(b))"
@@ -176,7 +195,7 @@ class NoRoll(Record):
     reason: str = f("why (not_flat, too_few_cycles, lid_opened, dice_did_not_move, ...)")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Result(Record):
     KIND = RecordKind.RESULT
     MEANING = (
@@ -203,7 +222,7 @@ class Result(Record):
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Void(Record):
     KIND = RecordKind.VOID
     VERSION = 2
@@ -227,7 +246,7 @@ class Void(Record):
     detail: str | None = f("version 1: the words given with it", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Close(Record):
     KIND = RecordKind.CLOSE
     MEANING = "the round closed after its result (a checkpoint is signed after it)"
@@ -235,7 +254,7 @@ class Close(Record):
     employee: str | None = f(_EMPLOYEE, optional=True, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ReshakeLimit(Record):
     KIND = RecordKind.RESHAKE_LIMIT
     MEANING = "too many no-rolls in a row: the table waits for a supervisor"
@@ -243,7 +262,7 @@ class ReshakeLimit(Record):
     no_rolls: int = f("the no-rolls in a row", low=0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class FaultRecord(Record):
     KIND = RecordKind.FAULT
     MEANING = "a fault latched (controller/core/state.py Fault)"
@@ -254,7 +273,7 @@ class FaultRecord(Record):
     state: str = f(_STATE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class FaultCleared(Record):
     KIND = RecordKind.FAULT_CLEARED
     MEANING = "faults cleared, by whom"
@@ -265,7 +284,7 @@ class FaultCleared(Record):
     note: str | None = f("why (anchor_missing needs one: issue 28)", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class SupervisorAction(Record):
     KIND = RecordKind.SUPERVISOR_ACTION
     MEANING = "a supervisor's action (shaker inspected, recall, dice kept, ...)"
@@ -280,7 +299,7 @@ class SupervisorAction(Record):
     counts: dict[str, Any] | None = f("dice_kept: the counts then", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Sensor(Record):
     KIND = RecordKind.SENSOR
     MEANING = "the dice sensor went away or came back"
@@ -289,7 +308,7 @@ class Sensor(Record):
     detail: str = f("what was seen, in words")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class BankSelected(Record):
     KIND = RecordKind.BANK_SELECTED
     MEANING = "the dealer's bank key: who banks the next round (621a.11(c))"
@@ -300,7 +319,7 @@ class BankSelected(Record):
     co_bank: bool | None = f("the dealer co-banks", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class DeliveryStyle(Record):
     KIND = RecordKind.DELIVERY_STYLE
     MEANING = "the delivery style the bank chose (621a.11(i))"
@@ -310,7 +329,7 @@ class DeliveryStyle(Record):
     employee: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ShiftChange(Record):
     KIND = RecordKind.SHIFT_CHANGE
     MEANING = "a new dealer signed on (null: signed off)"
@@ -318,7 +337,7 @@ class ShiftChange(Record):
     dealer: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ResultVoided(Record):
     KIND = RecordKind.RESULT_VOIDED
     MEANING = (
@@ -330,7 +349,7 @@ class ResultVoided(Record):
     reason: str = f("why")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ResultCorrected(Record):
     KIND = RecordKind.RESULT_CORRECTED
     MEANING = (
@@ -348,7 +367,7 @@ class ResultCorrected(Record):
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Lid(Record):
     KIND = RecordKind.LID
     MEANING = "the shaker's lid opened or closed"
@@ -357,7 +376,7 @@ class Lid(Record):
     state: str = f(_STATE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class TamperLoop(Record):
     KIND = RecordKind.TAMPER_LOOP
     MEANING = "the tamper loop opened or closed (N.J.A.C. 13:69E-1.16A)"
@@ -366,7 +385,7 @@ class TamperLoop(Record):
     state: str = f(_STATE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class TableTime(Record):
     KIND = RecordKind.TABLE_TIME
     MEANING = "the table's time (dice and tile life), now and then"
@@ -375,7 +394,7 @@ class TableTime(Record):
     wall_ms: int | None = f(_WALL, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class DiceReplaced(Record):
     KIND = RecordKind.DICE_REPLACED
     MEANING = "a new set of dice in use (proposed 621a.5(c))"
@@ -389,7 +408,7 @@ class DiceReplaced(Record):
     alarm_cleared: str | None = f("the dice alarm's test it clears (issue 15)", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ModeChanged(Record):
     KIND = RecordKind.MODE_CHANGED
     MEANING = "shaker, RNG or manual from now on (current 621a.6(a))"
@@ -400,7 +419,7 @@ class ModeChanged(Record):
     employee: str | None = f(_EMPLOYEE, null=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ServiceMode(Record):
     KIND = RecordKind.SERVICE_MODE
     MEANING = "service mode entered or left (9 NYCRR 5319.58)"
@@ -411,7 +430,7 @@ class ServiceMode(Record):
     test_rounds: int | None = f("left: the test rounds played", optional=True, low=0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ServiceTest(Record):
     KIND = RecordKind.SERVICE_TEST
     MEANING = "a record of a test round in service mode: the game record's fields, and its kind"
@@ -420,7 +439,7 @@ class ServiceTest(Record):
     round: int = f("the test round's number", low=1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class DiceAlarm(Record):
     KIND = RecordKind.DICE_ALARM
     MEANING = "the dice monitor found the dice look loaded (issue 15)"
@@ -439,7 +458,7 @@ class DiceAlarm(Record):
 # --- the appliance -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class LogCreated(Record):
     KIND = RecordKind.LOG_CREATED
     MEANING = "the first record: the log's origin and verifier key"
@@ -447,7 +466,7 @@ class LogCreated(Record):
     key: str = f("the verifier key (C2SP signed-note form)")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RngDraw(Record):
     KIND = RecordKind.RNG_DRAW
     MEANING = "the RNG's number for a round (current 621a.5(e))"
@@ -461,7 +480,7 @@ class RngDraw(Record):
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RngCommit(Record):
     KIND = RecordKind.RNG_COMMIT
     MEANING = "an RNG session committed before its first draw, its seed escrowed"
@@ -476,7 +495,7 @@ class RngCommit(Record):
     escrow: dict[str, Any] = f("the seed, encrypted to the auditor's key")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RngReveal(Record):
     KIND = RecordKind.RNG_REVEAL
     MEANING = "an RNG session ended: its seed revealed, to check every draw against"
@@ -487,7 +506,7 @@ class RngReveal(Record):
     personalization: str = f("the personalization string, hex")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RngInterrupted(Record):
     KIND = RecordKind.RNG_INTERRUPTED
     MEANING = "a session ended unrevealed by a restart: its seed is in the commitment's escrow"
@@ -496,7 +515,7 @@ class RngInterrupted(Record):
     reason: str = f("why: restart")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ConfigLoaded(Record):
     KIND = RecordKind.CONFIG_LOADED
     MEANING = (
@@ -512,7 +531,7 @@ class ConfigLoaded(Record):
     paytables: list[Any] = f("the paytables {name, wager, condition, pays}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class PowerOn(Record):
     KIND = RecordKind.POWER_ON
     MEANING = "the controller started"
@@ -522,14 +541,14 @@ class PowerOn(Record):
     software: dict[str, Any] | None = f("the software {version, manifest}", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Shutdown(Record):
     KIND = RecordKind.SHUTDOWN
     MEANING = "the controller stopped in order"
     round: int = f(_ROUND, low=1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Recovery(Record):
     KIND = RecordKind.RECOVERY
     MEANING = "a start: the round's context as recovered from the log"
@@ -542,7 +561,7 @@ class Recovery(Record):
     dice_counts: dict[str, Any] = f("the dice monitor's counts {set, shift, test}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Interrupted(Record):
     KIND = RecordKind.INTERRUPTED
     MEANING = "a round in play interrupted by a shutdown or a power loss"
@@ -552,7 +571,7 @@ class Interrupted(Record):
     reason: str = f("shutdown or power_on")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class SoftwareCheck(Record):
     KIND = RecordKind.SOFTWARE_CHECK
     MEANING = "program verification: the result, the files that differ"
@@ -569,7 +588,7 @@ class SoftwareCheck(Record):
     detail: str = f("what was seen, in words")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class SoftwareChanged(Record):
     KIND = RecordKind.SOFTWARE_CHANGED
     MEANING = "the version or the manifest differs from the last start's"
@@ -578,7 +597,7 @@ class SoftwareChanged(Record):
     now: dict[str, Any] = f("this start's {version, manifest}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class ClockStatus(Record):
     KIND = RecordKind.CLOCK_STATUS
     MEANING = "the OS's clock became synchronised, or stopped being"
@@ -586,7 +605,7 @@ class ClockStatus(Record):
     clock: str = f("synchronised, unsynchronised or unknown")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class Commissioning(Record):
     KIND = RecordKind.COMMISSIONING
     MEANING = (
@@ -608,7 +627,7 @@ class Commissioning(Record):
     simulated: bool | None = f("walked on simulated hardware", optional=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class CosignedRecord(Record):
     KIND = RecordKind.COSIGNED
     MEANING = (
@@ -625,7 +644,7 @@ class CosignedRecord(Record):
     close: int = f("the sequence number of the close it covers", low=1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@schema
 class RollbackEvidence(Record):
     KIND = RecordKind.ROLLBACK_EVIDENCE
     MEANING = (
@@ -761,29 +780,65 @@ _IS: dict[str, Callable[[object], bool]] = {
     "list": lambda v: isinstance(v, list | tuple),
     "any": lambda v: True,
 }
-_TYPES: dict[object, str] = {int: "integer", str: "text", bool: "boolean", dict: "object"}
-_TYPES[list] = "list"
+_TYPES: dict[str, str] = {"int": "integer", "str": "text", "bool": "boolean", "dict": "object"}
+_TYPES["list"] = "list"
 
 
-def _type_name(annotation: object) -> str:
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if isinstance(annotation, types.UnionType) and len(args) == 1:
-        annotation = args[0]
-    return _TYPES.get(typing.get_origin(annotation) or annotation, "any")
+def _type_name(annotation: str) -> str:
+    """A field's type in the document's words, from its annotation as written (``int | None``,
+    ``dict[str, Any]``): the type with None taken out, by its origin; anything else ``any``."""
+    named = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
+    if len(named) != 1:
+        return "any"
+    return _TYPES.get(named[0].split("[", 1)[0], "any")
+
+
+def _declared(cls: type[Record]) -> list[tuple[str, str, dataclasses.Field[Any]]]:
+    """``cls``'s fields in the dataclass's order (``Record``'s first): name, annotation (the
+    text written, this module using postponed annotations) and the field :func:`f` made."""
+    fields: dict[str, tuple[str, str, dataclasses.Field[Any]]] = {}
+    for base in reversed(cls.__mro__):
+        own = vars(base)
+        for name, annotation in own.get("__annotations__", {}).items():
+            if not str(annotation).startswith("ClassVar"):
+                fields[name] = (name, str(annotation), own[name])
+    return list(fields.values())
 
 
 def _specs(cls: type[Record]) -> tuple[FieldSpec, ...]:
-    hints = typing.get_type_hints(cls)
     return tuple(
         FieldSpec(
-            name=item.name,
-            type=_type_name(hints[item.name]),
+            name=name,
+            type=_type_name(annotation),
             **{k: item.metadata[k] for k in ("meaning", "optional", "null", "low", "high")},
             choices=item.metadata["choices"],
             shape=item.metadata["shape"],
         )
-        for item in dataclasses.fields(cls)
+        for name, annotation, item in _declared(cls)
     )
+
+
+_MADE: dict[type[Record], type[Record]] = {}
+
+
+def _made(cls: type[R]) -> type[R]:
+    """The dataclass of ``cls``'s kind, made once: a frozen, keyword-only subclass of the
+    declared class with its fields. (Two threads making the same kind at once keep the first
+    stored: ``setdefault`` is one step, and a kind's records are all of one class.)"""
+    made = _MADE.get(cls)
+    if made is None:
+        namespace: dict[str, Any] = {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "__annotations__": {},
+        }
+        for name, annotation, item in _declared(cls):
+            namespace["__annotations__"][name] = annotation
+            namespace[name] = dataclasses.field(default=item.default, metadata=item.metadata)
+        maker = dataclass(frozen=True, kw_only=True)
+        made = _MADE.setdefault(cls, maker(type(cls.__name__, (cls,), namespace)))
+    return typing.cast(type[R], made)
 
 
 FIELDS: dict[RecordKind, tuple[FieldSpec, ...]] = {
@@ -866,7 +921,7 @@ def read(cls: type[R], data: Mapping[str, Any]) -> R:
     """The record of ``cls``'s kind that ``data`` holds, checked against its schema. Raises
     :class:`RecordShapeError`."""
     check(cls.KIND, data)
-    return cls(**{name: data[name] for name in _NAMES[cls.KIND] if name in data})
+    return _made(cls)(**{name: data[name] for name in _NAMES[cls.KIND] if name in data})
 
 
 def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
@@ -880,7 +935,7 @@ def read_lenient(cls: type[R], data: Mapping[str, Any]) -> R:
     for name, is_type in _LENIENT[cls.KIND]:
         value = data.get(name)
         values[name] = value if value is not None and is_type(value) else None
-    return cls(**values)
+    return _made(cls)(**values)
 
 
 _LENIENT: dict[RecordKind, tuple[tuple[str, Callable[[object], bool]], ...]] = {
@@ -987,7 +1042,7 @@ def _kind_section(kind: RecordKind) -> list[str]:
     return [*lines, *header, *(_field_row(spec) for spec in own), ""]
 
 
-_COMMON = frozenset(item.name for item in dataclasses.fields(Record))
+_COMMON = frozenset(name for name, _, _ in _declared(Record))
 
 
 def markdown() -> str:
