@@ -446,7 +446,7 @@ class DiceAlarm(Record):
     round: int = f(_ROUND, low=1)
     attempt: int = f(_ATTEMPT, low=1)
     test: str = f("the test that fired: red, blue or total")
-    face: int = f("the face (or total) it concerns")
+    face: int | None = f("the face the evidence points at, null: the total's test", null=True)
     log_e: str = f("the test's log e-value, as decimal text")
     threshold: str = f("the threshold it crossed, as decimal text")
     rolls: int = f("the rolls counted", low=0)

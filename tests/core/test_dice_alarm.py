@@ -3,6 +3,7 @@ records and clears them, and game recall on the display (AGCO 13.1.1)."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -83,6 +84,27 @@ def test_a_loaded_red_die_raises_one_alarm_recorded_with_its_result_and_play_goe
     play(t, 6, 3)
     assert RecordKind.DICE_ALARM not in t.records()  # one alarm until the supervisor acts
     assert t.shown(Screen.READY).data["stats"]["alarm"]["round"] == alarm_round
+
+
+def test_an_alarm_of_the_totals_test_names_no_face_and_is_recorded() -> None:
+    """Totals of 12 every round, each of the 25 ways in turn (every face of each colour): the
+    totals' test raises the alarm, which points at no face, and its record is written (its
+    face null, as the schema of dice_alarm says) with the result, and play goes on."""
+    twelves = [c for c in itertools.product(range(1, 7), repeat=3) if sum(c) == 12]
+    t = Table()
+    for k, (red, blue_1, blue_2) in enumerate(twelves * 6):
+        t.to_result(good_reading(red, blue_1, blue_2, shift=5 * (k % 2)))
+        assert t.state is State.RESULT, t.actions
+        if RecordKind.DICE_ALARM in t.records():
+            break
+        t.send(Event.CLOSE_ROUND)
+    else:
+        raise AssertionError("no alarm after 150 totals of 12")
+    assert t.records()[-2:] == [RecordKind.RESULT, RecordKind.DICE_ALARM]
+    alarm = next(a for a in t.actions if a.record is RecordKind.DICE_ALARM).data
+    assert (alarm["test"], alarm["face"]) == ("total", None)
+    t.send(Event.CLOSE_ROUND)
+    assert t.state is State.IDLE
 
 
 def test_the_table_locks_after_the_round_when_configured_and_only_the_dice_clear_it() -> None:
