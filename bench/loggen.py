@@ -26,7 +26,7 @@ from controller.core.config import Config, TableConfig
 from controller.core.dice import DiceReading, DieColour, DieReading
 from controller.core.record_data import config_loaded_data
 from controller.core.snapshot import decode_context
-from controller.core.state import Event, RoundMachine, occurrence
+from controller.core.state import Event, RoundMachine, State, occurrence
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
@@ -144,6 +144,14 @@ def generate(
         send(Event.READING, reading=reading)
         send(Event.READING, reading=reading)
         send(Event.CLOSE_ROUND)
+        if machine.context.state is not State.IDLE or machine.context.round_number != number + 1:
+            loop.shutdown()
+            log.end_bulk()
+            raise SystemExit(
+                f"loggen: round {number} left the table in {machine.context.state}"
+                f" (faults: {', '.join(sorted(machine.context.active_faults)) or 'none'}):"
+                " a log that does not play its rounds is no benchmark"
+            )
         if progress and (number - first + 1) % 20_000 == 0:
             rate = (number - first + 1) / (time.monotonic() - started)
             print(f"  generated {number - first + 1} rounds ({rate:,.0f} rounds/s)", flush=True)
