@@ -111,6 +111,11 @@ def append(
     after them. ``sign`` signs a checkpoint with the log's key."""
     if not entries:
         raise ValueError("a commit records at least one event")
+    # Every record is written through its kind's schema, whoever made it (the core's handlers,
+    # the RNG, commissioning, the appliance's own): the log is the one way in. Loaded with the
+    # first record written, not by every command that reads the log and writes none.
+    from controller.core import record_schema  # noqa: PLC0415
+
     tree, prev = head.tree(), head.prev
     rows: list[StoredRecord] = []
     kept: list[KeptCheckpoint] = []
@@ -118,6 +123,7 @@ def append(
     signature = b""
     for raw_kind, data in entries:
         kind = RecordKind(raw_kind)
+        record_schema.check(kind, data)
         seq = tree.size + 1
         encoded = leaf(seq, kind, time, prev, data)
         tree.append(encoded)
@@ -146,9 +152,6 @@ def start(origin: str, key: str, *, time: str, sign: Sign) -> Appended:
     """A new log's first record, ``log_created``, naming its origin and verifier ``key``; its
     running checkpoint signs it, and no frontier is kept (a start reads its one leaf)."""
     created = {"origin": origin, "key": key}
-    from controller.core import record_schema  # noqa: PLC0415 - loaded only by a new log
-
-    record_schema.check(RecordKind.LOG_CREATED, created)
     return append(
         LogHead(origin), [(RecordKind.LOG_CREATED, created)], time=time, sign=sign, frontier_every=2
     )

@@ -1,7 +1,8 @@
 """One schema per kind of record (controller/core/records.py): its fields, their types and
 bounds, which may be absent, what each means and the rule that decides it, and the format's
-version. A record is written through it (:func:`check`, by ``state._record`` and the
-appliance's writers) and read through it (:func:`read`, a frozen dataclass per kind made at
+version. A record is written through it (:func:`check`: by the core's handlers as they make it,
+``table_rules._record``, and by the log for every record it appends, ``log_state.append``,
+whoever made it) and read through it (:func:`read`, a frozen dataclass per kind made at
 its first read, checked; :func:`read_lenient` for what shows records, the display and the
 floor: a field absent or of another type is None, never an error), and ``docs/records.md``
 is generated from it (:func:`markdown`). Pure: no I/O.
@@ -426,7 +427,11 @@ class ServiceMode(Record):
     round: int = f(_ROUND, low=1)
     entered: bool = f("entered (true) or left")
     employee: str | None = f(_EMPLOYEE, optional=True, null=True)
-    state: str | None = f("entered: " + _STATE, optional=True)
+    state: str | None = f(
+        "left: the state the test rounds were in when it was left (controller/core/state.py"
+        " State)",
+        optional=True,
+    )
     test_rounds: int | None = f("left: the test rounds played", optional=True, low=0)
 
 

@@ -29,7 +29,7 @@ ARGS = [
 WAIT_MS = 30_000
 
 
-SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "display"
+SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "display"
 
 
 LIMITS = LimitsConfig(currency="USD", table=BetLimits(25, 5000), sum=BetLimits(5, 500))
