@@ -39,6 +39,7 @@ from controller.core.table_types import (
     State,
     Step,
 )
+from controller.errors import GameRuleError
 
 S = State
 
@@ -88,6 +89,10 @@ class FaultRules(Rules):
         )
 
     def fault(self, ctx: RoundContext, occ: FaultRaised) -> Step:
+        if occ.fault is Fault.DICE_ALARM:
+            # issue 15: the alarm latches by the dice monitor's test, with the alarm it clears
+            # by; latched bare, it would leave a context no start could read (snapshot.py)
+            raise GameRuleError("a dice alarm is raised by the dice monitor, not by an event")
         return self._latch(ctx, occ.fault, occ.detail)
 
     def software_checked(self, ctx: RoundContext, occ: SoftwareChecked) -> Step:

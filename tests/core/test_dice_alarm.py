@@ -287,3 +287,15 @@ def test_power_on_leaves_recall() -> None:
     recalled(t, 1)
     t.send(Event.POWER_ON)
     assert t.machine.context.recall is None
+
+
+def test_a_dice_alarm_is_never_raised_as_an_event_of_the_shell() -> None:
+    """Found by tests/core/test_table_paths_stateful.py: FAULT naming ``dice_alarm`` latched it
+    with no alarm of the monitor behind it, a context the snapshot refuses (so the next start
+    could not read the log's). The alarm latches by the monitor's test only: such an event is
+    refused and nothing changes."""
+    t = Table()
+    before = t.machine.context
+    with pytest.raises(GameRuleError, match="dice monitor"):
+        t.send(Event.FAULT, fault=Fault.DICE_ALARM)
+    assert t.machine.context is before
