@@ -85,7 +85,7 @@ from controller.core.table_life import DICE_LIFE, TILES_LIFE
 from controller.errors import GameRuleError, IllegalTransition
 
 SEED = int(os.environ.get("TABLE_PATHS_SEED", random.randrange(2**32)))
-EXAMPLES = int(os.environ.get("TABLE_PATHS_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("TABLE_PATHS_EXAMPLES", "100"))
 STEPS = 80
 WALL = 1_764_500_000_000  # UTC milliseconds at the table clock's zero
 
@@ -256,6 +256,7 @@ class TablePaths(RuleBasedStateMachine):
     )
     def table_set_up(
         self,
+        *,
         game: Game,
         mode: Mode,
         rng_mode: RngMode,
@@ -434,6 +435,8 @@ class TablePaths(RuleBasedStateMachine):
                 self.dice_and_tiles_seen_to()
                 self.bets_close()
             elif ctx.state in (State.ARMED, State.NO_ROLL):
+                if not closes and ctx.attempt == 1 and self.settings.game is Game.TILES:
+                    self.send(Event.STYLE_KEY)  # 621a.11(i): the bank chooses a style
                 self.a_whole_shake(delay=0, cycles=cycles)
             elif ctx.state in (State.WAITING, State.SETTLING):
                 self.send(Event.TICK, advance=1_000)
@@ -453,9 +456,15 @@ class TablePaths(RuleBasedStateMachine):
 
     # the crew plays on about as often as something disturbs the round (hypothesis picks among
     # the rules alike): the same rule under two more names
-    @rule(target=rounds, moves=st.integers(1, 8), faces=FACES, loaded=st.booleans())
-    def plays_on(self, moves: int, faces: Roll, loaded: bool) -> int:
-        return self.play_on(moves=moves, faces=faces, loaded=loaded, cycles=4, closes=True)
+    @rule(
+        target=rounds,
+        moves=st.integers(1, 8),
+        faces=FACES,
+        loaded=st.booleans(),
+        cycles=st.sampled_from([1, 4]),
+    )
+    def plays_on(self, moves: int, faces: Roll, loaded: bool, cycles: int) -> int:
+        return self.play_on(moves=moves, faces=faces, loaded=loaded, cycles=cycles, closes=True)
 
     @rule(target=rounds, moves=st.integers(1, 8), faces=FACES, loaded=st.booleans())
     def and_on(self, moves: int, faces: Roll, loaded: bool) -> int:
@@ -609,6 +618,14 @@ class TablePaths(RuleBasedStateMachine):
             detail="surveillance",
         )
 
+    @precondition(lambda self: self.in_(State.RESULT))
+    @rule(reason=st.sampled_from(list(CorrectionReason)), faces=FACES)
+    def the_result_shown_corrected(self, reason: CorrectionReason, faces: Roll) -> None:
+        ctx = self.ctx()
+        self.correct_result(
+            meant=(ctx.round_number, ctx.attempt), supervisor=True, reason=reason, faces=faces
+        )
+
     @rule()
     def dealer_voids(self) -> None:
         self.send(Event.VOID_ROUND)
@@ -685,7 +702,7 @@ class TablePaths(RuleBasedStateMachine):
 
     # --- faults ---------------------------------------------------------------------------------
 
-    @rule(what=st.sampled_from([*HARDWARE, *RAISED, "software", "rollback"]))
+    @rule(what=st.sampled_from([*HARDWARE, *RAISED, "software", *["rollback"] * 3]))
     def a_fault(self, what: Event | Fault | str) -> None:
         """A fault of any kind: the hardware's, one the shell raises, the program verification
         failed, the witness's evidence of a rollback (one rule: faults latch, and a walk spent
@@ -762,6 +779,7 @@ class TablePaths(RuleBasedStateMachine):
     )
     def restart(
         self,
+        *,
         config: bool,
         fault: Fault | None,
         check: SoftwareCheck | None,
@@ -820,7 +838,9 @@ def test_random_paths_through_the_table_keep_every_invariant() -> None:
     )
     kinds = emitted_by_the_core()
     reached = {k for k in kinds if REACHED[str(k)]}
+    alarms = {t for t in ("red", "blue", "total") if REACHED[f"dice_alarm {t}"]}
     print(f"record kinds reached: {len(reached)} of {len(kinds)}")
     for label, count in sorted(REACHED.items()):
         print(f"  {count:7d}  {label}")
     assert reached == kinds, f"never reached: {sorted(kinds - reached)}"
+    assert alarms == {"red", "blue", "total"}, f"dice alarms reached: {sorted(alarms)}"
