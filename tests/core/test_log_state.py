@@ -10,6 +10,7 @@ from controller.core.merkle import root
 from controller.core.note import Checkpoint
 from controller.core.records import RecordKind, record_hash
 from controller.errors import AuditLogError
+from tests.support.records import valid
 
 ORIGIN = "paigow-controller/table-1"
 
@@ -45,9 +46,9 @@ def test_records_are_chained_and_a_round_close_is_signed_and_anchored() -> None:
     step = append(
         head,
         [
-            (RecordKind.POWER_ON, {"n": 1}),
-            (RecordKind.CLOSE, {"round": 1}),
-            (RecordKind.POWER_ON, {}),
+            (RecordKind.POWER_ON, valid(RecordKind.POWER_ON)),
+            (RecordKind.CLOSE, valid(RecordKind.CLOSE, round=1)),
+            (RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="shutdown")),
         ],
         time="T1",
         sign=sign,
@@ -75,16 +76,17 @@ def test_records_are_chained_and_a_round_close_is_signed_and_anchored() -> None:
 
 def test_a_frontier_is_kept_every_so_many_records_and_at_once_when_none_is() -> None:
     head = start(ORIGIN, "k", time="T0", sign=sign).head
-    step = append(head, [(RecordKind.POWER_ON, {})] * 2, time="T", sign=sign, frontier_every=4)
+    power_on = (RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+    step = append(head, [power_on] * 2, time="T", sign=sign, frontier_every=4)
     assert step.checkpoints == ()
-    step = append(step.head, [(RecordKind.VOID, {})], time="T", sign=sign, frontier_every=4)
+    step = append(step.head, [(RecordKind.VOID, valid(RecordKind.VOID))], time="T", sign=sign, frontier_every=4)
     (kept,) = step.checkpoints  # the round's checkpoint is the one kept with the frontier
     assert (kept.size, kept.note) == (4, step.note)
     assert kept.frontier == step.head.tree().to_bytes()
     assert step.frontier_kept
     assert step.head.frontier_size == 4
     legacy = LogHead(ORIGIN, step.head.size, step.head.hashes, step.head.prev, None)
-    again = append(legacy, [(RecordKind.POWER_ON, {})], time="T", sign=sign, frontier_every=4)
+    again = append(legacy, [power_on], time="T", sign=sign, frontier_every=4)
     assert [k.size for k in again.checkpoints] == [5]
     assert again.head.frontier_size == 5
 
@@ -94,4 +96,10 @@ def test_what_cannot_be_appended_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one event"):
         append(head, [], time="T", sign=sign, frontier_every=4)
     with pytest.raises(AuditLogError, match="cannot be encoded"):
-        append(head, [(RecordKind.POWER_ON, {"x": 1.5})], time="T", sign=sign, frontier_every=4)
+        append(
+            head,
+            [(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, software={"version": 1.5}))],
+            time="T",
+            sign=sign,
+            frontier_every=4,
+        )
