@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.audit_writer import _to_layout_before_the_head
+from support.records import valid
 
 from controller.audit import log as audit_log
 from controller.audit.log import (
@@ -33,9 +34,7 @@ def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Pa
     full: StorageFull | None = None
     for n in range(10_000):
         try:
-            log.append(
-                RecordKind.READING, {"round": n, "image_digest": "ab" * 32, "pad": "x" * 300}
-            )
+            log.append(RecordKind.READING, _padded_reading(n + 1))
         except StorageFull as exc:
             full = exc
             break
@@ -44,16 +43,16 @@ def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Pa
     assert appended > 1
     assert log.size == appended
     with pytest.raises(AuditLogError):  # refused until reopened: never silently dropped
-        log.append(RecordKind.VOID, {"round": 1})
+        log.append(RecordKind.VOID, valid(RecordKind.VOID, round=1))
     assert log.reopen().size == appended
     with pytest.raises(StorageFull):  # still full: the same record is still refused
-        log.append(RecordKind.READING, {"round": 0, "image_digest": "ab" * 32, "pad": "x" * 300})
+        log.append(RecordKind.READING, _padded_reading(1))
     log.close()
     verifier = _verifier(tmp_path)
     assert verify_state_dir(tmp_path, verifier).records == appended
     again = AuditLog.open(tmp_path)  # room again (no page limit): the log goes on
     assert again.size == appended
-    again.append(RecordKind.VOID, {"round": 1})
+    again.append(RecordKind.VOID, valid(RecordKind.VOID, round=1))
     again.close()
     assert verify_state_dir(tmp_path, verifier).records == appended + 1
 
@@ -62,7 +61,7 @@ def test_a_corrupt_database_fails_clearly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = AuditLog.open(tmp_path)
-    log.append(RecordKind.POWER_ON, {})
+    log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     log.close()
     db = tmp_path / DB_NAME
     db.write_bytes(b"this is not an SQLite database" * 200)
@@ -77,10 +76,10 @@ def test_a_corrupt_database_fails_clearly(
 def test_a_read_only_connection_refuses_to_append(tmp_path: Path) -> None:
     """A read-only file system: SQLite answers SQLITE_READONLY; the append raises."""
     log = AuditLog.open(tmp_path)
-    log.append(RecordKind.POWER_ON, {})
+    log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     log._db.execute("PRAGMA query_only=1")  # what a read-only mount looks like to the writer
     with pytest.raises(AuditLogError) as caught:
-        log.append(RecordKind.VOID, {"round": 1})
+        log.append(RecordKind.VOID, valid(RecordKind.VOID, round=1))
     assert not isinstance(caught.value, StorageFull)
     assert log.size == 2
     assert log.is_poisoned
@@ -90,10 +89,15 @@ def test_a_read_only_connection_refuses_to_append(tmp_path: Path) -> None:
 def test_floats_are_refused_not_recorded(tmp_path: Path) -> None:
     log = AuditLog.open(tmp_path)
     with pytest.raises(AuditLogError, match="float"):
-        log.append(RecordKind.READING, {"confidence": 0.97})
+        log.append(RecordKind.READING, valid(RecordKind.READING, dice=[0.97]))
     assert log.size == 1
     assert not log.is_poisoned  # nothing was written: the log goes on
     log.close()
+
+
+def _padded_reading(round_number: int) -> dict[str, Any]:
+    """A reading of some 400 bytes, to fill a small database in few records."""
+    return valid(RecordKind.READING, round=round_number, image_digest="ab" * 32, verdict="x" * 300)
 
 
 def _verifier(state: Path):  # type: ignore[no-untyped-def]
@@ -137,9 +141,9 @@ def test_recall_shows_the_last_rounds_with_their_readings(
 ) -> None:
     log = AuditLog.open(tmp_path)
     for n in range(1, 13):
-        log.append(RecordKind.ROUND_OPENED, {"round": n})
-        log.append(RecordKind.READING, {"round": n, "attempt": 1, "verdict": "valid"})
-        log.append(RecordKind.VOID, {"round": n})
+        log.append(RecordKind.ROUND_OPENED, valid(RecordKind.ROUND_OPENED, round=n))
+        log.append(RecordKind.READING, valid(RecordKind.READING, round=n, verdict="valid"))
+        log.append(RecordKind.VOID, valid(RecordKind.VOID, round=n))
     log.close()
     assert main(["recall", "--state-dir", str(tmp_path)]) == 0
     rounds = json.loads(capsys.readouterr().out)["rounds"]
@@ -153,8 +157,8 @@ def test_export_writes_one_json_line_per_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = AuditLog.open(tmp_path)
-    log.append(RecordKind.ROUND_OPENED, {"round": 1})
-    log.append(RecordKind.VOID, {"round": 1})
+    log.append(RecordKind.ROUND_OPENED, valid(RecordKind.ROUND_OPENED, round=1))
+    log.append(RecordKind.VOID, valid(RecordKind.VOID, round=1))
     log.close()
     assert main(["export", "--state-dir", str(tmp_path)]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -173,9 +177,11 @@ def test_recent_records_start_at_the_nth_newest_mark_and_contains_finds_a_fragme
     log = AuditLog.open(tmp_path)
     commits = []
     for n in range(5):
-        commits.append(log.append(RecordKind.RNG_COMMIT, {"session": f"s{n}"}))
-        log.append(RecordKind.POWER_ON, {})
-        log.append(RecordKind.RNG_REVEAL, {"session": f"s{n}"})
+        commits.append(
+            log.append(RecordKind.RNG_COMMIT, valid(RecordKind.RNG_COMMIT, session=f"s{n}"))
+        )
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+        log.append(RecordKind.RNG_REVEAL, valid(RecordKind.RNG_REVEAL, session=f"s{n}"))
     kinds = {RecordKind.RNG_COMMIT, RecordKind.RNG_REVEAL}
     recent = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=3)
     assert [r.seq for r in recent] == [
@@ -187,7 +193,7 @@ def test_recent_records_start_at_the_nth_newest_mark_and_contains_finds_a_fragme
         commits[4] + 2,
     ]
     assert {r.kind for r in recent} == kinds
-    assert recent[0].data == {"session": "s2"}
+    assert recent[0].data == valid(RecordKind.RNG_COMMIT, session="s2")
     every = log.recent_records(kinds, since_kind=RecordKind.RNG_COMMIT, count=9)
     assert every[0].seq == commits[0]
     assert len(every) == 10
@@ -201,9 +207,11 @@ def test_a_log_kept_before_the_head_row_is_read_and_carried_on(tmp_path: Path) -
     """A log written by an earlier version (no head row) opens with its tail, its context and
     its running checkpoint; the next commit moves them to the head, and it verifies."""
     log = AuditLog.open(tmp_path)
-    log.commit([(RecordKind.POWER_ON, {})], context=b"first")
-    log.commit([(RecordKind.VOID, {"round": 1}), (RecordKind.POWER_ON, {})], context=b"second")
-    log.append(RecordKind.POWER_ON, {"note": "no context"})
+    power_on = valid(RecordKind.POWER_ON)
+    log.commit([(RecordKind.POWER_ON, power_on)], context=b"first")
+    void = valid(RecordKind.VOID, round=1)
+    log.commit([(RecordKind.VOID, void), (RecordKind.POWER_ON, power_on)], context=b"second")
+    log.append(RecordKind.POWER_ON, power_on)  # no context
     size, root = log.size, log._tree.root()
     log.close()
     _to_layout_before_the_head(tmp_path, log._tree.to_bytes())
@@ -211,9 +219,9 @@ def test_a_log_kept_before_the_head_row_is_read_and_carried_on(tmp_path: Path) -
     assert (old.size, old._tree.root()) == (size, root)
     assert old.latest_context() == (size - 1, b"second")
     assert old.check_anchor() is None
-    old.append(RecordKind.POWER_ON, {"note": "after the upgrade"})
+    old.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="shutdown"))
     assert old.latest_context() == (size - 1, b"second")
-    old.commit([(RecordKind.VOID, {"round": 2})], context=b"third")
+    old.commit([(RecordKind.VOID, valid(RecordKind.VOID, round=2))], context=b"third")
     assert old.latest_context() == (size + 2, b"third")
     assert old.check_anchor() is None
     old.close()
@@ -236,7 +244,7 @@ def test_the_head_names_the_last_record_so_a_cut_log_is_seen(tmp_path: Path) -> 
     no longer there: the log is seen to be cut, at start (no frontier) and by verify-log."""
     log = AuditLog.open(tmp_path)
     for n in range(3):
-        log.commit([(RecordKind.POWER_ON, {"n": n})], context=b"c%d" % n)
+        log.commit([(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))], context=b"c%d" % n)
     size = log.size
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
@@ -258,7 +266,7 @@ def test_the_writer_copies_the_wal_into_the_database_itself(
         log = AuditLog.open(state)
         assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
         for n in range(30):
-            log.append(RecordKind.POWER_ON, {"n": n})
+            log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
         assert log._wal_pages < pages
         sizes[pages] = (state / DB_NAME).stat().st_size
         log.close()
@@ -275,7 +283,7 @@ def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_af
     monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 10)
     log = AuditLog.open(tmp_path)
     for n in range(34):
-        log.append(RecordKind.POWER_ON, {"n": n})
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     size, root = log.size, log._tree.root()
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
@@ -326,13 +334,13 @@ def test_a_failed_wal_copy_loses_nothing_and_the_log_is_reopened_before_the_next
     log = AuditLog.open(tmp_path)
     assert log._connection is not None
     log._connection = _FailingCheckpoints(log._connection)  # type: ignore[assignment]
-    seqs = [log.append(RecordKind.POWER_ON, {"n": n}) for n in range(2)]
+    seqs = [log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON)) for _ in range(2)]
     assert log.is_poisoned  # the second commit went past 10 pages and its copy failed
     with pytest.raises(AuditLogError, match="checkpoint"):
-        log.append(RecordKind.POWER_ON, {"n": 2})
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     reopened = log.reopen()
     assert (reopened.acknowledged, reopened.size) == (seqs[-1], seqs[-1])
-    assert log.append(RecordKind.POWER_ON, {"n": 2}) == seqs[-1] + 1
+    assert log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON)) == seqs[-1] + 1
     log.close()
     signer = load_signer(tmp_path)
     assert signer is not None

@@ -10,7 +10,7 @@ from controller.core.merkle import root
 from controller.core.note import Checkpoint
 from controller.core.records import RecordKind, record_hash
 from controller.errors import AuditLogError
-from tests.support.records import valid
+from support.records import valid
 
 ORIGIN = "paigow-controller/table-1"
 
