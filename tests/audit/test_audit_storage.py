@@ -265,7 +265,7 @@ def test_the_writer_copies_the_wal_into_the_database_itself(
         state = tmp_path / str(pages)
         log = AuditLog.open(state)
         assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
-        for n in range(30):
+        for _ in range(30):
             log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
         assert log._wal_pages < pages
         sizes[pages] = (state / DB_NAME).stat().st_size
@@ -282,7 +282,7 @@ def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_af
     tree's is refused."""
     monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 10)
     log = AuditLog.open(tmp_path)
-    for n in range(34):
+    for _ in range(34):
         log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     size, root = log.size, log._tree.root()
     log.close()

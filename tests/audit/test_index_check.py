@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.records import valid
 
 from controller.audit import parallel, verify
 from controller.audit.archive import Policy, Retention
@@ -29,13 +30,14 @@ WRITER = Path(__file__).resolve().parents[1] / "support" / "audit_writer.py"
 def state(tmp_path: Path) -> Path:
     """A log of sensor records with two power-ons and a void among them (of store.BY_KIND)."""
     with AuditLog.open(tmp_path) as log:
-        log.append(RecordKind.POWER_ON, {"n": 1})
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
         for number in range(1, 6):
-            log.commit([(RecordKind.SENSOR, {"present": number % 2 == 0})] * 3)
+            sensor = valid(RecordKind.SENSOR, present=number % 2 == 0)
+            log.commit([(RecordKind.SENSOR, sensor)] * 3)
             if number == 2:
-                log.append(RecordKind.VOID, {"round": number})
+                log.append(RecordKind.VOID, valid(RecordKind.VOID, round=number))
             if number == 4:
-                log.append(RecordKind.POWER_ON, {"n": 2})
+                log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="shutdown"))
     return tmp_path
 
 
@@ -159,7 +161,7 @@ def test_retention_leaves_an_index_that_verifies(tmp_path: Path) -> None:
     retention = Retention(state, signer, Policy(retain_rounds=MIN_RETAIN_ROUNDS))
     with AuditLog.open(state) as log:
         assert retention.run_until_done(log) >= 1
-        kept = log.append(RecordKind.POWER_ON, {"n": 2})
+        kept = log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="shutdown"))
     assert _passes(state) == kept
     _alter(state, "INSERT INTO by_kind VALUES (?, ?)", RecordKind.POWER_ON, moved)
     failure = _failure(state)

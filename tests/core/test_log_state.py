@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.records import valid
 
 from controller.core import canonical
 from controller.core.log_state import GENESIS_PREV, LogHead, append, start
@@ -10,7 +11,6 @@ from controller.core.merkle import root
 from controller.core.note import Checkpoint
 from controller.core.records import RecordKind, record_hash
 from controller.errors import AuditLogError
-from support.records import valid
 
 ORIGIN = "paigow-controller/table-1"
 
@@ -79,7 +79,13 @@ def test_a_frontier_is_kept_every_so_many_records_and_at_once_when_none_is() -> 
     power_on = (RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     step = append(head, [power_on] * 2, time="T", sign=sign, frontier_every=4)
     assert step.checkpoints == ()
-    step = append(step.head, [(RecordKind.VOID, valid(RecordKind.VOID))], time="T", sign=sign, frontier_every=4)
+    step = append(
+        step.head,
+        [(RecordKind.VOID, valid(RecordKind.VOID))],
+        time="T",
+        sign=sign,
+        frontier_every=4,
+    )
     (kept,) = step.checkpoints  # the round's checkpoint is the one kept with the frontier
     assert (kept.size, kept.note) == (4, step.note)
     assert kept.frontier == step.head.tree().to_bytes()
