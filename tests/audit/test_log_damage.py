@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from support import simulate_argv
+from support.records import valid
 
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.log import DB_NAME, AuditLog
@@ -574,7 +575,7 @@ def test_a_page_sqlite_cannot_read_is_damage_and_the_log_opens_for_reading_only(
         assert log.latest_context() is None
         assert log.last_record(str(RecordKind.CLOSE), within=100) is None
         with pytest.raises(LogDamagedError, match="damaged"):
-            log.append(RecordKind.SENSOR, {"present": True})
+            log.append(RecordKind.SENSOR, valid(RecordKind.SENSOR, present=True))
     finally:
         log.close()
 
@@ -589,7 +590,7 @@ def framed_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, i
     state = tmp_path / "state"
     log = AuditLog.open(state)
     for _ in range(19):
-        log.append(RecordKind.SENSOR, {"present": True})
+        log.append(RecordKind.SENSOR, valid(RecordKind.SENSOR, present=True))
     log.close()
     with sqlite3.connect(state / DB_NAME) as db:
         kept = [
@@ -667,7 +668,7 @@ def test_a_log_opened_for_reading_only_keeps_its_size_and_reads_past_the_damage(
         ]
         assert seqs == [16, 17, 19, 20]  # 18 is not sound by itself: it has no time
         with pytest.raises(LogDamagedError, match="damaged"):
-            log.append(RecordKind.SENSOR, {"present": False})
+            log.append(RecordKind.SENSOR, valid(RecordKind.SENSOR, present=False))
     finally:
         log.close()
 
