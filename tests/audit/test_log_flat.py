@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.records import valid
 
 from controller.app.watch import last_software_identity
 from controller.audit import log as audit_log
@@ -55,24 +56,30 @@ def _cost(read: Callable[[Path], object], state: Path) -> int:
     return _bytes_read() - before
 
 
+DICE = {"red": 1, "blue": [2, 3]}
+
+
 def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
     return [
-        (RecordKind.ROUND_OPENED, {"round": number}),
-        (RecordKind.NO_MORE_BETS, {"round": number}),
-        (RecordKind.SHAKE, {"round": number, "cycles": 4}),
-        (RecordKind.READING, {"round": number, "image_digest": "ab" * 32}),
-        (RecordKind.READING, {"round": number, "image_digest": "ab" * 32}),
-        (RecordKind.RESULT, {"round": number, "dice": [1, 2, 3]}),
-        (RecordKind.CLOSE, {"round": number}),
+        (RecordKind.ROUND_OPENED, valid(RecordKind.ROUND_OPENED, round=number)),
+        (RecordKind.NO_MORE_BETS, valid(RecordKind.NO_MORE_BETS, round=number, bank="dealer")),
+        (RecordKind.SHAKE, valid(RecordKind.SHAKE, round=number, cycles=4)),
+        (RecordKind.READING, valid(RecordKind.READING, round=number, image_digest="ab" * 32)),
+        (RecordKind.READING, valid(RecordKind.READING, round=number, image_digest="ab" * 32)),
+        (RecordKind.RESULT, valid(RecordKind.RESULT, round=number, dice=DICE)),
+        (RecordKind.CLOSE, valid(RecordKind.CLOSE, round=number)),
     ]
 
 
 START: list[tuple[RecordKind, dict[str, object]]] = [
-    (RecordKind.POWER_ON, {}),
-    (RecordKind.CONFIG_LOADED, {"table": "t"}),
-    (RecordKind.SOFTWARE_CHECK, {"result": "ok", "version": "1", "manifest": "m"}),
-    (RecordKind.RNG_COMMIT, {"session": "s1", "commitment": "00" * 32}),
-    (RecordKind.COSIGNED, {"witness": "w", "size": 5}),
+    (RecordKind.POWER_ON, valid(RecordKind.POWER_ON)),
+    (RecordKind.CONFIG_LOADED, valid(RecordKind.CONFIG_LOADED, table="t")),
+    (
+        RecordKind.SOFTWARE_CHECK,
+        valid(RecordKind.SOFTWARE_CHECK, result="ok", version="1", manifest="m"),
+    ),
+    (RecordKind.RNG_COMMIT, valid(RecordKind.RNG_COMMIT, session="s1", commitment="00" * 32)),
+    (RecordKind.COSIGNED, valid(RecordKind.COSIGNED, witness="w", size=5)),
 ]
 
 
@@ -193,7 +200,8 @@ def _leaves(state: Path) -> list[tuple[int, bytes]]:
 
 
 def _power_on(n: int) -> tuple[RecordKind, dict[str, object]]:
-    return RecordKind.POWER_ON, {"n": n}
+    """A power-on told apart from the others by its software's version."""
+    return RecordKind.POWER_ON, valid(RecordKind.POWER_ON, software={"version": f"v{n}"})
 
 
 def test_a_log_from_before_the_index_is_read_and_carried_on(
@@ -205,7 +213,9 @@ def test_a_log_from_before_the_index_is_read_and_carried_on(
     look-up finds both; the log verifies."""
     monkeypatch.setattr(store, "BY_KIND_BACKFILL", 0)
     log = AuditLog.open(tmp_path)
-    first = log.commit([_power_on(1), (RecordKind.SENSOR, {"present": True})]).seqs[0]
+    first = log.commit(
+        [_power_on(1), (RecordKind.SENSOR, valid(RecordKind.SENSOR, present=True))]
+    ).seqs[0]
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         db.execute("DROP TABLE by_kind")
@@ -219,9 +229,9 @@ def test_a_log_from_before_the_index_is_read_and_carried_on(
     assert found is not None
     assert found.seq == first
     second = log.append(*_power_on(2))
-    assert log.contains(RecordKind.POWER_ON, b'"n":1')  # before the index: looked through
-    assert log.contains(RecordKind.POWER_ON, b'"n":2')  # through the index
-    assert not log.contains(RecordKind.POWER_ON, b'"n":3')
+    assert log.contains(RecordKind.POWER_ON, b'"version":"v1"')  # before the index: looked through
+    assert log.contains(RecordKind.POWER_ON, b'"version":"v2"')  # through the index
+    assert not log.contains(RecordKind.POWER_ON, b'"version":"v3"')
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         kept = db.execute("SELECT kind, seq FROM by_kind ORDER BY seq").fetchall()
@@ -240,8 +250,8 @@ def test_a_log_from_before_the_index_is_read_and_carried_on(
 def test_every_rare_record_is_indexed_in_its_commit(tmp_path: Path) -> None:
     log = AuditLog.open(tmp_path)
     kinds = sorted(BY_KIND)
-    seqs = log.commit([(RecordKind(k), {"round": 1}) for k in kinds]).seqs
-    log.append(RecordKind.READING, {"round": 1})
+    seqs = log.commit([(RecordKind(k), valid(RecordKind(k))) for k in kinds]).seqs
+    log.append(RecordKind.READING, valid(RecordKind.READING))
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         kept = db.execute("SELECT kind, seq FROM by_kind ORDER BY seq").fetchall()
@@ -252,7 +262,7 @@ def test_every_rare_record_is_indexed_in_its_commit(tmp_path: Path) -> None:
 def test_a_row_of_the_index_naming_another_record_is_passed_over(tmp_path: Path) -> None:
     log = AuditLog.open(tmp_path)
     power_on = log.append(*_power_on(1))
-    reading = log.append(RecordKind.READING, {"round": 1})
+    reading = log.append(RecordKind.READING, valid(RecordKind.READING))
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         db.execute("INSERT INTO by_kind VALUES (?, ?)", (RecordKind.POWER_ON, reading))
@@ -266,7 +276,9 @@ def test_a_row_of_the_index_naming_another_record_is_passed_over(tmp_path: Path)
 
 def test_retention_drops_the_index_rows_of_the_records_it_moves(tmp_path: Path) -> None:
     # (no RNG commitment: retention keeps the RNG's last three sessions)
-    state = _log(tmp_path / "state", SMALL, [_power_on(0), (RecordKind.VOID, {"round": 0})])
+    state = _log(
+        tmp_path / "state", SMALL, [_power_on(0), (RecordKind.VOID, valid(RecordKind.VOID))]
+    )
     signer = load_signer(state)
     assert signer is not None
     retention = Retention(state, signer, Policy(retain_rounds=MIN_RETAIN_ROUNDS))
