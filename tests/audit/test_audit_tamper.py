@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.records import valid
 
 from controller.audit.log import (
     DB_NAME,
@@ -233,7 +234,7 @@ def test_a_torn_wal_tail_is_discarded_and_the_log_verifies(tmp_path: Path) -> No
     log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
     for n in range(5):
         log.append(RecordKind.ROUND_OPENED, {"round": n + 1})
-        log.append(RecordKind.VOID, {"round": n + 1})
+        log.append(RecordKind.VOID, valid(RecordKind.VOID, round=n + 1))
     committed = log.size
     log.append(RecordKind.ROUND_OPENED, {"round": 6})  # the transaction that will be torn
     # A crash copy: what the disk holds while the log is open (WAL not checkpointed).
@@ -246,7 +247,7 @@ def test_a_torn_wal_tail_is_discarded_and_the_log_verifies(tmp_path: Path) -> No
     _verify(crash)
     reopened = AuditLog.open(crash)
     assert reopened.size == committed
-    reopened.append(RecordKind.POWER_ON, {"previous": "interrupted"})
+    reopened.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="interrupted"))
     reopened.close()
     _verify(crash)
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.forge import unchecked
 from support.logged_table import LoggedTable, rng_dice_settings
+from support.records import valid
 
 from controller.audit.dice_stats import dice_stats
 from controller.audit.log import AuditLog
@@ -211,15 +213,21 @@ def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_count
         log.append(RecordKind.RESULT, {**result, **shown})
 
     log = AuditLog.open(tmp_path)
-    log.append(RecordKind.RECOVERY, {"round": 1, "state": "idle"})  # before the monitor
+    before_the_monitor = valid(RecordKind.RECOVERY, round=1, state="idle")
+    del before_the_monitor["dice_counts"]
+    with unchecked():  # a version before the dice monitor wrote no dice_counts
+        log.append(RecordKind.RECOVERY, before_the_monitor)
     round_of(log, 1, 6)
     round_of(log, 2, 6)
     upgraded = log.append(
-        RecordKind.RECOVERY, {"round": 3, "dice_counts": DiceWindows().as_record()}
+        RecordKind.RECOVERY,
+        valid(RecordKind.RECOVERY, round=3, dice_counts=DiceWindows().as_record()),
     )
     round_of(log, 3, 1)
     after = DiceWindows().after(Roll(1, (2, 3)))
-    log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": after.as_record()})
+    log.append(
+        RecordKind.RECOVERY, valid(RecordKind.RECOVERY, round=4, dice_counts=after.as_record())
+    )
     log.close()
     stats = dice_stats(tmp_path, Window.SET)
     assert stats["counted_from"] == upgraded
@@ -231,7 +239,10 @@ def test_a_log_older_than_the_monitor_is_counted_from_its_first_start_that_count
     assert everything["dice"]["red"]["counts"]["6"] == 2
 
     log = AuditLog.open(tmp_path)
-    lying = log.append(RecordKind.RECOVERY, {"round": 4, "dice_counts": DiceWindows().as_record()})
+    lying = log.append(
+        RecordKind.RECOVERY,
+        valid(RecordKind.RECOVERY, round=4, dice_counts=DiceWindows().as_record()),
+    )
     log.close()
     with pytest.raises(LogIntegrityError, match=f"record {lying}: the dice counts the controller"):
         dice_stats(tmp_path, Window.ALL)
