@@ -21,6 +21,7 @@ import pytest
 from support import run_shown as run
 from support.audit_writer import _to_layout_before_the_head
 from support.logged_table import SUPERVISOR, LoggedTable
+from support.records import valid
 
 from controller.audit.archive import Policy, Retention, archive_paths
 from controller.audit.dice_stats import dice_stats
@@ -226,8 +227,12 @@ BY_HAND: list[tuple[RecordKind, dict[str, Any], str | None]] = [
     (RecordKind.CLOSE, {"round": 1, "employee": "D7"}, "games"),
     (RecordKind.NO_ROLL, {"round": 2, "attempt": 1, "reason": "die_out"}, "no_rolls"),
     (RecordKind.NO_ROLL, {"round": 2, "attempt": 2, "reason": "not_flat"}, "no_rolls"),
-    (RecordKind.RESULT_CORRECTED, {"round": 2, "attempt": 3}, "corrections"),
-    (RecordKind.VOID, {"round": 2, "reason": "wrong_count"}, "round_voids"),
+    (
+        RecordKind.RESULT_CORRECTED,
+        valid(RecordKind.RESULT_CORRECTED, round=2, attempt=3),
+        "corrections",
+    ),
+    (RecordKind.VOID, valid(RecordKind.VOID, round=2, reason="wrong_count"), "round_voids"),
     (RecordKind.VOID, {"round": 3, "state": "armed", "supervisor": False}, "round_voids"),
     (RecordKind.LID, {"round": 4, "opened": True, "state": "idle"}, "lid_openings"),
     (RecordKind.LID, {"round": 4, "opened": False, "state": "idle"}, None),
@@ -238,7 +243,7 @@ BY_HAND: list[tuple[RecordKind, dict[str, Any], str | None]] = [
     (RecordKind.SERVICE_TEST, {"record": "void", "round": 5}, None),
     (RecordKind.SERVICE_MODE, {"round": 4, "entered": False, "test_rounds": 2}, None),
     (RecordKind.RESULT_VOIDED, {"round": 4, "attempt": 1, "reason": "misread"}, None),
-    (RecordKind.RESULT, {"round": 4, "attempt": 2}, None),
+    (RecordKind.RESULT, valid(RecordKind.RESULT, round=4, attempt=2), None),
     (RecordKind.SHUTDOWN, {"round": 5}, None),
 ]
 
