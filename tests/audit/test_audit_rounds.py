@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from support.forge import unchecked
 from support.logged_table import SUPERVISOR, LoggedTable, rng_dice_settings
 
 from controller.audit import parallel, verify
@@ -147,6 +148,13 @@ def service_test(record: RecordKind, data: dict[str, Any]) -> tuple[RecordKind, 
     return RecordKind.SERVICE_TEST, {"record": str(record), **data}
 
 
+class Forged(NamedTuple):
+    """A record of a shape this product never writes: written by a holder of the log's key."""
+
+    kind: RecordKind
+    data: dict[str, Any]
+
+
 def played(number: int, faces: Faces = (3, 4, 5)) -> Records:
     return [bets(number), result(number, faces), close(number)]
 
@@ -158,8 +166,12 @@ def write(state: Path, records: Records) -> int:
     """A log of ``config_loaded`` and ``records``; the sequence number of the last."""
     log = AuditLog.open(state)
     seq = log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
-    for kind, data in records:
-        seq = log.append(kind, data)
+    for record in records:
+        if isinstance(record, Forged):
+            with unchecked():  # forged by a holder of the key, for the verifier to refuse
+                seq = log.append(*record)
+        else:
+            seq = log.append(*record)
     log.close()
     return seq
 
@@ -244,7 +256,7 @@ FORBIDDEN: dict[str, tuple[Records, str]] = {
         "the bets of round 4 closed after those of round 5",
     ),
     "a no_more_bets without a round number": (
-        [(RecordKind.NO_MORE_BETS, {"bank": "dealer", "mode": "shaker", "round": "7"})],
+        [Forged(RecordKind.NO_MORE_BETS, {"bank": "dealer", "mode": "shaker", "round": "7"})],
         "no_more_bets names round '7'",
     ),
 }
@@ -461,7 +473,7 @@ VOIDS_FORBIDDEN: dict[str, tuple[Records, str]] = {
         "a void for wrong_count reshuffles the tiles",
     ),
     "of neither format": (
-        [*SHOWN, (RecordKind.VOID, {"round": 1, "why": "x"})],
+        [*SHOWN, Forged(RecordKind.VOID, {"round": 1, "why": "x"})],
         "a void record has",
     ),
     "by a malformed employee id": (
@@ -510,7 +522,8 @@ def test_an_employee_id_that_is_not_one_is_refused(
     data: dict[str, Any],
     message: str,
 ) -> None:
-    records = [*SHOWN, (kind, data)] if kind == RecordKind.CLOSE else [*played(1), (kind, data)]
+    forged = Forged(kind, data)
+    records = [*SHOWN, forged] if kind == RecordKind.CLOSE else [*played(1), forged]
     refused(tmp_path, monkeypatch, records, message)
 
 
