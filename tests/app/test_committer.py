@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.records import valid
 
 from controller.app.committer import Committer, Lost, Stored
 from controller.audit.log import AuditLog as SqliteLog
@@ -293,15 +294,18 @@ def test_the_real_log_at_its_page_limit_fails_a_commit_and_takes_the_fault(
     log = SqliteLog.open(tmp_path, max_page_count=60)
     try:
         writer = committer(log)
-        assert writer.commit_step(START, BETS_CLOSED, [DECIDED]).durable
-        too_big = record(RecordKind.RESULT, round=3, attempt=1, note="x" * 400_000)
+        decided = record(RecordKind.RESULT, **valid(RecordKind.RESULT, round=2, attempt=1))
+        assert writer.commit_step(START, BETS_CLOSED, [decided]).durable
+        padded = valid(RecordKind.RESULT, round=3, attempt=1, payouts={"note": "x" * 400_000})
+        too_big = record(RecordKind.RESULT, **padded)
         lost = writer.commit_step(BETS_CLOSED, SETTLED, [too_big])
         assert isinstance(lost, Lost)
         assert lost.base == BETS_CLOSED  # the last commit's
         assert "not recorded: result in round 3; a result was decided and discarded" in (
             lost.detail
         )
-        stored = writer.commit_fault(FAULTED, [FAULT_RECORD])
+        fault = record(RecordKind.FAULT, **valid(RecordKind.FAULT, fault="storage"))
+        stored = writer.commit_fault(FAULTED, [fault])
         assert stored.durable  # the log was reopened: the small fault record fits
         assert [kind for kind, _ in stored.records] == [RecordKind.FAULT]
         assert log.latest_context() == (stored.records[0][1], encode_context(FAULTED))
