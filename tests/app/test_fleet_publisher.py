@@ -26,6 +26,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from support.fleet_broker import Broker, make_tls
+from support.records import valid
 
 from controller.app.loop import EventQueue
 from controller.audit.log import AuditLog, load_signer
@@ -191,7 +192,7 @@ def play(log: AuditLog, rounds: int, publisher: Publisher | None = None) -> None
     for _ in range(rounds):
         number = log.size
         for kind in (RecordKind.ROUND_OPENED, RecordKind.RESULT, RecordKind.CLOSE):
-            log.commit([(kind, {"round": number})])
+            log.commit([(kind, valid(kind, round=number))])
             if publisher is not None:
                 publisher.committed()
 
