@@ -229,9 +229,18 @@ def scripted(tmp_path: Path) -> Path:
         if number == 3:
             log.append(
                 RecordKind.FAULT,
-                {"round": number, "fault": "tamper", "detail": "tilted", "state": "shaking"},
+                {
+                    "round": number,
+                    "attempt": 1,
+                    "fault": "tamper",
+                    "detail": "tilted",
+                    "state": "shaking",
+                },
             )
-            log.append(RecordKind.FAULT_CLEARED, {"round": number})
+            log.append(
+                RecordKind.FAULT_CLEARED,
+                {"round": number, "faults": ["tamper"], "supervisor": True},
+            )
         log.append(RecordKind.RESULT, result_data(number, 1, number % 6 + 1, (4, 5)))
         if number == 5:
             log.append(
@@ -492,7 +501,7 @@ def test_recall_round_on_a_terminal(scripted: Path) -> None:
     assert code == 0, text
     assert text.startswith("round 3 (closed), opened 2026-11-30 13:59:59 EST (UTC-05:00)\n")
     assert "  faults             1" in text
-    assert re.search(r"fault\s+detail tilted, fault tamper, state shaking", text)
+    assert re.search(r"fault\s+attempt 1, detail tilted, fault tamper, state shaking", text)
 
 
 @pytest.mark.parametrize(
