@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from support import opening, simulate_argv
+from support.records import valid
 from support.rng_fakes import AUDITOR_KEY, legacy_session
 
 from controller.app.instance_lock import InstanceLock
@@ -444,24 +445,30 @@ def test_verify_log_rejects_a_round_closed_without_its_result(tmp_path: Path) ->
     log = AuditLog.open(tmp_path)
     log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
     log.append(RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"})
-    log.append(RecordKind.FAULT, {"round": 1, "fault": "storage"})
-    log.append(RecordKind.FAULT_CLEARED, {"round": 1, "faults": ["storage"]})
-    seq = log.append(RecordKind.CLOSE, {"round": 1})
+    log.append(RecordKind.FAULT, valid(RecordKind.FAULT, round=1, fault="storage"))
+    cleared = valid(RecordKind.FAULT_CLEARED, round=1, faults=["storage"], supervisor=True)
+    log.append(RecordKind.FAULT_CLEARED, cleared)
+    seq = log.append(RecordKind.CLOSE, valid(RecordKind.CLOSE, round=1))
     log.close()
     with pytest.raises(LogIntegrityError, match="closed without its result") as caught:
         verify_state_dir(tmp_path, _verifier(tmp_path))
     assert caught.value.record == seq
 
 
+def _style(number: int) -> dict[str, object]:
+    """Jung-quat chosen as the delivery style of round ``number``."""
+    return valid(RecordKind.DELIVERY_STYLE, round=number, style="jung-quat", section="621a.9(n)")
+
+
 @pytest.mark.parametrize(
     ("records", "message"),
     [
         # 621a.11(i): the style is chosen once bets are closed, before the result
-        ([(RecordKind.DELIVERY_STYLE, {"round": 1, "style": "jung-quat"})], "delivery style"),
+        ([(RecordKind.DELIVERY_STYLE, _style(1))], "delivery style"),
         (
             [
                 (RecordKind.NO_MORE_BETS, {"round": 1, "bank": "dealer", "mode": "shaker"}),
-                (RecordKind.DELIVERY_STYLE, {"round": 2, "style": "jung-quat"}),
+                (RecordKind.DELIVERY_STYLE, _style(2)),
             ],
             "delivery style",
         ),
@@ -798,7 +805,7 @@ def test_verify_log_proves_the_log_extends_a_checkpoint_kept_elsewhere(
         db.execute("DELETE FROM records WHERE seq >= ?", (size - 2,))
         db.execute("DELETE FROM checkpoints WHERE size >= ?", (size - 2,))
     log = _rebuilt(forked, size - 3)
-    log.append(RecordKind.VOID, {"round": 99, "detail": "a different history"})
+    log.append(RecordKind.VOID, valid(RecordKind.VOID, round=99, detail="a different history"))
     while log.size < size + 3:
         log.append(RecordKind.SENSOR, {"present": True, "detail": "filler"})
     log.close()
@@ -874,7 +881,7 @@ def test_a_deleted_lock_file_lets_no_second_controller_into_a_live_log(tmp_path:
     running = InstanceLock.acquire(state)  # the running controller's, as Appliance.start takes it
     try:
         with AuditLog.open(state) as live:
-            live.append(RecordKind.TABLE_TIME, {"table_ms": 1})
+            live.append(RecordKind.TABLE_TIME, valid(RecordKind.TABLE_TIME, table_ms=1))
         before = _export(state)
         (state / "controller.lock").unlink()
         with pytest.raises(InstanceLocked, match=r"lock file controller\.lock was removed"):
@@ -1080,7 +1087,7 @@ def test_a_leaf_stored_as_text_is_named_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = AuditLog.open(tmp_path)
-    log.append(RecordKind.SENSOR, {"present": True})
+    log.append(RecordKind.SENSOR, valid(RecordKind.SENSOR, present=True))
     log.close()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         db.execute("UPDATE records SET leaf = CAST(leaf AS TEXT) WHERE seq = 2")
@@ -1096,7 +1103,7 @@ def test_verify_recall_and_export_read_a_log_on_a_read_only_mount(tmp_path: Path
     log = AuditLog.open(state)
     log._db.execute("PRAGMA wal_autocheckpoint=0")
     log.append(RecordKind.CONFIG_LOADED, config_loaded_data(Config()))
-    log.append(RecordKind.SENSOR, {"present": True})
+    log.append(RecordKind.SENSOR, valid(RecordKind.SENSOR, present=True))
     crash = tmp_path / "card"
     crash.mkdir()
     for file in state.iterdir():  # the files as they are while the log is open
@@ -1236,7 +1243,12 @@ def _result_data(round_number: int, attempt: int, faces: tuple[int, int, int]) -
         ),
         # current 621a.6(a): the mode changes between rounds (a round in play is voided first)
         (
-            [(RecordKind.MODE_CHANGED, {"round": 1, "previous": "shaker", "mode": "rng"})],
+            [
+                (
+                    RecordKind.MODE_CHANGED,
+                    valid(RecordKind.MODE_CHANGED, round=1, previous="shaker", mode="rng"),
+                )
+            ],
             "mode changed while round 1 was in play",
         ),
     ],
