@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from support.records import valid
 from support.rng_fakes import AUDITOR, MemoryLog, counter_source, manager
 
 from controller.audit.log import AuditLog
@@ -208,22 +209,26 @@ def test_a_bad_argument_to_the_escrow_commands_is_one_line_and_exit_2(
     one_line(result)
 
 
+def _bets(number: int) -> dict[str, object]:
+    return valid(RecordKind.NO_MORE_BETS, round=number, bank="dealer", mode="rng")
+
+
 def table_log(state: Path) -> tuple[str, str]:
     """A real log, as the table writes it: a session drawn for rounds 1 to 6, a power cut, the
     restart (its end recorded), a new session drawn for rounds 8 and 9 and closed. Each draw
     after the round's bets closed. The ids of the lost session and of the closed one."""
     log = AuditLog.open(state)
     try:
-        log.append(RecordKind.POWER_ON, {"boot": 1})
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="first start"))
         before = RngPort(manager(state, log, table="table-1", records=[]))
         before.prepare()
         for round_number in range(1, 7):
-            log.append(RecordKind.NO_MORE_BETS, {"round": round_number})
+            log.append(RecordKind.NO_MORE_BETS, _bets(round_number))
             before.draw(round_number=round_number, attempt=1)
-        log.append(RecordKind.NO_MORE_BETS, {"round": 7})  # its draw lost in the power cut
+        log.append(RecordKind.NO_MORE_BETS, _bets(7))  # its draw lost in the power cut
         lost = before.manager.commitment
         assert lost is not None
-        log.append(RecordKind.POWER_ON, {"boot": 2})
+        log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, previous="interrupted"))
         records = [(r.seq, r.kind, r.data) for r in log.records()]
         after = RngPort(manager(state, log, table="table-1", records=records))
         with pytest.raises(RngSessionLost):
@@ -243,7 +248,7 @@ def table_log(state: Path) -> tuple[str, str]:
         )
         after.prepare()
         for round_number in (8, 9):
-            log.append(RecordKind.NO_MORE_BETS, {"round": round_number})
+            log.append(RecordKind.NO_MORE_BETS, _bets(round_number))
             after.draw(round_number=round_number, attempt=1)
         closed = after.manager.commitment
         assert closed is not None
