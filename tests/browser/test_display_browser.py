@@ -22,7 +22,16 @@ from support.browser import (
     stats_payload,
     wait_current,
 )
-from support.display_table import OPENED, PAYTABLES, SUPERVISOR, CoreTable, Table, start_display
+from support.display_table import (
+    OPENED,
+    PAYTABLES,
+    RNG_COMMIT,
+    SUPERVISOR,
+    CoreTable,
+    Table,
+    rng_draw,
+    start_display,
+)
 from support.rng_fakes import AUDITOR_KEY
 
 from controller.audit.recall import recall
@@ -141,9 +150,9 @@ def test_a_fault_s_internals_are_never_sent_to_the_players_page(page: Any, table
 
 
 def test_rng_number_and_session_commitment(page: Any, table: Table) -> None:
-    table.record(RecordKind.RNG_COMMIT, session="s-0001", commitment="ab" * 32)
+    table.record(RecordKind.RNG_COMMIT, **RNG_COMMIT)
     table.show(Screen.READY, round=1, rng_session="s-0001", rng_commitment="ab" * 32)
-    table.record(RecordKind.RNG_DRAW, round=1, attempt=1, number=6)
+    table.record(RecordKind.RNG_DRAW, **rng_draw(1, 6))
     table.rng_result(6)
     wait_current(page, "result", 1, timeout_ms=WAIT_MS)
     assert page.text_content("#rng-value") == "6"

@@ -39,7 +39,7 @@ import pytest
 from axe_playwright_python.base import AXE_SCRIPT
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from support.browser import DICE, RECALL_PLAYS, stats_payload, wait_current
-from support.display_table import PAYTABLES, CoreTable, Table, start_display
+from support.display_table import PAYTABLES, RNG_COMMIT, CoreTable, Table, rng_draw, start_display
 
 from controller.audit.recall import recall
 from controller.core.config import BetLimits, LimitsConfig
@@ -217,9 +217,9 @@ def play_every_state(screens: Screens, table: Table, state_dir: Path) -> None:
     screens.check("recall")
 
     # The supervisor switches to the RNG: its commitment before bets close, then its number.
-    table.record(RecordKind.RNG_COMMIT, session="s-0001", commitment="ab" * 32)
+    table.record(RecordKind.RNG_COMMIT, **RNG_COMMIT)
     table.show(Screen.READY, round=n, mode="rng", bank="dealer")
-    table.record(RecordKind.RNG_DRAW, round=n, attempt=1, number=6)
+    table.record(RecordKind.RNG_DRAW, **rng_draw(n, 6))
     number = result_of_number(Game.TILES, 6, bank_seat=None)
     table.record(RecordKind.RESULT, round=n, attempt=1, **number.as_record())
     table.show(Screen.RESULT, round=n, attempt=1, result=number.as_record())
@@ -246,7 +246,8 @@ def show_result(
     result = result_of_roll(Game.TILES, roll, bank_seat=bank_seat, paytables=PAYTABLES)
     plan = dealing_plan(Game.TILES, style, result.position)
     if service:
-        table.record(RecordKind.SERVICE_TEST, round=n, attempt=1, **result.as_record())
+        test = {"record": str(RecordKind.RESULT), "round": n, "attempt": 1}
+        table.record(RecordKind.SERVICE_TEST, **test, **result.as_record())
     else:
         table.record(RecordKind.RESULT, round=n, attempt=1, **result.as_record())
     table.show(

@@ -37,6 +37,8 @@ from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import GameRuleError, IllegalTransition
+from support.forge import unchecked
+from support.records import valid
 
 PAYTABLES = (sum_paytable_a(), sum_paytable_b())
 # A table opened for play: a dice set in the shaker (proposed 621a.5(c)) and a set of tiles
@@ -92,6 +94,24 @@ def start_display(
     )
     log.on_commit = server.committed  # as the appliance wires them
     return server
+
+
+# An RNG session's commitment and a draw of it, as the display reads them (their id and
+# commitment, the number drawn): what the display does not show is the least the schema takes.
+RNG_COMMIT = valid(
+    RecordKind.RNG_COMMIT, session="s-0001", table="table-1", mode="position", commitment="ab" * 32
+)
+
+
+def rng_draw(round_number: int, number: int) -> dict[str, Any]:
+    return valid(
+        RecordKind.RNG_DRAW,
+        session="s-0001",
+        round=round_number,
+        attempt=1,
+        mode="position",
+        number=number,
+    )
 
 
 class Table:
@@ -176,7 +196,11 @@ class Table:
         self.show(Screen.BETS_CLOSED, round=number, attempt=1, mode="shaker")
         if style is not None:
             self.record(
-                RecordKind.DELIVERY_STYLE, round=number, style=style.value, section=style.section
+                RecordKind.DELIVERY_STYLE,
+                round=number,
+                style=style.value,
+                section=style.section,
+                employee=None,
             )
         attempt = 1
         for reason in no_rolls:
@@ -254,13 +278,14 @@ class Table:
     def old_voided_result(self, attempt: int = 1, reason: str = "misread") -> int:
         """A result voided and its round to be played again, as versions before corrections
         wrote it (logs in the field hold them; nothing writes them now)."""
-        return self.record(
-            RecordKind.RESULT_VOIDED,
-            round=self.round,
-            attempt=attempt,
-            reason=reason,
-            detail="the dice show other faces",
-        )
+        with unchecked():  # the older version's format: with a detail
+            return self.record(
+                RecordKind.RESULT_VOIDED,
+                round=self.round,
+                attempt=attempt,
+                reason=reason,
+                detail="the dice show other faces",
+            )
 
     def _shake(self, attempt: int) -> None:
         self.record(RecordKind.SHAKE, round=self.round, attempt=attempt, cycles=4, delay_ms=612)
