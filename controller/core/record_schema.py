@@ -428,8 +428,7 @@ class ServiceMode(Record):
     entered: bool = f("entered (true) or left")
     employee: str | None = f(_EMPLOYEE, optional=True, null=True)
     state: str | None = f(
-        "left: the state the test rounds were in when it was left (controller/core/state.py"
-        " State)",
+        "left: the state the test rounds were in when it was left (controller/core/state.py State)",
         optional=True,
     )
     test_rounds: int | None = f("left: the test rounds played", optional=True, low=0)
