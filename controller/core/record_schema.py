@@ -348,6 +348,7 @@ class ResultVoided(Record):
     round: int = f(_ROUND, low=1)
     attempt: int = f(_ATTEMPT, low=1)
     reason: str = f("why")
+    detail: str | None = f("what the supervisor said of it", optional=True)
 
 
 @schema
@@ -496,7 +497,11 @@ class RngCommit(Record):
     max_rounds: int = f("the most rounds the session draws for", low=1)
     algorithm: str = f("the DRBG: HMAC_DRBG-SHA-256")
     commitment: str = f("the hex SHA-256 commitment to the seed")
-    escrow: dict[str, Any] = f("the seed, encrypted to the auditor's key")
+    escrow: dict[str, Any] | None = f(
+        "the seed, encrypted to the auditor's key; absent: a log from before the escrow"
+        " (its seed is revealed only by the table)",
+        optional=True,
+    )
 
 
 @schema
@@ -562,7 +567,10 @@ class Recovery(Record):
     faults: list[Any] = f("the faults still latched")
     interrupted: bool = f("a round was interrupted")
     voided_attempt: int | None = f("the attempt voided by the restart, null: none", null=True)
-    dice_counts: dict[str, Any] = f("the dice monitor's counts {set, shift, test}")
+    dice_counts: dict[str, Any] | None = f(
+        "the dice monitor's counts {set, shift, test}; absent: a log from before the monitor",
+        optional=True,
+    )
 
 
 @schema

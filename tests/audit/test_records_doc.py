@@ -82,6 +82,51 @@ def test_a_record_is_read_as_its_kinds_dataclass() -> None:
     assert (old.reason, old.supervisor) == (None, True)
 
 
+# Records as versions before this one wrote them, from git history (a log in the field holds
+# them): each reads through its kind's schema, as verify-log, recall and the display read it.
+OLDER_FORMATS = [
+    # before corrections (state.py at 59221aa^): a result voided with what the supervisor said
+    (
+        RecordKind.RESULT_VOIDED,
+        {"round": 3, "attempt": 1, "reason": "misread", "detail": "the dice show other faces"},
+    ),
+    # before the dice monitor: a start's recovery without its counts
+    (
+        RecordKind.RECOVERY,
+        {
+            "round": 1,
+            "attempt": 1,
+            "state": "idle",
+            "faults": [],
+            "interrupted": False,
+            "voided_attempt": None,
+        },
+    ),
+    # before the escrow: an RNG session's commitment without its sealed seed
+    (
+        RecordKind.RNG_COMMIT,
+        {
+            "session": "00" * 8,
+            "table": "table-7",
+            "game": "tiles",
+            "mode": "position",
+            "positions": 8,
+            "max_rounds": 500,
+            "algorithm": "HMAC_DRBG-SHA-256",
+            "commitment": "ab" * 32,
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "data"), OLDER_FORMATS, ids=[str(k) for k, _ in OLDER_FORMATS])
+def test_a_record_an_older_version_wrote_reads_through_its_schema(
+    kind: RecordKind, data: dict[str, object]
+) -> None:
+    check(kind, data)
+    assert isinstance(read_any(str(kind), data), record_schema.SCHEMAS[kind])
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [

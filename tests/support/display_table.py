@@ -37,7 +37,6 @@ from controller.core.wagers import Paytable, sum_paytable_a, sum_paytable_b
 from controller.display.log_reader import SqliteLogReader
 from controller.display.server import DisplayServer
 from controller.errors import GameRuleError, IllegalTransition
-from support.forge import unchecked
 from support.records import valid
 
 PAYTABLES = (sum_paytable_a(), sum_paytable_b())
@@ -278,14 +277,13 @@ class Table:
     def old_voided_result(self, attempt: int = 1, reason: str = "misread") -> int:
         """A result voided and its round to be played again, as versions before corrections
         wrote it (logs in the field hold them; nothing writes them now)."""
-        with unchecked():  # the older version's format: with a detail
-            return self.record(
-                RecordKind.RESULT_VOIDED,
-                round=self.round,
-                attempt=attempt,
-                reason=reason,
-                detail="the dice show other faces",
-            )
+        return self.record(
+            RecordKind.RESULT_VOIDED,
+            round=self.round,
+            attempt=attempt,
+            reason=reason,
+            detail="the dice show other faces",
+        )
 
     def _shake(self, attempt: int) -> None:
         self.record(RecordKind.SHAKE, round=self.round, attempt=attempt, cycles=4, delay_ms=612)

@@ -27,7 +27,6 @@ from controller.core.state import RngMode
 from controller.errors import AuditLogError
 from controller.ports import AuditLog
 from controller.rng.session import RngSessionManager
-from support.forge import unchecked
 
 # The tests' auditor (a fixed key: tests only). AUDITOR_KEY is what [rng] escrow_public_key
 # holds (AUDITOR_KEY.text), AUDITOR what rng-reveal --escrow-key opens the seals with.
@@ -138,20 +137,19 @@ def legacy_session(
     entropy, nonce, session = os.urandom(32), os.urandom(16), os.urandom(8).hex()
     personalization = personalization_for(table, session)
     commitment = commitment_of(entropy, nonce, personalization)
-    with unchecked():  # an older version's commitment: no escrow
-        log.append(
-            RecordKind.RNG_COMMIT,
-            {
-                "session": session,
-                "table": table,
-                "game": "tiles",
-                "mode": "position",
-                "positions": 8,
-                "max_rounds": 500,
-                "algorithm": ALGORITHM,
-                "commitment": commitment,
-            },
-        )
+    log.append(
+        RecordKind.RNG_COMMIT,
+        {
+            "session": session,
+            "table": table,
+            "game": "tiles",
+            "mode": "position",
+            "positions": 8,
+            "max_rounds": 500,
+            "algorithm": ALGORITHM,
+            "commitment": commitment,
+        },
+    )
     drbg = HmacDrbg(entropy, nonce, personalization)
     for round_number in rounds:
         identity = round_identity(table, session, round_number, 1)
