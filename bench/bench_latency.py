@@ -51,7 +51,7 @@ from typing import Any, NoReturn
 from common import (
     env_int,
     figure,
-    free_port,
+    free_ports,
     machine_load,
     median,
     note,
@@ -318,7 +318,7 @@ def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]
     stderr) where the run gives nothing to measure."""
     with tempfile.TemporaryDirectory(prefix="bench-latency-", dir=base) as tmp:
         work = Path(tmp)
-        http, feed = free_port(), free_port()
+        http, feed = free_ports(2)
         command = [sys.executable, __file__, "--child", str(rounds), str(seed)]
         command += [str(work / "state"), str(http), str(feed), str(work)]
         stderr = (work / "child.stderr").open("wb")

@@ -170,9 +170,20 @@ def _is_tmpfs(path: Path) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` ports free now, each a different one: all are held while the next is asked
+    for (one asked for after another was let go may be the same, and a display given the same
+    port for its page and its feed refuses its config)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 # --- /proc ------------------------------------------------------------------------------------
@@ -359,7 +370,7 @@ def run_daemon(
     with contextlib.ExitStack() as stack:
         work = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         sensor = stack.enter_context(SimulatedSensor(seed=sensor_seed))
-        http_port, feed_port = free_port(), free_port()
+        http_port, feed_port = free_ports(2)
         config = work / "config.toml"
         manifest, release_key = signed_manifest(work)
         config.write_text(

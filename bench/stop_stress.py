@@ -56,6 +56,7 @@ from common import (
     WATCHDOG_USEC,
     NotifySocket,
     free_port,
+    free_ports,
     machine_load,
     median,
     percentile,
@@ -198,10 +199,11 @@ def started(
                 else f'[fleet]\nmqtt_url = "mqtt://127.0.0.1:{broker_port}"\n'
                 f"stop_flush_s = {stop_flush_s}\n"
             )
+            http_port, feed_port = free_ports(2)
             config.write_text(
                 f'[storage]\nstate_dir = "{state_dir}"\n'
                 f'[sensor]\nurl = "{sensor.url}"\n'
-                f"[display]\nhttp_port = {free_port()}\nfeed_port = {free_port()}\n"
+                f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n"
                 f'[software]\nmanifest = "{manifest}"\npublic_key = "{release_key}"\n{fleet}'
             )
             argv = table_daemon_command("--config", str(config))
