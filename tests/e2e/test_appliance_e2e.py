@@ -335,7 +335,7 @@ def test_the_daemon_serves_the_display_and_the_feed_from_its_log(
 ) -> None:
     """The display server wired into the running appliance: the page is served and the feed
     carries the committed records (hash for hash what ``export`` gives)."""
-    http_port, feed_port = free_port(), free_port()
+    http_port, feed_port = free_ports()
     config = tmp_path / "config.toml"
     config.write_text(f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n")
     state = tmp_path / "state"
@@ -365,10 +365,12 @@ def test_the_daemon_serves_the_display_and_the_feed_from_its_log(
     assert all(line["starting_position"] and line["total"] for line in results)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports() -> tuple[int, int]:
+    """Two ports free now, not the same one (both held while the second is asked for)."""
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return int(first.getsockname()[1]), int(second.getsockname()[1])
 
 
 def connect_when_listening(port: int, timeout: float) -> socket.socket:
@@ -384,9 +386,10 @@ def connect_when_listening(port: int, timeout: float) -> socket.socket:
 
 def test_run_without_usable_pins_says_so_without_a_traceback(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
+    http_port, feed_port = free_ports()
     config.write_text(
         f'[storage]\nstate_dir = "{tmp_path / "state"}"\n'
-        f"[display]\nhttp_port = {free_port()}\nfeed_port = {free_port()}\n"
+        f"[display]\nhttp_port = {http_port}\nfeed_port = {feed_port}\n"
     )
     env = {**os.environ, "GPIOZERO_PIN_FACTORY": "no-such-factory"}
     proc = subprocess.run(
