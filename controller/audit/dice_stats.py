@@ -69,6 +69,8 @@ def dice_stats(state_dir: Path, window: Window, *, damage: Damage | None = None)
         counted_from: int | None = None  # the first start that said where its counts stood
         for row in sound_rows(read_records(db, on_bad=damage.note), damage):
             last = row.seq
+            if row.kind not in _READ:
+                continue  # no part in the counts: checked (above), never decoded
             if row.kind == RecordKind.RECOVERY:
                 try:
                     windows, counted_from = _started(
@@ -168,6 +170,11 @@ def _take(
 
 _ENDS_A_WINDOW = frozenset(
     {RecordKind.DICE_REPLACED, RecordKind.SUPERVISOR_ACTION, RecordKind.SHIFT_CHANGE}
+)
+# the kinds whose data the counts read (every other record is only checked as sound)
+_READ = frozenset(
+    {RecordKind.RECOVERY, RecordKind.NO_MORE_BETS, RecordKind.RESULT, RecordKind.DICE_ALARM}
+    | _ENDS_A_WINDOW
 )
 
 
