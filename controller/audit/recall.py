@@ -39,11 +39,11 @@ from controller.audit.reader import (
     GENESIS_PREV,
     connect_read_only,
     open_for_reading,
-    read_checkpoints,
     read_latest_checkpoint,
     read_records,
     storage_errors,
 )
+from controller.audit.store import storage_error
 from controller.core.merkle import CompactRange, leaf_hash
 from controller.core.note import Verifier
 from controller.core.record_schema import RecordShapeError, RoundOpened, read
@@ -381,16 +381,22 @@ def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[d
     SHA-256 (the next record's ``prev``), its RFC 6962 leaf hash, and the signed checkpoint made
     at it, if any (the latest one with the last record). The records moved to the archive
     (controller/audit/archive.py) come first: the export is the whole log. A damaged record
-    has no line (it has no fields to give): ``damage`` names it."""
+    has no line (it has no fields to give): ``damage`` names it.
+
+    It streams, in memory that does not grow with the log: the records are read in the order
+    of their integer key through one cursor, and the checkpoints kept with them through a
+    second one, in the same order, taken up as the records reach them (:class:`_Notes`);
+    nothing holds all of either."""
     damage = _damage(damage)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
         try:
-            checkpoints = read_checkpoints(db)
+            _check_checkpoints(db)
+            checkpoints = _Notes(db, "SELECT size, note FROM checkpoints WHERE size > 0")
         except LogIntegrityError as exc:  # a malformed row: the records are exported without
             damage.note(exc)  # the checkpoints kept with them (verify-log names it too)
-            checkpoints = {}
+            checkpoints = _Notes(None, "")
         try:
             latest = read_latest_checkpoint(db)
         except LogIntegrityError as exc:  # the head row: the records are exported without it
@@ -401,10 +407,10 @@ def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[d
         for path in archive_paths(state_dir):
             archive = connect_read_only(path)
             try:
-                notes = dict(archive.execute("SELECT size, note FROM checkpoints").fetchall())
+                notes = _Notes(archive, "SELECT size, note FROM checkpoints")
                 rows = read_records(archive, start=archived + 1, on_bad=damage.note)
                 for row in sound_rows(rows, damage):
-                    yield export_line(row, notes.get(row.seq))
+                    yield export_line(row, notes.at(row.seq))
                 (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
                 archived = max(archived, int(top))
             except sqlite3.Error as exc:
@@ -413,11 +419,44 @@ def export_lines(state_dir: Path, *, damage: Damage | None = None) -> Iterator[d
                 archive.close()
         rows = read_records(db, start=archived + 1, stop=size, on_bad=damage.note)
         for row in sound_rows(rows, damage):
-            note = checkpoints.get(row.seq) or (latest if row.seq == size else None)
+            note = checkpoints.at(row.seq) or (latest if row.seq == size else None)
             yield export_line(row, note)
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def _check_checkpoints(db: sqlite3.Connection) -> None:
+    """What ``read_checkpoints`` checks of every row (a size and a note), asked of SQLite so
+    that no row is held: the first one that is not, as :class:`LogIntegrityError`."""
+    try:
+        bad = db.execute(
+            "SELECT size, note FROM checkpoints WHERE size > 0"
+            " AND (typeof(size) != 'integer' OR typeof(note) != 'text') ORDER BY size LIMIT 1"
+        ).fetchone()
+    except sqlite3.Error as exc:
+        raise storage_error(exc, "cannot read the checkpoints") from exc
+    if bad is not None:
+        raise LogIntegrityError(None, f"a checkpoint row ({bad[0]!r}) is not a size and a note")
+
+
+class _Notes:
+    """The checkpoint notes of one log file, read in the order of their sizes (the table's
+    integer key) as the records reach them: ``at(seq)`` is the note kept at record ``seq``,
+    or None; the seqs asked for must rise. One row is held at a time."""
+
+    def __init__(self, db: sqlite3.Connection | None, query: str) -> None:
+        self._rows: Iterator[tuple[Any, Any]] = (
+            iter(()) if db is None else db.execute(query + " ORDER BY size")
+        )
+        self._next: tuple[Any, Any] | None = next(self._rows, None)
+
+    def at(self, seq: int) -> str | None:
+        while self._next is not None and self._next[0] < seq:
+            self._next = next(self._rows, None)
+        if self._next is None or self._next[0] != seq:
+            return None
+        return self._next[1]  # type: ignore[no-any-return]
 
 
 def export_line(row: StoredRecord, checkpoint: str | None) -> dict[str, Any]:
