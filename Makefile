@@ -60,6 +60,8 @@ systemtest: $(TEST_STAMP) system-deps
 # that verify-log passes, with the same results as here for the same seed. The first run on a
 # host debootstraps the tree (kept in /var/tmp/paigow-arm64); where arm64 binaries cannot run
 # (not root, no binfmt_misc, no qemu) it is skipped, with the reason on one line.
+# `make armtest ARM64_SUITE=1` also runs a part of the suite there (tests/core, tests/drivers:
+# about three minutes more the first time, so not in `make test`).
 armtest: $(TEST_STAMP) system-deps
 	$(BIN)/pytest -p no:xdist -p no:cacheprovider tests/arm64 -v -s
 

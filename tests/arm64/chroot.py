@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,19 @@ PACKAGES = ("python3", "python3-venv")
 PROJECT = "/opt/paigow"  # in the tree: the checkout's product files and its .venv
 # what the Makefile's $(RUNTIME_STAMP) depends on: the venv is made again when one changes
 VENV_INPUTS = ("pyproject.toml", "requirements/runtime.txt", "scripts/bootstrap-venv")
+# of the test lock, what the suite's core and driver tests need (pytest and hypothesis, with
+# the dependencies the lock gives them): not the browser, PostgreSQL, lint and type tools
+TEST_PACKAGES = (
+    "pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "pytest-timeout",
+    "hypothesis",
+    "sortedcontainers",
+)
+TEST_LOCK = "requirements/test-arm64.txt"  # in the tree: TEST_PACKAGES' pins and hashes
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 HANDLER = BINFMT / "qemu-aarch64"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -51,6 +65,9 @@ GUEST_ENV = (
     "LANG=C.UTF-8",
     f"PIP_CERT={TREE_CA}",
     "PIP_DISABLE_PIP_VERSION_CHECK=1",
+    # no .pyc compiled at install under qemu (minutes for pip's and setuptools' own files):
+    # each module is compiled when it is first imported, into the tree's cache
+    "PIP_NO_COMPILE=1",
 )
 # mounts /proc and /dev (with /dev/pts and /dev/shm) into the tree, then chroots, in the
 # namespaces unshare made: they end with the command
@@ -204,7 +221,7 @@ class Chroot:
         for path in project.iterdir():
             if path.name != ".venv":
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
-        for part in (*SOURCE_PARTS, "scripts"):
+        for part in (*SOURCE_PARTS, "scripts", "tests"):
             source = CHECKOUT / part
             if source.is_dir():
                 ignore = shutil.ignore_patterns("__pycache__")
@@ -225,3 +242,34 @@ class Chroot:
         )
         stamp.write_text(digest.hexdigest())
         return done.stdout
+
+    def install_tests(self) -> str:
+        """TEST_PACKAGES from the test lock, with their hashes, in the project's .venv on top of
+        the runtime lock (as the Makefile's $(TEST_STAMP)); what bootstrap-venv said, or ''."""
+        project = self.root / PROJECT.lstrip("/")
+        lock = lock_subset((CHECKOUT / "requirements/test.txt").read_text(), TEST_PACKAGES)
+        (project / TEST_LOCK).write_text(lock)
+        runtime = (project / ".venv/.installed-runtime").read_text()
+        digest = hashlib.sha256(f"{runtime}\n{lock}".encode()).hexdigest()
+        stamp = project / ".venv/.installed-test"
+        if stamp.exists() and stamp.read_text() == digest:
+            return ""
+        done = self.run(
+            ["scripts/bootstrap-venv", ".venv", TEST_LOCK], cwd=PROJECT, env=("PYTHON=python3",)
+        )
+        stamp.write_text(digest)
+        return done.stdout
+
+
+def lock_subset(lock: str, names: tuple[str, ...]) -> str:
+    """The entries of ``names`` in a lock file (a pin at the line's start, its hashes on the
+    indented lines after it); pip --require-hashes refuses it if a dependency is missing."""
+    entries = {
+        entry.split("==", 1)[0]: entry.rstrip() + "\n"
+        for entry in re.split(r"\n(?=[a-z])", lock)
+        if "==" in entry.split("\n", 1)[0]
+    }
+    missing = [name for name in names if name not in entries]
+    if missing:
+        raise ChrootError(f"not in the test lock: {', '.join(missing)}")
+    return "".join(entries[name] for name in names)

@@ -5,6 +5,7 @@ cannot run (not root, no binfmt_misc, no qemu) the test is skipped with the reas
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -37,3 +38,16 @@ def arm64() -> Iterator[Chroot]:
         finally:
             left = tree.mounts()
             assert left == [], f"mounts left in the arm64 tree: {left}"
+
+
+@pytest.fixture
+def arm64_suite(arm64: Chroot) -> Chroot:
+    """The tree with the test lock's pytest and hypothesis in its venv too: when
+    ARM64_SUITE=1 only (``make armtest ARM64_SUITE=1``): made cold, it and the suite's part
+    take about three minutes more than the plain rounds, over ``make test``'s budget."""
+    if os.environ.get("ARM64_SUITE") != "1":
+        pytest.skip("the suite's part under qemu runs with ARM64_SUITE=1 (about 3 min more)")
+    started = time.monotonic()
+    said = arm64.install_tests()
+    print(f"\ntest lock's part: {time.monotonic() - started:.0f} s ({'made' if said else 'kept'})")
+    return arm64
