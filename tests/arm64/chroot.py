@@ -7,8 +7,9 @@ the host (root_filesystem says why its second stage is left out), and kept in
 ``/var/tmp/paigow-arm64/`` for the next run on the same host, as the
 system test keeps its own (tests/system/machine.py). The project goes in at ``/opt/paigow``
 with its virtualenv beside it, filled by ``scripts/bootstrap-venv`` from the runtime lock, as
-``make demo`` does; the venv is made again only when what the Makefile's stamp depends on
-(pyproject.toml, requirements/runtime.txt, scripts/bootstrap-venv) changed. One run at a time
+``make demo`` does; it is filled again only when what the Makefile's stamp depends on
+(pyproject.toml, requirements/runtime.txt, scripts/bootstrap-venv) changed, and made afresh
+only when the lock or the script did. One run at a time
 uses the tree (a lock file beside it).
 
 Each command runs in a mount and PID namespace of its own (``unshare``) with /proc and /dev
@@ -211,7 +212,7 @@ class Chroot:
         ]
 
     def install_project(self) -> str:
-        """This checkout's product files at PROJECT, and the runtime lock in its .venv (made
+        """This checkout's product files at PROJECT, and the runtime lock in its .venv (filled
         again when an input of the Makefile's stamp changed); what bootstrap-venv said, or ''
         when the venv was kept."""
         shutil.copy2("/etc/resolv.conf", self.root / "etc/resolv.conf")
@@ -228,19 +229,26 @@ class Chroot:
                 shutil.copytree(source, project / part, ignore=ignore)
             else:
                 shutil.copy2(source, project / part)
-        digest = hashlib.sha256()
-        for name in VENV_INPUTS:
-            digest.update((CHECKOUT / name).read_bytes())
+        # the lock's and the script's digest, then pyproject.toml's: a new lock makes the venv
+        # afresh (about two minutes under qemu, most of it ensurepip); a new pyproject.toml
+        # only installs the project again, as the Makefile's stamp does
+        digests = [
+            hashlib.sha256(b"".join((CHECKOUT / name).read_bytes() for name in names)).hexdigest()
+            for names in (VENV_INPUTS[1:], VENV_INPUTS[:1])
+        ]
+        wanted = " ".join(digests)
         stamp = project / ".venv/.installed-runtime"
-        if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        had = stamp.read_text() if stamp.exists() else ""
+        if had == wanted:
             return ""
-        shutil.rmtree(project / ".venv", ignore_errors=True)
+        if had.split(" ")[0] != digests[0]:
+            shutil.rmtree(project / ".venv", ignore_errors=True)
         done = self.run(
             ["scripts/bootstrap-venv", ".venv", "requirements/runtime.txt"],
             cwd=PROJECT,
             env=("PYTHON=python3",),
         )
-        stamp.write_text(digest.hexdigest())
+        stamp.write_text(wanted)
         return done.stdout
 
     def install_tests(self) -> str:

@@ -6,7 +6,8 @@ x86_64 (round, dice, starting position), as it does in Python slowed ten times
 (tests/e2e/test_simulated_time.py).
 
 Under qemu Python runs several times slower: 50 rounds. The figures (wall and CPU seconds, rounds
-per second on each architecture) are printed, never asserted.
+per second on each architecture) are printed, never asserted. With ARM64_SUITE=1 a part of the
+suite runs there too, with pytest and hypothesis from the test lock (tests/arm64/conftest.py).
 """
 
 from __future__ import annotations
