@@ -66,9 +66,6 @@ GUEST_ENV = (
     "LANG=C.UTF-8",
     f"PIP_CERT={TREE_CA}",
     "PIP_DISABLE_PIP_VERSION_CHECK=1",
-    # no .pyc compiled at install under qemu (minutes for pip's and setuptools' own files):
-    # each module is compiled when it is first imported, into the tree's cache
-    "PIP_NO_COMPILE=1",
 )
 # mounts /proc and /dev (with /dev/pts and /dev/shm) into the tree, then chroots, in the
 # namespaces unshare made: they end with the command
