@@ -32,6 +32,7 @@ end of the log, at the latest checkpoint, which the log re-signs at every append
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ from controller.audit.reader import (
     read_records,
 )
 from controller.audit.recall import export_line
-from controller.audit.store import DB_NAME, LATEST_CHECKPOINT
+from controller.audit.store import DB_NAME, LATEST_CHECKPOINT, storage_error
 from controller.core import canonical
 from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
@@ -454,9 +455,12 @@ def verify_state_dir(
     (default: one per available core), a short one, or one in which they find anything
     wrong, record by record in this one."""
     if archive_paths(state_dir):
-        return _verify_with_archive(
-            Path(state_dir), verifier, checkpoint=checkpoint, rng_reveals=rng_reveals
-        )
+        try:
+            return _verify_with_archive(
+                Path(state_dir), verifier, checkpoint=checkpoint, rng_reveals=rng_reveals
+            )
+        except sqlite3.DatabaseError as exc:  # a page no read before reached: damage
+            raise storage_error(exc, "cannot read the log") from exc
     return verify_database(
         Path(state_dir) / DB_NAME,
         verifier,
@@ -542,7 +546,25 @@ def verify_database(
     rng_reveals: Sequence[SeedReveal] = (),
 ) -> VerifyReport:
     """:func:`verify_state_dir` for the log in the file ``path``: a state directory's
-    ``audit.db`` or a backup of it (``paigow-controller backup``)."""
+    ``audit.db`` or a backup of it (``paigow-controller backup``). A page SQLite finds damaged
+    (opening reads only the schema and the records' first and last leaves) is named as damage
+    of the log (:class:`LogDamagedError`), never left to escape as SQLite's own error."""
+    try:
+        return _verify_database(
+            path, verifier, checkpoint=checkpoint, workers=workers, rng_reveals=rng_reveals
+        )
+    except sqlite3.DatabaseError as exc:
+        raise storage_error(exc, f"cannot read {path}") from exc
+
+
+def _verify_database(
+    path: Path,
+    verifier: Verifier,
+    *,
+    checkpoint: str | None,
+    workers: int | None,
+    rng_reveals: Sequence[SeedReveal],
+) -> VerifyReport:
     anchor = None if checkpoint is None else open_anchor(checkpoint, verifier)
     jobs = available_cores() if workers is None else workers
     db = open_log_file(path)

@@ -261,7 +261,8 @@ def test_byte_flips_anywhere_in_the_file_are_one_line_never_an_internal_error(
     small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """150 copies of the database file, each with one bit flipped anywhere (seeded): a
-    record's leaf, another column, a page SQLite keeps for itself. Every reader exits 0 or 1;
+    record's leaf, another column, a page SQLite keeps for itself. Every reader, and
+    verify-log, exits 0 or 1;
     1 names a damaged record or the part of the log it cannot read, in lines of its own."""
     seed = int(os.environ.get("DAMAGE_SEED", random.randrange(2**32)))
     print(f"file byte-flip seed: {seed} (DAMAGE_SEED={seed} repeats it)")
@@ -273,7 +274,7 @@ def test_byte_flips_anywhere_in_the_file_are_one_line_never_an_internal_error(
         at = rng.randrange(len(data))
         data[at] ^= 1 << rng.randrange(8)
         (state / DB_NAME).write_bytes(bytes(data))
-        for argv in READERS:
+        for argv in (*READERS, ("verify-log",)):
             code, _, err = _run(capsys, *argv, "--state-dir", str(state))
             where = (seed, copy, at, argv[0], err[-400:])
             assert code in (0, 1), where
@@ -281,7 +282,9 @@ def test_byte_flips_anywhere_in_the_file_are_one_line_never_an_internal_error(
             assert "Traceback" not in err, where
             if code == 1:
                 assert re.search(
-                    r"\brecord \d+\b|paigow-controller: (audit log|\w[\w-]*: damaged: log):", err
+                    r"\brecord \d+\b|paigow-controller: (audit log|\w[\w-]*: damaged: log):"
+                    r"|paigow-controller: verify-log: ",
+                    err,
                 ), where
             counts[argv[0], code] = counts.get((argv[0], code), 0) + 1
         shutil.rmtree(state)
