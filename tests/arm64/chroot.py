@@ -33,11 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "system"))
 
-from machine import apt_mirror
+from machine import SUITE, MachineError, debootstrap
 from trees import CHECKOUT, SOURCE_PARTS
 
 CACHE = Path("/var/tmp/paigow-arm64")
-SUITE = "bookworm"
 ARCH = "arm64"
 PACKAGES = ("python3", "python3-venv")
 PROJECT = "/opt/paigow"  # in the tree: the checkout's product files and its .venv
@@ -138,26 +137,10 @@ def root_filesystem() -> Path:
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     log = CACHE / f"{SUITE}-{ARCH}-{key}.debootstrap.log"
-    with log.open("wb") as out:
-        done = subprocess.run(
-            [
-                *PRIVATE_MOUNTS,
-                "debootstrap",
-                "--foreign",
-                f"--arch={ARCH}",
-                "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
-                SUITE,
-                str(tree),
-                apt_mirror(),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-5:]
-        raise ChrootError(f"debootstrap failed ({done.returncode}): {' | '.join(tail)}")
+    try:
+        debootstrap(tree, log, PACKAGES, "--foreign", f"--arch={ARCH}", wrapper=PRIVATE_MOUNTS)
+    except MachineError as exc:
+        raise ChrootError(str(exc)) from None
     archives = tree / "var/cache/apt/archives"
     for deb in sorted(archives.glob("*.deb")):
         subprocess.run(["dpkg-deb", "--extract", str(deb), str(tree)], check=True)

@@ -20,9 +20,7 @@ import time
 from pathlib import Path
 
 from chroot import PROJECT, Chroot
-from support import simulate_argv
-
-from controller.audit.recall import export_lines
+from support import simulate_argv, what_happened
 
 ROUNDS = 50
 SEED = "7"
@@ -38,19 +36,6 @@ def measured(argv: list[str], out: Path) -> tuple[int, float, float]:
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return process.returncode, time.monotonic() - started, usage.ru_utime + usage.ru_stime
-
-
-def what_happened(state: Path) -> tuple[list[tuple[object, ...]], list[str]]:
-    """The results (round, dice, starting position) and the kinds of every record that says
-    something went wrong."""
-    lines = list(export_lines(state))
-    results = [
-        (line["data"]["round"], line["data"]["dice"], line["data"]["starting_position"])
-        for line in lines
-        if line["kind"] == "result"
-    ]
-    wrong = {"no_roll", "fault", "reshake_limit"}
-    return results, [line["kind"] for line in lines if line["kind"] in wrong]
 
 
 def test_plain_rounds_on_arm64_as_on_x86_64(arm64: Chroot, tmp_path: Path) -> None:

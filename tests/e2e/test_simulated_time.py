@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import simulate_argv
-
-from controller.audit.recall import export_lines
+from support import simulate_argv, what_happened
 
 pytestmark = pytest.mark.slow
 
@@ -32,19 +30,6 @@ def simulate(state: Path, *, slowed: bool) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, (done.stdout, done.stderr)
     return done.stderr
-
-
-def what_happened(state: Path) -> tuple[list[tuple[object, ...]], list[str]]:
-    """The results (round, dice, starting position) and the kinds of every record that says
-    something went wrong."""
-    lines = list(export_lines(state))
-    results = [
-        (line["data"]["round"], line["data"]["dice"], line["data"]["starting_position"])
-        for line in lines
-        if line["kind"] == "result"
-    ]
-    wrong = {"no_roll", "fault", "reshake_limit"}
-    return results, [line["kind"] for line in lines if line["kind"] in wrong]
 
 
 def test_python_ten_times_slower_changes_nothing_that_happens(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.audit.recall import export_lines
 from controller.cli import main
 from controller.core.state import (
     DiceReplaced,
@@ -64,6 +65,19 @@ def simulate_argv(state: Path, rounds: int, *extra: str) -> list[str]:
         str(state),
         *extra,
     ]
+
+
+def what_happened(state: Path) -> tuple[list[tuple[object, ...]], list[str]]:
+    """The results (round, dice, starting position) and the kinds of every record that says
+    something went wrong."""
+    lines = list(export_lines(state))
+    results = [
+        (line["data"]["round"], line["data"]["dice"], line["data"]["starting_position"])
+        for line in lines
+        if line["kind"] == "result"
+    ]
+    wrong = {"no_roll", "fault", "reshake_limit"}
+    return results, [line["kind"] for line in lines if line["kind"] in wrong]
 
 
 class ScreenLog:

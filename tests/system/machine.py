@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 CACHE = Path("/var/tmp/paigow-systest")
@@ -62,13 +63,29 @@ def root_filesystem() -> Path:
         return tree
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
-    log = CACHE / f"{SUITE}-{key}.debootstrap.log"
+    debootstrap(tree, CACHE / f"{SUITE}-{key}.debootstrap.log", PACKAGES)
+    (tree / ".complete").touch()
+    return tree
+
+
+def debootstrap(
+    tree: Path,
+    log: Path,
+    packages: Sequence[str],
+    *options: str,
+    wrapper: Sequence[str] = (),
+) -> None:
+    """Debian ``SUITE`` (minbase and ``packages``) bootstrapped into ``tree`` from this host's
+    mirror, its output in ``log``; ``options`` go to debootstrap, which runs under
+    ``wrapper``. Raises :class:`MachineError` with the log's last lines if it fails."""
     with log.open("wb") as out:
         done = subprocess.run(
             [
+                *wrapper,
                 "debootstrap",
+                *options,
                 "--variant=minbase",
-                f"--include={','.join(PACKAGES)}",
+                f"--include={','.join(packages)}",
                 SUITE,
                 str(tree),
                 apt_mirror(),
@@ -80,8 +97,6 @@ def root_filesystem() -> Path:
     if done.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-5:]
         raise MachineError(f"debootstrap failed ({done.returncode}): {' | '.join(tail)}")
-    (tree / ".complete").touch()
-    return tree
 
 
 def _cgroup2_mount() -> Path:
