@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from support import COSIGNED
 from support.table import SETTINGS, TILTED, WALL, Table, good_reading
 
 from controller.core.config import Config
@@ -160,16 +161,6 @@ def occurrences(event: Event, at: int) -> Iterator[Occurrence]:
 
 
 # the supervisor's actions at the service terminal, which always name who does them
-# a cosigned record's data but its round, as record_data.cosigned_data makes it
-COSIGNED = {
-    "witness": "w",
-    "witness_key": "w+01+key",
-    "size": 3,
-    "root": "cm9vdA==",
-    "timestamp": 1,
-    "signature": "c2ln",
-    "close": 2,
-}
 _BY_AN_EMPLOYEE = frozenset(
     {
         Event.DICE_REPLACED,

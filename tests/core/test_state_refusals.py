@@ -21,7 +21,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: the helpers' folder, as conftest.py gives it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import OPENED, SUPERVISOR
+from support import COSIGNED, OPENED, SUPERVISOR
 
 from controller.core.dice import DiceReading, DieColour, DieReading, Roll
 from controller.core.software import SoftwareCheck, SoftwareResult
@@ -44,18 +44,6 @@ from controller.core.state import (
 )
 from controller.core.state import occurrence as event_of_kind
 from controller.errors import GameRuleError, IllegalTransition
-
-# a cosigned record's data but its round, as record_data.cosigned_data makes it
-COSIGNED = {
-    "witness": "w",
-    "witness_key": "w+01+key",
-    "size": 3,
-    "root": "cm9vdA==",
-    "timestamp": 1,
-    "signature": "c2ln",
-    "close": 2,
-}
-
 
 S, E, R = State, Event, Refusal
 

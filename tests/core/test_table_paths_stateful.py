@@ -46,7 +46,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support import DEALER, FLOORPERSON, OPENED, SUPERVISOR, TECHNICIAN
+from support import COSIGNED, DEALER, FLOORPERSON, OPENED, SUPERVISOR, TECHNICIAN
 from support.table import TILTED, good_reading
 
 from controller.core import canonical, record_schema
@@ -193,15 +193,6 @@ MISMATCH = replace(
     result=SoftwareResult.MISMATCH,
     differences=(Difference("controller/core/state.py", Change.CHANGED),),
 )
-COSIGNED = {
-    "witness": "w",
-    "witness_key": "w+01+key",
-    "size": 3,
-    "root": "cm9vdA==",
-    "timestamp": 1,
-    "signature": "c2ln",
-    "close": 2,
-}
 ROLLED_BACK = {"witness": "w", "size": 90, "log_size": 40, "note": "n"}
 # Faults as events: the hardware's, and those the shell raises (a dice alarm too: refused,
 # the monitor raises it); those only a restart clears come late in a walk (``LATE``)

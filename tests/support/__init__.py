@@ -33,6 +33,18 @@ TECHNICIAN = "T0042"
 OPENED = RoundContext(dice_set="1", dice_since_table=0, tiles_set="T1", tiles_since_table=0)
 
 
+# a cosigned record's data but its round, as record_data.cosigned_data makes it
+COSIGNED = {
+    "witness": "w",
+    "witness_key": "w+01+key",
+    "size": 3,
+    "root": "cm9vdA==",
+    "timestamp": 1,
+    "signature": "c2ln",
+    "close": 2,
+}
+
+
 def opening(at: int) -> list[Occurrence]:
     """The supervisor records the dice in the shaker, the floorperson verifies the tiles the
     dealer inspected (both with the supervisor key)."""
