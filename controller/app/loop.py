@@ -51,6 +51,7 @@ from controller.core.state import (
     Action,
     ActionKind,
     ClockSync,
+    Decided,
     Event,
     Fault,
     FaultRaised,
@@ -65,6 +66,7 @@ from controller.core.state import (
     Shutdown,
     State,
     Tick,
+    decide_ahead,
     step,
 )
 from controller.errors import (
@@ -232,6 +234,7 @@ class ControlLoop:
         self.restart_reason: str | None = None
         self._stopping = False
         self._follow_ups: deque[Occurrence] = deque()
+        self._ahead: Decided | None = None  # a reading's decision made ahead (``step``)
         self._power_on: Occurrence | None = None  # until its records are durable
         # write-ahead: the step's records durable before it is adopted (the audit log in use
         # is read at each commit)
@@ -399,7 +402,7 @@ class ControlLoop:
                 self._refused(occ, held)
                 return
         try:
-            after, actions = step(self.machine.settings, before, occ)
+            after, actions = step(self.machine.settings, before, occ, ahead=self._ahead)
         except (IllegalTransition, GameRuleError) as exc:  # e.g. a bank seat refused, 621a.11(b)
             self._refused(occ, str(exc))
             return
@@ -448,6 +451,7 @@ class ControlLoop:
         self._stored(stored)
         self._observe_faults(self.machine.context, after)
         self.machine.context = after
+        self._decide_ahead(before, after)
         if before.state is State.FAULT and after.state is not State.FAULT:
             self.ports.latch.reset()  # cleared: the outputs may leave their safe values again
         for action in actions:
@@ -456,6 +460,23 @@ class ControlLoop:
             if not self._do_guarded(action):
                 break
         return stored.durable
+
+    def _decide_ahead(self, before: RoundContext, after: RoundContext) -> None:
+        """While the sensor reads again, the decision of a reading that agrees (the core's
+        ``decide_ahead``), made before the read is asked for: the step from the frame that
+        decides to the result on the display then only checks the reading and takes it. A
+        decision that is not taken (the reading disagrees, anything else happened) costs
+        nothing but the work done while the table waited."""
+        if after.state is not State.READING:
+            self._ahead = None
+            return
+        if after.read_progress is before.read_progress and self._ahead is not None:
+            return
+        try:
+            self._ahead = decide_ahead(self.machine.settings, after)
+        except Exception:  # a bug: the reading's own step meets it again, and latches it
+            log.exception("internal error deciding ahead")
+            self._ahead = None
 
     def _stored(self, stored: Stored) -> None:
         """What a commit made durable: noted for whoever waits for the event, and the anchor

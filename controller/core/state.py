@@ -17,8 +17,16 @@ here. A handler refuses one way: it raises ``Refused``, which ``step`` shows.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from controller.core.dice import DieReading, NoRollReason, ReadProgress, next_read
+from controller.core.dice import (
+    DieReading,
+    NoRollReason,
+    ReadProgress,
+    Roll,
+    Verdict,
+    next_read,
+)
 from controller.core.evolve import replace
 from controller.core.meters import counted
 from controller.core.position import Game, table_cycle
@@ -151,6 +159,7 @@ __all__ = [
     "CorrectResult",
     "Correction",
     "CorrectionReason",
+    "Decided",
     "DiceKept",
     "DiceReplaced",
     "DiceSet",
@@ -205,6 +214,7 @@ __all__ = [
     "age_of",
     "check_dice_set_id",
     "check_employee_id",
+    "decide_ahead",
     "next_round",
     "occurrence",
     "step",
@@ -350,6 +360,8 @@ def advance_table_time(ctx: RoundContext, occ: Occurrence) -> RoundContext:
 class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
     """Every handler: the play of a round here, the other families by inheritance."""
 
+    ahead: Decided | None = None  # a reading's decision made ahead (``step``'s ``ahead``)
+
     def no_more_bets(self, ctx: RoundContext, occ: NoMoreBets) -> Step:
         # The bank is the one selected on the panel while bets were open (the event may name
         # one itself, as a table-management system would).
@@ -491,16 +503,46 @@ class _Rules(BankRules, FaultRules, SupervisorRules, ServiceRules, PowerRules):
             ctx, actions = self._no_roll(ctx, step.no_roll_reason)
             return ctx, [record, *actions]
         assert step.roll is not None
+        ctx, actions = self._decided(ctx, step.roll, verdict)
+        return ctx, [record, *actions]
+
+    def _decided(self, ctx: RoundContext, roll: Roll, verdict: Verdict) -> Step:
+        """What a reading that decides ``roll`` (its ``verdict``) does but for its own record:
+        the result, the dice monitor's count, the screens. Decided on the context without its
+        table time (``_timeless``), so that it is the same step whenever the reading comes;
+        taken from ``ahead`` when that was decided on the same."""
+        timeless = _timeless(ctx)
+        ahead = self.ahead
+        if (
+            ahead is not None
+            and ahead.settings is self.settings
+            and ahead.wall == self.wall
+            and ahead.roll == roll
+            and ahead.basis == timeless
+        ):
+            decided, actions = ahead.step
+        else:
+            decided, actions = self._decide(timeless, roll)
+        kept = replace(
+            decided,
+            table_ms=ctx.table_ms,
+            last_at=ctx.last_at,
+            last_wall=ctx.last_wall,
+            previous_roll=verdict,  # where the dice lay at this reading (dice_did_not_move)
+        )
+        return kept, list(actions)
+
+    def _decide(self, ctx: RoundContext, roll: Roll) -> Step:
         result = result_of_roll(
             self.settings.game,
-            step.roll,
+            roll,
             bank_seat=ctx.bank_seat,
             paytables=self.settings.paytables,
             settles_wagers=self._settles_wagers(ctx),
         )
-        ctx, raised = self._count_roll(replace(ctx, previous_roll=verdict), step.roll)
+        ctx, raised = self._count_roll(ctx, roll)
         ctx, actions = self._result(ctx, result)
-        return ctx, [record, actions[0], *raised, *actions[1:]]
+        return ctx, [actions[0], *raised, *actions[1:]]
 
     def rng_drawn(self, ctx: RoundContext, occ: RngDrawn) -> Step:
         game = self.settings.game
@@ -610,8 +652,50 @@ _HANDLERS: Mapping[Event, Callable[..., Step]] = {
 }
 
 
-def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
-    """The pure transition function: the next context and the actions for the shell."""
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A reading's decision made ahead (:func:`decide_ahead`): what a reading that agrees on
+    ``roll`` does on ``basis`` (a context without its table time) under ``settings``."""
+
+    settings: RoundSettings
+    wall: int | None
+    basis: RoundContext
+    roll: Roll
+    step: Step
+
+
+def decide_ahead(settings: RoundSettings, ctx: RoundContext) -> Decided | None:
+    """While the sensor reads again: the decision of a reading that agrees with the streak,
+    if one more agreeing reading makes a roll (``ReadPolicy.reads_to_agree``), else None.
+    The shell gives it to :func:`step` with the next reading, so that the step from the
+    sensor's frame to the result on the display does no more than check the reading and take
+    it; a reading that does not agree, or anything else that happens meanwhile, is stepped as
+    if there were none. Deciding ahead never decides: the roll is the agreeing readings'
+    (621a.8(a)(2); the result is recorded before it is shown, as always)."""
+    streak = ctx.read_progress.streak
+    if (
+        ctx.state is not S.READING
+        or len(streak) != settings.read_policy.reads_to_agree - 1
+        or not streak
+        or streak[-1].roll is None
+    ):
+        return None
+    roll = streak[-1].roll
+    timeless = _timeless(ctx)
+    return Decided(settings, None, timeless, roll, _Rules(settings)._decide(timeless, roll))
+
+
+def _timeless(ctx: RoundContext) -> RoundContext:
+    """``ctx`` without the table's time: a reading's decision does not depend on when it came."""
+    return replace(ctx, table_ms=0, last_at=None, last_wall=None)
+
+
+def step(
+    settings: RoundSettings, ctx: RoundContext, occ: Occurrence, *, ahead: Decided | None = None
+) -> Step:
+    """The pure transition function: the next context and the actions for the shell.
+    ``ahead``: a reading's decision made before the reading came (:func:`decide_ahead`); the
+    step is the same with it or without it, only quicker when the reading agrees with it."""
     allowed = TRANSITIONS.get((ctx.state, occ.event))
     if allowed is None:
         raise IllegalTransition(ctx.state, occ.event)
@@ -619,8 +703,10 @@ def step(settings: RoundSettings, ctx: RoundContext, occ: Occurrence) -> Step:
         why = "leave recall first: nothing changes in the round meanwhile"
         return ctx, [refused(Refusal.IN_RECALL, why)]
     advanced = advance_table_time(ctx, occ)
+    rules = _Rules(settings, occ.wall)
+    rules.ahead = ahead
     try:
-        new_ctx, actions = _HANDLERS[occ.event](_Rules(settings, occ.wall), advanced, occ)
+        new_ctx, actions = _HANDLERS[occ.event](rules, advanced, occ)
     except Refused as refusal:  # the one way a handler refuses: nothing changes
         new_ctx, actions = advanced, [refused(refusal.code, refusal.why)]
     if new_ctx is advanced and not any(a.kind is ActionKind.RECORD for a in actions):

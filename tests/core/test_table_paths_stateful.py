@@ -80,7 +80,9 @@ from controller.core.state import (
     ShuffleReason,
     State,
     VoidReason,
+    decide_ahead,
     occurrence,
+    step,
 )
 from controller.core.table_life import DICE_LIFE, TILES_LIFE
 from controller.errors import GameRuleError, IllegalTransition
@@ -291,8 +293,14 @@ class TablePaths(RuleBasedStateMachine):
         self.steps += 1
         occ = occurrence(event, at=self.now, wall=WALL + self.now if wall else None, **data)
         before = self.machine.context
+        ahead = decide_ahead(self.settings, before)
         try:
             actions = self.machine.handle(occ)
+            if ahead is not None:  # the loop's decision made ahead changes nothing
+                assert step(self.settings, before, occ, ahead=ahead) == (
+                    self.machine.context,
+                    actions,
+                ), "the step differs with the decision made ahead"
         except (IllegalTransition, GameRuleError) as refused:
             # refused on purpose (not in the table, or data the rules do not allow): unchanged
             assert self.machine.context is before, f"{event} refused, the context changed"

@@ -1,0 +1,126 @@
+"""The control loop decides a reading ahead (the core's ``decide_ahead``) before it asks the
+sensor to read again, and gives that decision to the step of the next reading; a decision that
+fails is logged and the reading stepped without it. The real audit log, a manual table."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import ScreenLog, opening
+from support.table import good_reading
+
+from controller.app import loop as loop_module
+from controller.app.adapters import NoShaker
+from controller.app.loop import ControlLoop, Ports
+from controller.audit.log import AuditLog
+from controller.core.config import Config
+from controller.core.record_data import config_loaded_data
+from controller.core.state import (
+    Decided,
+    Event,
+    Mode,
+    RoundMachine,
+    RoundSettings,
+    Screen,
+    occurrence,
+)
+from drivers.safety import FaultLatch
+
+
+class Sensor:
+    """The dice sensor's port: notes each read asked for, in order with the loop's steps."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def request_read(self, *, round_number: int, attempt: int) -> None:
+        self.seen.append("read asked")
+
+
+class ManualTable:
+    def __init__(self, state_dir: Path, seen: list[str]) -> None:
+        self.log = AuditLog.open(state_dir)
+        self.screens = ScreenLog()
+        latch = FaultLatch()
+        ports = Ports(
+            log=self.log,
+            display=self.screens,
+            panel=self.screens,
+            shaker=NoShaker(),
+            latch=latch,
+            sensor=Sensor(seen),  # type: ignore[arg-type]
+        )
+        self.at = 0
+        self.loop = ControlLoop(
+            RoundMachine(RoundSettings(mode=Mode.MANUAL)), ports, clock=lambda: self.at
+        )
+        self.loop.power_on(config=config_loaded_data(Config()))
+        for occ in opening(self.at):
+            self.loop.dispatch(occ)
+
+    def send(self, event: Event, **data: object) -> None:
+        self.at += 100
+        self.loop.dispatch(occurrence(event, at=self.at, **data))
+
+    def play(self, *readings: Any) -> None:
+        self.send(Event.NO_MORE_BETS)
+        self.send(Event.DICE_SET)  # 621a.6(a)(2): the manual shaker set on the reader
+        for reading in readings:
+            self.send(Event.READING, reading=reading)
+
+    def results(self) -> list[dict[str, Any]]:
+        return [dict(d) for screen, d, _ in self.screens.shown if screen is Screen.RESULT]
+
+
+def test_the_decision_is_made_before_the_second_read_and_taken_by_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+    made: list[Decided] = []
+    given: list[Decided | None] = []
+
+    real_decide, real_step = loop_module.decide_ahead, loop_module.step
+
+    def deciding(settings: RoundSettings, ctx: Any) -> Decided | None:
+        decided = real_decide(settings, ctx)
+        if decided is not None:
+            seen.append("decided")
+            made.append(decided)
+        return decided
+
+    def stepping(settings: RoundSettings, ctx: Any, occ: Any, *, ahead: Any = None) -> Any:
+        if occ.event is Event.READING:
+            given.append(ahead)
+        return real_step(settings, ctx, occ, ahead=ahead)
+
+    monkeypatch.setattr(loop_module, "decide_ahead", deciding)
+    monkeypatch.setattr(loop_module, "step", stepping)
+    table = ManualTable(tmp_path, seen)
+    table.play(good_reading(2, 3, 4), good_reading(2, 3, 4, shift=1))
+    assert seen == ["read asked", "decided", "read asked"]
+    assert given == [None, made[0]]  # the deciding reading's step was given the decision
+    [result] = table.results()
+    assert result["round"] == 1
+    table.log.close()
+
+
+def test_a_decision_that_fails_is_logged_and_the_reading_decides_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def failing(settings: RoundSettings, ctx: Any) -> Decided | None:
+        raise RuntimeError("a bug deciding ahead")
+
+    plain = ManualTable(tmp_path / "plain", [])
+    plain.play(good_reading(5, 1, 6), good_reading(5, 1, 6, shift=1))
+    monkeypatch.setattr(loop_module, "decide_ahead", failing)
+    table = ManualTable(tmp_path / "failing", [])
+    with caplog.at_level(logging.ERROR, logger="paigow.daemon"):
+        table.play(good_reading(5, 1, 6), good_reading(5, 1, 6, shift=1))
+    assert "internal error deciding ahead" in caplog.text
+    assert table.results() == plain.results()
+    assert table.loop.is_healthy
+    for t in (plain, table):
+        t.log.close()
