@@ -15,6 +15,9 @@ acknowledged), from the context the log holds. Where the lid is, is the hardware
 word on it stands. The fault's own step is adopted whatever its commit does; once its records
 are durable, the losses it names are forgotten.
 
+A commit the log refuses before writing anything (a record its schema refuses, a context that
+cannot be encoded: a bug, not the storage) is taken the same way, as an internal fault.
+
 The committer decides nothing about the round: the loop steps the core with the storage fault
 (``Lost``) and carries out what it returns (``commit_fault``).
 """
@@ -105,6 +108,9 @@ class Committer:
         except AuditLogError as exc:
             self._unrecorded = self._unrecorded.add(batch)
             return self._lost(before, exc, lid=after.is_lid_closed)
+        except Exception as exc:  # noqa: BLE001 - what the log refuses to write is a bug
+            self._unrecorded = self._unrecorded.add(batch)
+            return self._refused(exc, lid=after.is_lid_closed)
         return self._stored(after, records, committed)
 
     def commit_fault(self, after: RoundContext, actions: Sequence[Action]) -> Stored:
@@ -117,7 +123,7 @@ class Committer:
             batch = self._take_batch(records)
             try:
                 committed = self._store().commit(batch, context=encode_context(after))
-            except AuditLogError as exc:
+            except Exception as exc:  # noqa: BLE001 - the fault's step is adopted whatever
                 self._unrecorded = self._unrecorded.add(batch)
                 log.error("the fault could not be recorded either: %s", exc)
             else:
@@ -168,6 +174,16 @@ class Committer:
                 base = self._context_in_log(before, lid=lid)
                 log.error("%s", detail)
         return Lost(base=base, fault=Fault(exc.fault), detail=detail)
+
+    def _refused(self, exc: Exception, *, lid: bool) -> Lost:
+        """A commit the log refused before writing (a record or a context it cannot take: a
+        bug, not the storage, which stays trusted): as a failed commit, nothing of the step or
+        of those whose records waited for it is adopted, and the internal fault names what
+        was not recorded."""
+        lost = self._unrecorded.describe()
+        log.error("the audit log refused a commit: %s; not recorded: %s", exc, lost)
+        base = replace(self._durable, is_lid_closed=lid)
+        return Lost(base=base, fault=Fault.INTERNAL, detail=f"{exc}; not recorded: {lost}")
 
     def _context_in_log(self, before: RoundContext, *, lid: bool) -> RoundContext:
         try:

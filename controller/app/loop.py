@@ -646,7 +646,10 @@ class ControlLoop:
 
     def _storage_failed(self, lost: Lost) -> None:
         """Write-ahead: the step is not adopted, nor are the steps whose records waited for it.
-        The machine takes the storage fault from where the log says it is (``Lost.base``)."""
+        The machine takes the storage fault from where the log says it is (``Lost.base``); or
+        the internal fault of a commit the log refused (a bug: systemd restarts the service)."""
+        if lost.fault is Fault.INTERNAL:
+            self.is_healthy = False
         try:
             after, actions = step(
                 self.machine.settings,

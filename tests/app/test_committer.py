@@ -315,3 +315,48 @@ def test_the_real_log_at_its_page_limit_fails_a_commit_and_takes_the_fault(
 
 def _entries(*actions: Action) -> list[Entry]:
     return [(a.record, a.data) for a in actions if a.record is not None]
+
+
+def test_a_record_the_real_log_refuses_is_an_internal_fault_that_names_what_was_lost(
+    tmp_path: Path,
+) -> None:
+    """A record its schema refuses (a bug: the core checks what it makes, but the log is the
+    one way in): nothing of the step, nor of the records that waited for it, is adopted or
+    dropped unnamed; the log stays trusted and takes the fault that names them."""
+    log = SqliteLog.open(tmp_path)
+    try:
+        writer = committer(log)
+        first = record(RecordKind.NO_MORE_BETS, **valid(RecordKind.NO_MORE_BETS, round=2))
+        assert writer.commit_step(START, BETS_CLOSED, [first]).durable
+        waiting = replace(
+            record(RecordKind.READING, **valid(RecordKind.READING, round=2, attempt=1)),
+            may_wait=True,
+        )
+        assert writer.commit_step(BETS_CLOSED, READING, [waiting]) == Stored(durable=False)
+        shapeless = record(RecordKind.RESULT, round=2, attempt=1)  # none of a result's fields
+        lost = writer.commit_step(READING, replace(SETTLED, is_lid_closed=True), [shapeless])
+        assert isinstance(lost, Lost)
+        assert lost.fault is Fault.INTERNAL
+        assert lost.base == replace(BETS_CLOSED, is_lid_closed=True)  # the last durable
+        assert lost.detail.startswith("a result record lacks its game")
+        assert lost.detail.endswith(
+            "not recorded: reading, result in round 2; a result was decided and discarded"
+            " (round 2 attempt 1)"
+        )
+        assert not writer.is_storage_failed  # the storage is not at fault
+        assert writer.waiting == ()
+        assert log.size == 2  # log_created, no_more_bets
+        fault = record(RecordKind.FAULT, **valid(RecordKind.FAULT, detail=lost.detail))
+        stored = writer.commit_fault(FAULTED, [fault])
+        assert stored == Stored(durable=True, records=((RecordKind.FAULT, 3),))
+    finally:
+        log.close()
+
+
+def test_a_fault_step_the_log_refuses_is_adopted_not_durable() -> None:
+    class Refusing(Store):
+        def commit(self, entries: Sequence[Entry], *, context: bytes | None = None) -> Committed:
+            raise ValueError("a record the schema refuses")
+
+    writer = committer(Refusing())
+    assert writer.commit_fault(FAULTED, [FAULT_RECORD]) == Stored(durable=False)

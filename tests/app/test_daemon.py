@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ScreenLog, opening
@@ -31,6 +32,7 @@ from controller.core.state import (
     RoundMachine,
     RoundSettings,
     Screen,
+    State,
     occurrence,
 )
 from controller.errors import OutputsLatched
@@ -232,3 +234,31 @@ def test_the_loop_collects_garbage_when_idle_on_its_own_thread(tmp_path: Path) -
             gc.enable()
         table.loop.stop()
         table.log.close()
+
+
+def test_a_commit_the_log_refuses_latches_an_internal_fault_and_the_loop_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit the log refuses before writing (a record its schema refuses: a bug) never
+    escapes the loop: nothing of the step is adopted or shown, the internal fault that names
+    what was not recorded is durable, and systemd's watchdog is no longer fed."""
+    table = Table(tmp_path)
+    real_commit = table.log.commit
+    refusals = iter([True])
+
+    def refusing(entries: Any, *, context: bytes | None = None) -> Any:
+        if next(refusals, False):
+            raise ValueError("a record its schema refuses")
+        return real_commit(entries, context=context)
+
+    monkeypatch.setattr(table.log, "commit", refusing)
+    table.send(Event.NO_MORE_BETS)
+    table.send(Event.DICE_SET)  # the draw comes after the log: its commit is refused
+    assert table.loop.machine.context.state is State.FAULT
+    assert Fault.INTERNAL in table.loop.machine.context.active_faults
+    assert not table.loop.is_healthy
+    assert not [s for s, _, _ in table.screens.shown if s is Screen.RESULT]
+    faults = [r.data for r in table.log.records() if r.kind == RecordKind.FAULT]
+    assert faults[-1]["fault"] == "internal"
+    assert "a record its schema refuses; not recorded: no_more_bets" in str(faults[-1]["detail"])
+    table.log.close()
