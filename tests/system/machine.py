@@ -40,10 +40,25 @@ class MachineError(Exception):
     pass
 
 
-def apt_mirror() -> str:
-    """The Debian mirror the host's apt uses (deb822 ``URIs:`` or a one-line ``deb`` entry)."""
-    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
-    for path in sources:
+# sources.list(5): in sources.list.d apt reads the files named with letters, digits, "_", "-"
+# and "." that end in .list (one-line style) or .sources (deb822); it ignores any other
+# (a *.disabled-by-farm, a *.dpkg-old, an editor's backup)
+APT_SOURCE_PART = re.compile(r"[A-Za-z0-9_.-]+\.(?:list|sources)")
+
+
+def apt_sources(etc: Path = Path("/etc/apt")) -> list[Path]:
+    """The source files apt reads, in its order: ``sources.list``, then the parts in
+    ``sources.list.d`` that apt takes (:data:`APT_SOURCE_PART`), sorted by name."""
+    parts = etc / "sources.list.d"
+    names = sorted(p.name for p in parts.iterdir()) if parts.is_dir() else []
+    chosen = [parts / name for name in names if APT_SOURCE_PART.fullmatch(name)]
+    return [etc / "sources.list", *chosen]
+
+
+def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror the host's apt uses (deb822 ``URIs:`` or a one-line ``deb`` entry),
+    from the files apt reads (:func:`apt_sources`)."""
+    for path in apt_sources(etc):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
