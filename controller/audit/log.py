@@ -58,6 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit import totals
 from controller.audit.anchor import (
     ANCHOR_FILE,
     Anchor,
@@ -108,6 +109,7 @@ from controller.audit.store import (
 from controller.core import log_state
 from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV, Appended, LogHead
 from controller.core.merkle import CompactRange
+from controller.core.meters import Meters
 from controller.core.note import (
     Checkpoint,
     Signer,
@@ -119,6 +121,7 @@ from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
+    EncodingError,
     LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
@@ -223,6 +226,9 @@ class AuditLog:
         self._frontier_size = 0  # the size of the last checkpoint kept with its frontier
         self._legacy_head = False  # a log from before the head row, until its next commit
         self._legacy_context: tuple[Any, Any] | None = None  # its newest context (seq, blob)
+        # The meters of the records 1..size, for the totals rows (audit/totals.py); None:
+        # this log keeps none (a log from before them).
+        self._totals: Meters | None = None
         # Told of every commit once it is durable, on the control thread (the display's hub):
         # it must only update memory. A failure there is logged, never the commit's.
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
@@ -235,6 +241,8 @@ class AuditLog:
             if locked is None:
                 self._transaction(self._create)
             self._load_tail()
+            if locked is None:
+                self._load_totals()
         except BaseException as exc:
             if self._connection is not None:
                 self._connection.close()
@@ -324,6 +332,7 @@ class AuditLog:
         existing one must be of this origin and this key."""
         create_schema(db)
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        totals.create(db, new_log="format" not in meta)
         if "format" not in meta:
             self._start_log(db)
         else:
@@ -395,6 +404,23 @@ class AuditLog:
             self._prev = GENESIS_PREV
             return
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    def _load_totals(self) -> None:
+        """The meters' running total at the last record: the newest totals row and the
+        records after it (fewer than totals.TOTALS_EVERY, or this log keeps none)."""
+        self._totals = None
+        size = self._tree.size
+        try:
+            found = totals.latest(self._db, size)
+            if found is None or size - found[0] > totals.MAX_BEHIND:
+                return
+            seq, meters = found
+            rows = list(read_records(self._db, start=seq + 1, stop=size))
+            if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
+                return  # records missing after the row: counted by the readers, not here
+            self._totals = totals.fold(meters, rows)
+        except (sqlite3.Error, LogIntegrityError, EncodingError, KeyError) as exc:
+            log.warning("audit log: the meters' totals are not kept from here: %s", exc)
 
     def _read_tail(self, db: sqlite3.Connection) -> tuple[Any, Head | None, Any, Any]:
         """The last record (seq, leaf, frontier), the head row, the frontier of the whole
@@ -539,10 +565,17 @@ class AuditLog:
             head, entries, time=self._clock(), sign=self._sign, frontier_every=FRONTIER_EVERY
         )
         try:
-            self._transaction(lambda db: self._store(db, appended, context))
+            running = None if self._totals is None else totals.fold(self._totals, appended.rows)
+            total = None
+            if running is not None and appended.head.size // totals.TOTALS_EVERY > self.size // (
+                totals.TOTALS_EVERY
+            ):
+                total = (appended.head.size, totals.encode(running))
+            self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
+        self._totals = running
         after = appended.head
         self._tree, self._prev = after.tree(), after.prev
         self._legacy_head = False
@@ -561,12 +594,21 @@ class AuditLog:
         assert self.signer is not None
         return checkpoint_signature(checkpoint, self.signer)
 
-    def _store(self, db: sqlite3.Connection, appended: Appended, context: bytes | None) -> None:
-        """One commit's rows, checkpoints and head, inside its transaction."""
+    def _store(
+        self,
+        db: sqlite3.Connection,
+        appended: Appended,
+        context: bytes | None,
+        total: tuple[int, bytes] | None = None,
+    ) -> None:
+        """One commit's rows, checkpoints and head (and the meters' total at its last
+        record, when it crosses a multiple of totals.TOTALS_EVERY), inside its transaction."""
         db.executemany(
             "INSERT INTO records VALUES (?, ?, ?, NULL, NULL, NULL)",
             [(row.seq, row.kind, row.leaf) for row in appended.rows],
         )
+        if total is not None:
+            db.execute("INSERT OR REPLACE INTO totals VALUES (?, ?)", total)
         kept = [(row.kind, row.seq) for row in appended.rows if row.kind in BY_KIND]
         if kept:  # the rare kinds looked up by their newest, indexed (store.BY_KIND)
             db.executemany("INSERT INTO by_kind VALUES (?, ?)", kept)
@@ -667,6 +709,8 @@ class AuditLog:
                 (stop, through),
             )
             db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
+            # the meters' totals of the records dropped (the newest rows are what is read)
+            db.execute("DELETE FROM totals WHERE seq < ?", (stop,))
             db.executemany(  # by the index's key: the rows of the records dropped only
                 "DELETE FROM by_kind WHERE kind = ? AND seq <= ?",
                 [(kind, stop) for kind in sorted(BY_KIND)],
@@ -719,6 +763,7 @@ class AuditLog:
             if self._max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
             self._load_tail()
+            self._load_totals()
         except BaseException:
             self._connection.close()
             self._connection = None

@@ -30,30 +30,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit import totals
 from controller.audit.archive import archive_paths
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.reader import open_for_reading, read_latest_context
 from controller.audit.store import connect_read_only
 from controller.core.meters import Meters, counted
-from controller.core.records import RecordKind, StoredRecord
+from controller.core.records import StoredRecord
 from controller.core.snapshot import decode_context
 from controller.errors import AuditLogError, LogIntegrityError, SnapshotError
 
 METERS_SINCE = 5  # the first context snapshot version that keeps the meters
-# the records ``counted`` counts (any other leaves the meters as they are)
-METER_KINDS = tuple(
-    str(kind)
-    for kind in (
-        RecordKind.CLOSE,
-        RecordKind.NO_ROLL,
-        RecordKind.RESULT_CORRECTED,
-        RecordKind.VOID,
-        RecordKind.LID,
-        RecordKind.TAMPER_LOOP,
-        RecordKind.POWER_ON,
-        RecordKind.SERVICE_MODE,
-    )
-)
 # Every record, not only the kinds counted: each is checked by itself and against the hash
 # chain, so that a damaged record is named whatever its kind (a kind altered in its column to
 # one not counted would otherwise go uncounted and unnamed).
@@ -71,7 +58,10 @@ def meters_report(
         db.execute("BEGIN")  # one snapshot of the live log
         stored = _stored_context(db, Path(state_dir), damage)
         stored_at = None if stored is None else stored[0]
-        meters, at_context, size = _count(state_dir, db, damage, since, stored_at)
+        counts = None if since is not None else _from_totals(state_dir, db, damage, stored_at)
+        if counts is None:
+            counts = _count(state_dir, db, damage, since, stored_at)
+        meters, at_context, size = counts
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         db.execute("COMMIT")
     finally:
@@ -118,6 +108,82 @@ def _count(
         if stored_at is not None and seq <= stored_at:
             at_context = meters
     return meters, at_context, size
+
+
+def _from_totals(
+    state_dir: Path, db: sqlite3.Connection, damage: Damage, stored_at: int | None
+) -> tuple[Meters, Meters, int] | None:
+    """``_count``'s answer (without ``since``) from the newest totals row and the records
+    after it (controller/audit/totals.py); None when the log keeps no row to start from: a
+    log from before them, a row damaged, records between the row and the live log's first
+    (in the archive only), or a stored context from before the row."""
+    # (two queries: SQLite finds a min or a max alone through the key, not both in one)
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+    try:
+        found = totals.latest(db, int(size))
+    except LogIntegrityError:
+        return None  # the records are counted instead (verify-log names the row)
+    if found is None or first is None or first > found[0] + 1:
+        return None
+    seq, meters = found
+    if stored_at is not None and stored_at < seq:
+        return None
+    at_context, last = meters, seq
+    try:
+        for number, kind, data, _ in _rows(db, seq, state_dir, damage):
+            last = max(last, number)
+            meters = counted(meters, kind, data)
+            if stored_at is not None and number <= stored_at:
+                at_context = meters
+    except sqlite3.Error as exc:
+        raise AuditLogError(f"audit log: cannot read {state_dir}: {exc}") from None
+    return meters, at_context, last
+
+
+def check_totals(state_dir: Path) -> None:
+    """verify-log's check of the meters' totals (controller/audit/totals.py), which are not
+    signed: the records counted again from the first (the archive's, then the live log's),
+    and every row of the live log's snapshot held against the count at its seq. The first
+    row that differs, or that is not a total, is raised as :class:`LogIntegrityError`; the
+    records themselves are verify-log's to check (they are read here as sound)."""
+    db = open_for_reading(state_dir)
+    try:
+        db.execute("BEGIN")
+        try:
+            rows = db.execute("SELECT seq, meters FROM totals ORDER BY seq").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return
+            raise
+        if not rows:
+            return
+        (first,) = db.execute("SELECT coalesce(min(seq), 1) FROM records").fetchone()
+        if int(first) > 1 and not archive_paths(state_dir):
+            return  # counted from the first record only, with the archive beside the log
+        pending = iter(rows)
+        row = next(pending, None)
+        meters, seen = Meters(), 0
+
+        def held(upto: int) -> None:
+            nonlocal row
+            while row is not None and row[0] <= upto:  # seq: the table's integer key
+                if totals.decode(row[0], row[1]) != meters:
+                    raise LogIntegrityError(
+                        row[0], "its row of the meters' totals is not the count of the records"
+                    )
+                row = next(pending, None)
+
+        for number, kind, data, _ in _records(state_dir, db, Damage(strict=True)):
+            held(number - 1)
+            meters, seen = counted(meters, kind, data), number
+        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+        held(max(int(size), seen))
+        if row is not None:
+            raise LogIntegrityError(row[0], "has a row of the meters' totals beyond the log's end")
+        db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 def _in_period(seq: int, time: object, since: datetime, damage: Damage) -> bool:
@@ -174,7 +240,7 @@ def _rows(
             yield StoredRecord(seq, kind, leaf)
 
     for row in sound_rows(stored(), damage):
-        if row.kind in METER_KINDS:
+        if row.kind in totals.METER_KINDS:
             entry = row.entry()  # sound: canonical, with its time and its data
             yield row.seq, row.kind, entry["data"], entry["time"]
 

@@ -1,0 +1,117 @@
+"""The meters' running totals kept beside the records, so that ``paigow-controller meters``
+does not read the whole log (issue 31: a report's cost does not grow with the log beyond what
+it reports).
+
+``totals(seq, meters)`` holds, every :data:`TOTALS_EVERY` records, the meters of the records
+1..seq (the archived ones too), counted with the one function the round state machine and the
+meters report count with (controller/core/meters.py ``counted``). The writer keeps them: it
+folds each record of a commit into the running total and, when the commit crosses a multiple
+of TOTALS_EVERY, writes the total at its last record in the same transaction as the records
+(one small row; a start folds the records after the last row, fewer than TOTALS_EVERY, and
+goes on). A log is given totals when it is created: a log from before them has none, and its
+meters are counted from its records, as before (counting its whole life at a start would make
+that start grow with the log).
+
+The records stay the source of truth: the totals are not signed, and verify-log counts the
+records again and checks every row against them (:func:`check_totals` in
+controller/audit/meters.py), as it checks ``by_kind``. The meters report reads the newest row
+and counts only the records after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+
+from controller.core import canonical
+from controller.core.meters import METER_NAMES, Meters, counted
+from controller.core.records import RecordKind, StoredRecord
+from controller.errors import EncodingError, LogIntegrityError
+
+TOTALS_EVERY = 1000  # records between two rows: what a report or a start counts at most
+# A start that finds the newest row further back than this (a writer that stopped keeping
+# them) keeps none from then on, rather than count a part of the log that grows.
+MAX_BEHIND = 4 * TOTALS_EVERY
+
+# the records ``counted`` counts (any other leaves the meters as they are)
+METER_KINDS = frozenset(
+    str(kind)
+    for kind in (
+        RecordKind.CLOSE,
+        RecordKind.NO_ROLL,
+        RecordKind.RESULT_CORRECTED,
+        RecordKind.VOID,
+        RecordKind.LID,
+        RecordKind.TAMPER_LOOP,
+        RecordKind.POWER_ON,
+        RecordKind.SERVICE_MODE,
+    )
+)
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS totals (seq INTEGER PRIMARY KEY, meters BLOB NOT NULL)"
+
+
+def encode(meters: Meters) -> bytes:
+    """A total as its row keeps it: every meter, in canonical JSON (a no roll's reason as
+    recorded, known to this version or not)."""
+    value = {name: getattr(meters, name) for name in METER_NAMES}
+    value["no_rolls"] = dict(sorted(meters.no_rolls.items()))
+    return canonical.encode(value)
+
+
+def decode(seq: int, blob: object) -> Meters:
+    """The total a row keeps; :class:`LogIntegrityError` naming the row when it is not one."""
+    try:
+        value = canonical.decode(blob) if isinstance(blob, bytes) else None
+    except EncodingError:
+        value = None
+    if (
+        isinstance(value, dict)
+        and set(value) == set(METER_NAMES)
+        and all(_count(value[name]) for name in METER_NAMES if name != "no_rolls")
+        and isinstance(value["no_rolls"], dict)
+        and all(_count(n) for n in value["no_rolls"].values())
+    ):
+        return Meters(**value)
+    raise LogIntegrityError(seq, "its row of the meters' totals is not a total")
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def fold(meters: Meters, rows: Iterable[StoredRecord]) -> Meters:
+    """``meters`` with ``rows`` (records as written, sound) counted."""
+    for row in rows:
+        if row.kind in METER_KINDS:
+            meters = counted(meters, row.kind, _data(row))
+    return meters
+
+
+def _data(row: StoredRecord) -> Mapping[str, object]:
+    data = canonical.decode(row.leaf)["data"]
+    assert isinstance(data, dict)
+    return data
+
+
+def create(db: sqlite3.Connection, *, new_log: bool) -> None:
+    """The table, made where absent; a new log's first row (nothing counted before its first
+    record). A log from before the table keeps none: its meters are counted from its records."""
+    db.execute(SCHEMA)
+    if new_log:
+        db.execute("INSERT OR IGNORE INTO totals VALUES (0, ?)", (encode(Meters()),))
+
+
+def latest(db: sqlite3.Connection, at_most: int) -> tuple[int, Meters] | None:
+    """The newest row at ``at_most`` or before (seq, total), or None: the log keeps none."""
+    try:
+        row = db.execute(
+            "SELECT seq, meters FROM totals WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (at_most,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    if row is None or type(row[0]) is not int:
+        return None
+    return row[0], decode(row[0], row[1])

@@ -1,0 +1,197 @@
+"""The floor's reports and the auditor's export on a long log (issue 31): ``meters`` reads as
+many bytes of the log at 20,000 records as at 1,000 (it starts from the newest row of the
+meters' totals, controller/audit/totals.py, and counts the records after it); ``export``
+streams, in memory that does not grow with the log; the totals are written by the writer in
+the commits that cross them, carried across a restart, and checked by verify-log against the
+records (a row altered is named).
+
+Bytes are counted as in test_log_flat.py (``rchar`` of /proc/self/io), memory with
+tracemalloc's peak; no clock is looked at.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sqlite3
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controller.audit import totals
+from controller.audit.log import DB_NAME, AuditLog, load_signer
+from controller.audit.meters import check_totals, meters_report
+from controller.audit.recall import export_lines
+from controller.audit.verify import verify_state_dir
+from controller.core.records import RecordKind
+from controller.errors import LogIntegrityError
+
+PROC_IO = Path("/proc/self/io")
+SMALL, LARGE = 1_000, 20_000  # records
+ROUNDS_PER_COMMIT = 20
+GROWTH = 1.3  # the b-trees a level or two deeper (as test_log_flat.py allows)
+LOGGEN = Path(__file__).parents[2] / "bench" / "loggen.py"
+
+
+def _bytes_read() -> int:
+    for line in PROC_IO.read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _cost(read: Callable[[Path], object], state: Path) -> int:
+    before = _bytes_read()
+    read(state)
+    return _bytes_read() - before
+
+
+def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
+    return [
+        (RecordKind.ROUND_OPENED, {"round": number}),
+        (RecordKind.NO_MORE_BETS, {"round": number}),
+        (RecordKind.LID, {"opened": number % 3 == 0}),
+        (RecordKind.NO_ROLL, {"round": number, "reason": "not_flat"}),
+        (RecordKind.RESULT, {"round": number, "dice": [1, 2, 3]}),
+        (RecordKind.CLOSE, {"round": number}),
+    ]
+
+
+def _log(state: Path, records: int) -> Path:
+    log = AuditLog.open(state)
+    log._db.execute("PRAGMA synchronous=OFF")  # durability is not what is measured
+    log.commit([(RecordKind.POWER_ON, {})])
+    number = 1
+    while log.size < records:
+        batch = []
+        for _ in range(ROUNDS_PER_COMMIT):
+            batch += _round(number)
+            number += 1
+        log.commit(batch)
+    log.close()
+    return state
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("reports")
+    return _log(base / "small", SMALL), _log(base / "large", LARGE)
+
+
+def _meters(state: Path) -> None:
+    report = meters_report(state)
+    assert report["context_agrees"] is None  # no context stored by these commits
+    assert report["games"] > 0
+
+
+@pytest.mark.skipif(not PROC_IO.exists(), reason="no /proc/self/io to count reads")
+def test_meters_reads_no_more_of_a_long_log(logs: tuple[Path, Path]) -> None:
+    small, large = logs
+    _meters(small)  # the modules' first use is not counted
+    costs = [_cost(_meters, small), _cost(_meters, large)]
+    print(f"meters: bytes read at {SMALL} and {LARGE} records: {costs}")
+    assert costs[1] <= costs[0] * GROWTH, costs
+
+
+def _without_totals(state: Path, target: Path) -> Path:
+    target.mkdir()
+    for name in state.iterdir():
+        (target / name.name).write_bytes(name.read_bytes())
+    with sqlite3.connect(target / DB_NAME) as db:
+        db.execute("DROP TABLE totals")
+    db.close()
+    return target
+
+
+@pytest.mark.skipif(not PROC_IO.exists(), reason="no /proc/self/io to count reads")
+def test_the_measure_sees_meters_count_a_log_without_totals(
+    logs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A log from before the totals is counted from its records, as before: the same report,
+    and bytes read that grow with the log (the measure can fail)."""
+    small, large = logs
+    bare = [_without_totals(small, tmp_path / "small"), _without_totals(large, tmp_path / "large")]
+    assert meters_report(bare[1]) == meters_report(large)
+    costs = [_cost(_meters, bare[0]), _cost(_meters, bare[1])]
+    assert costs[1] > costs[0] * 5, costs
+
+
+def _export_peak(state: Path) -> tuple[int, int]:
+    tracemalloc.start()
+    try:
+        lines = sum(1 for _ in export_lines(state))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return lines, peak
+
+
+def test_export_streams_in_memory_that_does_not_grow_with_the_log(
+    logs: tuple[Path, Path],
+) -> None:
+    small, large = logs
+    _export_peak(small)  # the modules' first use is not counted
+    (n_small, peak_small), (n_large, peak_large) = _export_peak(small), _export_peak(large)
+    print(f"export: peak bytes at {n_small} and {n_large} records: {peak_small}, {peak_large}")
+    assert n_large > 15 * n_small
+    assert peak_large <= peak_small * GROWTH, (peak_small, peak_large)
+
+
+def test_the_totals_are_written_every_so_many_records_and_verify(logs: tuple[Path, Path]) -> None:
+    _, large = logs
+    with sqlite3.connect(large / DB_NAME) as db:
+        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+    db.close()
+    assert seqs[0] == 0
+    assert len(seqs) == LARGE // totals.TOTALS_EVERY + 1
+    assert all(b - a < 2 * totals.TOTALS_EVERY for a, b in zip(seqs, seqs[1:], strict=False))
+    check_totals(large)
+
+
+def test_the_totals_are_carried_across_a_restart(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path)
+    number = 1
+    while log.size < totals.TOTALS_EVERY - 50:
+        log.commit(_round(number))
+        number += 1
+    log.close()
+    log = AuditLog.open(tmp_path)  # the total after the last row counted again at open
+    while log.size < 2 * totals.TOTALS_EVERY + 50:
+        log.commit(_round(number))
+        number += 1
+    log.close()
+    report = meters_report(tmp_path)
+    assert report["games"] == number - 1
+    assert report == meters_report(_without_totals(tmp_path, tmp_path.parent / "bare"))
+    check_totals(tmp_path)
+
+
+def _played(state: Path, rounds: int) -> Path:
+    """A log the table's own loop played (bench/loggen.py), which verify-log accepts."""
+    spec = importlib.util.spec_from_file_location("loggen", LOGGEN)
+    assert spec is not None and spec.loader is not None
+    loggen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loggen)
+    loggen.generate(state, rounds)
+    return state
+
+
+def test_verify_log_checks_the_totals_and_names_a_row_that_is_not_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(totals, "TOTALS_EVERY", 40)
+    state = _played(tmp_path / "state", 20)
+    signer = load_signer(state)
+    assert signer is not None
+    verify_state_dir(state, signer.verifier)
+    with sqlite3.connect(state / DB_NAME) as db:
+        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        seq = seqs[len(seqs) // 2]
+        (blob,) = db.execute("SELECT meters FROM totals WHERE seq = ?", (seq,)).fetchone()
+        altered = bytes(blob).replace(b'"games":', b'"games":1')
+        db.execute("UPDATE totals SET meters = ? WHERE seq = ?", (altered, seq))
+    db.close()
+    assert len(seqs) > 2
+    with pytest.raises(LogIntegrityError, match=f"record {seq}: its row of the meters' totals"):
+        verify_state_dir(state, signer.verifier)
