@@ -419,7 +419,7 @@ class AuditLog:
             if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
                 return  # records missing after the row: counted by the readers, not here
             self._totals = totals.fold(meters, rows)
-        except (sqlite3.Error, LogIntegrityError, EncodingError, KeyError) as exc:
+        except (sqlite3.Error, LogIntegrityError, EncodingError) as exc:
             log.warning("audit log: the meters' totals are not kept from here: %s", exc)
 
     def _read_tail(self, db: sqlite3.Connection) -> tuple[Any, Head | None, Any, Any]:
@@ -566,10 +566,8 @@ class AuditLog:
         )
         try:
             running = None if self._totals is None else totals.fold(self._totals, appended.rows)
-            total = None
-            if running is not None and appended.head.size // totals.TOTALS_EVERY > self.size // (
-                totals.TOTALS_EVERY
-            ):
+            every, total = totals.TOTALS_EVERY, None
+            if running is not None and appended.head.size // every > self.size // every:
                 total = (appended.head.size, totals.encode(running))
             self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:

@@ -89,8 +89,12 @@ def fold(meters: Meters, rows: Iterable[StoredRecord]) -> Meters:
 
 
 def _data(row: StoredRecord) -> Mapping[str, object]:
-    data = canonical.decode(row.leaf)["data"]
-    assert isinstance(data, dict)
+    try:
+        data = canonical.decode(row.leaf)["data"]
+    except (EncodingError, KeyError, TypeError):
+        data = None
+    if not isinstance(data, dict):
+        raise LogIntegrityError(row.seq, "is not a record with data to count")
     return data
 
 

@@ -12,6 +12,7 @@ tracemalloc's peak; no clock is looked at.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sqlite3
 import tracemalloc
 from collections.abc import Callable
@@ -145,7 +146,7 @@ def test_the_totals_are_written_every_so_many_records_and_verify(logs: tuple[Pat
     db.close()
     assert seqs[0] == 0
     assert len(seqs) == LARGE // totals.TOTALS_EVERY + 1
-    assert all(b - a < 2 * totals.TOTALS_EVERY for a, b in zip(seqs, seqs[1:], strict=False))
+    assert all(b - a < 2 * totals.TOTALS_EVERY for a, b in itertools.pairwise(seqs))
     check_totals(large)
 
 
@@ -170,7 +171,8 @@ def test_the_totals_are_carried_across_a_restart(tmp_path: Path) -> None:
 def _played(state: Path, rounds: int) -> Path:
     """A log the table's own loop played (bench/loggen.py), which verify-log accepts."""
     spec = importlib.util.spec_from_file_location("loggen", LOGGEN)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     loggen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loggen)
     loggen.generate(state, rounds)
