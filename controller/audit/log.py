@@ -406,14 +406,15 @@ class AuditLog:
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
 
     def _load_totals(self) -> None:
-        """The meters' running total at the last record: the newest totals row and the
-        records after it (fewer than totals.TOTALS_EVERY, or this log keeps none)."""
+        """The meters' running total at the last record: the newest totals row (kept with
+        the last checkpoint that keeps the frontier) and the records after it, those the tree
+        is rebuilt from; or none, for a log that keeps none."""
         self._totals = None
         size = self._tree.size
         try:
             found = totals.latest(self._db, size)
-            if found is None or size - found[0] > totals.MAX_BEHIND:
-                return
+            if found is None or size - found[0] > 2 * FRONTIER_EVERY:
+                return  # (a writer that stopped keeping them: not counted back at a start)
             seq, meters = found
             rows = list(read_records(self._db, start=seq + 1, stop=size))
             if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
@@ -566,8 +567,10 @@ class AuditLog:
         )
         try:
             running = None if self._totals is None else totals.fold(self._totals, appended.rows)
-            every, total = totals.TOTALS_EVERY, None
-            if running is not None and appended.head.size // every > self.size // every:
+            total = None
+            if running is not None and appended.head.frontier_size != self._frontier_size:
+                # kept with the checkpoint that keeps the frontier: a start reads the records
+                # after it for the tree, and counts the same ones for the total
                 total = (appended.head.size, totals.encode(running))
             self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:
@@ -600,7 +603,7 @@ class AuditLog:
         total: tuple[int, bytes] | None = None,
     ) -> None:
         """One commit's rows, checkpoints and head (and the meters' total at its last
-        record, when it crosses a multiple of totals.TOTALS_EVERY), inside its transaction."""
+        record, when it keeps the frontier), inside its transaction."""
         db.executemany(
             "INSERT INTO records VALUES (?, ?, ?, NULL, NULL, NULL)",
             [(row.seq, row.kind, row.leaf) for row in appended.rows],

@@ -2,15 +2,16 @@
 does not read the whole log (issue 31: a report's cost does not grow with the log beyond what
 it reports).
 
-``totals(seq, meters)`` holds, every :data:`TOTALS_EVERY` records, the meters of the records
-1..seq (the archived ones too), counted with the one function the round state machine and the
-meters report count with (controller/core/meters.py ``counted``). The writer keeps them: it
-folds each record of a commit into the running total and, when the commit crosses a multiple
-of TOTALS_EVERY, writes the total at its last record in the same transaction as the records
-(one small row; a start folds the records after the last row, fewer than TOTALS_EVERY, and
-goes on). A log is given totals when it is created: a log from before them has none, and its
-meters are counted from its records, as before (counting its whole life at a start would make
-that start grow with the log).
+``totals(seq, meters)`` holds the meters of the records 1..seq (the archived ones too),
+counted with the one function the round state machine and the meters report count with
+(controller/core/meters.py ``counted``), at each checkpoint kept with the Merkle frontier (one
+every log.FRONTIER_EVERY records). The writer keeps them: it folds each record of a commit into
+the running total and, in a commit that keeps the frontier, writes the total at its last
+record in the same transaction as the records (one small row). A start counts the records
+after the last row: the ones it reads to rebuild the tree anyway. A log is given totals when
+it is created: a log from before them has none, and its meters are counted from its records,
+as before (counting its whole life at a start would make that start grow with the log).
+Retention deletes the rows before the records it drops.
 
 The records stay the source of truth: the totals are not signed, and verify-log counts the
 records again and checks every row against them (:func:`check_totals` in
@@ -27,11 +28,6 @@ from controller.core import canonical
 from controller.core.meters import METER_NAMES, Meters, counted
 from controller.core.records import RecordKind, StoredRecord
 from controller.errors import EncodingError, LogIntegrityError
-
-TOTALS_EVERY = 1000  # records between two rows: what a report or a start counts at most
-# A start that finds the newest row further back than this (a writer that stopped keeping
-# them) keeps none from then on, rather than count a part of the log that grows.
-MAX_BEHIND = 4 * TOTALS_EVERY
 
 # the records ``counted`` counts (any other leaves the meters as they are)
 METER_KINDS = frozenset(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.audit import totals
+from controller.audit import log as audit_log
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.meters import check_totals, meters_report
 from controller.audit.recall import export_lines
@@ -77,7 +77,12 @@ def _log(state: Path, records: int) -> Path:
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("reports")
-    return _log(base / "small", SMALL), _log(base / "large", LARGE)
+    with pytest.MonkeyPatch.context() as patch:
+        # The totals are kept with the checkpoints that keep the frontier (one every
+        # FRONTIER_EVERY records): kept at every commit here, so that both logs end at one
+        # (as test_log_flat.py has them for the start's reads).
+        patch.setattr(audit_log, "FRONTIER_EVERY", 6 * ROUNDS_PER_COMMIT)
+        return _log(base / "small", SMALL), _log(base / "large", LARGE)
 
 
 def _meters(state: Path) -> None:
@@ -139,29 +144,39 @@ def test_export_streams_in_memory_that_does_not_grow_with_the_log(
     assert peak_large <= peak_small * GROWTH, (peak_small, peak_large)
 
 
-def test_the_totals_are_written_every_so_many_records_and_verify(logs: tuple[Path, Path]) -> None:
+def test_the_totals_are_written_with_the_frontier_and_are_the_count(
+    logs: tuple[Path, Path],
+) -> None:
     _, large = logs
     with sqlite3.connect(large / DB_NAME) as db:
         seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        (size,) = db.execute("SELECT max(seq) FROM records").fetchone()
     db.close()
     assert seqs[0] == 0
-    assert len(seqs) == LARGE // totals.TOTALS_EVERY + 1
-    assert all(b - a < 2 * totals.TOTALS_EVERY for a, b in itertools.pairwise(seqs))
+    assert seqs[-1] == size
+    assert all(b - a <= 6 * ROUNDS_PER_COMMIT for a, b in itertools.pairwise(seqs[1:]))
     check_totals(large)
 
 
-def test_the_totals_are_carried_across_a_restart(tmp_path: Path) -> None:
+def test_the_totals_are_carried_across_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 100)
     log = AuditLog.open(tmp_path)
     number = 1
-    while log.size < totals.TOTALS_EVERY - 50:
+    while log.size < 250:
         log.commit(_round(number))
         number += 1
     log.close()
     log = AuditLog.open(tmp_path)  # the total after the last row counted again at open
-    while log.size < 2 * totals.TOTALS_EVERY + 50:
+    while log.size < 500:
         log.commit(_round(number))
         number += 1
     log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        (rows,) = db.execute("SELECT count(*) FROM totals").fetchone()
+    db.close()
+    assert rows >= 5
     report = meters_report(tmp_path)
     assert report["games"] == number - 1
     assert report == meters_report(_without_totals(tmp_path, tmp_path.parent / "bare"))
@@ -182,7 +197,7 @@ def _played(state: Path, rounds: int) -> Path:
 def test_verify_log_checks_the_totals_and_names_a_row_that_is_not_the_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(totals, "TOTALS_EVERY", 40)
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 40)
     state = _played(tmp_path / "state", 20)
     signer = load_signer(state)
     assert signer is not None
