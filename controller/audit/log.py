@@ -229,6 +229,9 @@ class AuditLog:
         # The meters of the records 1..size, for the totals rows (audit/totals.py); None:
         # this log keeps none (a log from before them).
         self._totals: Meters | None = None
+        # the records after the last frontier kept, read at open to rebuild the tree: (the
+        # frontier's size, its records), until the total is counted
+        self._tail: tuple[int, list[StoredRecord]] = (-1, [])
         # Told of every commit once it is durable, on the control thread (the display's hub):
         # it must only update memory. A failure there is logged, never the commit's.
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
@@ -416,12 +419,15 @@ class AuditLog:
             if found is None or size - found[0] > 2 * FRONTIER_EVERY:
                 return  # (a writer that stopped keeping them: not counted back at a start)
             seq, meters = found
-            rows = list(read_records(self._db, start=seq + 1, stop=size))
+            after, tail = self._tail
+            rows = tail if after == seq else list(read_records(self._db, start=seq + 1, stop=size))
             if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
                 return  # records missing after the row: counted by the readers, not here
             self._totals = totals.fold(meters, rows)
         except (sqlite3.Error, LogIntegrityError, EncodingError) as exc:
             log.warning("audit log: the meters' totals are not kept from here: %s", exc)
+        finally:
+            self._tail = (-1, [])
 
     def _read_tail(self, db: sqlite3.Connection) -> tuple[Any, Head | None, Any, Any]:
         """The last record (seq, leaf, frontier), the head row, the frontier of the whole
@@ -524,8 +530,10 @@ class AuditLog:
             tree = CompactRange() if row is None else CompactRange.from_bytes(row[0], row[1])
         except (ValueError, TypeError):
             return b""
-        for record in read_records(db, start=tree.size + 1, stop=size):
+        tail = list(read_records(db, start=tree.size + 1, stop=size))
+        for record in tail:
             tree.append(record.leaf)
+        self._tail = (self._frontier_size, tail)  # counted again for the meters' total
         return tree.to_bytes() if tree.size == size and tree.root() == root else b""
 
     @property
