@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -146,7 +146,8 @@ def check_totals(state_dir: Path) -> None:
     signed: the records counted again from the first (the archive's, then the live log's),
     and every row of the live log's snapshot held against the count at its seq. The first
     row that differs, or that is not a total, is raised as :class:`LogIntegrityError`; the
-    records themselves are verify-log's to check (they are read here as sound)."""
+    records themselves are verify-log's to check: once it has, each record's kind column is
+    its kind, and only the records of the kinds counted are read here (by that column)."""
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")
@@ -174,7 +175,7 @@ def check_totals(state_dir: Path) -> None:
                     )
                 row = next(pending, None)
 
-        for number, kind, data, _ in _records(state_dir, db, Damage(strict=True)):
+        for number, kind, data in _counted_rows(state_dir, db):
             held(number - 1)
             meters, seen = counted(meters, kind, data), number
         (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
@@ -184,6 +185,32 @@ def check_totals(state_dir: Path) -> None:
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def _counted_rows(
+    state_dir: Path, db: sqlite3.Connection
+) -> Iterator[tuple[int, str, Mapping[str, object]]]:
+    """(seq, kind, data) of the records of the kinds the meters count, by their kind column,
+    in order: the archive's first, then the live log's after them."""
+    kinds = sorted(totals.METER_KINDS)
+    query = (
+        "SELECT seq, kind, leaf FROM records"  # noqa: S608 - only ? marks
+        f" WHERE seq > ? AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq"
+    )
+    archived = 0
+    for path in archive_paths(state_dir):
+        archive = connect_read_only(path)
+        try:
+            for seq, kind, leaf in archive.execute(query, (archived, *kinds)):
+                yield seq, kind, totals.data_of(StoredRecord(seq, kind, leaf))
+            (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+            archived = max(archived, int(top))
+        except sqlite3.Error as exc:
+            raise AuditLogError(f"audit log: cannot read the archive {path}: {exc}") from None
+        finally:
+            archive.close()
+    for seq, kind, leaf in db.execute(query, (archived, *kinds)):
+        yield seq, kind, totals.data_of(StoredRecord(seq, kind, leaf))
 
 
 def _in_period(seq: int, time: object, since: datetime, damage: Damage) -> bool:

@@ -80,11 +80,11 @@ def fold(meters: Meters, rows: Iterable[StoredRecord]) -> Meters:
     """``meters`` with ``rows`` (records as written, sound) counted."""
     for row in rows:
         if row.kind in METER_KINDS:
-            meters = counted(meters, row.kind, _data(row))
+            meters = counted(meters, row.kind, data_of(row))
     return meters
 
 
-def _data(row: StoredRecord) -> Mapping[str, object]:
+def data_of(row: StoredRecord) -> Mapping[str, object]:
     try:
         data = canonical.decode(row.leaf)["data"]
     except (EncodingError, KeyError, TypeError):
