@@ -17,6 +17,12 @@ log older than the monitor says where counting began (``counted_from``), and the
 from it. Where the log holds its latest context at its last record, the counts made here must
 equal the context's (``context_agrees``; None when that context predates the monitor).
 
+Every record of the live log is read and checked (by its shape, as verify-log checks it, and
+against the hash chain); only the kinds the counts use are decoded. Its cost still grows with
+the live log: unlike the meters' sum, the fold here (the windows a start, a new set or a new
+shift begins, the alarms of the window asked for, the counts each start took up and is checked
+against) would need its whole state kept beside the records to start from a summary.
+
 Works on a copy (read-only connection, read-only media), while the controller appends. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record, or one the monitor cannot read, is
 named there and left out of the counts, and the rest is counted; without one, the first is

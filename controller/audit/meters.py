@@ -14,11 +14,19 @@ before the table kept meters, snapshot version 5). The table counts from the fir
 version that keeps them, so on a log begun by an older version the two differ by what the
 older one recorded; the stored meters are in the report (``context_meters``) to read both.
 
+Without ``since``, on a log that keeps the meters' running totals (controller/audit/totals.py),
+the count starts from the newest row, the meters of the records up to it, and counts only the
+records after it (at most some log.FRONTIER_EVERY): its cost does not grow with the log. The
+rows are not signed; verify-log counts the records again and names a row that is not their
+count (:func:`check_totals`). A record damaged before the newest row is named by verify-log,
+not here. With ``since``, on a log from before the totals, or when the stored context is older
+than the newest row, every record is read, as below.
+
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
 snapshot of a log the controller may be appending to. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record is named there and not counted, and
-the rest is counted (every record is checked by itself and against the hash chain, whatever
-its kind, as ``export`` checks it); without one, the first is raised.
+the rest is counted (every record read is checked by itself and against the hash chain,
+whatever its kind, as ``export`` checks it); without one, the first is raised.
 """
 
 from __future__ import annotations
