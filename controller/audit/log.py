@@ -67,6 +67,7 @@ from controller.audit.anchor import (
     copy_path,
 )
 from controller.audit.damage import Damage, sound_rows
+from controller.audit.dice_stats import READ_KINDS, DiceFold
 from controller.audit.keys import (
     DEFAULT_ORIGIN,
     KEY_FILE,
@@ -229,6 +230,7 @@ class AuditLog:
         # The meters of the records 1..size, for the totals rows (audit/totals.py); None:
         # this log keeps none (a log from before them).
         self._totals: Meters | None = None
+        self._dice: DiceFold | None = None  # the dice statistics' state there, likewise
         # the records after the last frontier kept, read at open to rebuild the tree: (the
         # frontier's size, its records), until the total is counted
         self._tail: tuple[int, list[StoredRecord]] = (-1, [])
@@ -335,7 +337,7 @@ class AuditLog:
         existing one must be of this origin and this key."""
         create_schema(db)
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
-        totals.create(db, new_log="format" not in meta)
+        totals.create(db, new_log="format" not in meta, no_dice=DiceFold().encode())
         if "format" not in meta:
             self._start_log(db)
         else:
@@ -412,7 +414,7 @@ class AuditLog:
         """The meters' running total at the last record: the newest totals row (kept with
         the last checkpoint that keeps the frontier) and the records after it, those the tree
         is rebuilt from; or none, for a log that keeps none."""
-        self._totals = None
+        self._totals, self._dice = None, None
         size = self._tree.size
         try:
             found = totals.latest(self._db, size)
@@ -424,6 +426,12 @@ class AuditLog:
             if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
                 return  # records missing after the row: counted by the readers, not here
             self._totals = totals.fold(meters, rows)
+            dice = totals.latest_dice(self._db, size)
+            if dice is not None and dice[0] == seq:  # (none kept since a record not counted)
+                try:
+                    self._dice = _dice_fold(DiceFold.decode(dice[1]), rows)
+                except (EncodingError, ValueError, KeyError, TypeError) as exc:
+                    log.warning("audit log: the dice states are not kept from here: %s", exc)
         except (sqlite3.Error, LogIntegrityError, EncodingError) as exc:
             log.warning("audit log: the meters' totals are not kept from here: %s", exc)
         finally:
@@ -575,16 +583,18 @@ class AuditLog:
         )
         try:
             running = None if self._totals is None else totals.fold(self._totals, appended.rows)
+            dice = None if self._dice is None else _dice_fold(self._dice, appended.rows)
             total = None
             if running is not None and appended.head.frontier_size != self._frontier_size:
                 # kept with the checkpoint that keeps the frontier: a start reads the records
                 # after it for the tree, and counts the same ones for the total
-                total = (appended.head.size, totals.encode(running))
+                kept = None if dice is None else dice.encode()
+                total = (appended.head.size, totals.encode(running), kept)
             self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
-        self._totals = running
+        self._totals, self._dice = running, dice
         after = appended.head
         self._tree, self._prev = after.tree(), after.prev
         self._legacy_head = False
@@ -608,7 +618,7 @@ class AuditLog:
         db: sqlite3.Connection,
         appended: Appended,
         context: bytes | None,
-        total: tuple[int, bytes] | None = None,
+        total: tuple[int, bytes, bytes | None] | None = None,
     ) -> None:
         """One commit's rows, checkpoints and head (and the meters' total at its last
         record, when it keeps the frontier), inside its transaction."""
@@ -617,7 +627,7 @@ class AuditLog:
             [(row.seq, row.kind, row.leaf) for row in appended.rows],
         )
         if total is not None:
-            db.execute("INSERT OR REPLACE INTO totals VALUES (?, ?)", total)
+            db.execute("INSERT OR REPLACE INTO totals VALUES (?, ?, ?)", total)
         kept = [(row.kind, row.seq) for row in appended.rows if row.kind in BY_KIND]
         if kept:  # the rare kinds looked up by their newest, indexed (store.BY_KIND)
             db.executemany("INSERT INTO by_kind VALUES (?, ?)", kept)
@@ -1041,6 +1051,18 @@ class AuditLog:
 
 # An anchor's place, what it holds, and the checkpoint it keeps (verified).
 _KeptAnchor = tuple[AnchorFile, Anchor, Checkpoint]
+
+
+def _dice_fold(fold: DiceFold, rows: Sequence[StoredRecord]) -> DiceFold | None:
+    """``fold`` with ``rows`` counted as dice-stats counts them, or None at a record it cannot
+    count: no state is kept from there (dice-stats counts the records, and names it)."""
+    try:
+        for row in rows:
+            if row.kind in READ_KINDS:
+                fold = fold.take(row.seq, row.kind, totals.data_of(row))
+    except LogIntegrityError:
+        return None
+    return fold
 
 
 def _disagreement(kept: list[_KeptAnchor], best: _KeptAnchor) -> str | None:

@@ -44,7 +44,11 @@ METER_KINDS = frozenset(
     )
 )
 
-SCHEMA = "CREATE TABLE IF NOT EXISTS totals (seq INTEGER PRIMARY KEY, meters BLOB NOT NULL)"
+# ``dice``: the dice statistics' state at the row (controller/audit/dice_stats.py DiceFold), or
+# NULL once the writer met a record it could not count (the readers count from the last one)
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS totals (seq INTEGER PRIMARY KEY, meters BLOB NOT NULL, dice BLOB)"
+)
 
 
 def encode(meters: Meters) -> bytes:
@@ -94,12 +98,32 @@ def data_of(row: StoredRecord) -> Mapping[str, object]:
     return data
 
 
-def create(db: sqlite3.Connection, *, new_log: bool) -> None:
+def create(db: sqlite3.Connection, *, new_log: bool, no_dice: bytes) -> None:
     """The table, made where absent; a new log's first row (nothing counted before its first
-    record). A log from before the table keeps none: its meters are counted from its records."""
+    record; ``no_dice``: the dice state of no record). A log from before the table keeps none:
+    its meters are counted from its records."""
     db.execute(SCHEMA)
+    if "dice" not in {row[1] for row in db.execute("PRAGMA table_info(totals)")}:
+        db.execute("ALTER TABLE totals ADD COLUMN dice BLOB")  # (made before it was kept)
     if new_log:
-        db.execute("INSERT OR IGNORE INTO totals VALUES (0, ?)", (encode(Meters()),))
+        db.execute("INSERT OR IGNORE INTO totals VALUES (0, ?, ?)", (encode(Meters()), no_dice))
+
+
+def latest_dice(db: sqlite3.Connection, at_most: int) -> tuple[int, bytes] | None:
+    """The newest dice state at ``at_most`` or before (seq, its bytes), or None."""
+    try:
+        row = db.execute(
+            "SELECT seq, dice FROM totals WHERE seq <= ? AND dice IS NOT NULL"
+            " ORDER BY seq DESC LIMIT 1",
+            (at_most,),
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such" in str(exc):  # table, or column
+            return None
+        raise
+    if row is None or type(row[0]) is not int or type(row[1]) is not bytes:
+        return None
+    return row[0], row[1]
 
 
 def latest(db: sqlite3.Connection, at_most: int) -> tuple[int, Meters] | None:

@@ -1,9 +1,9 @@
-"""The floor's reports and the auditor's export on a long log (issue 31): ``meters`` reads as
-many bytes of the log at 20,000 records as at 1,000 (it starts from the newest row of the
-meters' totals, controller/audit/totals.py, and counts the records after it); ``export``
-streams, in memory that does not grow with the log; the totals are written by the writer in
-the commits that cross them, carried across a restart, and checked by verify-log against the
-records (a row altered is named).
+"""The floor's reports and the auditor's export on a long log (issue 31): ``meters`` and
+``dice-stats`` read as many bytes of the log at 20,000 records as at 1,000 (they start from
+the newest row of the totals, controller/audit/totals.py, and count the records after it);
+``export`` streams, in memory that does not grow with the log; the totals are written by the
+writer with the checkpoints that keep the frontier, carried across a restart, give the report
+the records give, and are checked by verify-log against the records (a row altered is named).
 
 Bytes are counted as in test_log_flat.py (``rchar`` of /proc/self/io), memory with
 tracemalloc's peak; no clock is looked at.
@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from controller.audit import log as audit_log
+from controller.audit.dice_stats import DiceFold, check_dice_totals, dice_stats
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.meters import check_totals, meters_report
 from controller.audit.recall import export_lines
 from controller.audit.verify import verify_state_dir
+from controller.core.dice_monitor import Window
 from controller.core.records import RecordKind
 from controller.errors import LogIntegrityError
 
@@ -211,4 +213,67 @@ def test_verify_log_checks_the_totals_and_names_a_row_that_is_not_the_count(
     db.close()
     assert len(seqs) > 2
     with pytest.raises(LogIntegrityError, match=f"record {seq}: its row of the meters' totals"):
+        verify_state_dir(state, signer.verifier)
+
+
+# --- dice-stats ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two logs the table's loop played, of 150 and 1,500 rounds (some 1,000 and 10,000
+    records), with the totals kept every 7 * 20 records, so that both end near one."""
+    base = tmp_path_factory.mktemp("played")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(audit_log, "FRONTIER_EVERY", 7 * ROUNDS_PER_COMMIT)
+        return _played(base / "small", 150), _played(base / "large", 1500)
+
+
+def _dice_stats(state: Path) -> None:
+    assert dice_stats(state, Window.ALL)["rolls"] > 0
+
+
+@pytest.mark.skipif(not PROC_IO.exists(), reason="no /proc/self/io to count reads")
+def test_dice_stats_reads_no_more_of_a_long_log(played: tuple[Path, Path]) -> None:
+    small, large = played
+    _dice_stats(small)  # the modules' first use is not counted
+    costs = [_cost(_dice_stats, small), _cost(_dice_stats, large)]
+    print(f"dice-stats: bytes read at 150 and 1,500 rounds: {costs}")
+    assert costs[1] <= costs[0] * 2, costs
+
+
+@pytest.mark.parametrize("window", list(Window), ids=str)
+def test_dice_stats_from_the_totals_is_the_records_count(
+    played: tuple[Path, Path], tmp_path: Path, window: Window
+) -> None:
+    _, large = played
+    bare = _without_totals(large, tmp_path / "bare")
+    assert dice_stats(large, window) == dice_stats(bare, window)
+    check_dice_totals(large)
+    check_totals(large)
+
+
+def test_a_dice_state_with_alarms_is_kept_as_it_was() -> None:
+    alarm = (9, 3, "red", -1, 2, 6, 40)
+    fold = DiceFold(alarms=(alarm, alarm), standing=alarm, since_set=1, mode=(4, "shaker"))
+    assert DiceFold.decode(fold.encode()) == fold
+    assert fold.alarms_in(Window.SET) == (alarm,)
+    assert fold.alarms_in(Window.SHIFT) == ()
+    assert fold.alarms_in(Window.ALL) == (alarm, alarm)
+
+
+def test_verify_log_names_a_dice_state_that_is_not_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 40)
+    state = _played(tmp_path / "state", 20)
+    with sqlite3.connect(state / DB_NAME) as db:
+        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        seq = seqs[len(seqs) // 2]
+        altered = DiceFold(counted_from=1).encode()
+        db.execute("UPDATE totals SET dice = ? WHERE seq = ?", (altered, seq))
+    db.close()
+    signer = load_signer(state)
+    assert signer is not None
+    with pytest.raises(LogIntegrityError, match=f"record {seq}: its row's dice state is not"):
         verify_state_dir(state, signer.verifier)
