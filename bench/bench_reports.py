@@ -4,13 +4,12 @@ auditor takes it away.
 
     .venv/bin/python bench/bench_reports.py      # BENCH_ROUNDS=20000 for a quick run
 
-meters should be flat (it starts from the meters' totals, controller/audit/totals.py: the long
-log's figure at most GOAL_RATIO times the short one's); dice-stats still reads every record of
-the live log (a figure, the ratio printed against the same goal); export must read every
-record, so its figure is its throughput, records a second. Each figure is the median of
-BENCH_REPORT_REPEATS runs in this process; "cold" drops the log's pages from the kernel's
-cache first (posix_fadvise), as after a reboot. The logs are bench/loggen.py's, kept in
-bench/.scratch.
+meters and dice-stats should be flat (they start from the newest row of the totals,
+controller/audit/totals.py: the long log's figure at most GOAL_RATIO times the short one's);
+export must read every record, so its figure is its throughput, records a second. Each
+figure is the median of BENCH_REPORT_REPEATS runs in this process; "cold" drops the log's
+pages from the kernel's cache first (posix_fadvise), as after a reboot. The logs are
+bench/loggen.py's, kept in bench/.scratch.
 """
 
 from __future__ import annotations

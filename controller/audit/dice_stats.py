@@ -17,11 +17,14 @@ log older than the monitor says where counting began (``counted_from``), and the
 from it. Where the log holds its latest context at its last record, the counts made here must
 equal the context's (``context_agrees``; None when that context predates the monitor).
 
-Every record of the live log is read and checked (by its shape, as verify-log checks it, and
-against the hash chain); only the kinds the counts use are decoded. Its cost still grows with
-the live log: unlike the meters' sum, the fold here (the windows a start, a new set or a new
-shift begins, the alarms of the window asked for, the counts each start took up and is checked
-against) would need its whole state kept beside the records to start from a summary.
+On a log that keeps totals (controller/audit/totals.py), the counts start from the newest
+row's dice state (a :class:`DiceFold`, the writer's own fold of the records up to it) and only
+the records after it are read, while the live log starts at its first record (after retention
+moved records to the archive, every record of the live log is read, as on a log from before
+the totals). The rows are not signed: verify-log makes the states again from the records and
+names a row that is not their count (:func:`check_dice_totals`); a record damaged before the
+newest row is named by verify-log, not here. Each record read is checked (by its shape, as
+verify-log checks it, and against the hash chain); only the kinds the counts use are decoded.
 
 Works on a copy (read-only connection, read-only media), while the controller appends. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record, or one the monitor cannot read, is

@@ -1,6 +1,8 @@
-"""The meters' running totals kept beside the records, so that ``paigow-controller meters``
-does not read the whole log (issue 31: a report's cost does not grow with the log beyond what
-it reports).
+"""The running totals kept beside the records, so that ``paigow-controller meters`` and
+``dice-stats`` do not read the whole log (issue 31: a report's cost does not grow with the log
+beyond what it reports). Each row keeps the meters' total described below and, in ``dice``,
+dice-stats' state at the same record (controller/audit/dice_stats.py ``DiceFold``, made by
+the writer with the reader's own fold, and checked by verify-log the same way).
 
 ``totals(seq, meters)`` holds the meters of the records 1..seq (the archived ones too),
 counted with the one function the round state machine and the meters report count with
