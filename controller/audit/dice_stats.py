@@ -276,7 +276,7 @@ def check_dice_totals(state_dir: Path) -> None:
         db.execute("BEGIN")
         try:
             rows = db.execute(
-                "SELECT seq, dice FROM totals WHERE dice IS NOT NULL ORDER BY seq"
+                "SELECT size, dice FROM totals WHERE dice IS NOT NULL ORDER BY size"
             ).fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):

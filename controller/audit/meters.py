@@ -160,7 +160,7 @@ def check_totals(state_dir: Path) -> None:
     try:
         db.execute("BEGIN")
         try:
-            rows = db.execute("SELECT seq, meters FROM totals ORDER BY seq").fetchall()
+            rows = db.execute("SELECT size, meters FROM totals ORDER BY size").fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return

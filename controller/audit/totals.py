@@ -4,7 +4,7 @@ beyond what it reports). Each row keeps the meters' total described below and, i
 dice-stats' state at the same record (controller/audit/dice_stats.py ``DiceFold``, made by
 the writer with the reader's own fold, and checked by verify-log the same way).
 
-``totals(seq, meters)`` holds the meters of the records 1..seq (the archived ones too),
+``totals(size, meters, dice)`` holds the meters of the records 1..size (the archived ones too),
 counted with the one function the round state machine and the meters report count with
 (controller/core/meters.py ``counted``), at each checkpoint kept with the Merkle frontier (one
 every log.FRONTIER_EVERY records). The writer keeps them: it folds each record of a commit into
@@ -49,7 +49,7 @@ METER_KINDS = frozenset(
 # ``dice``: the dice statistics' state at the row (controller/audit/dice_stats.py DiceFold), or
 # NULL once the writer met a record it could not count (the readers count from the last one)
 SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS totals (seq INTEGER PRIMARY KEY, meters BLOB NOT NULL, dice BLOB)"
+    "CREATE TABLE IF NOT EXISTS totals (size INTEGER PRIMARY KEY, meters BLOB NOT NULL, dice BLOB)"
 )
 
 
@@ -105,8 +105,6 @@ def create(db: sqlite3.Connection, *, new_log: bool, no_dice: bytes) -> None:
     record; ``no_dice``: the dice state of no record). A log from before the table keeps none:
     its meters are counted from its records."""
     db.execute(SCHEMA)
-    if "dice" not in {row[1] for row in db.execute("PRAGMA table_info(totals)")}:
-        db.execute("ALTER TABLE totals ADD COLUMN dice BLOB")  # (made before it was kept)
     if new_log:
         db.execute("INSERT OR IGNORE INTO totals VALUES (0, ?, ?)", (encode(Meters()), no_dice))
 
@@ -115,8 +113,8 @@ def latest_dice(db: sqlite3.Connection, at_most: int) -> tuple[int, bytes] | Non
     """The newest dice state at ``at_most`` or before (seq, its bytes), or None."""
     try:
         row = db.execute(
-            "SELECT seq, dice FROM totals WHERE seq <= ? AND dice IS NOT NULL"
-            " ORDER BY seq DESC LIMIT 1",
+            "SELECT size, dice FROM totals WHERE size <= ? AND dice IS NOT NULL"
+            " ORDER BY size DESC LIMIT 1",
             (at_most,),
         ).fetchone()
     except sqlite3.OperationalError as exc:
@@ -132,10 +130,10 @@ def latest(db: sqlite3.Connection, at_most: int) -> tuple[int, Meters] | None:
     """The newest row at ``at_most`` or before (seq, total), or None: the log keeps none."""
     try:
         row = db.execute(
-            "SELECT seq, meters FROM totals WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (at_most,)
+            "SELECT size, meters FROM totals WHERE size <= ? ORDER BY size DESC LIMIT 1", (at_most,)
         ).fetchone()
     except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+        if "no such" in str(exc):  # table, or column
             return None
         raise
     if row is None or type(row[0]) is not int:

@@ -151,7 +151,7 @@ def test_the_totals_are_written_with_the_frontier_and_are_the_count(
 ) -> None:
     _, large = logs
     with sqlite3.connect(large / DB_NAME) as db:
-        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        seqs = [seq for (seq,) in db.execute("SELECT size FROM totals ORDER BY size")]
         (size,) = db.execute("SELECT max(seq) FROM records").fetchone()
     db.close()
     assert seqs[0] == 0
@@ -205,11 +205,11 @@ def test_verify_log_checks_the_totals_and_names_a_row_that_is_not_the_count(
     assert signer is not None
     verify_state_dir(state, signer.verifier)
     with sqlite3.connect(state / DB_NAME) as db:
-        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        seqs = [seq for (seq,) in db.execute("SELECT size FROM totals ORDER BY size")]
         seq = seqs[len(seqs) // 2]
-        (blob,) = db.execute("SELECT meters FROM totals WHERE seq = ?", (seq,)).fetchone()
+        (blob,) = db.execute("SELECT meters FROM totals WHERE size = ?", (seq,)).fetchone()
         altered = bytes(blob).replace(b'"games":', b'"games":1')
-        db.execute("UPDATE totals SET meters = ? WHERE seq = ?", (altered, seq))
+        db.execute("UPDATE totals SET meters = ? WHERE size = ?", (altered, seq))
     db.close()
     assert len(seqs) > 2
     with pytest.raises(LogIntegrityError, match=f"record {seq}: its row of the meters' totals"):
@@ -268,10 +268,10 @@ def test_verify_log_names_a_dice_state_that_is_not_the_count(
     monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 40)
     state = _played(tmp_path / "state", 20)
     with sqlite3.connect(state / DB_NAME) as db:
-        seqs = [seq for (seq,) in db.execute("SELECT seq FROM totals ORDER BY seq")]
+        seqs = [seq for (seq,) in db.execute("SELECT size FROM totals ORDER BY size")]
         seq = seqs[len(seqs) // 2]
         altered = DiceFold(counted_from=1).encode()
-        db.execute("UPDATE totals SET dice = ? WHERE seq = ?", (altered, seq))
+        db.execute("UPDATE totals SET dice = ? WHERE size = ?", (altered, seq))
     db.close()
     signer = load_signer(state)
     assert signer is not None
