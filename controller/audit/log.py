@@ -582,7 +582,7 @@ class AuditLog:
             head, entries, time=self._clock(), sign=self._sign, frontier_every=FRONTIER_EVERY
         )
         try:
-            running = None if self._totals is None else totals.fold(self._totals, appended.rows)
+            running = None if self._totals is None else _meters_fold(self._totals, appended.rows)
             dice = None if self._dice is None else _dice_fold(self._dice, appended.rows)
             total = None
             if running is not None and appended.head.frontier_size != self._frontier_size:
@@ -1051,6 +1051,15 @@ class AuditLog:
 
 # An anchor's place, what it holds, and the checkpoint it keeps (verified).
 _KeptAnchor = tuple[AnchorFile, Anchor, Checkpoint]
+
+
+def _meters_fold(meters: Meters, rows: Sequence[StoredRecord]) -> Meters | None:
+    """``meters`` with ``rows`` counted, or None at a record that cannot be (none of the
+    writer's own): no total is kept from there, and the commit goes on."""
+    try:
+        return totals.fold(meters, rows)
+    except LogIntegrityError:
+        return None
 
 
 def _dice_fold(fold: DiceFold, rows: Sequence[StoredRecord]) -> DiceFold | None:
