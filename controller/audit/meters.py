@@ -15,12 +15,12 @@ version that keeps them, so on a log begun by an older version the two differ by
 older one recorded; the stored meters are in the report (``context_meters``) to read both.
 
 Without ``since``, on a log that keeps the meters' running totals (controller/audit/totals.py),
-the count starts from the newest row, the meters of the records up to it, and counts only the
-records after it (at most some log.FRONTIER_EVERY): its cost does not grow with the log. The
-rows are not signed; verify-log counts the records again and names a row that is not their
-count (:func:`check_totals`). A record damaged before the newest row is named by verify-log,
-not here. With ``since``, on a log from before the totals, or when the stored context is older
-than the newest row, every record is read, as below.
+the count starts from the newest row at the stored context's record or before it (the meters
+of the records up to it), and counts only the records after it (some log.FRONTIER_EVERY at
+most, while the table commits its context): its cost does not grow with the log. The rows are
+not signed; verify-log counts the records again and names a row that is not their count
+(:func:`check_totals`). A record damaged before the row is named by verify-log, not here.
+With ``since``, or on a log from before the totals, every record is read, as below.
 
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
 snapshot of a log the controller may be appending to. Given a
@@ -121,22 +121,21 @@ def _count(
 def _from_totals(
     state_dir: Path, db: sqlite3.Connection, damage: Damage, stored_at: int | None
 ) -> tuple[Meters, Meters, int] | None:
-    """``_count``'s answer (without ``since``) from the newest totals row and the records
-    after it (controller/audit/totals.py); None when the log keeps no row to start from: a
-    log from before them, a row damaged, records between the row and the live log's first
-    (in the archive only), or a stored context from before the row."""
+    """``_count``'s answer (without ``since``) from the newest totals row (at the stored
+    context's record or before it, so that the meters at the context are counted too) and the
+    records after it (controller/audit/totals.py); None when the log keeps no row to start
+    from: a log from before them, a row damaged, or records between the row and the live
+    log's first (in the archive only)."""
     # (two queries: SQLite finds a min or a max alone through the key, not both in one)
     (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
     (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
     try:
-        found = totals.latest(db, int(size))
+        found = totals.latest(db, int(size) if stored_at is None else min(int(size), stored_at))
     except LogIntegrityError:
         return None  # the records are counted instead (verify-log names the row)
     if found is None or first is None or first > found[0] + 1:
         return None
     seq, meters = found
-    if stored_at is not None and stored_at < seq:
-        return None
     at_context, last = meters, seq
     try:
         for number, kind, data, _ in _rows(db, seq, state_dir, damage):
