@@ -277,3 +277,23 @@ def test_verify_log_names_a_dice_state_that_is_not_the_count(
     assert signer is not None
     with pytest.raises(LogIntegrityError, match=f"record {seq}: its row's dice state is not"):
         verify_state_dir(state, signer.verifier)
+
+
+def test_meters_counts_from_a_row_before_an_older_stored_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits without a context after the last one with it (a cosignature, a software
+    check): the meters at the context are counted from a row before it, and the same report
+    as the records' is given."""
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 50)
+    log = AuditLog.open(tmp_path)
+    for number in range(1, 30):
+        log.commit(_round(number), context=b'{"v":1}')  # a context from before the meters
+    stored_at = log.size
+    for number in range(30, 60):
+        log.commit(_round(number))
+    log.close()
+    report = meters_report(tmp_path)
+    assert report["context_seq"] == stored_at
+    assert report["games"] == 59
+    assert report == meters_report(_without_totals(tmp_path, tmp_path.parent / "bare"))
