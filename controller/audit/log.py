@@ -426,10 +426,12 @@ class AuditLog:
             if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
                 return  # records missing after the row: counted by the readers, not here
             self._totals = totals.fold(meters, rows)
-            dice = totals.latest_dice(self._db, size)
-            if dice is not None and dice[0] == seq:  # (none kept since a record not counted)
+            # the dice state of the same row (none when the writer met a record it could not
+            # count: then none is kept from here either)
+            dice = self._db.execute("SELECT dice FROM totals WHERE size = ?", (seq,)).fetchone()
+            if dice is not None and dice[0] is not None:
                 try:
-                    self._dice = _dice_fold(DiceFold.decode(dice[1]), rows)
+                    self._dice = _dice_fold(DiceFold.decode(dice[0]), rows)
                 except (EncodingError, ValueError, KeyError, TypeError) as exc:
                     log.warning("audit log: the dice states are not kept from here: %s", exc)
         except (sqlite3.Error, LogIntegrityError, EncodingError) as exc:

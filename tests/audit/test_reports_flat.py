@@ -181,7 +181,8 @@ def test_the_totals_are_carried_across_a_restart(
     assert rows >= 5
     report = meters_report(tmp_path)
     assert report["games"] == number - 1
-    assert report == meters_report(_without_totals(tmp_path, tmp_path.parent / "bare"))
+    bare = _without_totals(tmp_path, tmp_path.parent / f"{tmp_path.name}-bare")
+    assert report == meters_report(bare)
     check_totals(tmp_path)
 
 
@@ -296,4 +297,5 @@ def test_meters_counts_from_a_row_before_an_older_stored_context(
     report = meters_report(tmp_path)
     assert report["context_seq"] == stored_at
     assert report["games"] == 59
-    assert report == meters_report(_without_totals(tmp_path, tmp_path.parent / "bare"))
+    bare = _without_totals(tmp_path, tmp_path.parent / f"{tmp_path.name}-bare")
+    assert report == meters_report(bare)
