@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.records import valid
 
 from controller.audit import log as audit_log
 from controller.audit.dice_stats import DiceFold, check_dice_totals, dice_stats
@@ -52,19 +53,19 @@ def _cost(read: Callable[[Path], object], state: Path) -> int:
 
 def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
     return [
-        (RecordKind.ROUND_OPENED, {"round": number}),
-        (RecordKind.NO_MORE_BETS, {"round": number}),
-        (RecordKind.LID, {"opened": number % 3 == 0}),
-        (RecordKind.NO_ROLL, {"round": number, "reason": "not_flat"}),
-        (RecordKind.RESULT, {"round": number, "dice": [1, 2, 3]}),
-        (RecordKind.CLOSE, {"round": number}),
+        (RecordKind.ROUND_OPENED, valid(RecordKind.ROUND_OPENED, round=number)),
+        (RecordKind.NO_MORE_BETS, valid(RecordKind.NO_MORE_BETS, round=number)),
+        (RecordKind.LID, valid(RecordKind.LID, opened=number % 3 == 0)),
+        (RecordKind.NO_ROLL, valid(RecordKind.NO_ROLL, round=number, reason="not_flat")),
+        (RecordKind.RESULT, valid(RecordKind.RESULT, round=number)),
+        (RecordKind.CLOSE, valid(RecordKind.CLOSE, round=number)),
     ]
 
 
 def _log(state: Path, records: int) -> Path:
     log = AuditLog.open(state)
     log._db.execute("PRAGMA synchronous=OFF")  # durability is not what is measured
-    log.commit([(RecordKind.POWER_ON, {})])
+    log.commit([(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))])
     number = 1
     while log.size < records:
         batch = []
