@@ -22,7 +22,7 @@ row's dice state (a :class:`DiceFold`, the writer's own fold of the records up t
 the records after it are read, while the live log starts at its first record (after retention
 moved records to the archive, every record of the live log is read, as on a log from before
 the totals). The rows are not signed: verify-log makes the states again from the records and
-names a row that is not their count (:func:`check_dice_totals`); a record damaged before the
+names a row that is not their count (totals_check.py, in its one pass); a record damaged before the
 newest row is named by verify-log, not here. Each record read is checked (by its shape, as
 verify-log checks it, and against the hash chain); only the kinds the counts use are decoded.
 
@@ -58,7 +58,7 @@ from controller.core.dice_monitor import (
     p_values,
 )
 from controller.core.record_schema import NoMoreBets, Result, read
-from controller.core.records import RecordKind, StoredRecord
+from controller.core.records import RecordKind
 from controller.core.snapshot import DICE_COUNTS_SINCE, decode_context
 from controller.errors import EncodingError, GameRuleError, LogIntegrityError, SnapshotError
 
@@ -163,7 +163,7 @@ class DiceFold:
     the alarms recorded (the report gives those of its window: since the log began, the last
     ``since_set`` of them since the set was put in, the last ``since_shift`` since the shift
     began) and the first start that said where its counts stood. The writer keeps it in the
-    totals; the reader and verify-log (:func:`check_dice_totals`) make it again, all with
+    totals; the reader and verify-log (controller/audit/totals_check.py) make it again, all with
     :meth:`take` alone."""
 
     windows: DiceWindows = DiceWindows()
@@ -262,61 +262,6 @@ class DiceFold:
         if lengths != {len(_ALARM_KEYS)} or fold.encode() != blob:
             raise ValueError("a dice state is kept as it is written")
         return fold
-
-
-def check_dice_totals(state_dir: Path) -> None:
-    """verify-log's check of the dice states kept in the totals (not signed): the counts
-    made again from the live log's records (of the kinds they read, by the kind column,
-    which verify-log has checked against each record), every row held against them at its
-    seq. A log whose live part no longer starts at its first record is not checked (the
-    states count from it, and are not read then). The first row that differs is raised as
-    :class:`LogIntegrityError`."""
-    db = open_for_reading(state_dir)
-    try:
-        db.execute("BEGIN")
-        try:
-            rows = db.execute(
-                "SELECT size, dice FROM totals WHERE dice IS NOT NULL ORDER BY size"
-            ).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return
-            raise
-        (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
-        if not rows or first != 1:
-            return
-        pending = iter(rows)
-        row = next(pending, None)
-        fold: DiceFold | None = DiceFold()
-
-        def held(upto: int) -> None:
-            nonlocal row
-            while row is not None and row[0] <= upto:
-                if fold is None or fold.encode() != row[1]:
-                    raise LogIntegrityError(
-                        row[0], "its row's dice state is not the counts of the records"
-                    )
-                row = next(pending, None)
-
-        kinds = sorted(READ_KINDS)
-        query = (
-            "SELECT seq, kind, leaf FROM records"  # noqa: S608 - only ? marks
-            f" WHERE kind IN ({','.join('?' * len(kinds))}) ORDER BY seq"
-        )
-        for seq, kind, leaf in db.execute(query, kinds):
-            held(seq - 1)
-            if fold is not None:
-                try:
-                    fold = fold.take(seq, kind, StoredRecord(seq, kind, leaf).entry()["data"])
-                except LogIntegrityError:
-                    fold = None  # the writer keeps no state past a record it cannot count
-        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
-        held(int(size))
-        if row is not None:
-            raise LogIntegrityError(row[0], "has a dice state in the totals beyond the log's end")
-        db.execute("COMMIT")
-    finally:
-        db.close()
 
 
 def _started(

@@ -731,7 +731,7 @@ class AuditLog:
             )
             db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
             # the meters' totals of the records dropped (the newest rows are what is read)
-            db.execute("DELETE FROM totals WHERE size < ?", (stop,))
+            db.execute("DELETE FROM totals WHERE size <= ?", (stop,))
             db.executemany(  # by the index's key: the rows of the records dropped only
                 "DELETE FROM by_kind WHERE kind = ? AND seq <= ?",
                 [(kind, stop) for kind in sorted(BY_KIND)],

@@ -19,7 +19,7 @@ the count starts from the newest row at the stored context's record or before it
 of the records up to it), and counts only the records after it (some log.FRONTIER_EVERY at
 most, while the table commits its context): its cost does not grow with the log. The rows are
 not signed; verify-log counts the records again and names a row that is not their count
-(:func:`check_totals`). A record damaged before the row is named by verify-log, not here.
+(controller/audit/totals_check.py, in its one pass). A record damaged before the row is named by verify-log, not here.
 With ``since``, or on a log from before the totals, every record is read, as below.
 
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -146,78 +146,6 @@ def _from_totals(
     except sqlite3.Error as exc:
         raise AuditLogError(f"audit log: cannot read {state_dir}: {exc}") from None
     return meters, at_context, last
-
-
-def check_totals(state_dir: Path) -> None:
-    """verify-log's check of the meters' totals (controller/audit/totals.py), which are not
-    signed: the records counted again from the first (the archive's, then the live log's),
-    and every row of the live log's snapshot held against the count at its seq. The first
-    row that differs, or that is not a total, is raised as :class:`LogIntegrityError`; the
-    records themselves are verify-log's to check: once it has, each record's kind column is
-    its kind, and only the records of the kinds counted are read here (by that column)."""
-    db = open_for_reading(state_dir)
-    try:
-        db.execute("BEGIN")
-        try:
-            rows = db.execute("SELECT size, meters FROM totals ORDER BY size").fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return
-            raise
-        if not rows:
-            return
-        (first,) = db.execute("SELECT coalesce(min(seq), 1) FROM records").fetchone()
-        if int(first) > 1 and not archive_paths(state_dir):
-            return  # counted from the first record only, with the archive beside the log
-        pending = iter(rows)
-        row = next(pending, None)
-        meters, seen = Meters(), 0
-
-        def held(upto: int) -> None:
-            nonlocal row
-            while row is not None and row[0] <= upto:  # seq: the table's integer key
-                if totals.decode(row[0], row[1]) != meters:
-                    raise LogIntegrityError(
-                        row[0], "its row of the meters' totals is not the count of the records"
-                    )
-                row = next(pending, None)
-
-        for number, kind, data in _counted_rows(state_dir, db):
-            held(number - 1)
-            meters, seen = counted(meters, kind, data), number
-        (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
-        held(max(int(size), seen))
-        if row is not None:
-            raise LogIntegrityError(row[0], "has a row of the meters' totals beyond the log's end")
-        db.execute("COMMIT")
-    finally:
-        db.close()
-
-
-def _counted_rows(
-    state_dir: Path, db: sqlite3.Connection
-) -> Iterator[tuple[int, str, Mapping[str, object]]]:
-    """(seq, kind, data) of the records of the kinds the meters count, by their kind column,
-    in order: the archive's first, then the live log's after them."""
-    kinds = sorted(totals.METER_KINDS)
-    query = (
-        "SELECT seq, kind, leaf FROM records"  # noqa: S608 - only ? marks
-        f" WHERE seq > ? AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq"
-    )
-    archived = 0
-    for path in archive_paths(state_dir):
-        archive = connect_read_only(path)
-        try:
-            for seq, kind, leaf in archive.execute(query, (archived, *kinds)):
-                yield seq, kind, totals.data_of(StoredRecord(seq, kind, leaf))
-            (top,) = archive.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
-            archived = max(archived, int(top))
-        except sqlite3.Error as exc:
-            raise AuditLogError(f"audit log: cannot read the archive {path}: {exc}") from None
-        finally:
-            archive.close()
-    for seq, kind, leaf in db.execute(query, (archived, *kinds)):
-        yield seq, kind, totals.data_of(StoredRecord(seq, kind, leaf))
 
 
 def _in_period(seq: int, time: object, since: datetime, damage: Damage) -> bool:

@@ -13,11 +13,11 @@ record in the same transaction as the records (one small row). A start counts th
 after the last row: the ones it reads to rebuild the tree anyway. A log is given totals when
 it is created: a log from before them has none, and its meters are counted from its records,
 as before (counting its whole life at a start would make that start grow with the log).
-Retention deletes the rows before the records it drops.
+Retention deletes the rows of the records it drops (up to the live log's new first).
 
 The records stay the source of truth: the totals are not signed, and verify-log counts the
-records again and checks every row against them (:func:`check_totals` in
-controller/audit/meters.py), as it checks ``by_kind``. The meters report reads the newest row
+records again in its one pass over them and checks every row against the count as it crosses
+the row's size (controller/audit/totals_check.py), as it checks ``by_kind``. The meters report reads the newest row
 and counts only the records after it.
 """
 
