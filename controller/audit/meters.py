@@ -18,8 +18,9 @@ Without ``since``, on a log that keeps the meters' running totals (controller/au
 the count starts from the newest row at the stored context's record or before it (the meters
 of the records up to it), and counts only the records after it (some log.FRONTIER_EVERY at
 most, while the table commits its context): its cost does not grow with the log. The rows are
-not signed; verify-log counts the records again and names a row that is not their count
-(controller/audit/totals_check.py, in its one pass). A record damaged before the row is named by verify-log, not here.
+not signed; verify-log counts the records again in its one pass and names a row that is not
+their count (controller/audit/totals_check.py). A record damaged before the row is named by
+verify-log, not here.
 With ``since``, or on a log from before the totals, every record is read, as below.
 
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
