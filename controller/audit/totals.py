@@ -17,8 +17,8 @@ Retention deletes the rows of the records it drops (up to the live log's new fir
 
 The records stay the source of truth: the totals are not signed, and verify-log counts the
 records again in its one pass over them and checks every row against the count as it crosses
-the row's size (controller/audit/totals_check.py), as it checks ``by_kind``. The meters report reads the newest row
-and counts only the records after it.
+the row's size (controller/audit/totals_check.py), as it checks ``by_kind``. The meters report
+reads the newest row and counts only the records after it.
 """
 
 from __future__ import annotations
