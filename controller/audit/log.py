@@ -807,13 +807,26 @@ class AuditLog:
         if tree.size == 0:
             return 0
         note = self._signed(tree)
-        try:
-            self._transaction(
-                lambda db: db.execute(
-                    "INSERT OR IGNORE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
-                    (tree.size, note, tree.to_bytes()),
-                )
+        # a checkpoint kept with the frontier has its totals row, as a commit's has (verify-log
+        # names a frontier kept without one: audit/totals_check.py)
+        total = None
+        if self._totals is not None:
+            dice = None if self._dice is None else self._dice.encode()
+            total = (tree.size, totals.encode(self._totals), dice)
+
+        def keep(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR IGNORE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
+                (tree.size, note, tree.to_bytes()),
             )
+            kept = db.execute(
+                "SELECT frontier IS NOT NULL FROM checkpoints WHERE size = ?", (tree.size,)
+            ).fetchone()
+            if total is not None and kept is not None and kept[0]:  # (one kept without it)
+                db.execute("INSERT OR IGNORE INTO totals VALUES (?, ?, ?)", total)
+
+        try:
+            self._transaction(keep)
         except AuditLogError as exc:
             self._poison(str(exc))
             raise

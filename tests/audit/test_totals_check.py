@@ -31,7 +31,7 @@ FRONTIER_EVERY = 16  # records between rows: many rows on a short log
 
 def _day(table: LoggedTable, number: int) -> None:
     """Rounds of every kind the totals count: no rolls, a correction, voids, the lid and the
-    tamper loop (a fault), service mode, an RNG round."""
+    tamper loop (a fault), service mode, an RNG round; and a checkpoint kept on demand."""
     table.play((number % 6 + 1, 4, 5), tilted=1)  # a no roll: not flat
     table.to_result((2, number % 6 + 1, 5))
     table.correct((2, number % 6 + 1, 6))
@@ -49,6 +49,7 @@ def _day(table: LoggedTable, number: int) -> None:
     table.switch_to(Mode.SHAKER)
     for faces in range(6):
         table.play((faces + 1, (faces + number) % 6 + 1, 3))
+    table.log.checkpoint()  # kept with the frontier on demand (a reanchor): with its row
 
 
 @pytest.fixture(scope="module")
