@@ -7,6 +7,7 @@ and names a row altered, deleted or added, record by record and split across pro
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,7 @@ from controller.audit.dice_stats import dice_stats
 from controller.audit.log import DB_NAME, load_signer
 from controller.audit.meters import meters_report
 from controller.audit.verify import LogVerifier, VerifyReport, verify_state_dir
+from controller.cli import main
 from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.dice_monitor import Window
 from controller.core.state import Event, Mode, VoidReason
@@ -244,3 +246,19 @@ def test_a_log_from_before_the_totals_is_verified_and_reported_from_its_records(
     assert _verify(bare, split=False, monkeypatch=monkeypatch).records > 100
     assert _verify(bare, split=True, monkeypatch=monkeypatch).records > 100
     assert _reports(bare) == _reports(state)
+
+
+def test_the_command_exits_1_naming_the_row(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["export-key", "--state-dir", str(state)]) == 0
+    key = tmp_path / "verifier.key"
+    key.write_text(capsys.readouterr().out)
+    middle = _rows(state)[len(_rows(state)) // 2]
+    _altered_meters(state, middle)
+    code = main(["verify-log", "--state-dir", str(state), "--key", str(key), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["ok"] is False
+    assert report["record"] == middle
+    assert "its row of the meters' totals is not the count" in report["error"]
