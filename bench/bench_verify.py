@@ -11,7 +11,7 @@ Run: ``.venv/bin/python bench/bench_verify.py`` (also part of ``make bench``). F
 ``BENCH_ROUNDS`` shrinks the long log (the first build of 400k rounds takes minutes; it is kept
 in bench/.scratch). ``BENCH_VERIFY_BASELINE=DIR``, a folder holding another ``controller``
 package (``git archive <commit> controller | tar -x -C DIR``), times that one too, the two in
-turn on the long log, and prints the ratio.
+turn on the long log (all cores, then one process: ``--jobs 1``), and prints the ratios.
 """
 
 from __future__ import annotations
@@ -67,11 +67,13 @@ def main() -> None:
     )
     figure("  ratio to one process (same run)", f"{one / every:.2f}x")
     long = cached_log(ROUNDS)
-    runs, baseline = [], []
+    runs, baseline, single, single_baseline = [], [], [], []
     for _ in range(REPEATS):
         runs.append(_verify(long, None))
         if BASELINE is not None:
             baseline.append(_verify(long, None, code=BASELINE))
+            single.append(_verify(long, 1)[0])
+            single_baseline.append(_verify(long, 1, code=BASELINE)[0])
     wall = median([t for t, _ in runs])
     report = runs[0][1]
     note(
@@ -86,6 +88,10 @@ def main() -> None:
         figure("  ratio to the baseline (same run)", f"{old_wall / wall:.2f}x")
         if baseline[0][1] != report:
             note("the baseline's report differs from this one's")
+        one, old_one = median(single), median(single_baseline)
+        figure(f"{ROUNDS} rounds, one process", f"{one:.1f} s")
+        figure(f"  baseline {BASELINE}, one process, in turn", f"{old_one:.1f} s")
+        figure("  ratio to the baseline (same run)", f"{old_one / one:.2f}x")
     if ROUNDS != 400_000:
         note(f"BENCH_ROUNDS={ROUNDS}: a table-year would take {wall * 400_000 / ROUNDS:.0f} s")
     note(f"cpu: {os.cpu_count()} logical, {cores} available to this process")

@@ -30,7 +30,9 @@ from controller.core.state import Event, RoundMachine, State, occurrence
 from drivers.sim.hardware import StillTable
 
 SCRATCH = Path(__file__).parent / ".scratch"
-FORMAT = "v6"  # the log's rows as they are written now; a new layout gets a new cache
+# the log's rows as they are written now (v8: with the totals of the meters and the dice
+# statistics); a new layout gets a new cache
+FORMAT = "v8"
 RENEW_EVERY = 1000  # rounds (some 4.5 hours of table time) between new dice and new tiles
 GROUP = 5000  # commits per transaction
 MAX_ATTEMPTS = 3  # shakes of a round before the log is no benchmark

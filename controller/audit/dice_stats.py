@@ -17,6 +17,15 @@ log older than the monitor says where counting began (``counted_from``), and the
 from it. Where the log holds its latest context at its last record, the counts made here must
 equal the context's (``context_agrees``; None when that context predates the monitor).
 
+On a log that keeps totals (controller/audit/totals.py), the counts start from the newest
+row's dice state (a :class:`DiceFold`, the writer's own fold of the records up to it) and only
+the records after it are read, while the live log starts at its first record (after retention
+moved records to the archive, every record of the live log is read, as on a log from before
+the totals). The rows are not signed: verify-log makes the states again from the records and
+names a row that is not their count (totals_check.py, in its one pass); a record damaged before the
+newest row is named by verify-log, not here. Each record read is checked (by its shape, as
+verify-log checks it, and against the hash chain); only the kinds the counts use are decoded.
+
 Works on a copy (read-only connection, read-only media), while the controller appends. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record, or one the monitor cannot read, is
 named there and left out of the counts, and the rest is counted; without one, the first is
@@ -26,12 +35,16 @@ raised as :class:`LogIntegrityError`.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from controller.audit import totals
 from controller.audit.damage import Damage, sound_rows
-from controller.audit.log import open_for_reading, read_latest_context, read_records
+from controller.audit.reader import open_for_reading, read_latest_context, read_records
+from controller.core import canonical
 from controller.core.dice import Roll
 from controller.core.dice_monitor import (
     EMPTY,
@@ -47,9 +60,19 @@ from controller.core.dice_monitor import (
 from controller.core.record_schema import NoMoreBets, Result, read
 from controller.core.records import RecordKind
 from controller.core.snapshot import DICE_COUNTS_SINCE, decode_context
-from controller.errors import GameRuleError, LogIntegrityError, SnapshotError
+from controller.errors import EncodingError, GameRuleError, LogIntegrityError, SnapshotError
 
 _DICE_MODES = frozenset({"shaker", "manual"})
+
+
+_ENDS_A_WINDOW = frozenset(
+    {RecordKind.DICE_REPLACED, RecordKind.SUPERVISOR_ACTION, RecordKind.SHIFT_CHANGE}
+)
+# the kinds whose data the counts read (every other record is only checked as sound)
+READ_KINDS = frozenset(
+    {RecordKind.RECOVERY, RecordKind.NO_MORE_BETS, RecordKind.RESULT, RecordKind.DICE_ALARM}
+    | _ENDS_A_WINDOW
+)
 
 
 def dice_stats(state_dir: Path, window: Window, *, damage: Damage | None = None) -> dict[str, Any]:
@@ -60,58 +83,33 @@ def dice_stats(state_dir: Path, window: Window, *, damage: Damage | None = None)
     db = open_for_reading(state_dir)
     try:
         db.execute("BEGIN")  # one snapshot of a log the controller may be appending to
-        windows = DiceWindows()
-        everything = EMPTY  # since the log began: the log's own window
-        modes: dict[int, str] = {}  # the mode of the round whose bets closed last
-        standing: dict[str, Any] | None = None
-        alarms: list[dict[str, Any]] = []
-        last = 0
-        counted_from: int | None = None  # the first start that said where its counts stood
-        for row in sound_rows(read_records(db, on_bad=damage.note), damage):
+        start = _from_totals(db)
+        fold, last = (DiceFold(), 0) if start is None else (start[1], start[0])
+        for row in sound_rows(read_records(db, start=last + 1, on_bad=damage.note), damage):
             last = row.seq
-            if row.kind not in _READ:
+            if row.kind not in READ_KINDS:
                 continue  # no part in the counts: checked (above), never decoded
-            if row.kind == RecordKind.RECOVERY:
-                try:
-                    windows, counted_from = _started(
-                        row.seq, row.entry()["data"], windows, counted_from
-                    )
-                except LogIntegrityError as exc:
-                    damage.note(exc)
-                continue
             try:
-                windows, everything, standing, alarms = _take(
-                    row.kind,
-                    row.entry()["data"],
-                    row.seq,
-                    window=window,
-                    fold=(windows, everything, standing, alarms),
-                    modes=modes,
-                )
-            except (KeyError, TypeError, ValueError, GameRuleError) as exc:
-                damage.note(
-                    LogIntegrityError(
-                        row.seq, f"a {row.kind} record the monitor cannot read: {exc}"
-                    )
-                )
+                fold = fold.take(row.seq, row.kind, row.entry()["data"])
             except LogIntegrityError as exc:
                 damage.note(exc)
         (stored,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         last = max(last, int(stored))
         try:
-            agrees = _context_agrees(db, last, windows)
+            agrees = _context_agrees(db, last, fold.windows)
         except LogIntegrityError as exc:  # the head row
             damage.note(exc)
             agrees = None
         db.execute("COMMIT")
     finally:
         db.close()
-    counts = everything if window is Window.ALL else windows.window(window)
+    windows = fold.windows
+    counts = fold.everything if window is Window.ALL else windows.window(window)
     p = p_values(counts)
     return {
         "window": str(window),
         "rolls": counts.rolls,
-        "alarm": standing is not None,
+        "alarm": fold.standing is not None,
         "dice": {
             "red": {"counts": _faces(counts.red), "p_value": p[DiceTest.RED]},
             "blue": {"counts": _faces(counts.blue), "p_value": p[DiceTest.BLUE]},
@@ -123,76 +121,147 @@ def dice_stats(state_dir: Path, window: Window, *, damage: Damage | None = None)
         "monitor": {
             "rolls": windows.test.rolls,
             "tests": [f.as_record() for f in evaluate(windows.test)],
-            "standing": standing,
+            "standing": _alarm(fold.standing),
         },
-        "alarms": alarms,
+        "alarms": [_alarm(a) for a in fold.alarms_in(window)],
         "records": last,
-        "counted_from": counted_from,
+        "counted_from": fold.counted_from,
         "context_agrees": agrees,
         **({"damaged": damage.as_record()} if damage else {}),
     }
 
 
-# the windows the table keeps, the counts since the log began, the alarm standing, the alarms
-_Fold = tuple[DiceWindows, DiceCounts, dict[str, Any] | None, list[dict[str, Any]]]
+def _from_totals(db: sqlite3.Connection) -> tuple[int, DiceFold] | None:
+    """The newest dice state kept in the totals (controller/audit/totals.py) and its seq,
+    when the live log still starts at its first record (the counts are the live log's: once
+    retention moved records to the archive, they are made from its records again); else
+    None."""
+    (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+    if first != 1:
+        return None
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    try:
+        row = totals.latest_dice(db, int(size))
+        return None if row is None else (row[0], DiceFold.decode(row[1]))
+    except (LogIntegrityError, EncodingError, ValueError, KeyError, TypeError, sqlite3.Error):
+        return None  # a row that is not one: the records are counted (verify-log names it)
 
 
-def _take(
-    kind: str,
-    data: Mapping[str, Any],
-    seq: int,
-    *,
-    window: Window,
-    fold: _Fold,
-    modes: dict[int, str],
-) -> _Fold:
-    """One record's part in the counts (and in the alarms), its data read through its kind's
-    schema (controller/core/record_schema.py)."""
-    windows, everything, standing, alarms = fold
-    if kind == RecordKind.NO_MORE_BETS:
-        bets = read(NoMoreBets, data)
-        if bets.mode is None:
-            raise KeyError("mode")  # a log from before the modes: no dice known to count
-        modes.clear()  # a round's result follows its own no_more_bets (verify-log checks it)
-        modes[bets.round] = bets.mode
-    elif kind == RecordKind.RESULT:
-        result = read(Result, data)
-        if modes.get(result.round) in _DICE_MODES and result.dice is not None:
-            roll = Roll(result.dice["red"], (result.dice["blue"][0], result.dice["blue"][1]))
-            windows, everything = windows.after(roll), everything.after(roll)
-    elif kind == RecordKind.DICE_ALARM:
-        standing = _checked_alarm(seq, data, windows.test)
-        alarms = [*alarms, standing]
-    elif kind in _ENDS_A_WINDOW:
-        windows, standing, alarms = _window_ended(kind, data, window, (windows, standing, alarms))
-    return windows, everything, standing, alarms
+# an alarm as the report gives it: its record's seq, its round, its figures, its rolls
+_ALARM_KEYS = ("seq", "round", "test", "log_e", "threshold", "face", "rolls")
+_Alarm = tuple[Any, ...]
 
 
-_ENDS_A_WINDOW = frozenset(
-    {RecordKind.DICE_REPLACED, RecordKind.SUPERVISOR_ACTION, RecordKind.SHIFT_CHANGE}
-)
-# the kinds whose data the counts read (every other record is only checked as sound)
-_READ = frozenset(
-    {RecordKind.RECOVERY, RecordKind.NO_MORE_BETS, RecordKind.RESULT, RecordKind.DICE_ALARM}
-    | _ENDS_A_WINDOW
-)
+def _alarm(values: _Alarm | None) -> dict[str, Any] | None:
+    return None if values is None else dict(zip(_ALARM_KEYS, values, strict=True))
 
 
-def _window_ended(
-    kind: str,
-    data: Mapping[str, Any],
-    window: Window,
-    now: tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]],
-) -> tuple[DiceWindows, dict[str, Any] | None, list[dict[str, Any]]]:
-    """A new set of dice, the dice kept after an alarm, a new shift: the windows they end."""
-    windows, standing, alarms = now
-    if kind == RecordKind.DICE_REPLACED:
-        return windows.replaced(), None, [] if window is Window.SET else alarms
-    if kind == RecordKind.SHIFT_CHANGE:
-        return windows.new_shift(), standing, [] if window is Window.SHIFT else alarms
-    if data.get("action") == "dice_kept":
-        return windows.kept(), None, alarms
-    return windows, standing, alarms
+@dataclass(frozen=True, slots=True)
+class DiceFold:
+    """The counts made from the records up to one: the windows the table keeps, the counts
+    since the log began, the mode of the round whose bets closed last, the alarm standing,
+    the alarms recorded (the report gives those of its window: since the log began, the last
+    ``since_set`` of them since the set was put in, the last ``since_shift`` since the shift
+    began) and the first start that said where its counts stood. The writer keeps it in the
+    totals; the reader and verify-log (controller/audit/totals_check.py) make it again, all with
+    :meth:`take` alone."""
+
+    windows: DiceWindows = DiceWindows()
+    everything: DiceCounts = EMPTY
+    mode: tuple[int, str] | None = None
+    standing: _Alarm | None = None
+    alarms: tuple[_Alarm, ...] = ()
+    since_set: int = 0
+    since_shift: int = 0
+    counted_from: int | None = None
+
+    def alarms_in(self, window: Window) -> tuple[_Alarm, ...]:
+        kept = {Window.SET: self.since_set, Window.SHIFT: self.since_shift}.get(window)
+        return self.alarms if kept is None else self.alarms[len(self.alarms) - kept :]
+
+    def take(self, seq: int, kind: str, data: Mapping[str, Any]) -> DiceFold:
+        """This fold with one record counted (its data read through its kind's schema,
+        controller/core/record_schema.py); :class:`LogIntegrityError` for a record the
+        monitor cannot read, or whose figures are not the counts' (the fold unchanged)."""
+        try:
+            if kind == RecordKind.RECOVERY:
+                windows, counted_from = _started(seq, data, self.windows, self.counted_from)
+                return replace(self, windows=windows, counted_from=counted_from)
+            return self._take(seq, kind, data)
+        except (KeyError, TypeError, ValueError, GameRuleError) as exc:
+            raise LogIntegrityError(
+                seq, f"a {kind} record the monitor cannot read: {exc}"
+            ) from None
+
+    def _take(self, seq: int, kind: str, data: Mapping[str, Any]) -> DiceFold:
+        if kind == RecordKind.NO_MORE_BETS:
+            bets = read(NoMoreBets, data)
+            if bets.mode is None:
+                raise KeyError("mode")  # a log from before the modes: no dice known to count
+            # a round's result follows its own no_more_bets (verify-log checks it)
+            return replace(self, mode=(bets.round, bets.mode))
+        if kind == RecordKind.RESULT:
+            result = read(Result, data)
+            mode = self.mode[1] if self.mode is not None and self.mode[0] == result.round else None
+            if mode in _DICE_MODES and result.dice is not None:
+                roll = Roll(result.dice["red"], (result.dice["blue"][0], result.dice["blue"][1]))
+                return replace(
+                    self, windows=self.windows.after(roll), everything=self.everything.after(roll)
+                )
+            return self
+        if kind == RecordKind.DICE_ALARM:
+            standing = _checked_alarm(seq, data, self.windows.test)
+            return replace(
+                self,
+                standing=standing,
+                alarms=(*self.alarms, standing),
+                since_set=self.since_set + 1,
+                since_shift=self.since_shift + 1,
+            )
+        if kind == RecordKind.DICE_REPLACED:
+            return replace(self, windows=self.windows.replaced(), standing=None, since_set=0)
+        if kind == RecordKind.SHIFT_CHANGE:
+            return replace(self, windows=self.windows.new_shift(), since_shift=0)
+        if kind == RecordKind.SUPERVISOR_ACTION and data.get("action") == "dice_kept":
+            return replace(self, windows=self.windows.kept(), standing=None)
+        return self
+
+    def encode(self) -> bytes:
+        """The fold as a totals row keeps it (canonical JSON)."""
+        return canonical.encode(
+            {
+                "windows": self.windows.as_record(),
+                "everything": self.everything.as_record(),
+                "mode": None if self.mode is None else list(self.mode),
+                "standing": None if self.standing is None else list(self.standing),
+                "alarms": [list(a) for a in self.alarms],
+                "since_set": self.since_set,
+                "since_shift": self.since_shift,
+                "counted_from": self.counted_from,
+            }
+        )
+
+    @classmethod
+    def decode(cls, blob: object) -> DiceFold:
+        """What :meth:`encode` wrote; ValueError (KeyError, TypeError) for anything else."""
+        value = canonical.decode(blob) if isinstance(blob, bytes) else None
+        if not isinstance(value, dict):
+            raise ValueError("a dice state is an object")
+        mode, standing, alarms = value["mode"], value["standing"], value["alarms"]
+        fold = cls(
+            windows=DiceWindows.from_record(value["windows"]),
+            everything=DiceCounts.from_record(value["everything"]),
+            mode=None if mode is None else (int(mode[0]), str(mode[1])),
+            standing=None if standing is None else tuple(standing),
+            alarms=tuple(tuple(a) for a in alarms),
+            since_set=int(value["since_set"]),
+            since_shift=int(value["since_shift"]),
+            counted_from=value["counted_from"],
+        )
+        lengths = {len(a) for a in (*fold.alarms, fold.standing or _ALARM_KEYS)}
+        if lengths != {len(_ALARM_KEYS)} or fold.encode() != blob:
+            raise ValueError("a dice state is kept as it is written")
+        return fold
 
 
 def _started(
@@ -221,7 +290,7 @@ def _faces(counts: tuple[int, ...]) -> dict[str, int]:
     return {str(face): n for face, n in enumerate(counts, start=1)}
 
 
-def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -> dict[str, Any]:
+def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -> _Alarm:
     """The alarm as recorded, which must be what the monitor's test gives on the counts made
     from the records before it."""
     figure = alarm(test_counts)
@@ -232,7 +301,7 @@ def _checked_alarm(seq: int, data: Mapping[str, Any], test_counts: DiceCounts) -
             seq,
             "the dice alarm is not what the monitor's test gives on the rolls recorded before it",
         )
-    return {"seq": seq, "round": data.get("round"), **recorded, "rolls": data.get("rolls")}
+    return (seq, data.get("round"), *recorded.values(), data.get("rolls"))
 
 
 def _context_agrees(db: Any, last: int, windows: DiceWindows) -> bool | None:

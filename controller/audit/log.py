@@ -58,6 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit import totals
 from controller.audit.anchor import (
     ANCHOR_FILE,
     Anchor,
@@ -66,6 +67,7 @@ from controller.audit.anchor import (
     copy_path,
 )
 from controller.audit.damage import Damage, sound_rows
+from controller.audit.dice_stats import READ_KINDS, DiceFold
 from controller.audit.keys import (
     DEFAULT_ORIGIN,
     KEY_FILE,
@@ -108,6 +110,7 @@ from controller.audit.store import (
 from controller.core import log_state
 from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV, Appended, LogHead
 from controller.core.merkle import CompactRange
+from controller.core.meters import Meters
 from controller.core.note import (
     Checkpoint,
     Signer,
@@ -119,6 +122,7 @@ from controller.core.records import RecordKind, StoredRecord, record_hash
 from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
+    EncodingError,
     LogDamagedError,
     LogIdentityError,
     LogIntegrityError,
@@ -223,6 +227,13 @@ class AuditLog:
         self._frontier_size = 0  # the size of the last checkpoint kept with its frontier
         self._legacy_head = False  # a log from before the head row, until its next commit
         self._legacy_context: tuple[Any, Any] | None = None  # its newest context (seq, blob)
+        # The meters of the records 1..size, for the totals rows (audit/totals.py); None:
+        # this log keeps none (a log from before them).
+        self._totals: Meters | None = None
+        self._dice: DiceFold | None = None  # the dice statistics' state there, likewise
+        # the records after the last frontier kept, read at open to rebuild the tree: (the
+        # frontier's size, its records), until the total is counted
+        self._tail: tuple[int, list[StoredRecord]] = (-1, [])
         # Told of every commit once it is durable, on the control thread (the display's hub):
         # it must only update memory. A failure there is logged, never the commit's.
         self.on_commit: Callable[[list[StoredRecord], LoggedCheckpoint], None] | None = None
@@ -235,6 +246,8 @@ class AuditLog:
             if locked is None:
                 self._transaction(self._create)
             self._load_tail()
+            if locked is None:
+                self._load_totals()
         except BaseException as exc:
             if self._connection is not None:
                 self._connection.close()
@@ -324,6 +337,7 @@ class AuditLog:
         existing one must be of this origin and this key."""
         create_schema(db)
         meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        totals.create(db, new_log="format" not in meta, no_dice=DiceFold().encode())
         if "format" not in meta:
             self._start_log(db)
         else:
@@ -395,6 +409,35 @@ class AuditLog:
             self._prev = GENESIS_PREV
             return
         self._prev = GENESIS_PREV if last is None else record_hash(bytes(last[1]))
+
+    def _load_totals(self) -> None:
+        """The meters' running total at the last record: the newest totals row (kept with
+        the last checkpoint that keeps the frontier) and the records after it, those the tree
+        is rebuilt from; or none, for a log that keeps none."""
+        self._totals, self._dice = None, None
+        size = self._tree.size
+        try:
+            found = totals.latest(self._db, size)
+            if found is None or size - found[0] > 2 * FRONTIER_EVERY:
+                return  # (a writer that stopped keeping them: not counted back at a start)
+            seq, meters = found
+            after, tail = self._tail
+            rows = tail if after == seq else list(read_records(self._db, start=seq + 1, stop=size))
+            if [row.seq for row in rows] != list(range(seq + 1, size + 1)):
+                return  # records missing after the row: counted by the readers, not here
+            self._totals = totals.fold(meters, rows)
+            # the dice state of the same row (none when the writer met a record it could not
+            # count: then none is kept from here either)
+            dice = self._db.execute("SELECT dice FROM totals WHERE size = ?", (seq,)).fetchone()
+            if dice is not None and dice[0] is not None:
+                try:
+                    self._dice = _dice_fold(DiceFold.decode(dice[0]), rows)
+                except (EncodingError, ValueError, KeyError, TypeError) as exc:
+                    log.warning("audit log: the dice states are not kept from here: %s", exc)
+        except (sqlite3.Error, LogIntegrityError, EncodingError) as exc:
+            log.warning("audit log: the meters' totals are not kept from here: %s", exc)
+        finally:
+            self._tail = (-1, [])
 
     def _read_tail(self, db: sqlite3.Connection) -> tuple[Any, Head | None, Any, Any]:
         """The last record (seq, leaf, frontier), the head row, the frontier of the whole
@@ -497,8 +540,10 @@ class AuditLog:
             tree = CompactRange() if row is None else CompactRange.from_bytes(row[0], row[1])
         except (ValueError, TypeError):
             return b""
-        for record in read_records(db, start=tree.size + 1, stop=size):
+        tail = list(read_records(db, start=tree.size + 1, stop=size))
+        for record in tail:
             tree.append(record.leaf)
+        self._tail = (self._frontier_size, tail)  # counted again for the meters' total
         return tree.to_bytes() if tree.size == size and tree.root() == root else b""
 
     @property
@@ -539,10 +584,19 @@ class AuditLog:
             head, entries, time=self._clock(), sign=self._sign, frontier_every=FRONTIER_EVERY
         )
         try:
-            self._transaction(lambda db: self._store(db, appended, context))
+            running = None if self._totals is None else _meters_fold(self._totals, appended.rows)
+            dice = None if self._dice is None else _dice_fold(self._dice, appended.rows)
+            total = None
+            if running is not None and appended.head.frontier_size != self._frontier_size:
+                # kept with the checkpoint that keeps the frontier: a start reads the records
+                # after it for the tree, and counts the same ones for the total
+                kept = None if dice is None else dice.encode()
+                total = (appended.head.size, totals.encode(running), kept)
+            self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
+        self._totals, self._dice = running, dice
         after = appended.head
         self._tree, self._prev = after.tree(), after.prev
         self._legacy_head = False
@@ -561,12 +615,21 @@ class AuditLog:
         assert self.signer is not None
         return checkpoint_signature(checkpoint, self.signer)
 
-    def _store(self, db: sqlite3.Connection, appended: Appended, context: bytes | None) -> None:
-        """One commit's rows, checkpoints and head, inside its transaction."""
+    def _store(
+        self,
+        db: sqlite3.Connection,
+        appended: Appended,
+        context: bytes | None,
+        total: tuple[int, bytes, bytes | None] | None = None,
+    ) -> None:
+        """One commit's rows, checkpoints and head (and the meters' total at its last
+        record, when it keeps the frontier), inside its transaction."""
         db.executemany(
             "INSERT INTO records VALUES (?, ?, ?, NULL, NULL, NULL)",
             [(row.seq, row.kind, row.leaf) for row in appended.rows],
         )
+        if total is not None:
+            db.execute("INSERT OR REPLACE INTO totals VALUES (?, ?, ?)", total)
         kept = [(row.kind, row.seq) for row in appended.rows if row.kind in BY_KIND]
         if kept:  # the rare kinds looked up by their newest, indexed (store.BY_KIND)
             db.executemany("INSERT INTO by_kind VALUES (?, ?)", kept)
@@ -667,6 +730,8 @@ class AuditLog:
                 (stop, through),
             )
             db.execute("DELETE FROM records WHERE seq <= ?", (stop,))
+            # the meters' totals of the records dropped (the newest rows are what is read)
+            db.execute("DELETE FROM totals WHERE size <= ?", (stop,))
             db.executemany(  # by the index's key: the rows of the records dropped only
                 "DELETE FROM by_kind WHERE kind = ? AND seq <= ?",
                 [(kind, stop) for kind in sorted(BY_KIND)],
@@ -719,6 +784,7 @@ class AuditLog:
             if self._max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
             self._load_tail()
+            self._load_totals()
         except BaseException:
             self._connection.close()
             self._connection = None
@@ -741,13 +807,26 @@ class AuditLog:
         if tree.size == 0:
             return 0
         note = self._signed(tree)
-        try:
-            self._transaction(
-                lambda db: db.execute(
-                    "INSERT OR IGNORE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
-                    (tree.size, note, tree.to_bytes()),
-                )
+        # a checkpoint kept with the frontier has its totals row, as a commit's has (verify-log
+        # names a frontier kept without one: audit/totals_check.py)
+        total = None
+        if self._totals is not None:
+            dice = None if self._dice is None else self._dice.encode()
+            total = (tree.size, totals.encode(self._totals), dice)
+
+        def keep(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR IGNORE INTO checkpoints (size, note, frontier) VALUES (?, ?, ?)",
+                (tree.size, note, tree.to_bytes()),
             )
+            kept = db.execute(
+                "SELECT frontier IS NOT NULL FROM checkpoints WHERE size = ?", (tree.size,)
+            ).fetchone()
+            if total is not None and kept is not None and kept[0]:  # (one kept without it)
+                db.execute("INSERT OR IGNORE INTO totals VALUES (?, ?, ?)", total)
+
+        try:
+            self._transaction(keep)
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
@@ -987,6 +1066,27 @@ class AuditLog:
 
 # An anchor's place, what it holds, and the checkpoint it keeps (verified).
 _KeptAnchor = tuple[AnchorFile, Anchor, Checkpoint]
+
+
+def _meters_fold(meters: Meters, rows: Sequence[StoredRecord]) -> Meters | None:
+    """``meters`` with ``rows`` counted, or None at a record that cannot be (none of the
+    writer's own): no total is kept from there, and the commit goes on."""
+    try:
+        return totals.fold(meters, rows)
+    except LogIntegrityError:
+        return None
+
+
+def _dice_fold(fold: DiceFold, rows: Sequence[StoredRecord]) -> DiceFold | None:
+    """``fold`` with ``rows`` counted as dice-stats counts them, or None at a record it cannot
+    count: no state is kept from there (dice-stats counts the records, and names it)."""
+    try:
+        for row in rows:
+            if row.kind in READ_KINDS:
+                fold = fold.take(row.seq, row.kind, totals.data_of(row))
+    except LogIntegrityError:
+        return None
+    return fold
 
 
 def _disagreement(kept: list[_KeptAnchor], best: _KeptAnchor) -> str | None:

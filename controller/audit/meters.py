@@ -14,11 +14,20 @@ before the table kept meters, snapshot version 5). The table counts from the fir
 version that keeps them, so on a log begun by an older version the two differ by what the
 older one recorded; the stored meters are in the report (``context_meters``) to read both.
 
+Without ``since``, on a log that keeps the meters' running totals (controller/audit/totals.py),
+the count starts from the newest row at the stored context's record or before it (the meters
+of the records up to it), and counts only the records after it (some log.FRONTIER_EVERY at
+most, while the table commits its context): its cost does not grow with the log. The rows are
+not signed; verify-log counts the records again in its one pass and names a row that is not
+their count (controller/audit/totals_check.py). A record damaged before the row is named by
+verify-log, not here.
+With ``since``, or on a log from before the totals, every record is read, as below.
+
 Read-only (a read-only connection, read-only media, a copy of the state directory), in one
 snapshot of a log the controller may be appending to. Given a
 :class:`~controller.audit.damage.Damage`, a damaged record is named there and not counted, and
-the rest is counted (every record is checked by itself and against the hash chain, whatever
-its kind, as ``export`` checks it); without one, the first is raised.
+the rest is counted (every record read is checked by itself and against the hash chain,
+whatever its kind, as ``export`` checks it); without one, the first is raised.
 """
 
 from __future__ import annotations
@@ -30,30 +39,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from controller.audit import totals
 from controller.audit.archive import archive_paths
 from controller.audit.damage import Damage, sound_rows
 from controller.audit.reader import open_for_reading, read_latest_context
 from controller.audit.store import connect_read_only
 from controller.core.meters import Meters, counted
-from controller.core.records import RecordKind, StoredRecord
+from controller.core.records import StoredRecord
 from controller.core.snapshot import decode_context
 from controller.errors import AuditLogError, LogIntegrityError, SnapshotError
 
 METERS_SINCE = 5  # the first context snapshot version that keeps the meters
-# the records ``counted`` counts (any other leaves the meters as they are)
-METER_KINDS = tuple(
-    str(kind)
-    for kind in (
-        RecordKind.CLOSE,
-        RecordKind.NO_ROLL,
-        RecordKind.RESULT_CORRECTED,
-        RecordKind.VOID,
-        RecordKind.LID,
-        RecordKind.TAMPER_LOOP,
-        RecordKind.POWER_ON,
-        RecordKind.SERVICE_MODE,
-    )
-)
 # Every record, not only the kinds counted: each is checked by itself and against the hash
 # chain, so that a damaged record is named whatever its kind (a kind altered in its column to
 # one not counted would otherwise go uncounted and unnamed).
@@ -71,7 +67,10 @@ def meters_report(
         db.execute("BEGIN")  # one snapshot of the live log
         stored = _stored_context(db, Path(state_dir), damage)
         stored_at = None if stored is None else stored[0]
-        meters, at_context, size = _count(state_dir, db, damage, since, stored_at)
+        counts = None if since is not None else _from_totals(state_dir, db, damage, stored_at)
+        if counts is None:
+            counts = _count(state_dir, db, damage, since, stored_at)
+        meters, at_context, size = counts
         (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
         db.execute("COMMIT")
     finally:
@@ -118,6 +117,36 @@ def _count(
         if stored_at is not None and seq <= stored_at:
             at_context = meters
     return meters, at_context, size
+
+
+def _from_totals(
+    state_dir: Path, db: sqlite3.Connection, damage: Damage, stored_at: int | None
+) -> tuple[Meters, Meters, int] | None:
+    """``_count``'s answer (without ``since``) from the newest totals row (at the stored
+    context's record or before it, so that the meters at the context are counted too) and the
+    records after it (controller/audit/totals.py); None when the log keeps no row to start
+    from: a log from before them, a row damaged, or records between the row and the live
+    log's first (in the archive only)."""
+    # (two queries: SQLite finds a min or a max alone through the key, not both in one)
+    (size,) = db.execute("SELECT coalesce(max(seq), 0) FROM records").fetchone()
+    (first,) = db.execute("SELECT min(seq) FROM records").fetchone()
+    try:
+        found = totals.latest(db, int(size) if stored_at is None else min(int(size), stored_at))
+    except LogIntegrityError:
+        return None  # the records are counted instead (verify-log names the row)
+    if found is None or first is None or first > found[0] + 1:
+        return None
+    seq, meters = found
+    at_context, last = meters, seq
+    try:
+        for number, kind, data, _ in _rows(db, seq, state_dir, damage):
+            last = max(last, number)
+            meters = counted(meters, kind, data)
+            if stored_at is not None and number <= stored_at:
+                at_context = meters
+    except sqlite3.Error as exc:
+        raise AuditLogError(f"audit log: cannot read {state_dir}: {exc}") from None
+    return meters, at_context, last
 
 
 def _in_period(seq: int, time: object, since: datetime, damage: Damage) -> bool:
@@ -174,7 +203,7 @@ def _rows(
             yield StoredRecord(seq, kind, leaf)
 
     for row in sound_rows(stored(), damage):
-        if row.kind in METER_KINDS:
+        if row.kind in totals.METER_KINDS:
             entry = row.entry()  # sound: canonical, with its time and its data
             yield row.seq, row.kind, entry["data"], entry["time"]
 

@@ -59,6 +59,7 @@ from controller.audit.checks import (
     shape_data,
 )
 from controller.audit.store import BY_KIND, connect_read_only
+from controller.audit.totals_check import KINDS as TOTALS_KINDS
 from controller.core import canonical
 from controller.core.log_state import GENESIS_PREV
 from controller.core.merkle import CompactRange, Subtrees
@@ -150,6 +151,8 @@ class _Run:
     rng: list[tuple[int, str, Any, tuple[object, int] | None]] = field(default_factory=list)
     results: int = 0
     indexed: list[tuple[int, str]] = field(default_factory=list)  # store.BY_KIND's (seq, kind)
+    # the records the running totals count (seq, kind, data): totals_check.KINDS
+    counted: list[tuple[int, str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -178,13 +181,16 @@ def verify_in_parallel(
     *,
     workers: int,
     index: Callable[[int, str], None] | None = None,
+    totals: Callable[[int, str, Mapping[str, Any]], None] | None = None,
 ) -> Report_co | None:
     """Verify records 1..``size`` of the log at ``path`` (``db`` holds the snapshot) with
     ``workers`` processes, feeding ``log`` (made without the checkpoints: the workers read
     them). ``None`` when a run found something wrong (the caller then verifies sequentially,
     on a fresh ``LogVerifier``). Records 1..``size`` and their checkpoints never change once
     committed, so the workers' own connections read what ``db`` sees. ``index`` is handed
-    each record of store.BY_KIND's kinds (seq, kind), in order (audit/index_check.py)."""
+    each record of store.BY_KIND's kinds (seq, kind), in order (audit/index_check.py);
+    ``totals`` each record of the kinds the running totals count (seq, kind, data), in order
+    (audit/totals_check.py)."""
     (signed_beyond,) = db.execute("SELECT max(size) FROM checkpoints").fetchone()
     if signed_beyond is not None and signed_beyond > size:
         return None  # a checkpoint of records the log does not hold: named sequentially
@@ -224,6 +230,9 @@ def verify_in_parallel(
             if index is not None:
                 for seq, kind in run.indexed:
                     index(seq, kind)
+            if totals is not None:
+                for seq, kind, data in run.counted:
+                    totals(seq, kind, data)
             seen += run.configs
             prev, results = run.last_hash, results + run.results
         if seen != configs:
@@ -330,7 +339,8 @@ def _checked_run(task: _Task) -> _Run:
     return run
 
 
-_NOTED = CONTENT_KINDS | _SHAPE_KINDS | BY_KIND  # the kinds a run hands more of back
+# the kinds a run hands more of back
+_NOTED = CONTENT_KINDS | _SHAPE_KINDS | BY_KIND | TOTALS_KINDS
 
 
 def _note(run: _Run, content: ContentCheck, entry: Entry, leaf: bytes) -> None:
@@ -345,6 +355,8 @@ def _note(run: _Run, content: ContentCheck, entry: Entry, leaf: bytes) -> None:
         _shape(run, seq, kind, entry.data)
     if kind in BY_KIND:
         run.indexed.append((seq, kind))
+    if kind in TOTALS_KINDS:
+        run.counted.append((seq, kind, entry.data))
 
 
 def _worker_db() -> sqlite3.Connection:

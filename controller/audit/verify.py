@@ -64,6 +64,8 @@ from controller.audit.reader import (
 )
 from controller.audit.recall import export_line
 from controller.audit.store import DB_NAME, LATEST_CHECKPOINT, storage_error
+from controller.audit.totals_check import KINDS as TOTALS_KINDS
+from controller.audit.totals_check import TotalsCheck
 from controller.core import canonical
 from controller.core.log_state import CHECKPOINT_AFTER, GENESIS_PREV
 from controller.core.merkle import CompactRange, ConsistencyCollector, leaf_hash, verify_consistency
@@ -152,6 +154,8 @@ class LogVerifier:
         # the draws of a session ended by a restart are kept only when the auditor revealed it
         later = frozenset(reveal.session for reveal in self._rng_reveals)
         self._rng = SessionReplayer(keep_draws=False, replay_later=later)
+        # the running totals' check (audit/totals_check.py), fed each record checked
+        self.totals: TotalsCheck | None = None
 
     def feed(self, row: StoredRecord) -> None:
         if row.seq != self._expected:
@@ -282,6 +286,8 @@ class LogVerifier:
         checkpoint = None if note is None else self._open(cur.seq, note, "checkpoint")
         self.grow(cur.seq, leaf_hash(cur.leaf), checkpoint)
         self._check_meaning(cur)
+        if self.totals is not None and cur.kind in TOTALS_KINDS:
+            self.totals.see(cur.seq, cur.kind, cur.data)
 
     def grow(self, seq: int, hashed_leaf: bytes, checkpoint: Checkpoint | None) -> None:
         """The Merkle tree gets record ``seq``; the checkpoint signed at it (its signature
@@ -502,6 +508,9 @@ def _verify_with_archive(
         log = LogVerifier(
             verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
         )
+        log.totals = TotalsCheck(
+            db, first=int(first), exempt=frozenset(archive.last for archive in chain)
+        )
         copies: dict[int, bytes] = {}
         for archive in chain:
             log.checkpoints.update(archived_checkpoints(archive))
@@ -527,6 +536,7 @@ def _verify_with_archive(
             log.feed(row)
         report = log.finish()
         index.finish()
+        log.totals.finish(size)
         report.notes.append(
             f"records 1..{archived} verified from {len(chain)} archive file(s) in"
             f" {state_dir / 'archive'}"
@@ -587,11 +597,19 @@ def _verify_database(
             log = LogVerifier(
                 verifier, {}, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
             )
+            totals = TotalsCheck(db, first=int(first))
             report = verify_in_parallel(
-                db, _database_file(db, path), log, size, workers=jobs, index=index.see
+                db,
+                _database_file(db, path),
+                log,
+                size,
+                workers=jobs,
+                index=index.see,
+                totals=totals.see if totals.active else None,
             )
             if report is not None:
                 index.finish()
+                totals.finish(size)
                 db.execute("COMMIT")
                 return report
         checkpoints = read_checkpoints(db)  # a malformed row is named here, before any record
@@ -599,11 +617,13 @@ def _verify_database(
             verifier, checkpoints, anchor=anchor, size=size, latest=latest, rng_reveals=rng_reveals
         )
         index = ByKindCheck(db, int(first), size)  # afresh: a parallel pass may have fed it
+        log.totals = TotalsCheck(db, first=int(first))  # likewise
         for row in read_records(db, stop=size):
             log.feed(row)
             index.see(row.seq, row.kind)
         report = log.finish()
         index.finish()
+        log.totals.finish(size)
         db.execute("COMMIT")
         return report
     finally:
