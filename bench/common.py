@@ -352,7 +352,8 @@ def signed_manifest(work: Path) -> tuple[Path, str]:
     manifest, and ``run`` would start in the software_identity fault)."""
     signer = create_release_key(work / "release.key")
     manifest = work / "MANIFEST.json"
-    write_manifest(manifest, build_manifest(installed_root(), signer, running_version()))
+    blob = build_manifest(installed_root(), signer, running_version(), bytecode_as_found=True)
+    write_manifest(manifest, blob)
     return manifest, str(signer.verifier)
 
 
