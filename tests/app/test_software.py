@@ -246,6 +246,30 @@ def test_a_changed_source_is_named_and_its_stale_pyc_does_not_run(release: Relea
     ]
 
 
+def test_an_installed_release_writes_no_bytecode_over_the_release(release: Release) -> None:
+    """A command run on the box by root (no PYTHONDONTWRITEBYTECODE) after a source changed
+    leaves the release's .pyc as it is: the check names the .py alone, and once the source is
+    put back the tree verifies again."""
+    compile_release(release.root)
+    source = release.root / "controller/core/wagers.py"
+    pyc = release.root / bytecode.cache_path("controller/core/wagers.py")
+    original, shipped = source.read_bytes(), pyc.read_bytes()
+    source.write_bytes(original + b"\n# changed\n")
+    subprocess.run(
+        [
+            *(sys.executable, "-I", "-c"),
+            "import sys; sys.path.insert(0, sys.argv[1]); import controller.core.wagers",
+            str(release.root),
+        ],
+        check=True,
+    )
+    assert pyc.read_bytes() == shipped
+    check = release.verifier().check()
+    assert [d.path for d in check.differences] == ["controller/core/wagers.py"]
+    source.write_bytes(original)
+    assert release.verifier().check().result is SoftwareResult.OK
+
+
 def test_a_module_that_does_not_compile_is_refused_in_one_line(tmp_path: Path) -> None:
     copy_packages(tmp_path)
     (tmp_path / "drivers" / "broken.py").write_text("def (:\n")
