@@ -864,3 +864,14 @@ def test_version_names_the_release_it_runs_from(
     assert capsys.readouterr().out == f"paigow-controller {VERSION} (release 0.1.0-0123456789ab)\n"
     (venv.parent / "RELEASE").write_text("0.1.0-0123456789ab\x1b[2J\n")  # never shown
     assert releases.installed_release(venv) is None
+
+
+def test_bytecode_py_says_its_usage_in_one_line() -> None:
+    for argv in ([], ["--write"], ["--bogus", "x"], ["a", "b"]):
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", bytecode.__file__, *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (2, bytecode.USAGE + "\n"), argv
