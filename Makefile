@@ -68,6 +68,9 @@ armtest: $(TEST_STAMP) system-deps
 # Every bench/bench_*.py, each printing its figures with the goal and PASS or MISS beside them
 # (a MISS is a figure, not a failure); a script that fails is named at the end, after the rest.
 # The first run builds a log of 400,000 rounds (about six minutes; BENCH_ROUNDS for less).
+# bench_pi.py runs the same commands in the arm64 tree too (as root, after `make armtest`;
+# else it says why in one line and prints the x86_64 figures); bench_bytecode.py's first run
+# installs the runtime lock in a virtualenv of its own (bench/.scratch/install-venv).
 bench: $(RUNTIME_STAMP)
 	@failed=""; for f in bench/bench_*.py; do \
 		echo "== $$f"; $(BIN)/python $$f || failed="$$failed $$f"; \

@@ -344,18 +344,24 @@ def controller_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "controller", *args]
 
 
-def table_daemon_command(*args: str) -> list[str]:
-    """``paigow-controller run ARGS`` on a simulated table at rest (bench/table_daemon.py)."""
-    return [sys.executable, str(Path(__file__).parent / "table_daemon.py"), *args]
+def table_daemon_command(*args: str, python: str = sys.executable) -> list[str]:
+    """``paigow-controller run ARGS`` on a simulated table at rest (bench/table_daemon.py),
+    by ``python`` (another virtualenv's: its packages run)."""
+    return [python, str(Path(__file__).parent / "table_daemon.py"), *args]
 
 
-def signed_manifest(work: Path) -> tuple[Path, str]:
-    """A manifest of this checkout's packages signed with a throw-away release key, in
-    ``work``: the daemon verifies its own files at start as on a table (a checkout has no
-    manifest, and ``run`` would start in the software_identity fault)."""
+def signed_manifest(work: Path, packages: Path | None = None) -> tuple[Path, str]:
+    """A manifest of this checkout's packages (their caches as they are) signed with a
+    throw-away release key, in ``work``: the daemon verifies its own files at start as on a
+    table (a checkout has no manifest, and ``run`` would start in the software_identity
+    fault). ``packages``: those of an installed tree instead, with the release's bytecode."""
     signer = create_release_key(work / "release.key")
     manifest = work / "MANIFEST.json"
-    write_manifest(manifest, build_manifest(installed_root(), signer, running_version()))
+    if packages is None:
+        blob = build_manifest(installed_root(), signer, running_version(), bytecode_as_found=True)
+    else:
+        blob = build_manifest(packages, signer, running_version())
+    write_manifest(manifest, blob)
     return manifest, str(signer.verifier)
 
 
@@ -366,16 +372,19 @@ def run_daemon(
     work_dir: Path | None = None,
     sensor_seed: int = 1,
     config_text: str = "",
+    python: str = sys.executable,
+    packages: Path | None = None,
 ) -> Iterator[Daemon]:
     """The daemon on ``state_dir`` (bench/table_daemon.py: ``paigow-controller run`` on a
     simulated table at rest), the simulated sensor in this process; stopped (SIGTERM) on
-    leaving. ``config_text`` is added to the config file."""
+    leaving. ``config_text`` is added to the config file; ``python`` and ``packages``: another
+    virtualenv's interpreter and the directory holding its controller and drivers packages."""
     with contextlib.ExitStack() as stack:
         work = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         sensor = stack.enter_context(SimulatedSensor(seed=sensor_seed))
         http_port, feed_port = free_ports(2)
         config = work / "config.toml"
-        manifest, release_key = signed_manifest(work)
+        manifest, release_key = signed_manifest(work, packages)
         config.write_text(
             f'[storage]\nstate_dir = "{state_dir}"\n'
             f'[sensor]\nurl = "{sensor.url}"\n'
@@ -396,7 +405,7 @@ def run_daemon(
         with stderr_path.open("wb") as stderr:
             started = time.monotonic()
             proc = subprocess.Popen(
-                table_daemon_command("--config", str(config)),
+                table_daemon_command("--config", str(config), python=python),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -367,7 +367,19 @@ if [ ! -e "$dir/.complete" ]; then
     "${pip[@]}" --require-hashes -r "$dir/src/requirements/runtime.txt"
     "${pip[@]}" --no-deps --no-build-isolation "$dir/src"
     rm -rf "$dir/src/build" "$dir/src/"*.egg-info # setuptools' leftovers of the build
-    find "$dir" -name __pycache__ -prune -exec rm -rf {} + # the service writes no bytecode
+    # Bytecode, compiled here once: the service writes none (PYTHONDONTWRITEBYTECODE=1,
+    # ProtectSystem=strict), and without it every start compiles every module it imports.
+    # pip's caches go (timestamp-based, and the product's are not the release's); the
+    # product's are compiled by its own bytecode.py in a fresh interpreter (the same bytes as
+    # the signer's: the signed manifest names each .pyc), the other packages' by compileall,
+    # both PEP 552 checked-hash (a .pyc whose source changed is not used).
+    find "$dir" -name __pycache__ -prune -exec rm -rf {} +
+    site=$("$dir/venv/bin/python" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$dir/venv/bin/python" -I -S "$dir/src/controller/software/bytecode.py" --write "$site" >/dev/null \
+        || die "the release's modules do not compile (above)"
+    "$dir/venv/bin/python" -I -m compileall -q -j 0 --invalidation-mode checked-hash \
+        -x '/site-packages/(controller|drivers)/' "$site" >/dev/null \
+        || say "some modules of the runtime's packages did not compile (they run from source)"
     echo "$release" > "$dir/RELEASE"
     chmod 0644 "$dir/RELEASE"
 fi

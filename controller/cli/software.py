@@ -95,8 +95,9 @@ def release_key(args: argparse.Namespace) -> int:
 def manifest_arguments(p: argparse.ArgumentParser) -> None:
     describe(
         p,
-        "Hash every file of the controller and drivers packages (not their bytecode caches)"
-        " and write the manifest, with the version, signed by the release key.",
+        "Hash every file of the controller and drivers packages, and the bytecode the"
+        " installer compiles from them (not the caches in the tree), and write the manifest,"
+        " with the version, signed by the release key.",
         "example:\n"
         "  paigow-controller manifest --release-key ~/keys/paigow-release.key"
         " --root . --out controller/MANIFEST.json",

@@ -159,15 +159,16 @@ _SAYS = {
 
 def is_covered(path: str) -> bool:
     """Whether a path (relative, '/'-separated) is one the manifest covers: every file of the
-    packages but the manifest and its key themselves and Python's bytecode caches."""
+    packages but the manifest and its key themselves, their bytecode caches included (a
+    ``.pyc`` runs as surely as its ``.py``; a ``name.pyc`` beside the modules imports without
+    any source at all)."""
     parts = path.split("/")
-    return (
-        len(parts) >= 2
-        and parts[0] in PACKAGES
-        and "__pycache__" not in parts
-        and not path.endswith((".pyc", ".pyo"))
-        and path not in EXCLUDED
-    )
+    return len(parts) >= 2 and parts[0] in PACKAGES and path not in EXCLUDED
+
+
+def is_bytecode(path: str) -> bool:
+    """A compiled module, in a ``__pycache__`` or not."""
+    return path.endswith((".pyc", ".pyo"))
 
 
 def _check_path(path: object) -> str:
@@ -283,11 +284,13 @@ def open_manifest(blob: bytes, release_key: Verifier) -> Manifest:
 
 def compare(expected: Mapping[str, str], found: Mapping[str, str]) -> tuple[Difference, ...]:
     """The files that differ, by path: changed, missing (named but not found), added (found
-    but not named: a module dropped into a package runs as well as one that was changed)."""
+    but not named: a module dropped into a package runs as well as one that was changed).
+    Bytecode the manifest names may be absent (a tree before it is compiled, a staged
+    release): the interpreter then compiles the module from its source, which is checked."""
     differences = [
         Difference(path, Change.CHANGED if path in found else Change.MISSING)
         for path, digest in expected.items()
-        if found.get(path) != digest
+        if found.get(path) != digest and (path in found or not is_bytecode(path))
     ]
     differences += [Difference(path, Change.ADDED) for path in found if path not in expected]
     return tuple(sorted(differences, key=lambda d: d.path))

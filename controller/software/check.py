@@ -23,8 +23,11 @@ import errno
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import stat
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,12 +41,14 @@ from controller.core.software import (
     SoftwareCheck,
     SoftwareResult,
     checked,
+    is_bytecode,
     is_covered,
     open_manifest,
     sign_manifest,
 )
 from controller.errors import NoteError, SoftwareIdentityError, TooLarge
 from controller.files import read_capped, write_new
+from controller.software import bytecode
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
@@ -54,6 +59,7 @@ _CHUNK = 256 * 1024
 NOT_A_FILE = "not a regular file"  # the digest of what is not a regular file: never a match
 DISTRIBUTION = "paigow-controller"
 RELEASE_KEY_NAME = "paigow-controller-release"
+BYTECODE_TIMEOUT_S = 300  # compiling ~150 modules: under a second here, a few on a Pi
 
 
 def installed_root() -> Path:
@@ -133,7 +139,7 @@ def hash_packages(root: Path) -> dict[str, str]:
                 raise SoftwareIdentityError(
                     f"{root}: more than {MAX_ENTRIES} names in the packages"
                 )
-            subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+            subdirectories.sort()  # caches too: their bytecode is what runs
             for name in sorted(names):
                 # a name that is not UTF-8 is kept as escaped ASCII: it names the file, and
                 # it can be recorded (and it never matches the manifest, which is ASCII)
@@ -223,9 +229,45 @@ class SoftwareVerifier:
         return checked(manifest, found, version=self.version, required=self.required)
 
 
-def build_manifest(root: Path, signer: Signer, version: str) -> bytes:
-    """The signed manifest of the packages under ``root`` as they are now."""
+def release_bytecode(root: Path) -> dict[str, str]:
+    """The SHA-256 of each ``.pyc`` the installer compiles from the modules under ``root``
+    (``controller/software/bytecode.py``, in a fresh ``python -I -S``, as the installer runs
+    it: marshal's output depends on what else the process holds), by its path."""
+    script = Path(bytecode.__file__)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(script), str(root)],
+            capture_output=True,
+            timeout=BYTECODE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SoftwareIdentityError(f"cannot compile the bytecode of {root}: {exc}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SoftwareIdentityError(said[-1] if said else f"bytecode.py exited {done.returncode}")
+    try:
+        digests = json.loads(done.stdout)
+    except ValueError:
+        raise SoftwareIdentityError("bytecode.py printed no digests") from None
+    if not isinstance(digests, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in digests.items()
+    ):
+        raise SoftwareIdentityError("bytecode.py printed no digests")
+    return digests
+
+
+def build_manifest(
+    root: Path, signer: Signer, version: str, *, bytecode_as_found: bool = False
+) -> bytes:
+    """The signed manifest of the packages under ``root``: their files as they are now, and
+    the bytecode the installer compiles from them (``release_bytecode``; any cache already
+    in the tree is not what a table runs). ``bytecode_as_found``: the caches in the tree
+    instead, for a checkout that runs as it is (the benches, the tests)."""
     found = hash_packages(root)
+    if not bytecode_as_found:
+        found = {path: d for path, d in found.items() if not is_bytecode(path)}
+        found.update(release_bytecode(root))
     odd = sorted(path for path, digest in found.items() if digest == NOT_A_FILE)
     if odd:
         raise SoftwareIdentityError(f"not regular files: {', '.join(odd[:5])}")

@@ -149,7 +149,8 @@ def test_selftest_passes_on_healthy_hardware(
     Device.pin_factory = factory  # what GPIOZERO_PIN_FACTORY selects on a real board
     signer = create_release_key(tmp_path / "release.key")
     manifest = tmp_path / "MANIFEST.json"
-    write_manifest(manifest, build_manifest(installed_root(), signer, running_version()))
+    blob = build_manifest(installed_root(), signer, running_version(), bytecode_as_found=True)
+    write_manifest(manifest, blob)
     config_file = write_config(
         tmp_path, f'[software]\nmanifest = "{manifest}"\npublic_key = "{signer.verifier}"\n'
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ from controller.core.software import (
 )
 from controller.core.state import ClearFault, ClockSync, Event, Fault, Mode, Occurrence, State
 from controller.errors import SoftwareIdentityError
+from controller.software import bytecode
 from controller.software import release as releases
 from controller.software.check import (
     SoftwareVerifier,
@@ -124,17 +126,156 @@ def test_one_byte_changed_names_the_file(release: Release) -> None:
     assert "drivers/shaker.py" in check.summary()
 
 
-def test_package_data_is_covered_and_bytecode_caches_are_not(release: Release) -> None:
+def test_package_data_and_bytecode_are_covered(release: Release) -> None:
     found = hash_packages(release.root)
     assert "controller/display/assets/display.js" in found
     assert "controller/py.typed" in found
     assert "controller/MANIFEST.json" not in found
-    cache = release.root / "controller" / "core" / "__pycache__"
-    cache.mkdir()
-    (cache / "state.cpython-311.pyc").write_bytes(b"whatever")
-    assert release.verifier().check().result is SoftwareResult.OK
     flip_one_byte(release.root / "controller" / "display" / "assets" / "display.css")
     assert release.verifier().check().differences[0].path == "controller/display/assets/display.css"
+
+
+def compile_release(root: Path) -> dict[str, str]:
+    """The installer's step: the release's bytecode written into the tree."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", bytecode.__file__, "--write", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    digests: dict[str, str] = json.loads(done.stdout)
+    return digests
+
+
+def test_the_manifest_names_the_bytecode_the_installer_compiles(release: Release) -> None:
+    """Signed before the tree is compiled (off the box, from the sources), the manifest names
+    each module's .pyc; compiled afterwards in another process, the tree verifies, bytecode
+    and all, and every module has its .pyc."""
+    blob = json.loads(release.manifest.read_bytes())
+    named = {p for p in blob["manifest"]["files"] if p.endswith(".pyc")}
+    modules = {p for p in blob["manifest"]["files"] if p.endswith(".py")}
+    assert named == {bytecode.cache_path(m) for m in modules}
+    assert release.verifier().check().result is SoftwareResult.OK  # none compiled yet
+    written = compile_release(release.root)
+    assert set(written) == named
+    check = release.verifier().check()
+    assert check.result is SoftwareResult.OK, check.summary()
+    assert check.files == len(modules) * 2 + len(blob["manifest"]["files"]) - len(named) * 2
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [
+        "controller/core/__pycache__/state.cpython-311.pyc",  # a module's, not the release's
+        "controller/core/__pycache__/state.cpython-311.opt-1.pyc",  # python -O would run it
+        "controller/core/evil.pyc",  # imports as controller.core.evil, with no source
+    ],
+)
+def test_bytecode_the_release_does_not_ship_is_named(release: Release, cache: str) -> None:
+    (release.root / cache).parent.mkdir(exist_ok=True)
+    (release.root / cache).write_bytes(b"whatever")
+    check = release.verifier().check()
+    assert check.result is SoftwareResult.MISMATCH
+    change = Change.CHANGED if cache.endswith("state.cpython-311.pyc") else Change.ADDED
+    assert [(d.path, d.change) for d in check.differences] == [(cache, change)]
+
+
+# drivers.sim imported from the tree named by argv[1] (not the checkout's), said on stderr
+IMPORT_FROM_TREE = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import drivers.sim;"
+    " sys.stderr.write(drivers.sim.__file__)"
+)
+
+
+def tampered(pyc: bytes, marker: str) -> bytes:
+    """``pyc`` with its code replaced and its header (the checked source hash) kept: what an
+    interpreter given checked hash-based bytecode cannot tell from the real one."""
+    code = compile(f"print({marker!r})\n", "tampered", "exec")
+    return pyc[:16] + marshal.dumps(code)
+
+
+def test_a_tampered_pyc_runs_and_the_check_names_it(release: Release, tmp_path: Path) -> None:
+    """PEP 552's checked hash compares the .pyc's recorded hash with the source, never the
+    code: a .pyc with its code changed and its header kept runs (here in a real interpreter,
+    from the tree), and only the manifest's SHA-256 of the .pyc catches it, as a changed .py."""
+    compile_release(release.root)
+    module = "drivers/sim/__init__.py"
+    pyc = release.root / bytecode.cache_path(module)
+    pyc.write_bytes(tampered(pyc.read_bytes(), "tampered bytecode ran"))
+    ran = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", IMPORT_FROM_TREE, str(release.root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout == "tampered bytecode ran\n"
+    assert ran.stderr == str(release.root / module)
+    check = release.verifier().check()
+    assert check.result is SoftwareResult.MISMATCH
+    assert [(d.path, d.change) for d in check.differences] == [
+        (bytecode.cache_path(module), Change.CHANGED)
+    ]
+    assert bytecode.cache_path(module) in check.summary()
+    verify = subprocess.run(
+        [sys.executable, "-m", "controller", *verify_command(release, tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verify.returncode == 1, verify.stderr
+    assert json.loads(verify.stdout)["differ"] == [f"changed: {bytecode.cache_path(module)}"]
+
+
+def test_a_changed_source_is_named_and_its_stale_pyc_does_not_run(release: Release) -> None:
+    """The other half of the checked hash: a .py changed without its .pyc runs as it is on
+    disk (the interpreter sees the source's hash differ), and the check names the .py."""
+    compile_release(release.root)
+    source = release.root / "drivers/sim/__init__.py"
+    source.write_text(source.read_text() + "print('changed source ran')\n")
+    ran = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", IMPORT_FROM_TREE, str(release.root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout == "changed source ran\n"
+    assert ran.stderr == str(source)
+    check = release.verifier().check()
+    assert [(d.path, d.change) for d in check.differences] == [
+        ("drivers/sim/__init__.py", Change.CHANGED)
+    ]
+
+
+def test_an_installed_release_writes_no_bytecode_over_the_release(release: Release) -> None:
+    """A command run on the box by root (no PYTHONDONTWRITEBYTECODE) after a source changed
+    leaves the release's .pyc as it is: the check names the .py alone, and once the source is
+    put back the tree verifies again."""
+    compile_release(release.root)
+    source = release.root / "controller/core/wagers.py"
+    pyc = release.root / bytecode.cache_path("controller/core/wagers.py")
+    original, shipped = source.read_bytes(), pyc.read_bytes()
+    source.write_bytes(original + b"\n# changed\n")
+    subprocess.run(
+        [
+            *(sys.executable, "-I", "-c"),
+            "import sys; sys.path.insert(0, sys.argv[1]); import controller.core.wagers",
+            str(release.root),
+        ],
+        check=True,
+    )
+    assert pyc.read_bytes() == shipped
+    check = release.verifier().check()
+    assert [d.path for d in check.differences] == ["controller/core/wagers.py"]
+    source.write_bytes(original)
+    assert release.verifier().check().result is SoftwareResult.OK
+
+
+def test_a_module_that_does_not_compile_is_refused_in_one_line(tmp_path: Path) -> None:
+    copy_packages(tmp_path)
+    (tmp_path / "drivers" / "broken.py").write_text("def (:\n")
+    signer = create_release_key(tmp_path / "release.key")
+    with pytest.raises(SoftwareIdentityError, match=r"drivers/broken.py does not compile"):
+        build_manifest(tmp_path, signer, VERSION)
 
 
 def test_an_added_a_missing_and_a_linked_file_are_named(release: Release) -> None:
@@ -723,3 +864,14 @@ def test_version_names_the_release_it_runs_from(
     assert capsys.readouterr().out == f"paigow-controller {VERSION} (release 0.1.0-0123456789ab)\n"
     (venv.parent / "RELEASE").write_text("0.1.0-0123456789ab\x1b[2J\n")  # never shown
     assert releases.installed_release(venv) is None
+
+
+def test_bytecode_py_says_its_usage_in_one_line() -> None:
+    for argv in ([], ["--write"], ["--bogus", "x"], ["a", "b"]):
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", bytecode.__file__, *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (2, bytecode.USAGE + "\n"), argv
