@@ -57,7 +57,7 @@ from controller.core.dice_monitor import (
     evaluate,
     p_values,
 )
-from controller.core.record_schema import NoMoreBets, Result, read
+from controller.core.record_schema import read_lenient_fields
 from controller.core.records import RecordKind
 from controller.core.snapshot import DICE_COUNTS_SINCE, decode_context
 from controller.errors import EncodingError, GameRuleError, LogIntegrityError, SnapshotError
@@ -156,6 +156,18 @@ def _alarm(values: _Alarm | None) -> dict[str, Any] | None:
     return None if values is None else dict(zip(_ALARM_KEYS, values, strict=True))
 
 
+def _fields(kind: str, data: Mapping[str, Any], names: tuple[str, ...]) -> list[Any]:
+    """The fields ``names`` of a record, each through its kind's schema's test of its type
+    (controller/core/record_schema.py), without making the whole record (the dataclass of a
+    result, its wagers and all, was most of what counting cost verify-log): the first must be
+    there (KeyError), the others read None where they are not. Every caller has checked the
+    record's shape (the writer, the readers, verify-log)."""
+    values = read_lenient_fields(kind, data, names)
+    if values[0] is None:
+        raise KeyError(names[0])
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class DiceFold:
     """The counts made from the records up to one: the windows the table keeps, the counts
@@ -195,16 +207,16 @@ class DiceFold:
 
     def _take(self, seq: int, kind: str, data: Mapping[str, Any]) -> DiceFold:
         if kind == RecordKind.NO_MORE_BETS:
-            bets = read(NoMoreBets, data)
-            if bets.mode is None:
+            number, mode = _fields(kind, data, ("round", "mode"))
+            if mode is None:
                 raise KeyError("mode")  # a log from before the modes: no dice known to count
             # a round's result follows its own no_more_bets (verify-log checks it)
-            return replace(self, mode=(bets.round, bets.mode))
+            return replace(self, mode=(number, mode))
         if kind == RecordKind.RESULT:
-            result = read(Result, data)
-            mode = self.mode[1] if self.mode is not None and self.mode[0] == result.round else None
-            if mode in _DICE_MODES and result.dice is not None:
-                roll = Roll(result.dice["red"], (result.dice["blue"][0], result.dice["blue"][1]))
+            number, dice = _fields(kind, data, ("round", "dice"))
+            mode = self.mode[1] if self.mode is not None and self.mode[0] == number else None
+            if mode in _DICE_MODES and dice is not None:
+                roll = Roll(dice["red"], (dice["blue"][0], dice["blue"][1]))
                 return replace(
                     self, windows=self.windows.after(roll), everything=self.everything.after(roll)
                 )
