@@ -29,13 +29,12 @@ from pathlib import Path
 import loggen
 from common import (
     UNIT_ENV,
-    daemon_problems,
+    daemon_start_s,
     env_int,
     figure,
     machine_load,
     median,
     note,
-    run_daemon,
     spread,
     title,
 )
@@ -137,14 +136,8 @@ def cli_once(command: str = "version") -> tuple[float, float]:
 
 
 def daemon_once(site: Path) -> float:
-    with tempfile.TemporaryDirectory(prefix="bench-bytecode-", dir=loggen.SCRATCH) as tmp:
-        state = Path(tmp) / "state"
-        with run_daemon(state, work_dir=Path(tmp), python=python(), packages=site) as daemon:
-            seconds = daemon.wait_ready(READY_TIMEOUT_S)
-        problems = daemon_problems(daemon.stderr())
-        if problems:
-            note(f"the daemon reported: {problems[0]}")
-        return seconds
+    prefix, timeout = "bench-bytecode-", READY_TIMEOUT_S
+    return daemon_start_s(None, prefix=prefix, timeout_s=timeout, python=python(), packages=site)
 
 
 def main() -> None:

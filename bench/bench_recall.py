@@ -14,16 +14,14 @@ kept in bench/.scratch.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import loggen
-from common import env_int, figure, machine_load, median, note, spread, title
+from common import env_int, flat_reads, machine_load, note, title
 
-from controller.audit.log import DB_NAME, open_for_reading
+from controller.audit.log import open_for_reading
 from controller.audit.recall import recall
-from controller.audit.store import drop_cached_pages
 from controller.core.records import RecordKind
 from controller.core.state import RECALL_DEPTH
 from controller.display.events import INTERVENTIONS, TREND_LENGTH
@@ -65,17 +63,6 @@ READS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def timed_ms(read: Callable[[Path], None], state: Path, *, cold: bool, repeats: int) -> list[float]:
-    runs = []
-    for _ in range(repeats):
-        if cold:
-            drop_cached_pages(state / DB_NAME)
-        start = time.perf_counter()
-        read(state)
-        runs.append((time.perf_counter() - start) * 1000)
-    return runs
-
-
 def main() -> None:
     rounds = env_int("BENCH_ROUNDS", 400_000)
     repeats = env_int("BENCH_RECALL_REPEATS", 7)
@@ -83,24 +70,10 @@ def main() -> None:
     note(machine_load())
     loggen.SCRATCH.mkdir(parents=True, exist_ok=True)
     logs = {SMALL_ROUNDS: loggen.cached_log(SMALL_ROUNDS), rounds: loggen.cached_log(rounds)}
-    for name, read in READS.items():
-        for cold in (False, True):
-            found = {}
-            for size, state in logs.items():
-                read(state)  # the modules' first use is not counted
-                runs = timed_ms(read, state, cold=cold, repeats=repeats)
-                found[size] = median(runs)
-                label = f"{name}, {size:,} rounds{', cold' if cold else ''}"
-                if name.startswith("RECALL"):
-                    ok = found[size] <= GOAL_RECALL_MS
-                    figure(label, f"{found[size]:.2f} ms", f"<= {GOAL_RECALL_MS:.0f} ms", ok)
-                else:
-                    figure(label, f"{found[size]:.2f} ms")
-                note(spread(runs, "ms"))
-            ratio = found[rounds] / found[SMALL_ROUNDS]
-            ok = ratio <= GOAL_RATIO
-            label = f"  {rounds:,} / {SMALL_ROUNDS:,} rounds"
-            figure(label, f"{ratio:.2f}x", f"<= {GOAL_RATIO}x", ok)
+    recall_name = next(name for name in READS if name.startswith("RECALL"))
+    flat_reads(
+        READS, logs, repeats=repeats, ratio_goal=GOAL_RATIO, goals_ms={recall_name: GOAL_RECALL_MS}
+    )
 
 
 if __name__ == "__main__":

@@ -14,18 +14,26 @@ bench/loggen.py's, kept in bench/.scratch.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import loggen
-from common import env_int, figure, machine_load, median, note, spread, title
+from common import (
+    env_int,
+    figure,
+    flat_reads,
+    machine_load,
+    median,
+    note,
+    spread,
+    timed_ms,
+    title,
+)
 
 from controller.audit.dice_stats import dice_stats
-from controller.audit.log import DB_NAME, open_for_reading
+from controller.audit.log import open_for_reading
 from controller.audit.meters import meters_report
 from controller.audit.recall import export_lines
-from controller.audit.store import drop_cached_pages
 from controller.core.dice_monitor import Window
 
 GOAL_RATIO = 2.0  # flat: as bench_recall's long log against the short one
@@ -60,17 +68,6 @@ def _records(state: Path) -> int:
     return int(size)
 
 
-def timed_s(read: Callable[[Path], None], state: Path, *, cold: bool, repeats: int) -> list[float]:
-    runs = []
-    for _ in range(repeats):
-        if cold:
-            drop_cached_pages(state / DB_NAME)
-        start = time.perf_counter()
-        read(state)
-        runs.append(time.perf_counter() - start)
-    return runs
-
-
 def main() -> None:
     rounds = env_int("BENCH_ROUNDS", 400_000)
     repeats = env_int("BENCH_REPORT_REPEATS", 3)
@@ -78,26 +75,11 @@ def main() -> None:
     note(machine_load())
     loggen.SCRATCH.mkdir(parents=True, exist_ok=True)
     logs = {SMALL_ROUNDS: loggen.cached_log(SMALL_ROUNDS), rounds: loggen.cached_log(rounds)}
-    for name, read in FLAT.items():
-        for cold in (False, True):
-            found = {}
-            for size, state in logs.items():
-                read(state)  # the modules' first use is not counted
-                runs = timed_s(read, state, cold=cold, repeats=repeats)
-                found[size] = median(runs)
-                label = f"{name}, {size:,} rounds{', cold' if cold else ''}"
-                figure(label, f"{found[size] * 1000:.1f} ms")
-                note(spread([r * 1000 for r in runs], "ms", 1))
-            ratio = found[rounds] / found[SMALL_ROUNDS]
-            figure(
-                f"  {rounds:,} / {SMALL_ROUNDS:,} rounds",
-                f"{ratio:.2f}x",
-                f"<= {GOAL_RATIO}x",
-                ratio <= GOAL_RATIO,
-            )
+    flat_reads(FLAT, logs, repeats=repeats, ratio_goal=GOAL_RATIO)
     for size, state in logs.items():
         records = _records(state)
-        runs = timed_s(_export, state, cold=True, repeats=1 if size > SMALL_ROUNDS else repeats)
+        once = 1 if size > SMALL_ROUNDS else repeats
+        runs = [ms / 1000 for ms in timed_ms(_export, state, cold=True, repeats=once)]
         rate = records / median(runs)
         figure(f"export, {size:,} rounds ({records:,} records), cold", f"{rate:,.0f} records/s")
         note(spread(runs, "s"))

@@ -17,19 +17,16 @@ is warm (the copy was just written): a cold start from an SD card reads more.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import loggen
 from common import (
-    copy_state_dir,
-    daemon_problems,
+    daemon_start_s,
     env_int,
     figure,
     machine_load,
     median,
     note,
-    run_daemon,
     spread,
     title,
 )
@@ -37,21 +34,10 @@ from common import (
 GOAL_S = 1.5
 GOAL_RATIO = 2.0
 READY_TIMEOUT_S = 300
-REPORTED: set[str] = set()
 
 
 def start_once(source: Path | None) -> float:
-    with tempfile.TemporaryDirectory(prefix="bench-startup-", dir=loggen.SCRATCH) as tmp:
-        state = Path(tmp) / "state"
-        if source is not None:
-            copy_state_dir(source, state)
-        with run_daemon(state, work_dir=Path(tmp)) as daemon:
-            seconds = daemon.wait_ready(READY_TIMEOUT_S)
-        for line in daemon_problems(daemon.stderr()):
-            if line not in REPORTED:
-                REPORTED.add(line)
-                note(f"the daemon reported: {line}")
-        return seconds
+    return daemon_start_s(source, prefix="bench-startup-", timeout_s=READY_TIMEOUT_S)
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,6 +288,35 @@ def daemon_problems(stderr: str) -> list[str]:
     ]
 
 
+_REPORTED: set[str] = set()  # the daemon's problems noted once per bench run
+
+
+def daemon_start_s(
+    source: Path | None,
+    *,
+    prefix: str,
+    timeout_s: float,
+    python: str = sys.executable,
+    packages: Path | None = None,
+) -> float:
+    """Exec -> READY=1 of one daemon (``run_daemon``) on a state directory of its own, a copy
+    of ``source``'s (None: empty), in bench/.scratch; each problem the daemon reports at error
+    level is noted once."""
+    scratch = Path(__file__).resolve().parent / ".scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
+        state = Path(tmp) / "state"
+        if source is not None:
+            copy_state_dir(source, state)
+        with run_daemon(state, work_dir=Path(tmp), python=python, packages=packages) as daemon:
+            seconds = daemon.wait_ready(timeout_s)
+        for line in daemon_problems(daemon.stderr()):
+            if line not in _REPORTED:
+                _REPORTED.add(line)
+                note(f"the daemon reported: {line}")
+        return seconds
+
+
 @dataclass
 class Daemon:
     """``paigow-controller run`` started as systemd starts it, on simulated hardware."""
@@ -417,3 +446,56 @@ def run_daemon(
             yield daemon
         finally:
             daemon.stop()
+
+
+# --- reads of a long log against a short one (bench_recall, bench_reports) --------------------
+
+
+def timed_ms(
+    read: Callable[[Path], object], state: Path, *, cold: bool, repeats: int
+) -> list[float]:
+    """``read(state)``'s wall time, ``repeats`` times; ``cold`` drops the log's pages from the
+    kernel's cache before each (posix_fadvise), as after a reboot."""
+    from controller.audit.log import DB_NAME  # noqa: PLC0415 - only the log benches need it
+    from controller.audit.store import drop_cached_pages  # noqa: PLC0415
+
+    runs = []
+    for _ in range(repeats):
+        if cold:
+            drop_cached_pages(state / DB_NAME)
+        start = time.perf_counter()
+        read(state)
+        runs.append((time.perf_counter() - start) * 1000)
+    return runs
+
+
+def flat_reads(
+    reads: Mapping[str, Callable[[Path], object]],
+    logs: Mapping[int, Path],
+    *,
+    repeats: int,
+    ratio_goal: float,
+    goals_ms: Mapping[str, float] | None = None,
+) -> None:
+    """Each of ``reads`` on each of ``logs`` (rounds: state directory, the short log first and
+    the long one last), warm and cold: its median, and the long log's against the short one's
+    (flat: at most ``ratio_goal``); a read named in ``goals_ms`` has a goal of its own."""
+    sizes = list(logs)
+    goals = goals_ms or {}
+    for name, read in reads.items():
+        for cold in (False, True):
+            found = {}
+            for size, state in logs.items():
+                read(state)  # the modules' first use is not counted
+                runs = timed_ms(read, state, cold=cold, repeats=repeats)
+                found[size] = median(runs)
+                label = f"{name}, {size:,} rounds{', cold' if cold else ''}"
+                goal = goals.get(name)
+                if goal is None:
+                    figure(label, f"{found[size]:.2f} ms")
+                else:
+                    figure(label, f"{found[size]:.2f} ms", f"<= {goal:.0f} ms", found[size] <= goal)
+                note(spread(runs, "ms"))
+            ratio = found[sizes[-1]] / found[sizes[0]]
+            label = f"  {sizes[-1]:,} / {sizes[0]:,} rounds"
+            figure(label, f"{ratio:.2f}x", f"<= {ratio_goal}x", ratio <= ratio_goal)

@@ -187,6 +187,16 @@ IMPORT_FROM_TREE = (
 )
 
 
+def import_from_tree(root: Path) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter importing drivers.sim from ``root`` (IMPORT_FROM_TREE)."""
+    return subprocess.run(
+        [sys.executable, "-I", "-B", "-c", IMPORT_FROM_TREE, str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
 def tampered(pyc: bytes, marker: str) -> bytes:
     """``pyc`` with its code replaced and its header (the checked source hash) kept: what an
     interpreter given checked hash-based bytecode cannot tell from the real one."""
@@ -202,12 +212,7 @@ def test_a_tampered_pyc_runs_and_the_check_names_it(release: Release, tmp_path: 
     module = "drivers/sim/__init__.py"
     pyc = release.root / bytecode.cache_path(module)
     pyc.write_bytes(tampered(pyc.read_bytes(), "tampered bytecode ran"))
-    ran = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", IMPORT_FROM_TREE, str(release.root)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    ran = import_from_tree(release.root)
     assert ran.stdout == "tampered bytecode ran\n"
     assert ran.stderr == str(release.root / module)
     check = release.verifier().check()
@@ -232,12 +237,7 @@ def test_a_changed_source_is_named_and_its_stale_pyc_does_not_run(release: Relea
     compile_release(release.root)
     source = release.root / "drivers/sim/__init__.py"
     source.write_text(source.read_text() + "print('changed source ran')\n")
-    ran = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", IMPORT_FROM_TREE, str(release.root)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    ran = import_from_tree(release.root)
     assert ran.stdout == "changed source ran\n"
     assert ran.stderr == str(source)
     check = release.verifier().check()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.records import valid
+from support.records import log_of_rounds, valid
 
 from controller.app.watch import last_software_identity
 from controller.audit import log as audit_log
@@ -85,18 +85,7 @@ START: list[tuple[RecordKind, dict[str, object]]] = [
 
 def _log(state: Path, records: int, start: list[tuple[RecordKind, dict[str, object]]]) -> Path:
     """A log of about ``records`` records: the ``start``'s (rare) records, then rounds."""
-    log = AuditLog.open(state)
-    log._db.execute("PRAGMA synchronous=OFF")  # durability is not what is measured
-    log.commit(start)
-    number = 1
-    while log.size < records:
-        batch = []
-        for _ in range(ROUNDS_PER_COMMIT):
-            batch += _round(number)
-            number += 1
-        log.commit(batch)
-    log.close()
-    return state
+    return log_of_rounds(state, records, start, _round, rounds_per_commit=ROUNDS_PER_COMMIT)
 
 
 @pytest.fixture(scope="module")

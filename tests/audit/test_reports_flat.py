@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.records import valid
+from support.records import log_of_rounds, valid
 
 from controller.audit import log as audit_log
 from controller.audit.dice_stats import DiceFold, dice_stats
@@ -65,18 +65,8 @@ def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
 
 
 def _log(state: Path, records: int) -> Path:
-    log = AuditLog.open(state)
-    log._db.execute("PRAGMA synchronous=OFF")  # durability is not what is measured
-    log.commit([(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))])
-    number = 1
-    while log.size < records:
-        batch = []
-        for _ in range(ROUNDS_PER_COMMIT):
-            batch += _round(number)
-            number += 1
-        log.commit(batch)
-    log.close()
-    return state
+    start = [(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))]
+    return log_of_rounds(state, records, start, _round, rounds_per_commit=ROUNDS_PER_COMMIT)
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,16 @@ def after_first_reading(faces: tuple[int, int, int], rules: RoundSettings = SETT
     return table
 
 
+def decided_after_first_reading(
+    faces: tuple[int, int, int],
+) -> tuple[Table, RoundContext, Decided]:
+    """The table after a first reading of ``faces``, its context and the decision ahead."""
+    table = after_first_reading(faces)
+    ahead = decide_ahead(SETTINGS, table.machine.context)
+    assert ahead is not None
+    return table, table.machine.context, ahead
+
+
 def both_ways(
     rules: RoundSettings, ctx: RoundContext, occ: ReadingTaken, ahead: Decided | None
 ) -> tuple[object, object]:
@@ -70,10 +80,7 @@ def decided_actions_taken(actions: list[object], ahead: Decided) -> bool:
 def test_every_roll_decided_ahead_is_the_step_an_agreeing_reading_takes(
     faces: tuple[int, int, int],
 ) -> None:
-    table = after_first_reading(faces)
-    ctx = table.machine.context
-    ahead = decide_ahead(SETTINGS, ctx)
-    assert ahead is not None
+    table, ctx, ahead = decided_after_first_reading(faces)
     # the dice moved a little, another image, another confidence: the same roll
     second = reading(faces, shift=1, confidence=95)
     occ = ReadingTaken(at=table.now + 137, reading=second)
@@ -92,10 +99,7 @@ def test_every_roll_decided_ahead_is_the_step_an_agreeing_reading_takes(
 def test_a_reading_that_disagrees_is_stepped_as_without_the_decision(
     faces: tuple[int, int, int],
 ) -> None:
-    table = after_first_reading(faces)
-    ctx = table.machine.context
-    ahead = decide_ahead(SETTINGS, ctx)
-    assert ahead is not None
+    table, ctx, ahead = decided_after_first_reading(faces)
     other = (faces[0] % 6 + 1, faces[1], faces[2])
     occ = ReadingTaken(at=table.now + 50, reading=reading(other))
     plain, quick = both_ways(SETTINGS, ctx, occ, ahead)

@@ -10,10 +10,15 @@ line that made it, not at the log's append.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from controller.audit.log import AuditLog
 from controller.core import record_schema
 from controller.core.records import RecordKind
+
+Entry = tuple[RecordKind, dict[str, object]]
 
 
 def _least(spec: record_schema.FieldSpec) -> object:
@@ -40,3 +45,28 @@ def valid(kind: RecordKind, /, **fields: Any) -> dict[str, Any]:
     data.update(fields)
     record_schema.check(kind, data)
     return data
+
+
+def log_of_rounds(
+    state: Path,
+    records: int,
+    start: Sequence[Entry],
+    round_of: Callable[[int], list[Entry]],
+    *,
+    rounds_per_commit: int,
+) -> Path:
+    """A log of about ``records`` records in ``state``: the ``start``'s, then ``round_of(n)``
+    for rounds 1, 2, ..., ``rounds_per_commit`` of them a commit (unsynced: durability is not
+    what the tests that need a long log measure)."""
+    log = AuditLog.open(state)
+    log._db.execute("PRAGMA synchronous=OFF")
+    log.commit(list(start))
+    number = 1
+    while log.size < records:
+        batch = []
+        for _ in range(rounds_per_commit):
+            batch += round_of(number)
+            number += 1
+        log.commit(batch)
+    log.close()
+    return state
