@@ -227,12 +227,7 @@ def verify_in_parallel(
             if run is None or run.first_prev != prev:
                 return None
             _join(log, run)
-            if index is not None:
-                for seq, kind in run.indexed:
-                    index(seq, kind)
-            if totals is not None:
-                for seq, kind, data in run.counted:
-                    totals(seq, kind, data)
+            _hand_back(run, index, totals)
             seen += run.configs
             prev, results = run.last_hash, results + run.results
         if seen != configs:
@@ -244,6 +239,21 @@ def verify_in_parallel(
         finder.shutdown(wait=True)
     log.resume_at(size, prev, results)
     return log.finish()
+
+
+def _hand_back(
+    run: _Run,
+    index: Callable[[int, str], None] | None,
+    totals: Callable[[int, str, Mapping[str, Any]], None] | None,
+) -> None:
+    """A run's records of the indexed kinds to ``index``, and of the counted kinds to
+    ``totals``, in order (``verify_in_parallel``)."""
+    if index is not None:
+        for seq, kind in run.indexed:
+            index(seq, kind)
+    if totals is not None:
+        for seq, kind, data in run.counted:
+            totals(seq, kind, data)
 
 
 def _find_configs(path: Path, size: int) -> list[tuple[int, bytes]]:

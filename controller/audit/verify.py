@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from controller.audit.archive import (
+    Archive,
     archive_paths,
     archived_checkpoints,
     archived_records,
@@ -511,16 +512,7 @@ def _verify_with_archive(
         log.totals = TotalsCheck(
             db, first=int(first), exempt=frozenset(archive.last for archive in chain)
         )
-        copies: dict[int, bytes] = {}
-        for archive in chain:
-            log.checkpoints.update(archived_checkpoints(archive))
-            last = archive is chain[-1]
-            for row in archived_records(archive):
-                log.feed(row)
-                if last and row.seq >= first:  # still in the live log too
-                    copies[row.seq] = row.leaf
-            if log.checkpoints.get(archive.last) is None:
-                raise LogIntegrityError(archive.last, "the archive ends without its checkpoint")
+        copies = _feed_archives(log, chain, int(first))
         log.checkpoints.update(
             {n: note for n, note in read_checkpoints(db).items() if n >= archived}
         )
@@ -545,6 +537,22 @@ def _verify_with_archive(
         return report
     finally:
         db.close()
+
+
+def _feed_archives(log: LogVerifier, chain: Sequence[Archive], first: int) -> dict[int, bytes]:
+    """Each archive's checkpoints and records fed to ``log``, in order; the last archive's
+    records the live log still holds (from its ``first`` on), to compare with its own."""
+    copies: dict[int, bytes] = {}
+    for archive in chain:
+        log.checkpoints.update(archived_checkpoints(archive))
+        last = archive is chain[-1]
+        for row in archived_records(archive):
+            log.feed(row)
+            if last and row.seq >= first:  # still in the live log too
+                copies[row.seq] = row.leaf
+        if log.checkpoints.get(archive.last) is None:
+            raise LogIntegrityError(archive.last, "the archive ends without its checkpoint")
+    return copies
 
 
 def verify_database(
