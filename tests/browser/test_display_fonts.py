@@ -128,7 +128,13 @@ def platform_fonts(page: Any) -> list[tuple[str, str, list[dict[str, Any]]]]:
 
 
 def assert_only_bundled(page: Any, state: str) -> set[str]:
+    # the page has drawn its texts (a loaded machine lays the page out after its load event)
     drawn = platform_fonts(page)
+    for _ in range(WAIT_MS // 50):
+        if len(drawn) >= 2:
+            break
+        page.wait_for_timeout(50)
+        drawn = platform_fonts(page)
     assert len(drawn) >= 2, (state, drawn)  # the page drew texts, and each was asked about
     families: set[str] = set()
     for tag, text, fonts in drawn:
