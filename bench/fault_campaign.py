@@ -509,6 +509,18 @@ def _mutations(rng: random.Random, base: dict[str, Any]) -> Iterator[tuple[str, 
                 yield "random bytes", None, rng.randbytes(rng.randrange(1, 4096))
 
 
+# a refusal by key: "config: <section>.<key>...: why" (controller.errors.ConfigError)
+_CONFIG_KEY = re.compile(r"config: [A-Za-z0-9_]+(\.[^:\s]+)*: ")
+
+
+def _is_toml(data: bytes) -> bool:
+    try:
+        tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return False
+    return True
+
+
 def config_fuzz(rng: random.Random, work: Path, count: int) -> Kind:
     kind = Kind("(d) config fuzz")
     base = tomllib.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
@@ -531,7 +543,10 @@ def config_fuzz(rng: random.Random, work: Path, count: int) -> Kind:
                 kind.fail(f"{label}: {len(lines)} lines on stderr: {proc.err[:300]!r}")
             elif key is not None and key.rpartition(".")[2] not in lines[0]:
                 kind.fail(f"{label}: does not name {key}: {lines[0][:200]!r}")
-            elif key is None and path.name not in lines[0]:
+            elif key is None and _is_toml(data) and not _CONFIG_KEY.search(lines[0]):
+                # garbage that still parses (a key renamed, say): refused by the key it names
+                kind.fail(f"{label}: does not name a key: {lines[0][:200]!r}")
+            elif key is None and not _is_toml(data) and path.name not in lines[0]:
                 kind.fail(f"{label}: does not name the file: {lines[0][:200]!r}")
             else:
                 kind.counts["refused naming the key or the file"] += 1
