@@ -13,10 +13,10 @@ look back for them would cross the whole log.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.reads import PROC_IO, read_cost
 from support.records import log_of_rounds, valid
 
 from controller.app.watch import last_software_identity
@@ -33,27 +33,12 @@ from controller.core.state import RECALL_DEPTH
 from controller.display.events import INTERVENTIONS, TREND_LENGTH
 from controller.display.log_reader import SqliteLogReader
 
-PROC_IO = Path("/proc/self/io")
 SMALL, LARGE = 1_000, 20_000  # records
 ROUNDS_PER_COMMIT = 20
 # What a reader may read more on the larger log: the b-trees are a level or two deeper.
 GROWTH = 1.3
 
 pytestmark = pytest.mark.skipif(not PROC_IO.exists(), reason="no /proc/self/io to count reads")
-
-
-def _bytes_read() -> int:
-    for line in PROC_IO.read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
-
-
-def _cost(read: Callable[[Path], object], state: Path) -> int:
-    """The bytes ``read(state)`` reads through system calls."""
-    before = _bytes_read()
-    read(state)
-    return _bytes_read() - before
 
 
 DICE = {"red": 1, "blue": [2, 3]}
@@ -157,7 +142,7 @@ def test_what_the_start_and_recall_read_does_not_grow_with_the_log(
     small, large = logs
     read = READS[name]
     read(small)  # the modules' first use (imports, caches) is not counted
-    costs = [_cost(read, small), _cost(read, large)]
+    costs = [read_cost(read, small), read_cost(read, large)]
     print(f"{name}: bytes read at {SMALL} and {LARGE} records: {costs}")
     assert costs[1] <= costs[0] * GROWTH, costs
 
@@ -174,7 +159,7 @@ def test_the_measure_sees_a_read_that_grows_with_the_log(logs: tuple[Path, Path]
             db.close()
 
     small, large = logs
-    costs = [_cost(count, small), _cost(count, large)]
+    costs = [read_cost(count, small), read_cost(count, large)]
     assert costs[1] > costs[0] * 5, costs
 
 

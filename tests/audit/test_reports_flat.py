@@ -15,10 +15,10 @@ import importlib.util
 import itertools
 import sqlite3
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.reads import PROC_IO, read_cost
 from support.records import log_of_rounds, valid
 
 from controller.audit import log as audit_log
@@ -33,24 +33,10 @@ from controller.core.dice_monitor import Window
 from controller.core.records import RecordKind
 from controller.errors import LogIntegrityError
 
-PROC_IO = Path("/proc/self/io")
 SMALL, LARGE = 1_000, 20_000  # records
 ROUNDS_PER_COMMIT = 20
 GROWTH = 1.3  # the b-trees a level or two deeper (as test_log_flat.py allows)
 LOGGEN = Path(__file__).parents[2] / "bench" / "loggen.py"
-
-
-def _bytes_read() -> int:
-    for line in PROC_IO.read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar in /proc/self/io")
-
-
-def _cost(read: Callable[[Path], object], state: Path) -> int:
-    before = _bytes_read()
-    read(state)
-    return _bytes_read() - before
 
 
 def _round(number: int) -> list[tuple[RecordKind, dict[str, object]]]:
@@ -90,7 +76,7 @@ def _meters(state: Path) -> None:
 def test_meters_reads_no_more_of_a_long_log(logs: tuple[Path, Path]) -> None:
     small, large = logs
     _meters(small)  # the modules' first use is not counted
-    costs = [_cost(_meters, small), _cost(_meters, large)]
+    costs = [read_cost(_meters, small), read_cost(_meters, large)]
     print(f"meters: bytes read at {SMALL} and {LARGE} records: {costs}")
     assert costs[1] <= costs[0] * GROWTH, costs
 
@@ -114,7 +100,7 @@ def test_the_measure_sees_meters_count_a_log_without_totals(
     small, large = logs
     bare = [_without_totals(small, tmp_path / "small"), _without_totals(large, tmp_path / "large")]
     assert meters_report(bare[1]) == meters_report(large)
-    costs = [_cost(_meters, bare[0]), _cost(_meters, bare[1])]
+    costs = [read_cost(_meters, bare[0]), read_cost(_meters, bare[1])]
     assert costs[1] > costs[0] * 5, costs
 
 
@@ -253,7 +239,7 @@ def _dice_stats(state: Path) -> None:
 def test_dice_stats_reads_no_more_of_a_long_log(played: tuple[Path, Path]) -> None:
     small, large = played
     _dice_stats(small)  # the modules' first use is not counted
-    costs = [_cost(_dice_stats, small), _cost(_dice_stats, large)]
+    costs = [read_cost(_dice_stats, small), read_cost(_dice_stats, large)]
     print(f"dice-stats: bytes read at 150 and 1,500 rounds: {costs}")
     assert costs[1] <= costs[0] * 2, costs
 
