@@ -21,6 +21,15 @@ blocked on the other end puts it on a ``queue.Queue``, a control thread takes it
 line on a TCP connection to this process, one frame every 50 ms (the threads go cold between
 frames, as between rounds). What the product adds is its figure less the baseline's.
 
+Under arm64 emulation (issue 31): where the arm64 tree of tests/arm64 can run here (root,
+binfmt_misc, qemu-user; ``make armtest`` makes it), the same child runs there under qemu-user,
+``BENCH_LATENCY_ARM64_ROUNDS`` rounds, its state and work directories on the host's /dev/shm
+(the tree sees the host's /dev), and this process on x86_64 is its clients as before: the
+tree shares this machine's network and its CLOCK_MONOTONIC. The figures are its p50 and p99
+and their ratios to x86_64's. qemu-user translates every instruction on this core: the ratio
+is emulation's cost, an upper bound on a Pi's, not a Pi's latency. Where the tree cannot run,
+one line says why.
+
 Only the frame -> result path is timed: the shake, the settle and the first read are before the
 frame. The simulated hardware has timing margins (bench/common.py, ``steady_simulation``) and
 the simulated dealer waits 20 ms before pressing a key, as a dealer takes seconds, so that the
@@ -37,6 +46,7 @@ import json
 import os
 import queue
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,7 +54,7 @@ import tempfile
 import threading
 import time
 import tty
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -66,6 +76,7 @@ from controller.app import simulate
 from controller.core.config import Config
 from controller.core.sensor_protocol import Reading, Reply
 
+ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 1.0
 DEALER_PAUSE_S = 0.02
 CONNECT_TIMEOUT_S = 60
@@ -313,14 +324,24 @@ def run_baseline(frames: int) -> list[float]:
     return [(arrivals[n] - sent[n]) / 1e6 for n in sorted(arrivals)]
 
 
-def run_once(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]]:
+# the child's command line: its arguments -> the host's command (x86_64 here, or arm64)
+Child = Callable[[list[str]], list[str]]
+
+
+def x86_child(args: list[str]) -> list[str]:
+    return [sys.executable, __file__, *args]
+
+
+def run_once(
+    rounds: int, seed: int, base: Path | None, child_argv: Child = x86_child
+) -> dict[str, list[float]]:
     """One run's latencies by stream; exits naming the stream (what it sent, the child's
     stderr) where the run gives nothing to measure."""
     with tempfile.TemporaryDirectory(prefix="bench-latency-", dir=base) as tmp:
         work = Path(tmp)
         http, feed = free_ports(2)
-        command = [sys.executable, __file__, "--child", str(rounds), str(seed)]
-        command += [str(work / "state"), str(http), str(feed), str(work)]
+        args = ["--child", str(rounds), str(seed)]
+        command = child_argv([*args, str(work / "state"), str(http), str(feed), str(work)])
         stderr = (work / "child.stderr").open("wb")
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
         stream = "feed"
@@ -370,8 +391,62 @@ def _fail(reason: str, proc: subprocess.Popen[bytes], work: Path) -> NoReturn:
     sys.exit(f"bench_latency: {reason}\nthe simulation ({status}) wrote to stderr:\n{tail}")
 
 
+def arm64_child() -> Child | str:
+    """How to run the child in the arm64 tree under qemu-user (the project and this directory
+    installed there), or why it cannot run here."""
+    sys.path.insert(0, str(ROOT / "tests" / "arm64"))
+    import chroot  # noqa: PLC0415 (tests/arm64: the tree and how to enter it)
+
+    reason = chroot.unavailable()
+    if reason is not None:
+        return reason
+    if not sorted(chroot.CACHE.glob(f"{chroot.SUITE}-{chroot.ARCH}-*/.complete")):
+        return f"no arm64 tree in {chroot.CACHE} (make armtest makes it, once)"
+    tree = chroot.Chroot(chroot.root_filesystem())
+    tree.install_project()
+    bench = tree.root / chroot.PROJECT.lstrip("/") / "bench"
+    shutil.rmtree(bench, ignore_errors=True)
+    skip = shutil.ignore_patterns(".*", "__pycache__")  # .scratch: the cached logs
+    shutil.copytree(Path(__file__).parent, bench, ignore=skip)
+    python = f"{chroot.PROJECT}/.venv/bin/python"
+    script = f"{chroot.PROJECT}/bench/{Path(__file__).name}"
+    return lambda args: tree.argv([python, script, *args], cwd=chroot.PROJECT)
+
+
+def arm64_runs(rounds: int, seed: int, base: Path | None) -> dict[str, list[float]] | str:
+    """The latencies of one run of the child in the arm64 tree, or why there is none."""
+    if base is None or not str(base).startswith("/dev/"):
+        return "the state directory must be on /dev/shm, which the tree shares"
+    sys.path.insert(0, str(ROOT / "tests" / "arm64"))
+    import chroot  # noqa: PLC0415
+
+    with chroot.locked():
+        child_argv = arm64_child()
+        if isinstance(child_argv, str):
+            return child_argv
+        return run_once(rounds, seed, base, child_argv)
+
+
+def report_arm64(runs: list[dict[str, list[float]]], arm: dict[str, list[float]] | str) -> None:
+    if isinstance(arm, str):
+        note(f"arm64 under qemu-user: not measured: {arm}")
+        return
+    for stream in ("feed", "page"):
+        x86_p50 = median([percentile(run[stream], 0.50) for run in runs])
+        x86_p99 = median([percentile(run[stream], 0.99) for run in runs])
+        p50, p99 = percentile(arm[stream], 0.50), percentile(arm[stream], 0.99)
+        figure(f"arm64 (qemu-user): frame -> {stream}, p50", f"{p50:.3f} ms")
+        figure(f"arm64 (qemu-user): frame -> {stream}, p99", f"{p99:.3f} ms")
+        figure(
+            f"arm64 / x86_64: frame -> {stream}",
+            f"p50 {p50 / x86_p50:.1f}x, p99 {p99 / x86_p99:.1f}x",
+        )
+    note(f"arm64: {len(arm['feed'])} rounds; qemu-user's ratio is an upper bound on a Pi's")
+
+
 def main() -> None:
     rounds = env_int("BENCH_LATENCY_ROUNDS", 200)
+    arm64_rounds = env_int("BENCH_LATENCY_ARM64_ROUNDS", 60, low=0)
     repeats = env_int("BENCH_LATENCY_REPEATS", 3)
     seed = env_int("BENCH_SEED", 1, low=0)
     base = tmpfs_dir()
@@ -411,6 +486,9 @@ def main() -> None:
             f"over the baseline: p50 {p50 / base_p50:.1f}x (+{p50 - base_p50:.3f} ms),"
             f" p99 {p99 / base_p99:.1f}x (+{p99 - base_p99:.3f} ms)"
         )
+    if arm64_rounds:
+        title(f"the same path under arm64 emulation: {arm64_rounds} rounds (seed {seed})")
+        report_arm64(runs, arm64_runs(arm64_rounds, seed, base))
 
 
 if __name__ == "__main__":
