@@ -99,7 +99,7 @@ def _wrap() -> list[dict[str, int]]:
     committer.encode_context = _timed("encode context", committer.encode_context)  # type: ignore[attr-defined]
     log_state.append = _timed("log_state.append", log_state.append)
     record_schema.check = _timed("  schema check", record_schema.check)
-    log_state.leaf = _timed("  leaf encoding", log_state.leaf)
+    log_state.leaf_of = _timed("  leaf encoding", log_state.leaf_of)
     for name, stage in STAGES_OF_THE_LOG.items():
         setattr(log_module.AuditLog, name, _timed(stage, getattr(log_module.AuditLog, name)))
     loop_module.ControlLoop._show = _timed("show", loop_module.ControlLoop._show)  # type: ignore[method-assign]

@@ -15,6 +15,13 @@ acknowledged), from the context the log holds. Where the lid is, is the hardware
 word on it stands. The fault's own step is adopted whatever its commit does; once its records
 are durable, the losses it names are forgotten.
 
+**Prepared ahead.** The records of a step decided ahead (the loop's ``decide_ahead``: the result
+decided at the first of the agreeing readings) are checked and encoded while the sensor reads
+again (``prepare``), and so is a record when it waits; the commit that takes them (the very
+records the core made: the decided actions are the objects decided ahead) then only stamps,
+chains, signs and writes them. A record that cannot be prepared is committed as it is, and the
+log refuses it there, as it would have.
+
 A commit the log refuses before writing anything (a record its schema refuses, a context that
 cannot be encoded: a bug, not the storage) is taken the same way, as an internal fault.
 
@@ -28,6 +35,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from controller.core.log_state import Prepared, prepare
 from controller.core.record_data import Unrecorded
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
@@ -81,6 +89,8 @@ class Committer:
         self.last_seq: int | None = None  # the last record made durable
         self.is_storage_failed = False  # from a failed commit until the next one succeeds
         self._waiting: list[Record] = []  # records that may wait, not yet committed
+        # the records of the step decided ahead, prepared, by the identity of their data
+        self._ahead: dict[int, Prepared] = {}
         self._durable = durable  # the context stored with the last commit
         # what failed commits lost, until a storage fault naming it is durable
         self._unrecorded = Unrecorded()
@@ -95,10 +105,12 @@ class Committer:
     ) -> Stored | Lost:
         """The records of the step from ``before`` to ``after``, with the records that waited
         and ``after`` in one transaction; or, if they all may wait, kept for the next."""
-        records = records_of(actions)
+        records = [self._take_prepared(record) for record in records_of(actions)]
+        self._ahead = {}
         must_commit = _must_commit(actions)
         if records and not must_commit:
-            self._waiting.extend(records)  # durable with the next step that must commit
+            # durable with the next step that must commit; prepared meanwhile
+            self._waiting.extend(_prepared(record) for record in records)
             return _WAITED
         if not (records or (must_commit and self._waiting)):
             return _NOTHING_TO_RECORD
@@ -118,6 +130,7 @@ class Committer:
         cannot be recorded either (``durable`` False); once they are durable, the losses its
         fault names are forgotten."""
         records = records_of(actions)
+        self._ahead = {}
         stored = Stored(durable=not records)
         if records or (_must_commit(actions) and self._waiting):
             batch = self._take_batch(records)
@@ -131,6 +144,21 @@ class Committer:
         if stored.durable:
             self._unrecorded = Unrecorded()  # the fault that names the losses is durable
         return stored
+
+    def prepare(self, actions: Sequence[Action]) -> int:
+        """The records of a step decided ahead, checked and encoded before its event comes
+        (see the module's docstring); those of any step before replaced. Returns how many
+        were prepared."""
+        prepared = [_prepared(record) for record in records_of(actions)]
+        self._ahead = {id(r[1]): r for r in prepared if isinstance(r, Prepared)}
+        return len(self._ahead)
+
+    def _take_prepared(self, record: Record) -> Record:
+        """The record prepared ahead for this very record, if there is one."""
+        ahead = self._ahead.get(id(record[1]))
+        if ahead is None or ahead[1] is not record[1] or ahead[0] != record[0]:
+            return record
+        return ahead
 
     def _take_batch(self, records: Sequence[Record]) -> list[Record]:
         batch, self._waiting = [*self._waiting, *records], []
@@ -204,6 +232,17 @@ def records_of(actions: Iterable[Action]) -> list[Record]:
         for action in actions
         if action.kind is ActionKind.RECORD and action.record is not None
     ]
+
+
+def _prepared(record: Record) -> Record:
+    """``record`` checked and encoded for its commit, or as it is where it cannot be: its
+    commit then refuses it, as it refuses any record it cannot take."""
+    if isinstance(record, Prepared):
+        return record
+    try:
+        return prepare(*record)
+    except Exception:  # noqa: BLE001 - refused by the commit, where refusals are handled
+        return record
 
 
 def _must_commit(actions: Iterable[Action]) -> bool:

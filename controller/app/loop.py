@@ -464,9 +464,10 @@ class ControlLoop:
     def _decide_ahead(self, before: RoundContext, after: RoundContext) -> None:
         """While the sensor reads again, the decision of a reading that agrees (the core's
         ``decide_ahead``), made before the read is asked for: the step from the frame that
-        decides to the result on the display then only checks the reading and takes it. A
-        decision that is not taken (the reading disagrees, anything else happened) costs
-        nothing but the work done while the table waited."""
+        decides to the result on the display then only checks the reading and takes it, and
+        its records, prepared now (``Committer.prepare``), are only stamped, chained and
+        signed by their commit. A decision that is not taken (the reading disagrees, anything
+        else happened) costs nothing but the work done while the table waited."""
         if after.state is not State.READING:
             self._ahead = None
             return
@@ -477,6 +478,8 @@ class ControlLoop:
         except Exception:  # a bug: the reading's own step meets it again, and latches it
             log.exception("internal error deciding ahead")
             self._ahead = None
+        if self._ahead is not None:  # its records checked and encoded for their commit
+            self.committer.prepare(self._ahead.step[1])
 
     def _stored(self, stored: Stored) -> None:
         """What a commit made durable: noted for whoever waits for the event, and the anchor

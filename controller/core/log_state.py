@@ -88,18 +88,84 @@ class Appended:
         return bool(self.checkpoints) and self.checkpoints[-1].frontier is not None
 
 
-def leaf(seq: int, kind: RecordKind, time: str, prev: str, data: Mapping[str, object]) -> bytes:
-    """One record's leaf: its canonical encoding (:class:`AuditLogError` if it has none)."""
-    entry = {"seq": seq, "kind": str(kind), "time": time, "prev": prev, "data": dict(data)}
+class Prepared(tuple[RecordKind, Mapping[str, object]]):
+    """A record checked against its kind's schema, its data encoded, before its commit: the
+    records of a step decided ahead (the result decided at the first of the agreeing readings,
+    controller/app/committer.py), whose commit then only stamps, chains and signs them. It
+    unpacks as ``(kind, data)``, as any entry does; ``data_text`` is the canonical encoding of
+    ``data``, which must not change after :func:`prepare` (a step's actions never do)."""
+
+    data_text: bytes
+
+    def __new__(
+        cls, kind: RecordKind, data: Mapping[str, object], data_text: bytes, key: object = None
+    ) -> Prepared:
+        if key is not _ONLY_PREPARE:  # no way past the schema check but prepare's
+            raise TypeError("a Prepared record is made by log_state.prepare")
+        prepared = super().__new__(cls, (kind, data))
+        prepared.data_text = data_text
+        return prepared
+
+
+_ONLY_PREPARE = object()
+
+
+Entry = tuple[RecordKind, Mapping[str, object]]  # or a Prepared one
+
+
+def prepare(kind: RecordKind | str, data: Mapping[str, object]) -> Prepared:
+    """``data`` checked against its kind's schema and encoded, as :func:`append` does for an
+    entry that is not prepared (:class:`RecordShapeError` or :class:`AuditLogError` if not)."""
+    # loaded with the first record written, not by every command that reads the log
+    from controller.core import record_schema  # noqa: PLC0415
+
+    kind = RecordKind(kind)
+    record_schema.check(kind, data)
+    return Prepared(kind, data, _data_text(kind, data), _ONLY_PREPARE)
+
+
+def _data_text(kind: RecordKind, data: Mapping[str, object]) -> bytes:
     try:
-        return canonical.encode(entry)
+        return canonical.encode(dict(data))
     except EncodingError as exc:
         raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
 
 
+def leaf(seq: int, kind: RecordKind, time: str, prev: str, data: Mapping[str, object]) -> bytes:
+    """One record's leaf: its canonical encoding (:class:`AuditLogError` if it has none)."""
+    return leaf_of(seq, kind, time, prev, _data_text(kind, data))
+
+
+def leaf_of(seq: int, kind: RecordKind, time: str, prev: str, data_text: bytes) -> bytes:
+    """The leaf of a record whose data is encoded already (``data_text``): the canonical
+    encoding of ``{"seq", "kind", "time", "prev", "data"}``, its members in the order of their
+    keys' code points (data, kind, prev, seq, time), each written as canonical writes it."""
+    if not -canonical.MAX_SAFE_INTEGER <= seq <= canonical.MAX_SAFE_INTEGER:
+        raise AuditLogError(f"audit log: sequence number {seq} cannot be encoded")
+    try:
+        names = canonical.encode(str(kind)), canonical.encode(prev), canonical.encode(time)
+    except EncodingError as exc:
+        raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
+    return b"".join(
+        (
+            b'{"data":',
+            data_text,
+            b',"kind":',
+            names[0],
+            b',"prev":',
+            names[1],
+            b',"seq":',
+            b"%d" % seq,
+            b',"time":',
+            names[2],
+            b"}",
+        )
+    )
+
+
 def append(
     head: LogHead,
-    entries: Sequence[tuple[RecordKind, Mapping[str, object]]],
+    entries: Sequence[Entry],
     *,
     time: str,
     sign: Sign,
@@ -111,21 +177,19 @@ def append(
     after them. ``sign`` signs a checkpoint with the log's key."""
     if not entries:
         raise ValueError("a commit records at least one event")
-    # Every record is written through its kind's schema, whoever made it (the core's handlers,
-    # the RNG, commissioning, the appliance's own): the log is the one way in. Loaded with the
-    # first record written, not by every command that reads the log and writes none.
-    from controller.core import record_schema  # noqa: PLC0415
-
     tree, prev = head.tree(), head.prev
     rows: list[StoredRecord] = []
     kept: list[KeptCheckpoint] = []
     anchor: tuple[str, tuple[bytes, ...]] | None = None
     signature = b""
-    for raw_kind, data in entries:
-        kind = RecordKind(raw_kind)
-        record_schema.check(kind, data)
+    for entry in entries:
+        # Every record is written through its kind's schema, whoever made it (the core's
+        # handlers, the RNG, commissioning, the appliance's own), here or ahead (prepare): the
+        # log is the one way in.
+        prepared = entry if type(entry) is Prepared else prepare(*entry)
+        kind = prepared[0]
         seq = tree.size + 1
-        encoded = leaf(seq, kind, time, prev, data)
+        encoded = leaf_of(seq, kind, time, prev, prepared.data_text)
         tree.append(encoded)
         prev = record_hash(encoded)
         rows.append(StoredRecord(seq, str(kind), encoded))

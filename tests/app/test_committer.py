@@ -16,6 +16,7 @@ from support.records import valid
 
 from controller.app.committer import Committer, Lost, Stored
 from controller.audit.log import AuditLog as SqliteLog
+from controller.core.log_state import Prepared
 from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import Action, ActionKind, Fault, RoundContext, State
@@ -360,3 +361,39 @@ def test_a_fault_step_the_log_refuses_is_adopted_not_durable() -> None:
 
     writer = committer(Refusing())
     assert writer.commit_fault(FAULTED, [FAULT_RECORD]) == Stored(durable=False)
+
+
+# --- records prepared ahead (Committer.prepare) -----------------------------------------------
+
+
+def test_the_records_of_a_step_decided_ahead_are_committed_as_prepared() -> None:
+    """The decided step's very records reach the log prepared (checked and encoded ahead), and
+    so does a record that waited; an equal record that is not the same object, a record that
+    cannot be prepared, and one prepared for a step before, go as they are."""
+    store = Store()
+    c = committer(store, READING)
+    waited = Action(
+        ActionKind.RECORD,
+        record=RecordKind.LID,
+        data=valid(RecordKind.LID, round=2),
+        may_wait=True,
+    )
+    assert c.commit_step(READING, READING, [waited]) == Stored(durable=False)
+    [pending] = c.waiting
+    assert isinstance(pending, Prepared)
+    assert pending[1] is waited.data
+    result = Action(ActionKind.RECORD, record=RecordKind.CLOSE, data=valid(RecordKind.CLOSE))
+    assert c.prepare([result, DECIDED]) == 1  # DECIDED holds no result's fields: not prepared
+    c.commit_step(READING, SETTLED, [result, DECIDED])
+    batch = store.transactions[-1]
+    assert [isinstance(entry, Prepared) for entry in batch] == [True, True, False]
+    assert batch[0] is pending
+    assert batch[1][1] is result.data
+    assert [kind for kind, _ in batch] == [RecordKind.LID, RecordKind.CLOSE, RecordKind.RESULT]
+
+    c.prepare([result])
+    equal = replace(result, data=dict(result.data))  # the same record, not the one prepared
+    c.commit_step(SETTLED, SETTLED, [equal])
+    assert not isinstance(store.transactions[-1][0], Prepared)
+    c.commit_step(SETTLED, SETTLED, [result])  # prepared for a step before: taken afresh
+    assert not isinstance(store.transactions[-1][0], Prepared)

@@ -4,6 +4,7 @@ fails is logged and the reading stepped without it. The real audit log, a manual
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from controller.app.adapters import NoShaker
 from controller.app.loop import ControlLoop, Ports
 from controller.audit.log import AuditLog
 from controller.core.config import Config
+from controller.core.log_state import Prepared
 from controller.core.record_data import config_loaded_data
+from controller.core.records import RecordKind
 from controller.core.state import (
     Decided,
     Event,
@@ -124,3 +127,48 @@ def test_a_decision_that_fails_is_logged_and_the_reading_decides_without_it(
     assert table.loop.is_healthy
     for t in (plain, table):
         t.log.close()
+
+
+def test_the_deciding_commit_takes_the_records_prepared_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result's records are checked and encoded at the first reading (the waiting reading
+    when it waits, the decided ones with the decision): the deciding commit gets those very
+    records, prepared, and writes the same log as without them."""
+    committed: list[list[Any]] = []
+
+    def table_of(directory: Path) -> ManualTable:
+        table = ManualTable(directory, [])
+        real_commit = table.log.commit
+
+        def commit(entries: Any, **kwargs: Any) -> Any:
+            committed.append(list(entries))
+            return real_commit(entries, **kwargs)
+
+        monkeypatch.setattr(table.log, "commit", commit)
+        committed.clear()
+        return table
+
+    table = table_of(tmp_path / "ahead")
+    table.play(good_reading(2, 3, 4), good_reading(2, 3, 4, shift=1))
+    deciding = next(batch for batch in committed if RecordKind.RESULT in [e[0] for e in batch])
+    kinds = [(str(entry[0]), isinstance(entry, Prepared)) for entry in deciding]
+    # the first reading waited (prepared as it waited), the second is the frame's own, the
+    # result was decided ahead
+    assert kinds == [("reading", True), ("reading", False), ("result", True)]
+    ahead_leaves = [r.leaf for r in table.log.records()]
+
+    monkeypatch.setattr(loop_module, "decide_ahead", lambda settings, ctx: None)
+    plain = table_of(tmp_path / "plain")
+    plain.play(good_reading(2, 3, 4), good_reading(2, 3, 4, shift=1))
+    deciding = next(batch for batch in committed if RecordKind.RESULT in [e[0] for e in batch])
+    assert [isinstance(entry, Prepared) for entry in deciding] == [True, False, False]
+    # the same readings and result (the logs differ in their keys and wall clocks)
+    assert _records(ahead_leaves) == _records([r.leaf for r in plain.log.records()])
+    for t in (table, plain):
+        t.log.close()
+
+
+def _records(leaves: list[bytes]) -> list[tuple[str, Any]]:
+    entries = map(json.loads, leaves)
+    return [(e["kind"], e["data"]) for e in entries if e["kind"] in ("reading", "result")]

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.records import valid
 
 from controller.core import canonical
-from controller.core.log_state import GENESIS_PREV, LogHead, append, start
+from controller.core.log_state import (
+    GENESIS_PREV,
+    LogHead,
+    Prepared,
+    append,
+    leaf,
+    leaf_of,
+    prepare,
+    start,
+)
 from controller.core.merkle import root
 from controller.core.note import Checkpoint
+from controller.core.record_schema import RecordShapeError
 from controller.core.records import RecordKind, record_hash
 from controller.errors import AuditLogError
 
@@ -109,3 +123,74 @@ def test_what_cannot_be_appended_is_refused() -> None:
             sign=sign,
             frontier_every=4,
         )
+
+
+# --- records prepared ahead (log_state.prepare, leaf_of) ------------------------------------
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=8) | st.sampled_from(
+    ['"', "\\", "\n", "\x01\x7f", "\u2028", "é"]
+)
+VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-canonical.MAX_SAFE_INTEGER, canonical.MAX_SAFE_INTEGER)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+DATA = st.dictionaries(TEXT, VALUES, max_size=5)
+TEXTS = st.text(st.characters(codec="utf-8"), max_size=30) | st.sampled_from(
+    ["2026-12-03T14:49:07.051Z", '"', "\\", "\n\x01", "é\u2028"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seq=st.integers(1, canonical.MAX_SAFE_INTEGER),
+    kind=st.sampled_from(list(RecordKind)),
+    time=TEXTS,
+    prev=TEXTS,
+    data=DATA,
+)
+def test_a_leaf_of_encoded_data_is_the_canonical_encoding_of_the_record(
+    seq: int, kind: RecordKind, time: str, prev: str, data: dict[str, Any]
+) -> None:
+    """The leaf put together from the data's encoding is byte for byte canonical.encode of the
+    whole record, which the strict decoder takes back (hypothesis prints its example)."""
+    entry = {"seq": seq, "kind": str(kind), "time": time, "prev": prev, "data": data}
+    expected = canonical.encode(entry)
+    assert leaf_of(seq, kind, time, prev, canonical.encode(data)) == expected
+    assert leaf(seq, kind, time, prev, data) == expected
+    assert canonical.decode(expected) == entry
+
+
+def test_a_leaf_refuses_what_has_no_encoding() -> None:
+    with pytest.raises(AuditLogError, match="sequence number"):
+        leaf_of(canonical.MAX_SAFE_INTEGER + 1, RecordKind.LID, "T", "p", b"{}")
+    with pytest.raises(AuditLogError, match="cannot be encoded"):
+        leaf_of(1, RecordKind.LID, "\ud800", "p", b"{}")
+
+
+def test_prepared_records_append_as_the_same_records_do() -> None:
+    head = start(ORIGIN, "k", time="T0", sign=sign).head
+    entries = [
+        (RecordKind.LID, valid(RecordKind.LID, round=1)),
+        (RecordKind.CLOSE, valid(RecordKind.CLOSE, round=1)),
+        (RecordKind.ROUND_OPENED, valid(RecordKind.ROUND_OPENED, round=2)),
+    ]
+    plain = append(head, entries, time="T1", sign=sign, frontier_every=4)
+    mixed = [prepare(*entries[0]), entries[1], prepare(*entries[2])]
+    assert append(head, mixed, time="T1", sign=sign, frontier_every=4) == plain
+    kind, data = mixed[0]  # a prepared record unpacks as any entry does
+    assert (kind, data) == entries[0]
+
+
+def test_a_record_is_prepared_only_through_its_schema() -> None:
+    """prepare refuses what append refuses, and a Prepared record is made by prepare alone:
+    there is no way past the schema check."""
+    with pytest.raises(RecordShapeError):
+        prepare(RecordKind.CLOSE, {"round": "one"})
+    with pytest.raises(AuditLogError, match="cannot be encoded"):
+        prepare(RecordKind.POWER_ON, valid(RecordKind.POWER_ON, software={"version": 1.5}))
+    with pytest.raises(TypeError, match=r"made by log_state\.prepare"):
+        Prepared(RecordKind.CLOSE, {"round": "one"}, b'{"round":"one"}')
