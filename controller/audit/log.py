@@ -99,6 +99,7 @@ from controller.audit.store import (
     LATEST_CHECKPOINT,
     PAGE_SIZE,
     Head,
+    close_keeping_wal,
     connect,
     connect_read_only,
     create_schema,
@@ -248,6 +249,10 @@ class AuditLog:
             self._load_tail()
             if locked is None:
                 self._load_totals()
+                # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
+                # copied into the database now, so that the WAL starts again at its beginning,
+                # in the file as it is (no growth), and its pages are counted from none.
+                self._checkpoint_wal()
         except BaseException as exc:
             if self._connection is not None:
                 self._connection.close()
@@ -1054,8 +1059,11 @@ class AuditLog:
     def close(self) -> None:
         if self._connection is not None:
             connection, self._connection = self._connection, None
-            with contextlib.suppress(sqlite3.Error):
-                connection.close()
+            if self.locked is None and self._poisoned is None:
+                close_keeping_wal(connection, self.path)
+            else:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.close()
 
     def __enter__(self) -> AuditLog:
         return self

@@ -144,6 +144,34 @@ def connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
+def close_keeping_wal(connection: sqlite3.Connection, path: Path) -> None:
+    """Close the writer's connection without copying the WAL into the database or deleting
+    it (issue 31): the last connection to close a WAL database normally does both, and the
+    next start's WAL then grows anew from nothing, each commit's growth a file system journal
+    write of its own on the card. A read-only connection to the log is opened first and is
+    the last to close: while it is open the writer's close is not the last (it copies nothing,
+    deletes nothing), and a read-only connection cannot copy or delete the WAL when it
+    closes. What is in the WAL stays there, durable (every commit synced it); the next open
+    reads it, and the writer copies it into the database then (``AuditLog``'s open). Failing
+    to open that reader, the writer is closed as before."""
+    holder: sqlite3.Connection | None = None
+    with contextlib.suppress(sqlite3.Error, OSError):
+        holder = sqlite3.connect(
+            Path(path).absolute().as_uri() + "?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        holder.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            connection.close()
+    finally:
+        if holder is not None:
+            with contextlib.suppress(sqlite3.Error):
+                holder.close()
+
+
 class _ReadConnection(sqlite3.Connection):
     """A read-only connection; may own a private copy of the log (read-only media)."""
 
