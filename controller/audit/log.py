@@ -245,14 +245,14 @@ class AuditLog:
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
+                # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
+                # copied into the database first, so that the WAL starts again at its
+                # beginning, in the file as it is (no growth), and its pages count from none.
+                self._checkpoint_wal()
                 self._transaction(self._create)
             self._load_tail()
             if locked is None:
                 self._load_totals()
-                # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
-                # copied into the database now, so that the WAL starts again at its beginning,
-                # in the file as it is (no growth), and its pages are counted from none.
-                self._checkpoint_wal()
         except BaseException as exc:
             if self._connection is not None:
                 self._connection.close()
