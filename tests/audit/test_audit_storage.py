@@ -18,9 +18,11 @@ from controller.audit.log import (
     DB_NAME,
     KEY_FILE,
     AuditLog,
+    connect_read_only,
     create_signer,
     load_signer,
     read_latest_checkpoint,
+    read_records,
 )
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
@@ -274,6 +276,43 @@ def test_the_writer_copies_the_wal_into_the_database_itself(
         log.close()
     assert sizes[10**6] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
     assert sizes[40] > 30 * 100  # the records are in the database file
+
+
+def test_the_wal_is_kept_across_a_restart_and_not_grown_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop keeps the WAL (the same file, its size); the next open copies what it holds into
+    the database, and the commits after it write the WAL from its beginning, in the file as it
+    is: it does not grow (a WAL written anew grows, and each synced growth is a journal write
+    of the file system). A reader of the stopped log reads every record."""
+    monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", 10**6)  # the WAL copied only at a start
+    wal = tmp_path / f"{DB_NAME}-wal"
+    with AuditLog.open(tmp_path) as log:
+        for _ in range(40):
+            log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+        before = wal.stat()
+    kept = wal.stat()
+    assert (kept.st_ino, kept.st_size) == (before.st_ino, before.st_size)
+    assert kept.st_size > 40 * audit_log.PAGE_SIZE  # the records' frames are still in it
+    assert (tmp_path / DB_NAME).stat().st_size < 40 * 100  # and not in the database file
+    reader = connect_read_only(tmp_path / DB_NAME)
+    try:
+        assert sum(1 for _ in read_records(reader)) == 41
+    finally:
+        reader.close()
+    with AuditLog.open(tmp_path) as log:
+        assert log.size == 41
+        assert (tmp_path / DB_NAME).stat().st_size > 40 * 100  # copied at the open
+        for _ in range(20):
+            log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+        grown = wal.stat()
+    assert (grown.st_ino, grown.st_size) == (kept.st_ino, kept.st_size)  # written over, in place
+    with AuditLog.open(tmp_path) as log:
+        assert log.size == 61
+        assert log.check_anchor() is None
+        assert log.signer is not None
+        verifier = log.signer.verifier
+    assert verify_state_dir(tmp_path, verifier).records == 61  # the kept WAL read as the log
 
 
 def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_after_it(
