@@ -153,7 +153,23 @@ def close_keeping_wal(connection: sqlite3.Connection, path: Path) -> None:
     deletes nothing), and a read-only connection cannot copy or delete the WAL when it
     closes. What is in the WAL stays there, durable (every commit synced it); the next open
     reads it, and the writer copies it into the database then (``AuditLog``'s open). Failing
-    to open that reader, the writer is closed as before."""
+    to open that reader, the writer is closed as before.
+
+    First the WAL is copied into the database, as the close did, and, all of it copied, begun
+    again by one small commit (the schema's user_version written as it is): so what the WAL
+    holds at the next open is that commit, and a reader of the stopped log (or the next
+    start) recovers a frame or two from it, not the pages of the last 800 rounds."""
+    with contextlib.suppress(sqlite3.Error):
+        row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if row is not None and int(row[0]) == 0 and int(row[1]) == int(row[2]) > 0:
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(f"PRAGMA user_version = {int(version)}")
+                connection.execute("COMMIT")
+            except sqlite3.Error:
+                connection.execute("ROLLBACK")
+                raise
     holder: sqlite3.Connection | None = None
     with contextlib.suppress(sqlite3.Error, OSError):
         holder = sqlite3.connect(
