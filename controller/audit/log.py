@@ -248,7 +248,11 @@ class AuditLog:
                 # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
                 # copied into the database first, so that the WAL starts again at its
                 # beginning, in the file as it is (no growth), and its pages count from none.
-                self._checkpoint_wal()
+                try:
+                    row = self._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as exc:
+                    raise storage_error(exc, f"cannot checkpoint {self.path}") from exc
+                self._wal_pages = max(0, int(row[1]) - int(row[2])) if row is not None else 0
                 self._transaction(self._create)
             self._load_tail()
             if locked is None:
