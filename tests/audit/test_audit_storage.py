@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.audit_writer import _to_layout_before_the_head
+from support.killed_log import kill_writing, records_in_the_database_file
 from support.records import valid
 
 from controller.audit import log as audit_log
@@ -312,6 +313,40 @@ def test_the_wal_is_kept_across_a_restart_and_not_grown_anew(
         assert log.signer is not None
         verifier = log.signer.verifier
     assert verify_state_dir(tmp_path, verifier).records == 61  # the kept WAL read as the log
+
+
+def test_a_read_only_close_neither_copies_nor_deletes_the_wal(tmp_path: Path) -> None:
+    """What SQLite does not document and the kept WAL relies on (store.close_keeping_wal's
+    reader closes last; status reads a stopped log in place: app/status.quiet_connection):
+    a read-only connection (``mode=ro``) that is the last to close neither copies the WAL
+    into the database nor deletes the WAL or its ``-shm``, even where the process may write
+    them (the tests' user, root or the files' owner). Here the WAL holds records the
+    database file does not (a writer killed), so a checkpoint would change the database
+    file. Should a new SQLite fail this, the WAL is deleted after a full checkpoint as it
+    was before it was kept: nothing is lost, but the writes a kept WAL saves are (and
+    status would delete files in the state directory): look at both places again."""
+    kill_writing(tmp_path, 5)
+    AuditLog.open(tmp_path).close()  # a stop: the WAL kept
+    kill_writing(tmp_path, 30)  # then rounds, and the power cut
+    db = tmp_path / DB_NAME
+    wal, shm = db.with_name(f"{DB_NAME}-wal"), db.with_name(f"{DB_NAME}-shm")
+    assert records_in_the_database_file(tmp_path) == 6  # the newer 30 are in the WAL only
+    names = sorted(p.name for p in tmp_path.iterdir())
+    database, written = db.read_bytes(), wal.read_bytes()
+    version = f"SQLite {sqlite3.sqlite_version}"
+    for opened in (
+        lambda: sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True),
+        lambda: connect_read_only(db),
+    ):
+        reader = opened()
+        assert reader.execute("SELECT count(*) FROM records").fetchone()[0] == 36
+        reader.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == names, version  # none deleted
+        assert db.read_bytes() == database, version  # nothing copied into the database
+        assert wal.read_bytes() == written, version
+        assert shm.is_file(), version
+    with AuditLog.open(tmp_path) as log:  # the next start has every record
+        assert log.size == 36
 
 
 def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_after_it(
