@@ -3,9 +3,11 @@ they mean): the last checkpoint, the witness's last cosignature, the last progra
 verification and clock status, and, for a controller that is not running, the context its
 last step stored.
 
-Read only, and for a stopped controller without creating a file in the state directory: a
-log without WAL content is opened ``immutable``; one with WAL content (a controller that
-stopped without its last checkpoint of the WAL) is read from a private copy elsewhere.
+Read only, and for a stopped controller without creating a file in the state directory
+(:func:`quiet_connection`): a log without WAL content is opened ``immutable``; one whose
+WAL and wal-index files are both there (a stop keeps them: store.close_keeping_wal; a
+controller killed leaves them) is read in place, ``mode=ro``; only a WAL without its
+wal-index beside it is read from a private copy elsewhere.
 """
 
 from __future__ import annotations
@@ -37,7 +39,35 @@ MAX_DETAIL_CHARS = 300  # a fault's detail, as the status carries it
 @contextlib.contextmanager
 def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the log in ``state_dir`` that creates no file there (no
-    ``-wal``, no ``-shm``). Raises :class:`AuditLogError` when there is no log to read."""
+    ``-wal``, no ``-shm``) and copies no database. Raises :class:`AuditLogError` when there
+    is no log to read.
+
+    - No WAL content: ``immutable`` (SQLite opens nothing beside the database).
+    - WAL content with its ``-shm`` beside it (a stop keeps both; so does a controller killed
+      or a power cut): ``mode=ro``, the WAL read in place. SQLite (3.22 and later; Debian
+      bookworm ships 3.40.1) opens a read-only WAL database when both files exist, each
+      read-write if it may (the wal-index shared with a controller that runs meanwhile)
+      and read-only if not (a private wal-index on the heap, built from the WAL: a user who
+      may not write there; the shared one is written as it is read, shared memory and no
+      part of the log). It makes a file only when one of the two is missing, so it is
+      used only when both are there; one removed in the instant between that look and the
+      open (only a controller's close that could not keep the WAL removes them) would be
+      made again, as root with the log's owner (SQLite gives it the database's).
+    - Its close copies nothing into the database and deletes nothing: this relies on what
+      SQLite does but does not document (it documents that the last connection to close
+      runs a checkpoint under an EXCLUSIVE lock on the database and deletes the WAL): a
+      ``mode=ro`` connection holds the database file open read-only, and the unix VFS's
+      EXCLUSIVE lock is a ``fcntl`` write lock, which POSIX refuses on a descriptor not
+      open for writing (EBADF), so that close neither checkpoints nor deletes (SQLite 3.40.1;
+      pinned by tests/audit/test_audit_storage.py's
+      ``test_a_read_only_close_neither_copies_nor_deletes_the_wal``). Were that to change,
+      nothing would be lost: SQLite deletes a WAL only after a checkpoint that copied all
+      of it into the database and synced it; status would then have removed the two files
+      (the next start grows the WAL anew, as before the WAL was kept).
+    - WAL content without its ``-shm`` (files put back by hand): a private copy elsewhere,
+      as ``mode=ro`` would make the ``-shm``; so too when the in-place open cannot open one
+      of the files.
+    """
     path = (state_dir / DB_NAME).absolute()
     try:
         is_file = path.is_file()
@@ -46,21 +76,44 @@ def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
     if not is_file:
         raise AuditLogError(f"audit log: no log at {path}")
     wal = path.with_name(path.name + "-wal")
+    shm = path.with_name(path.name + "-shm")
     with contextlib.ExitStack() as stack:
         try:
-            if wal.is_file() and wal.stat().st_size > 0:
-                scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paigow-")))
-                copy = scratch / path.name
-                shutil.copyfile(path, copy)
-                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-                db = sqlite3.connect(copy.as_uri() + "?mode=ro", uri=True, isolation_level=None)
+            if not (wal.is_file() and wal.stat().st_size > 0):
+                db = _connect(path.as_uri() + "?immutable=1")
+            elif shm.is_file():
+                try:
+                    db = _connect(path.as_uri() + "?mode=ro")
+                except sqlite3.OperationalError:  # cannot open one of them (not: no database)
+                    db = _private_copy(path, wal, stack)
             else:
-                db = sqlite3.connect(path.as_uri() + "?immutable=1", uri=True, isolation_level=None)
+                db = _private_copy(path, wal, stack)
             stack.callback(db.close)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except (OSError, sqlite3.Error) as exc:
             raise AuditLogError(f"audit log: cannot read {path}: {exc}") from exc
         yield db
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    """A connection to ``uri``, its schema read (so that a file that is no database fails
+    here)."""
+    db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _private_copy(path: Path, wal: Path, stack: contextlib.ExitStack) -> sqlite3.Connection:
+    """The log and its WAL copied to a temporary directory (removed with ``stack``), opened
+    there."""
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paigow-")))
+    copy = scratch / path.name
+    shutil.copyfile(path, copy)
+    shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+    return _connect(copy.as_uri() + "?mode=ro")
 
 
 def log_facts(db: sqlite3.Connection) -> dict[str, Any]:

@@ -99,6 +99,7 @@ from controller.audit.store import (
     LATEST_CHECKPOINT,
     PAGE_SIZE,
     Head,
+    close_keeping_wal,
     connect,
     connect_read_only,
     create_schema,
@@ -244,6 +245,14 @@ class AuditLog:
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
+                # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
+                # copied into the database first, so that the WAL starts again at its
+                # beginning, in the file as it is (no growth), and its pages count from none.
+                try:
+                    row = self._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as exc:
+                    raise storage_error(exc, f"cannot checkpoint {self.path}") from exc
+                self._wal_pages = max(0, int(row[1]) - int(row[2])) if row is not None else 0
                 self._transaction(self._create)
             self._load_tail()
             if locked is None:
@@ -1054,8 +1063,11 @@ class AuditLog:
     def close(self) -> None:
         if self._connection is not None:
             connection, self._connection = self._connection, None
-            with contextlib.suppress(sqlite3.Error):
-                connection.close()
+            if self.locked is None and self._poisoned is None:
+                close_keeping_wal(connection, self.path)
+            else:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.close()
 
     def __enter__(self) -> AuditLog:
         return self

@@ -144,6 +144,66 @@ def connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
+def close_keeping_wal(connection: sqlite3.Connection, path: Path) -> None:
+    """Close the writer's connection without copying the WAL into the database or deleting
+    it (issue 31): the last connection to close a WAL database normally does both, and the
+    next start's WAL then grows anew from nothing, each commit's growth a file system journal
+    write of its own on the card. A read-only connection to the log is opened first and is
+    the last to close: while it is open the writer's close is not the last (it copies nothing,
+    deletes nothing), and a read-only connection cannot copy or delete the WAL when it
+    closes. What is in the WAL stays there, durable (every commit synced it); the next open
+    reads it, and the writer copies it into the database then (``AuditLog``'s open). Failing
+    to open that reader, the writer is closed as before.
+
+    First the WAL is copied into the database, as the close did, and, all of it copied, begun
+    again by one small commit (the schema's user_version written as it is): so what the WAL
+    holds at the next open is that commit, and a reader of the stopped log (or the next
+    start) recovers a frame or two from it, not the pages of the last 800 rounds.
+
+    What this relies on. SQLite documents that only the last connection to close a WAL
+    database checkpoints it and deletes the WAL (it takes an EXCLUSIVE lock on the database
+    first: https://www.sqlite.org/walformat.html), so the writer's close, the reader still
+    open, does neither. It does not document what the reader's close does, last: a
+    ``mode=ro`` connection holds the database file open read-only, the unix VFS's EXCLUSIVE
+    lock is a ``fcntl`` write lock, and POSIX refuses one on a descriptor not open for
+    writing (EBADF), so that close neither checkpoints nor deletes the WAL (SQLite 3.40.1,
+    Debian bookworm's; ``status`` relies on the same: controller/app/status.py). A test pins
+    it (tests/audit/test_audit_storage.py,
+    ``test_a_read_only_close_neither_copies_nor_deletes_the_wal``). Python 3.11's sqlite3
+    offers no documented way instead (SQLITE_FCNTL_PERSIST_WAL is a file control it does not
+    expose; SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE comes with Connection.setconfig in 3.12). Were
+    it to change, nothing is lost: SQLite deletes a WAL only after a checkpoint that copied
+    all of it into the database and synced it, as every stop did before the WAL was kept;
+    only the writes the kept WAL saves would go."""
+    with contextlib.suppress(sqlite3.Error):
+        row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if row is not None and int(row[0]) == 0 and int(row[1]) == int(row[2]) > 0:
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(f"PRAGMA user_version = {int(version)}")
+                connection.execute("COMMIT")
+            except sqlite3.Error:
+                connection.execute("ROLLBACK")
+                raise
+    holder: sqlite3.Connection | None = None
+    with contextlib.suppress(sqlite3.Error, OSError):
+        holder = sqlite3.connect(
+            Path(path).absolute().as_uri() + "?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        holder.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            connection.close()
+    finally:
+        if holder is not None:
+            with contextlib.suppress(sqlite3.Error):
+                holder.close()
+
+
 class _ReadConnection(sqlite3.Connection):
     """A read-only connection; may own a private copy of the log (read-only media)."""
 

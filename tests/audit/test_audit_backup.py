@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.killed_log import kill_writing, records_in_the_database_file
 
 from controller.audit.backup import backup_log
-from controller.audit.log import DB_NAME, KEY_FILE
+from controller.audit.log import DB_NAME, KEY_FILE, AuditLog
 from controller.audit.recall import export_lines
 from controller.audit.verify import verify_database, verify_export, verify_state_dir
 from controller.cli import main
@@ -111,6 +112,30 @@ def test_a_backup_taken_while_a_simulation_plays_verifies(tmp_path: Path) -> Non
     assert verify_database(final.path, verifier).as_dict() == (
         verify_state_dir(state, verifier).as_dict()
     )
+
+
+def test_a_stopped_log_whose_wal_holds_records_is_backed_up_and_verified_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stop keeps the WAL, and a writer killed after it leaves records in the WAL that the
+    database file does not hold: backup and verify-log read them (the WAL read as the log),
+    and leave the state directory's files as they were (nothing copied into the database,
+    nothing removed): the next start finds what the kill left."""
+    state = tmp_path / "state"
+    kill_writing(state, 5)
+    AuditLog.open(state).close()
+    kill_writing(state, 30)
+    assert records_in_the_database_file(state) == 6
+    names = sorted(p.name for p in state.iterdir())
+    files = {n: (state / n).read_bytes() for n in (DB_NAME, f"{DB_NAME}-wal")}
+    out = tmp_path / "b.db"
+    code, stdout, err = _run(capsys, "backup", "--state-dir", str(state), str(out))
+    assert (code, err) == (0, "")
+    assert json.loads(stdout)["records"] == 36
+    assert verify_database(out, _key(state), workers=1).records == 36
+    assert verify_state_dir(state, _key(state)).records == 36
+    assert sorted(p.name for p in state.iterdir()) == names
+    assert {n: (state / n).read_bytes() for n in files} == files
 
 
 def test_the_backup_command_prints_what_it_copied_and_holds_no_private_key(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.audit_writer import _to_layout_before_the_head
+from support.killed_log import kill_writing, records_in_the_database_file
 from support.records import valid
 
 from controller.audit import log as audit_log
@@ -18,9 +19,11 @@ from controller.audit.log import (
     DB_NAME,
     KEY_FILE,
     AuditLog,
+    connect_read_only,
     create_signer,
     load_signer,
     read_latest_checkpoint,
+    read_records,
 )
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
@@ -65,6 +68,8 @@ def test_a_corrupt_database_fails_clearly(
     log.close()
     db = tmp_path / DB_NAME
     db.write_bytes(b"this is not an SQLite database" * 200)
+    for suffix in ("-wal", "-shm"):  # kept at a close: the WAL's pages would be read instead
+        db.with_name(db.name + suffix).unlink()
     with pytest.raises(AuditLogError, match="not a database"):
         AuditLog.open(tmp_path)
     assert main(["verify-log", "--state-dir", str(tmp_path)]) == 1
@@ -272,6 +277,76 @@ def test_the_writer_copies_the_wal_into_the_database_itself(
         log.close()
     assert sizes[10**6] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
     assert sizes[40] > 30 * 100  # the records are in the database file
+
+
+def test_the_wal_is_kept_across_a_restart_and_not_grown_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop keeps the WAL (the same file, its size; what it held copied into the database and
+    the WAL begun again), and the commits after the next open write it from its beginning, in
+    the file as it is: it does not grow (a WAL written anew grows, and each synced growth is a
+    journal write of the file system). A reader of the stopped log reads every record."""
+    monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", 10**6)  # the WAL copied only at a start
+    wal = tmp_path / f"{DB_NAME}-wal"
+    with AuditLog.open(tmp_path) as log:
+        for _ in range(40):
+            log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+        before = wal.stat()
+    kept = wal.stat()
+    assert (kept.st_ino, kept.st_size) == (before.st_ino, before.st_size)
+    assert kept.st_size > 40 * audit_log.PAGE_SIZE  # the file as the records' frames grew it
+    assert (tmp_path / DB_NAME).stat().st_size > 40 * 100  # copied into the database at the stop
+    reader = connect_read_only(tmp_path / DB_NAME)
+    try:
+        assert sum(1 for _ in read_records(reader)) == 41
+    finally:
+        reader.close()
+    with AuditLog.open(tmp_path) as log:
+        assert log.size == 41
+        for _ in range(20):
+            log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
+        grown = wal.stat()
+    assert (grown.st_ino, grown.st_size) == (kept.st_ino, kept.st_size)  # written over, in place
+    with AuditLog.open(tmp_path) as log:
+        assert log.size == 61
+        assert log.check_anchor() is None
+        assert log.signer is not None
+        verifier = log.signer.verifier
+    assert verify_state_dir(tmp_path, verifier).records == 61  # the kept WAL read as the log
+
+
+def test_a_read_only_close_neither_copies_nor_deletes_the_wal(tmp_path: Path) -> None:
+    """What SQLite does not document and the kept WAL relies on (store.close_keeping_wal's
+    reader closes last; status reads a stopped log in place: app/status.quiet_connection):
+    a read-only connection (``mode=ro``) that is the last to close neither copies the WAL
+    into the database nor deletes the WAL or its ``-shm``, even where the process may write
+    them (the tests' user, root or the files' owner). Here the WAL holds records the
+    database file does not (a writer killed), so a checkpoint would change the database
+    file. Should a new SQLite fail this, the WAL is deleted after a full checkpoint as it
+    was before it was kept: nothing is lost, but the writes a kept WAL saves are (and
+    status would delete files in the state directory): look at both places again."""
+    kill_writing(tmp_path, 5)
+    AuditLog.open(tmp_path).close()  # a stop: the WAL kept
+    kill_writing(tmp_path, 30)  # then rounds, and the power cut
+    db = tmp_path / DB_NAME
+    wal, shm = db.with_name(f"{DB_NAME}-wal"), db.with_name(f"{DB_NAME}-shm")
+    assert records_in_the_database_file(tmp_path) == 6  # the newer 30 are in the WAL only
+    names = sorted(p.name for p in tmp_path.iterdir())
+    database, written = db.read_bytes(), wal.read_bytes()
+    version = f"SQLite {sqlite3.sqlite_version}"
+    for opened in (
+        lambda: sqlite3.connect(db.absolute().as_uri() + "?mode=ro", uri=True),
+        lambda: connect_read_only(db),
+    ):
+        reader = opened()
+        assert reader.execute("SELECT count(*) FROM records").fetchone()[0] == 36
+        reader.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == names, version  # none deleted
+        assert db.read_bytes() == database, version  # nothing copied into the database
+        assert wal.read_bytes() == written, version
+        assert shm.is_file(), version
+    with AuditLog.open(tmp_path) as log:  # the next start has every record
+        assert log.size == 36
 
 
 def test_a_start_rebuilds_the_tree_from_the_last_kept_frontier_and_the_leaves_after_it(
