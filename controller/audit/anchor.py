@@ -225,6 +225,11 @@ def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
+# How a filesystem or a device refuses O_DIRECT (at the open, or at a write it cannot take):
+# the sectors then go through the page cache. Any other error is the write's own.
+_REFUSED = frozenset({errno.EINVAL, errno.EOPNOTSUPP})
+
+
 def _write_sectors(path: Path, sectors: bytes, offset: int) -> bool:
     """Whole sectors written at ``offset`` (a multiple of SECTOR_BYTES) straight to the device;
     through the page cache where O_DIRECT is refused. Whether they went straight."""
@@ -232,7 +237,7 @@ def _write_sectors(path: Path, sectors: bytes, offset: int) -> bool:
     try:
         fd = -1 if direct is None else os.open(path, os.O_WRONLY | os.O_CLOEXEC | direct)
     except OSError as exc:
-        if exc.errno != errno.EINVAL:
+        if exc.errno not in _REFUSED:
             raise
         fd = -1
     if fd >= 0:
@@ -244,7 +249,7 @@ def _write_sectors(path: Path, sectors: bytes, offset: int) -> bool:
                     return True
                 # a short direct write: the rest as any other write
         except OSError as exc:
-            if exc.errno != errno.EINVAL:
+            if exc.errno not in _REFUSED:
                 raise
         finally:
             os.close(fd)
