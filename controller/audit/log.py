@@ -120,6 +120,7 @@ from controller.core.note import (
     sign_checkpoint,
 )
 from controller.core.records import RecordKind, StoredRecord, record_hash
+from controller.core.snapshot import pack_context
 from controller.core.state import Fault
 from controller.errors import (
     AuditLogError,
@@ -649,6 +650,8 @@ class AuditLog:
             )
         size = appended.head.size
         context_seq = size if context is not None else None
+        if context is not None:  # compressed, to keep the head row in its page (snapshot.py)
+            context = pack_context(context)
         # The head (one small row, one page) keeps the context after this step and the
         # running checkpoint (the tree's root and its signature): written in place with
         # every commit, it names the last record, so a log cut back to an earlier commit
@@ -802,7 +805,8 @@ class AuditLog:
         return Reopened(acknowledged, self._tree.size)
 
     def latest_context(self) -> tuple[int, bytes] | None:
-        """The context stored with the last step that was committed, and its record's seq."""
+        """The context stored with the last step that was committed (as ``commit`` was given
+        it), and its record's seq."""
         if self._connection is None and self.locked is not None:
             return None
         return read_latest_context(self._db, self.path)

@@ -23,7 +23,8 @@ from controller.audit.store import (
 from controller.core.log_state import GENESIS_PREV
 from controller.core.note import Checkpoint, checkpoint_note
 from controller.core.records import StoredRecord
-from controller.errors import AuditLogError, LogDamagedError, LogIntegrityError
+from controller.core.snapshot import unpack_context
+from controller.errors import AuditLogError, LogDamagedError, LogIntegrityError, SnapshotError
 
 __all__ = [
     "DB_NAME",
@@ -206,7 +207,9 @@ def _by_kind(
 
 def read_latest_context(db: sqlite3.Connection, path: Path | str) -> tuple[int, bytes] | None:
     """The context stored with the last step committed to the log ``db`` reads (the head's; a
-    log from before the head: its last record's), and its record's seq; None when none is."""
+    log from before the head: its last record's), and its record's seq; None when none is.
+    The context is the encoder's (``encode_context``): the head keeps it compressed, and it
+    is inflated here (a log from before that keeps it as it is)."""
     try:
         head = read_head(db)
         row: tuple[object, object] | None = (
@@ -224,7 +227,10 @@ def read_latest_context(db: sqlite3.Connection, path: Path | str) -> tuple[int, 
     seq, blob = row[0], row[1]
     if not isinstance(blob, bytes):
         raise LogIntegrityError(int(seq), "the stored context is not bytes")
-    return int(seq), blob
+    try:  # the head keeps it compressed (controller/core/snapshot.py, pack_context)
+        return int(seq), unpack_context(blob)
+    except SnapshotError as exc:
+        raise LogIntegrityError(int(seq), f"the stored context: {exc}") from None
 
 
 def read_latest_checkpoint(db: sqlite3.Connection) -> str | None:

@@ -5,12 +5,23 @@ proves more is checked and the other rewritten from it (issue 28)."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from controller.audit.anchor import ANCHOR_FILE, AnchorFile, copy_path
+from controller.audit.anchor import (
+    ANCHOR_FILE,
+    SECTOR_BYTES,
+    SLOT_BYTES,
+    Anchor,
+    AnchorFile,
+    copy_path,
+)
 from controller.audit.log import DB_NAME, AuditLog, load_signer
 from controller.audit.verify import verify_state_dir
 from controller.core.records import RecordKind
@@ -222,3 +233,92 @@ def test_verify_log_refuses_a_missing_anchor_cleared_without_who_or_why(tmp_path
         assert key is not None
         with pytest.raises(LogIntegrityError, match=message):
             verify_state_dir(other, key.verifier)
+
+
+def _writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Each pwrite's (offset, bytes) from here on."""
+    calls: list[tuple[int, int]] = []
+    pwrite = os.pwrite
+
+    def counted(fd: int, data: Any, offset: int) -> int:
+        written = pwrite(fd, data, offset)
+        calls.append((offset, written))
+        return written
+
+    monkeypatch.setattr(os, "pwrite", counted)
+    return calls
+
+
+def test_a_round_writes_the_anchors_sectors_not_its_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first (the file made, synced), a round's anchor is written in the 512-byte
+    sectors its slot's content spans, straight to the device where it takes O_DIRECT (this
+    machine's disk does): not a 4 KiB page of the page cache each round."""
+    state = tmp_path / "state"
+    with AuditLog.open(state) as log:
+        _round(log, 1)
+        calls = _writes(monkeypatch)
+        for number in range(2, 6):
+            _round(log, number)
+        assert log._anchor is not None
+        direct = log._anchor.written_direct
+        size = log.size
+    assert len(calls) == 4
+    for n, (offset, written) in enumerate(calls):
+        assert offset == (n % 2) * SLOT_BYTES  # the slots in turn (generations 2 to 5)
+        assert written % SECTOR_BYTES == 0
+        assert 0 < written <= 3 * SECTOR_BYTES
+    assert _size(state / ANCHOR_FILE) == size
+    print(f"the anchor went straight to the device: {direct}")
+
+
+def test_a_slot_written_shorter_than_before_is_cleared_past_it(tmp_path: Path) -> None:
+    """The compact range has fewer hashes as the log grows past a power of two: the sectors
+    the slot's longer old content spans are written too (zeros), so that it reads whole."""
+    path = tmp_path / ANCHOR_FILE
+    anchor = AnchorFile(path)
+    long, short = tuple(bytes([n]) * 32 for n in range(20)), (bytes(32),)
+    anchor.write("long, generation 1", long)
+    anchor.write("long, generation 2", long)
+    anchor.write("short, generation 3", short)
+    anchor.write("short, generation 4", short)
+    data = path.read_bytes()
+    slots = [Anchor.decode(data[i * SLOT_BYTES : (i + 1) * SLOT_BYTES]) for i in (0, 1)]
+    assert [s.note if s else None for s in slots] == ["short, generation 4", "short, generation 3"]
+    read = anchor.read()
+    assert read is not None
+    assert (read.note, read.hashes) == ("short, generation 4", short)
+
+
+def test_where_o_direct_is_refused_the_sectors_go_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that refuses O_DIRECT (tmpfs on older kernels: EINVAL at open) or a device
+    that refuses the write (sectors larger than 512 bytes: EINVAL at write): the same sectors
+    are written as any other write."""
+    path = tmp_path / ANCHOR_FILE
+    anchor = AnchorFile(path)
+    anchor.write("generation 1", ())
+    opened = os.open
+    pwrite = os.pwrite
+    for where in ("open", "write"):
+
+        def refused_open(name: Any, flags: int, *args: Any, where: str = where, **kw: Any) -> int:
+            if where == "open" and flags & os.O_DIRECT:
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return opened(name, flags, *args, **kw)
+
+        def refused_write(fd: int, data: Any, offset: int, where: str = where) -> int:
+            if where == "write" and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return pwrite(fd, data, offset)
+
+        monkeypatch.setattr(os, "open", refused_open)
+        monkeypatch.setattr(os, "pwrite", refused_write)
+        anchor.write(f"after a refused {where}", ())
+        monkeypatch.undo()
+        assert anchor.written_direct is False
+        read = anchor.read()
+        assert read is not None
+        assert read.note == f"after a refused {where}"

@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,21 @@ from controller.audit.log import (
 )
 from controller.audit.verify import verify_state_dir
 from controller.cli import main
+from controller.core.dice import Roll
+from controller.core.meters import Meters
+from controller.core.position import Game
 from controller.core.records import RecordKind
-from controller.errors import AuditLogError, LogDamagedError, LogIdentityError, StorageFull
+from controller.core.result import result_of_roll
+from controller.core.snapshot import decode_context, encode_context
+from controller.core.state import RoundContext, State
+from controller.core.wagers import sum_paytable_a
+from controller.errors import (
+    AuditLogError,
+    LogDamagedError,
+    LogIdentityError,
+    LogIntegrityError,
+    StorageFull,
+)
 
 
 def test_a_full_database_raises_storage_full_and_keeps_every_record(tmp_path: Path) -> None:
@@ -420,3 +434,57 @@ def test_a_failed_wal_copy_loses_nothing_and_the_log_is_reopened_before_the_next
     signer = load_signer(tmp_path)
     assert signer is not None
     assert verify_state_dir(tmp_path, signer.verifier).records == seqs[-1] + 1
+
+
+def test_the_head_keeps_a_rounds_context_packed_in_its_page(tmp_path: Path) -> None:
+    """The head row, rewritten with every commit, keeps the context compressed: a round's
+    largest (a result, the dice monitor's counts, the meters) stays in the row's page, with no
+    overflow page for the commit to rewrite; it reads back as the encoder wrote it, and a head
+    row kept before (the context as it is) still reads."""
+    ctx = replace(
+        RoundContext(),
+        state=State.RESULT,
+        round_number=12,
+        result=result_of_roll(
+            Game.TILES, Roll(6, (2, 5)), bank_seat=None, paytables=[sum_paytable_a()]
+        ),
+        dice_set="4",
+        dice_since=1_764_000_000_000,
+        tiles_set="T-9",
+        tiles_since=1_764_000_100_000,
+        tiles_since_table=86_400_000,
+        table_ms=90_000_000,
+        last_wall=1_764_000_200_000,
+        meters=Meters(games=11, no_rolls={"not_flat": 2}, power_ups=3),
+    )
+    blob = encode_context(ctx)
+    assert len(blob) > 800  # more than a 512-byte page holds
+    log = AuditLog.open(tmp_path)
+    log.commit([(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))], context=blob)
+    assert log.latest_context() == (log.size, blob)
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        pages = db.execute("SELECT pagetype FROM dbstat WHERE name = 'head'").fetchall()
+        assert pages == [("leaf",)]
+        (stored,) = db.execute("SELECT context FROM head").fetchone()
+        assert len(stored) < len(blob) // 3
+        db.execute("UPDATE head SET context = ?", (blob,))  # as a log kept it before
+    again = AuditLog.open(tmp_path)
+    assert again.latest_context() == (again.size, blob)
+    assert decode_context(again.latest_context()[1]) == ctx  # type: ignore[index]
+    again.close()
+
+
+def test_a_damaged_packed_context_is_named_with_its_record(tmp_path: Path) -> None:
+    log = AuditLog.open(tmp_path)
+    log.commit([(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))], context=b'{"v":5}')
+    size = log.size
+    log.close()
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        (stored,) = db.execute("SELECT context FROM head").fetchone()
+        db.execute("UPDATE head SET context = ?", (stored[:-1] + bytes([stored[-1] ^ 1]),))
+    again = AuditLog.open(tmp_path)
+    with pytest.raises(LogIntegrityError, match="the stored context: a packed context") as caught:
+        again.latest_context()
+    assert caught.value.record == size
+    again.close()

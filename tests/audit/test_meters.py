@@ -34,7 +34,7 @@ from controller.core.config import MIN_RETAIN_ROUNDS
 from controller.core.dice import NoRollReason
 from controller.core.dice_monitor import Window
 from controller.core.records import RecordKind
-from controller.core.snapshot import decode_context
+from controller.core.snapshot import MAX_SNAPSHOT_BYTES, decode_context
 from controller.core.state import Event, VoidReason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +168,10 @@ def test_a_stored_context_nested_deeper_than_the_stack_is_said_not_a_recursion_e
     audit.db): meters says the context cannot be read (exit 1); dice-stats says it does not
     agree; neither raises RecursionError (exit 70)."""
     with AuditLog.open(day) as log:
-        deep = b"[" * 100_000 + b"]" * 100_000
+        # within the largest context read (the head keeps it packed: one that inflates past
+        # that is refused before it is parsed), far deeper than the stack
+        deep = b"[" * 30_000 + b"]" * 30_000
+        assert len(deep) <= MAX_SNAPSHOT_BYTES
         log.commit([(RecordKind.CLOSE, {"round": 99, "employee": None})], context=deep)
     code, _, err = run(capsys, "meters", "--state-dir", str(day))
     assert code == 1

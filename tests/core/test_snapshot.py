@@ -15,7 +15,14 @@ from controller.core.dice import Roll
 from controller.core.meters import Meters
 from controller.core.position import Game
 from controller.core.result import result_of_roll
-from controller.core.snapshot import SnapshotError, decode_context, encode_context
+from controller.core.snapshot import (
+    MAX_SNAPSHOT_BYTES,
+    SnapshotError,
+    decode_context,
+    encode_context,
+    pack_context,
+    unpack_context,
+)
 from controller.core.state import Correction, CorrectionReason, Mode, RoundContext, State
 from controller.core.wagers import sum_paytable_a
 
@@ -48,11 +55,13 @@ def test_a_context_with_its_dice_set_and_mode_reads_back() -> None:
     assert decode_context(encode_context(ctx)) == ctx
 
 
-def test_a_context_with_its_time_tiles_dealer_correction_and_meters_reads_back() -> None:
+def _in_result() -> RoundContext:
+    """A context as large as a round's makes it: a result, a correction, the dice set, the
+    tiles, the dealer, the meters."""
     result = result_of_roll(
         Game.TILES, Roll(6, (2, 5)), bank_seat=None, paytables=[sum_paytable_a()]
     )
-    ctx = replace(
+    return replace(
         RoundContext(),
         state=State.RESULT,
         round_number=12,
@@ -69,7 +78,60 @@ def test_a_context_with_its_time_tiles_dealer_correction_and_meters_reads_back()
         dealer="D2207",
         meters=Meters(games=11, no_rolls={"not_flat": 2}, corrections=1, power_ups=3),
     )
+
+
+def test_a_context_with_its_time_tiles_dealer_correction_and_meters_reads_back() -> None:
+    ctx = _in_result()
     assert decode_context(encode_context(ctx)) == ctx
+
+
+@pytest.mark.parametrize("ctx", [RoundContext(), _in_result()], ids=["new", "result"])
+def test_a_packed_context_inflates_to_the_same_bytes_in_a_fraction_of_them(
+    ctx: RoundContext,
+) -> None:
+    """The head row keeps the context packed: what it inflates to is the encoder's bytes,
+    and it fits the head's page with room (a 512-byte page holds about 477 bytes of a row)."""
+    blob = encode_context(ctx)
+    packed = pack_context(blob)
+    assert unpack_context(packed) == blob
+    assert len(packed) <= 240 < len(blob) or len(packed) < len(blob) <= 240, (
+        len(packed),
+        len(blob),
+    )
+
+
+def test_a_context_stored_before_packing_reads_as_it_is() -> None:
+    blob = encode_context(_in_result())
+    assert unpack_context(blob) is blob
+
+
+def test_a_bit_flipped_in_a_packed_context_is_refused_or_changes_nothing() -> None:
+    """Zlib's check of what it inflates (and of the dictionary, in its header): a damaged
+    stored context is refused, never read as another context (a flip in a bit deflate does
+    not use inflates to the same bytes)."""
+    blob = encode_context(_in_result())
+    packed = pack_context(blob)
+    refused = 0
+    for i in range(len(packed)):
+        for bit in range(8):
+            damaged = bytearray(packed)
+            damaged[i] ^= 1 << bit
+            try:
+                read = decode_context(unpack_context(bytes(damaged)))
+            except SnapshotError:
+                refused += 1
+                continue
+            assert read == _in_result(), (i, bit)
+    assert refused >= 8 * len(packed) - 8
+
+
+def test_a_packed_context_that_inflates_past_the_limit_is_refused() -> None:
+    packed = pack_context(b"{" + b" " * MAX_SNAPSHOT_BYTES)
+    assert len(packed) < 1024
+    with pytest.raises(SnapshotError, match="largest allowed"):
+        unpack_context(packed)
+    with pytest.raises(SnapshotError, match="length"):
+        unpack_context(pack_context(b"{}") + b"\0")
 
 
 def test_a_version_4_context_is_read_with_no_table_time_tiles_or_meters() -> None:
