@@ -328,12 +328,17 @@ def judge(trial: Trial, state_dir: Path, size_before: int, budget_s: float) -> N
 
 def plan(rng: random.Random, *, modes: Sequence[str], stops: int, per_series: int) -> list[Trial]:
     """The trials, drawn from ``rng``: a state directory per series of ``per_series`` starts;
-    the phase of each SIGTERM, its delay, and for the table the broker's state."""
+    the phase of each SIGTERM, its delay, and for the table the broker's state. The phases
+    are dealt as a shuffled deck of them all, again and again: every phase is met once there
+    are as many stops as phases (drawn one by one, 16 stops missed one some 0.5 % of runs)."""
     trials = []
+    phases: list[str] = []
     for number in range(1, stops + 1):
         series, start = divmod(number - 1, per_series)
         mode = modes[series % len(modes)]
-        phase = rng.choice(PHASES)
+        if not phases:
+            phases = rng.sample(PHASES, len(PHASES))
+        phase = phases.pop()
         if phase == "starting":
             delay = rng.uniform(0.0, 1.2)  # a fraction of the start's usual length
         elif phase == "ready":

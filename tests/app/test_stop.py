@@ -58,6 +58,17 @@ def test_the_budget_is_the_units_timeout_stop_sec() -> None:
     assert STOP_WAITS_S < STOP_DUMP_AFTER_S < STOP_BUDGET_S
 
 
+def test_every_seed_s_stops_meet_every_phase() -> None:
+    """The stress test asks every phase of its stops; the plan deals them so that no seed can
+    miss one (a draw that did was a test failing by chance, some 0.5 % of runs)."""
+    for seed in range(500):
+        for stops in (len(stop_stress.PHASES), STRESS_STOPS):
+            trials = stop_stress.plan(
+                random.Random(seed), modes=("table", "play"), stops=stops, per_series=5
+            )
+            assert {t.phase for t in trials} == set(stop_stress.PHASES), (seed, stops)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(0)  # every wait of the harness is bounded (start, stop, verify-log)
 def test_sigterm_at_random_points_after_restarts_always_stops_cleanly_within_budget(
