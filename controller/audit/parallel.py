@@ -11,7 +11,9 @@ run's first ``no_more_bets`` or ``void`` on. It hands back little: its first ``p
 hash, the roots of the few aligned subtrees that make up the run, for each checkpoint the root
 it signs and the root of the run's leaves below it, the records before the run's first round
 boundary whose shape depends on the records before the run (the fields the shape reads), its
-RNG records, and the rounds' shape at its end.
+RNG records, the rounds' shape at its end, and the records the running totals count (the fields
+they read: totals_check.py ``counted_data``), which the parent folds (it folds alone: the totals
+at a row depend on every record before it).
 
 A run holds ``RUN_RECORDS`` records, a power of two, and starts after a multiple of it: the
 root of the tree at a checkpoint inside the run is then the fold of the tree's compact range at
@@ -60,6 +62,7 @@ from controller.audit.checks import (
 )
 from controller.audit.store import BY_KIND, connect_read_only
 from controller.audit.totals_check import KINDS as TOTALS_KINDS
+from controller.audit.totals_check import counted_data
 from controller.core import canonical
 from controller.core.log_state import GENESIS_PREV
 from controller.core.merkle import CompactRange, Subtrees
@@ -151,8 +154,9 @@ class _Run:
     rng: list[tuple[int, str, Any, tuple[object, int] | None]] = field(default_factory=list)
     results: int = 0
     indexed: list[tuple[int, str]] = field(default_factory=list)  # store.BY_KIND's (seq, kind)
-    # the records the running totals count (seq, kind, data): totals_check.KINDS
-    counted: list[tuple[int, str, Any]] = field(default_factory=list)
+    # the records the running totals count (seq, kind, the fields of its data they read):
+    # totals_check.KINDS, and counted_data
+    counted: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -366,7 +370,7 @@ def _note(run: _Run, content: ContentCheck, entry: Entry, leaf: bytes) -> None:
     if kind in BY_KIND:
         run.indexed.append((seq, kind))
     if kind in TOTALS_KINDS:
-        run.counted.append((seq, kind, entry.data))
+        run.counted.append((seq, kind, counted_data(kind, entry.data)))
 
 
 def _worker_db() -> sqlite3.Connection:

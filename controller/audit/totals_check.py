@@ -31,13 +31,27 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from controller.audit import totals
-from controller.audit.dice_stats import READ_KINDS, DiceFold
+from controller.audit.dice_stats import READ_FIELDS, READ_KINDS, DiceTally
 from controller.core.meters import Meters, counted
 from controller.errors import LogIntegrityError
 
 # the kinds the totals count (every other record leaves them as they are)
 KINDS = frozenset(str(kind) for kind in totals.METER_KINDS | READ_KINDS)
+# the fields of a record's data that the meters' count reads (controller/core/meters.py
+# ``counted``): a no roll's reason, whether the lid opened, the tamper loop closed, service
+# mode was entered; the other kinds it counts by their kind alone
+_METER_FIELDS = {
+    "no_roll": ("reason",),
+    "lid": ("opened",),
+    "tamper_loop": ("closed",),
+    "service_mode": ("entered",),
+}
+# what the totals read of each kind's data, and nothing else (``counted_data``)
+FIELDS: dict[str, tuple[str, ...]] = {
+    kind: (*_METER_FIELDS.get(kind, ()), *READ_FIELDS.get(kind, ())) for kind in KINDS
+}
 _END = None
+_NEVER = float("inf")  # no row or frontier left to hold: nothing is due
 
 
 class TotalsCheck:
@@ -56,7 +70,7 @@ class TotalsCheck:
         self._finding: LogIntegrityError | None = None
         self._exempt = exempt
         self._meters = Meters()
-        self._dice: DiceFold | None = DiceFold()
+        self._dice: DiceTally | None = DiceTally()
         self._started = False  # a row met: from here on, each frontier kept has its row
         self._rows = _cursor(db, "SELECT size, meters, dice FROM totals ORDER BY size")
         self._row: tuple[Any, ...] | None = self._next_row()
@@ -69,6 +83,8 @@ class TotalsCheck:
             self._found(
                 None, "the totals lack the row of the log's creation (size 0): rows deleted"
             )
+        self._due: int | float = _NEVER  # the size of the next row or frontier to hold
+        self._scheduled()
 
     @property
     def active(self) -> bool:
@@ -76,15 +92,17 @@ class TotalsCheck:
         return self._active and self._finding is None
 
     def see(self, seq: int, kind: str, data: Mapping[str, Any]) -> None:
-        """Record ``seq`` of ``kind`` (its data ``data``), after every record before it."""
-        if kind not in KINDS or not self.active:
+        """Record ``seq`` of ``kind`` (its data ``data``, or only its :data:`FIELDS`: what
+        ``counted_data`` keeps), after every record before it."""
+        if kind not in KINDS or self._finding is not None or not self._active:
             return
-        self._hold(seq - 1)
+        if seq > self._due:  # a row or a frontier kept before this record: held first
+            self._hold(seq - 1)
         if kind in totals.METER_KINDS:
             self._meters = counted(self._meters, kind, data)
         if self._dice is not None and kind in READ_KINDS:
             try:
-                self._dice = self._dice.take(seq, kind, data)
+                self._dice.take(seq, kind, data)
             except LogIntegrityError:
                 self._dice = None  # the writer keeps no dice state past it either
 
@@ -122,7 +140,17 @@ class TotalsCheck:
                     )
                 self._frontier = self._next_frontier()
             else:
+                self._scheduled()
                 return
+
+    def _scheduled(self) -> None:
+        """When :meth:`see` must next hold the rows: at the next row's or frontier's size."""
+        sizes = [
+            at if type(at) is int else -1  # a row not at a size: named at the next record
+            for at in (None if self._row is None else self._row[0], self._frontier)
+            if at is not None
+        ]
+        self._due = min(sizes, default=_NEVER)
 
     def _held(self, row: tuple[Any, ...], *, kept: bool) -> None:
         size, meters, dice = row
@@ -130,7 +158,7 @@ class TotalsCheck:
             self._found(size, "has a row of the totals where no commit kept the frontier")
         elif meters != totals.encode(self._meters):
             self._found(size, "its row of the meters' totals is not the count of the records")
-        elif dice != (None if self._dice is None else self._dice.encode()):
+        elif dice != (None if self._dice is None else self._dice.fold().encode()):
             self._found(size, "its row's dice state is not the counts of the records")
 
     def _next_row(self) -> tuple[Any, ...] | None:
@@ -149,6 +177,12 @@ class TotalsCheck:
     def _found(self, seq: int | None, message: str) -> None:
         if self._finding is None:
             self._finding = LogIntegrityError(seq, message)
+
+
+def counted_data(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the totals read of a record of ``kind`` whose data is ``data``: its :data:`FIELDS`
+    (the parallel verifier's workers hand back these, not the whole data: parallel.py)."""
+    return {name: data[name] for name in FIELDS.get(kind, ()) if name in data}
 
 
 def _seq(value: object) -> int | None:

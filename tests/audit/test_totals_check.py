@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.logged_table import SUPERVISOR, LoggedTable, rng_dice_settings
@@ -18,13 +20,19 @@ from support.logged_table import SUPERVISOR, LoggedTable, rng_dice_settings
 from controller.audit import log as audit_log
 from controller.audit import parallel, verify
 from controller.audit.archive import Policy, Retention, archive_paths
-from controller.audit.dice_stats import dice_stats
+from controller.audit.dice_stats import DiceTally, dice_stats
 from controller.audit.log import DB_NAME, load_signer
 from controller.audit.meters import meters_report
+from controller.audit.reader import read_records
+from controller.audit.totals import METER_KINDS
+from controller.audit.totals_check import FIELDS, KINDS, counted_data
 from controller.audit.verify import LogVerifier, VerifyReport, verify_state_dir
 from controller.cli import main
 from controller.core.config import MIN_RETAIN_ROUNDS
-from controller.core.dice_monitor import Window
+from controller.core.dice_monitor import Window, alarm
+from controller.core.meters import Meters, counted
+from controller.core.record_schema import FIELDS as SCHEMA_FIELDS
+from controller.core.records import RecordKind
 from controller.core.state import Event, Mode, VoidReason
 from controller.errors import LogIntegrityError
 
@@ -262,3 +270,99 @@ def test_the_command_exits_1_naming_the_row(
     assert report["ok"] is False
     assert report["record"] == middle
     assert "its row of the meters' totals is not the count" in report["error"]
+
+
+# --- what the split path's workers hand back of a record: the fields the totals read -----------
+
+_EVERY_FIELD = "(every field)"
+_Counted = list[tuple[int, str, Mapping[str, Any]]]
+
+
+class _Reads(Mapping[str, Any]):
+    """A record's data that notes each field read of it (``get`` and ``in`` read through
+    ``__getitem__``; going over them all reads every field)."""
+
+    def __init__(self, data: Mapping[str, Any], read: set[str]) -> None:
+        self._data, self._read = data, read
+
+    def __getitem__(self, name: str) -> Any:
+        self._read.add(name)
+        return self._data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self._read.add(_EVERY_FIELD)
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        self._read.add(_EVERY_FIELD)
+        return len(self._data)
+
+
+def _fold(records: _Counted) -> tuple[Meters, bytes]:
+    """The meters and the dice state the records make, as totals_check.py folds them."""
+    meters, tally = Meters(), DiceTally()
+    for seq, kind, data in records:
+        if kind in METER_KINDS:
+            meters = counted(meters, kind, data)
+        if kind in FIELDS and kind not in METER_KINDS:
+            tally.take(seq, kind, data)
+    return meters, tally.fold().encode()
+
+
+def _logged(state: Path) -> _Counted:
+    """The records of the kinds the totals count, in order."""
+    with sqlite3.connect(state / DB_NAME) as db:
+        rows = [row for row in read_records(db) if row.kind in KINDS]
+    db.close()
+    return [(row.seq, row.kind, row.entry()["data"]) for row in rows]
+
+
+def _loaded_dice() -> _Counted:
+    """Rounds of a red die showing 6 until the monitor's test fires, the alarm recorded with
+    the figures the test gives, the dice inspected and kept, a shift change, new dice."""
+    records: _Counted = []
+    tally, number = DiceTally(), 0
+    while (figure := alarm(tally.fold().windows.test)) is None:
+        number += 1
+        for kind, data in (
+            ("no_more_bets", {"round": number, "mode": "shaker", "bank": "dealer"}),
+            ("result", {"round": number, "dice": {"red": 6, "blue": [number % 6 + 1, 2]}}),
+        ):
+            records.append((len(records) + 1, kind, data))
+            tally.take(len(records), kind, data)
+    test = tally.fold().windows.test
+    figures = {"round": number, "attempt": 1, "rolls": test.rolls, "counts": test.as_record()}
+    for kind, data in (
+        ("dice_alarm", {**figure.as_record(), **figures, "dice_set": "D1", "locks": True}),
+        ("supervisor_action", {"action": "dice_kept", "employee": SUPERVISOR}),
+        ("shift_change", {"employee": SUPERVISOR}),
+        ("dice_replaced", {"dice_set": "D2", "employee": SUPERVISOR}),
+    ):
+        records.append((len(records) + 1, kind, data))
+    return records
+
+
+def test_the_workers_hand_back_every_field_the_totals_read(state: Path) -> None:
+    """The split path folds what ``counted_data`` keeps of each record: every field the meters'
+    count and the dice fold read of it (noted as they read it, on a log of every kind the
+    totals count and on loaded dice), and the fold of those is the fold of the records."""
+    for records in (_logged(state), _loaded_dice()):
+        reads: dict[str, set[str]] = {}
+        noted = [
+            (seq, kind, _Reads(data, reads.setdefault(kind, set()))) for seq, kind, data in records
+        ]
+        full = _fold(noted)
+        for kind, read in reads.items():
+            assert read <= set(FIELDS[kind]), (kind, read)
+        assert _fold([(seq, kind, counted_data(kind, data)) for seq, kind, data in records]) == full
+    assert _fold(_loaded_dice())[1] != DiceTally().fold().encode()
+    assert {str(kind) for kind in METER_KINDS} <= set(reads) | {
+        kind for _, kind, _ in _logged(state)
+    }
+    assert RecordKind.DICE_ALARM in reads
+
+
+def test_the_fields_the_totals_read_are_their_kinds_fields() -> None:
+    """A field's name mistyped in the list would be handed back as absent."""
+    for kind, names in FIELDS.items():
+        assert set(names) <= {spec.name for spec in SCHEMA_FIELDS[RecordKind(kind)]}, kind
