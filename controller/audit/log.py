@@ -246,14 +246,7 @@ class AuditLog:
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
-                # The WAL is kept across a restart (store.close_keeping_wal): what it holds is
-                # copied into the database first, so that the WAL starts again at its
-                # beginning, in the file as it is (no growth), and its pages count from none.
-                try:
-                    row = self._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                except sqlite3.Error as exc:
-                    raise storage_error(exc, f"cannot checkpoint {self.path}") from exc
-                self._wal_pages = max(0, int(row[1]) - int(row[2])) if row is not None else 0
+                self._copy_kept_wal()
                 self._transaction(self._create)
             self._load_tail()
             if locked is None:
@@ -265,6 +258,16 @@ class AuditLog:
             if isinstance(exc, LogDamagedError) and locked_error is LogDamagedError:
                 return  # read only, and SQLite cannot read it: nothing is read back
             raise
+
+    def _copy_kept_wal(self) -> None:
+        """The WAL is kept across a restart (store.close_keeping_wal): what it holds is copied
+        into the database first, so that the WAL starts again at its beginning, in the file as
+        it is (no growth), and its pages count from none."""
+        try:
+            row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            raise storage_error(exc, f"cannot checkpoint {self.path}") from exc
+        self._wal_pages = max(0, int(row[1]) - int(row[2])) if row is not None else 0
 
     def recall(self, last: int) -> list[dict[str, Any]]:
         """The last ``last`` live rounds as game recall reads them (AGCO 13.1.1), through a
