@@ -21,14 +21,12 @@ everything is synced before each count.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import env_int, figure, machine_load, note, title
+from common import child_report, env_int, figure, machine_load, note, title
 
 SCRATCH = Path(__file__).parent / ".scratch"
 WRITES = Path(__file__).parent / "bench_writes.py"
@@ -42,17 +40,8 @@ def device_sectors_written(path: Path) -> int:
 
 
 def play(rounds: int, seed: int, state: Path) -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, str(WRITES), "--child", str(rounds), str(seed), str(state)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if proc.returncode != 0:
-        sys.exit(f"the simulation failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    report: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
+    command = [sys.executable, str(WRITES), "--child", str(rounds), str(seed), str(state)]
+    return child_report(command, "the simulation", timeout=1800)
 
 
 def wal_size(state: Path) -> int:

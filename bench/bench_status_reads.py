@@ -23,7 +23,6 @@ the wal-index on the heap instead.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -32,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import copy_state_dir, env_int, figure, machine_load, median, note, title
+from common import child_report, copy_state_dir, env_int, figure, machine_load, median, note, title
 from loggen import cached_log
 
 from controller.audit.log import DB_NAME
@@ -75,17 +74,7 @@ def _drop_cache(state: Path) -> None:
 
 def _status(state: Path) -> dict[str, int]:
     _drop_cache(state)
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURED, str(state)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        sys.exit(f"status failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    found: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+    return child_report([sys.executable, "-c", _MEASURED, str(state)], "status", timeout=600)
 
 
 def _sizes(state: Path) -> str:

@@ -40,13 +40,13 @@ import os
 import re
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from common import (
+    child_report,
     env_int,
     figure,
     machine_load,
@@ -140,10 +140,7 @@ def measure(rounds: int, seed: int, strace: str | None) -> dict[str, float]:
             traces.mkdir()
             trace = [strace, "-f", "-ff", "--seccomp-bpf", "-y", "-s", "0", "-e", TRACED]
             command = [*trace, "-o", str(traces / "t"), *command]
-        proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            sys.exit(f"the simulation failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        report = child_report(command, "the simulation", timeout=900)
         figures: dict[str, float] = {
             "write_bytes": report["io"]["write_bytes"],
             "wchar": report["io"]["wchar"],

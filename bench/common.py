@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from controller.app import simulate
 from controller.core.config import Config
@@ -446,6 +448,16 @@ def run_daemon(
             yield daemon
         finally:
             daemon.stop()
+
+
+def child_report(command: Sequence[str], what: str, *, timeout: float) -> dict[str, Any]:
+    """Run a bench's child and return the JSON object its last line of output prints; exit
+    naming ``what`` failed and the end of its stderr if it fails."""
+    proc = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        sys.exit(f"{what} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
 
 
 # --- reads of a long log against a short one (bench_recall, bench_reports) --------------------
