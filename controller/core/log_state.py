@@ -131,11 +131,6 @@ def _data_text(kind: RecordKind, data: Mapping[str, object]) -> bytes:
         raise AuditLogError(f"audit log: a {kind} record cannot be encoded: {exc}") from exc
 
 
-def leaf(seq: int, kind: RecordKind, time: str, prev: str, data: Mapping[str, object]) -> bytes:
-    """One record's leaf: its canonical encoding (:class:`AuditLogError` if it has none)."""
-    return leaf_of(seq, kind, time, prev, _data_text(kind, data))
-
-
 def leaf_of(seq: int, kind: RecordKind, time: str, prev: str, data_text: bytes) -> bytes:
     """The leaf of a record whose data is encoded already (``data_text``): the canonical
     encoding of ``{"seq", "kind", "time", "prev", "data"}``, its members in the order of their

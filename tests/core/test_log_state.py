@@ -15,7 +15,6 @@ from controller.core.log_state import (
     LogHead,
     Prepared,
     append,
-    leaf,
     leaf_of,
     prepare,
     start,
@@ -160,7 +159,6 @@ def test_a_leaf_of_encoded_data_is_the_canonical_encoding_of_the_record(
     entry = {"seq": seq, "kind": str(kind), "time": time, "prev": prev, "data": data}
     expected = canonical.encode(entry)
     assert leaf_of(seq, kind, time, prev, canonical.encode(data)) == expected
-    assert leaf(seq, kind, time, prev, data) == expected
     assert canonical.decode(expected) == entry
 
 
