@@ -246,7 +246,7 @@ class AuditLog:
             if max_page_count is not None:
                 self._connection.execute(f"PRAGMA max_page_count={int(max_page_count)}")
             if locked is None:
-                self._copy_kept_wal()
+                self._copy_wal()
                 self._transaction(self._create)
             self._load_tail()
             if locked is None:
@@ -259,10 +259,12 @@ class AuditLog:
                 return  # read only, and SQLite cannot read it: nothing is read back
             raise
 
-    def _copy_kept_wal(self) -> None:
-        """The WAL is kept across a restart (store.close_keeping_wal): what it holds is copied
-        into the database first, so that the WAL starts again at its beginning, in the file as
-        it is (no growth), and its pages count from none."""
+    def _copy_wal(self) -> None:
+        """Copy the WAL's pages into the database (a passive checkpoint: readers are not
+        waited for; what they still need stays in the WAL for the next one) and count what is
+        left in it. At the open: the WAL is kept across a restart (store.close_keeping_wal),
+        and what it holds is copied first, so that it starts again at its beginning, in the
+        file as it is (no growth). :class:`AuditLogError` if it fails."""
         try:
             row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
@@ -685,20 +687,15 @@ class AuditLog:
             log.exception("audit log: a commit's listener failed")
 
     def _checkpoint_wal(self) -> None:
-        """Copy the WAL's pages into the database (a passive checkpoint: readers are not
-        waited for; what they still need stays in the WAL for the next one). Every record is
-        already durable in the WAL, so a failure loses nothing; but a failed sync may have let
-        the kernel drop pages, so the log is not trusted again until :meth:`reopen`, as after
-        a failed commit: the next commit reports it."""
+        """The WAL copied into the database after a commit (:meth:`_copy_wal`). Every record
+        is already durable in the WAL, so a failure loses nothing; but a failed sync may have
+        let the kernel drop pages, so the log is not trusted again until :meth:`reopen`, as
+        after a failed commit: the next commit reports it."""
         try:
-            row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error as exc:
-            reason = str(storage_error(exc, f"cannot checkpoint {self.path}"))
-            log.error("%s", reason)
-            self._poison(reason)
-            return
-        written, copied = (int(row[1]), int(row[2])) if row is not None else (0, 0)
-        self._wal_pages = max(0, written - copied)
+            self._copy_wal()
+        except AuditLogError as exc:
+            log.error("%s", exc)
+            self._poison(str(exc))
 
     def drop_archived(
         self, span: tuple[int, int], frontier: bytes, note: str, *, chunk: int
