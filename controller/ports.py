@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from controller.core.dice import Roll
 from controller.core.records import RecordKind, StoredRecord
@@ -130,6 +130,16 @@ class Reopened:
     size: int
 
 
+@runtime_checkable
+class SettlesAhead(Protocol):
+    """A log that leaves some of a commit's own bookkeeping (not its records: they are
+    durable when the commit returns) for later, and does it at ``settle``: called while the
+    table waits (a result decided ahead, the sensor reading again), so that the deciding
+    commit does not do it on the way to the display. Never raises."""
+
+    def settle(self) -> None: ...
+
+
 class AuditLog(Protocol):
     """The tamper-evident log. ``commit`` records the events of one step in one transaction
     and returns once they are durable (write-ahead: nothing is shown before it is recorded),
@@ -187,6 +197,15 @@ class TableDisplay(Protocol):
     def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PreparesScreens(Protocol):
+    """A display that can make a screen ready before it is shown (a result decided ahead,
+    while the sensor reads again): the next ``show`` of that very ``data`` then only sends
+    it. What it prepared and is not shown is dropped at the next ``prepare`` or ``show``."""
+
+    def prepare(self, screen: Screen, data: Mapping[str, object]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

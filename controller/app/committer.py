@@ -20,7 +20,8 @@ decided at the first of the agreeing readings) are checked and encoded while the
 again (``prepare``), and so is a record when it waits; the commit that takes them (the very
 records the core made: the decided actions are the objects decided ahead) then only stamps,
 chains, signs and writes them. A record that cannot be prepared is committed as it is, and the
-log refuses it there, as it would have.
+log refuses it there, as it would have. What the log left of its last commit for later (its
+running totals: ``SettlesAhead``) it does then too.
 
 A commit the log refuses before writing anything (a record its schema refuses, a context that
 cannot be encoded: a bug, not the storage) is taken the same way, as an internal fault.
@@ -41,7 +42,7 @@ from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import Action, ActionKind, Fault, RoundContext
 from controller.errors import AuditLogError, SnapshotError
-from controller.ports import AuditLog, Committed
+from controller.ports import AuditLog, Committed, SettlesAhead
 
 log = logging.getLogger("paigow.daemon")
 
@@ -151,6 +152,9 @@ class Committer:
         were prepared."""
         prepared = [_prepared(record) for record in records_of(actions)]
         self._ahead = {id(r[1]): r for r in prepared if isinstance(r, Prepared)}
+        store = self._store()
+        if isinstance(store, SettlesAhead):  # what the last commit left, done while we wait
+            store.settle()
         return len(self._ahead)
 
     def _take_prepared(self, record: Record) -> Record:

@@ -232,6 +232,9 @@ class AuditLog:
         # The meters of the records 1..size, for the totals rows (audit/totals.py); None:
         # this log keeps none (a log from before them).
         self._totals: Meters | None = None
+        # a commit's records not counted into the totals yet: counted at the next commit or
+        # checkpoint, off the path from the sensor's frame to the result on the display
+        self._uncounted: list[StoredRecord] = []
         self._dice: DiceFold | None = None  # the dice statistics' state there, likewise
         # the records after the last frontier kept, read at open to rebuild the tree: (the
         # frontier's size, its records), until the total is counted
@@ -430,6 +433,7 @@ class AuditLog:
         the last checkpoint that keeps the frontier) and the records after it, those the tree
         is rebuilt from; or none, for a log that keeps none."""
         self._totals, self._dice = None, None
+        self._uncounted = []  # the records as the log holds them are counted here
         size = self._tree.size
         try:
             found = totals.latest(self._db, size)
@@ -598,25 +602,32 @@ class AuditLog:
         appended = log_state.append(
             head, entries, time=self._clock(), sign=self._sign, frontier_every=FRONTIER_EVERY
         )
+        # The running totals count a commit's records before its transaction only when it
+        # keeps them (with the checkpoint that keeps the frontier: a start reads the records
+        # after it for the tree, and counts the same ones for the total); else later (the next
+        # commit, or ``settle`` while the sensor reads again), off the path from the sensor's
+        # frame to the result on the feed and the page.
+        self._count_uncounted()
+        keeps_total = appended.head.frontier_size != self._frontier_size
+        folded = self._folded(appended.rows) if keeps_total else None
         try:
-            running = None if self._totals is None else _meters_fold(self._totals, appended.rows)
-            dice = None if self._dice is None else _dice_fold(self._dice, appended.rows)
             total = None
-            if running is not None and appended.head.frontier_size != self._frontier_size:
-                # kept with the checkpoint that keeps the frontier: a start reads the records
-                # after it for the tree, and counts the same ones for the total
-                kept = None if dice is None else dice.encode()
-                total = (appended.head.size, totals.encode(running), kept)
+            if folded is not None and folded[0] is not None:
+                kept = None if folded[1] is None else folded[1].encode()
+                total = (appended.head.size, totals.encode(folded[0]), kept)
             self._transaction(lambda db: self._store(db, appended, context, total))
         except AuditLogError as exc:
             self._poison(str(exc))
             raise
-        self._totals, self._dice = running, dice
         after = appended.head
         self._tree, self._prev = after.tree(), after.prev
         self._legacy_head = False
         self._frontier_size = after.frontier_size or 0
         self._tell(appended)
+        if folded is None:
+            self._uncounted = list(appended.rows)
+        else:
+            self._totals, self._dice = folded
         anchor_error = None if appended.anchor is None else self._write_anchor(*appended.anchor)
         # A commit writes its new rows' pages (a record and its overflow page), the page before
         # them, the tree's parent page, the head and the database's header; a checkpoint is a
@@ -625,6 +636,32 @@ class AuditLog:
         if self._wal_pages >= CHECKPOINT_PAGES:
             self._checkpoint_wal()
         return Committed([row.seq for row in appended.rows], anchor_error)
+
+    def _folded(self, rows: Sequence[StoredRecord]) -> tuple[Meters | None, DiceFold | None]:
+        """The running meters and dice statistics with ``rows`` counted (None where either
+        is not kept)."""
+        running = None if self._totals is None else _meters_fold(self._totals, rows)
+        dice = None if self._dice is None else _dice_fold(self._dice, rows)
+        return running, dice
+
+    def settle(self) -> None:
+        """What the last commit left for later done now (``ports.SettlesAhead``): its records
+        counted into the running totals."""
+        self._count_uncounted()
+
+    def _count_uncounted(self) -> None:
+        """The last commit's records counted into the running totals, if they are not yet
+        (at the next commit, checkpoint or :meth:`settle`). They are durable: whatever the
+        count raises is logged, never a commit's failure (no total is kept from there, as
+        where a record cannot be counted)."""
+        rows, self._uncounted = self._uncounted, []
+        if not rows:
+            return
+        try:
+            self._totals, self._dice = self._folded(rows)
+        except Exception:
+            log.exception("audit log: the running totals could not count a commit")
+            self._totals, self._dice = None, None
 
     def _sign(self, checkpoint: Checkpoint) -> bytes:
         assert self.signer is not None
@@ -822,6 +859,7 @@ class AuditLog:
         note = self._signed(tree)
         # a checkpoint kept with the frontier has its totals row, as a commit's has (verify-log
         # names a frontier kept without one: audit/totals_check.py)
+        self._count_uncounted()
         total = None
         if self._totals is not None:
             dice = None if self._dice is None else self._dice.encode()

@@ -165,6 +165,61 @@ def test_the_totals_are_carried_across_a_restart(
     _totals_checked(tmp_path)
 
 
+def test_a_commit_that_keeps_no_totals_counts_its_records_at_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off the path from the sensor's frame to the feed and the page: a commit that writes no
+    totals row leaves its records to be counted at the next commit; one that writes a row
+    counts them first, for its transaction. The totals come out the count either way."""
+    monkeypatch.setattr(audit_log, "FRONTIER_EVERY", 100)
+    log = AuditLog.open(tmp_path)
+    counted_when_told: list[bool] = []
+    counted = [0]
+    fold = audit_log._meters_fold
+
+    def counting(meters: object, rows: object) -> object:
+        counted[0] += 1
+        return fold(meters, rows)  # type: ignore[arg-type]
+
+    def told(rows: object, checkpoint: object) -> None:
+        counted_when_told.append(counted[0] == commits[0])
+
+    monkeypatch.setattr(audit_log, "_meters_fold", counting)
+    log.on_commit = told
+    commits = [0]
+    number = 1
+    while log.size < 250:
+        commits[0] += 1
+        log.commit(_round(number))
+        number += 1
+    log.close()
+    assert counted[0] == commits[0] - 1  # each once; the last commit's wait for the next
+    # two commits crossed a frontier of 100 records: counted before they were told
+    assert counted_when_told.count(True) == 2, counted_when_told
+    assert meters_report(tmp_path)["games"] == number - 1
+    _totals_checked(tmp_path)
+
+
+def test_a_count_that_fails_after_the_commit_is_logged_and_the_commit_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = AuditLog.open(tmp_path)
+    log.commit(_round(1))
+
+    def broken(meters: object, rows: object) -> object:
+        raise RuntimeError("a bug in the count")
+
+    log.commit(_round(2))
+    monkeypatch.setattr(audit_log, "_meters_fold", broken)
+    committed = log.commit(_round(3))  # counts round 2's records first: they fail
+    assert committed.seqs == list(range(14, 20))  # durable: the count's failure is not its
+    assert "the running totals could not count a commit" in caplog.text
+    monkeypatch.undo()
+    log.commit(_round(4))
+    log.close()
+    assert meters_report(tmp_path)["games"] == 4  # the records count, from the records
+
+
 def _totals_checked(state: Path) -> None:
     """verify-log's check of the totals (totals_check.py) over a log of records it would not
     take as a table's (these logs' rounds are made by hand): fed every record, as it is."""
