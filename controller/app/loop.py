@@ -83,6 +83,7 @@ from controller.ports import (
     DiceSensor,
     FaultLatch,
     Panel,
+    PreparesScreens,
     RngDraws,
     Shaker,
     TableDisplay,
@@ -480,6 +481,21 @@ class ControlLoop:
             self._ahead = None
         if self._ahead is not None:  # its records checked and encoded for their commit
             self.committer.prepare(self._ahead.step[1])
+            self._prepare_screens(self._ahead.step[1])
+
+    def _prepare_screens(self, actions: Sequence[Action]) -> None:
+        """The screens of a step decided ahead, made ready by the display that can
+        (``PreparesScreens``): shown, if the step is taken, once its records are durable, as
+        any screen. Only a help: what fails here is logged, and the screen is made when shown."""
+        display = self.ports.display
+        if not isinstance(display, PreparesScreens):
+            return
+        for action in actions:
+            if action.kind is ActionKind.SHOW and action.screen is not None:
+                try:
+                    display.prepare(action.screen, action.data)
+                except Exception:
+                    log.exception("internal error preparing %s", action.screen)
 
     def _stored(self, stored: Stored) -> None:
         """What a commit made durable: noted for whoever waits for the event, and the anchor

@@ -135,12 +135,17 @@ def anchor_of(data: Mapping[str, object]) -> dict[str, Any] | None:
 
 
 def screen_event(
-    screen: Screen | str, data: Mapping[str, object], event_id: EventId, *, round_number: int | None
+    screen: Screen | str,
+    data: Mapping[str, object],
+    event_id: EventId,
+    *,
+    round_number: int | None,
+    body: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One screen as the page receives it."""
-    body = jsonable(data)
-    if str(screen) == Screen.NO_ROLL and "reason" in body and "words" not in body:
-        body["words"] = _plain_words(body["reason"])
+    """One screen as the page receives it; ``body``: its data as :func:`screen_body` made it
+    beforehand (a screen prepared ahead, ``PreparedScreen``)."""
+    if body is None:
+        body = screen_body(screen, data)
     return {
         "id": str(event_id),
         "seq": event_id.seq,
@@ -148,6 +153,35 @@ def screen_event(
         "round": _int(data.get("round")) or round_number,
         "data": body,
     }
+
+
+def screen_body(screen: Screen | str, data: Mapping[str, object]) -> dict[str, Any]:
+    """A screen's data as the page receives it: plain JSON values, and a no roll's reason in
+    plain words."""
+    body: dict[str, Any] = jsonable(data)
+    if str(screen) == Screen.NO_ROLL and "reason" in body and "words" not in body:
+        body["words"] = _plain_words(body["reason"])
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedScreen:
+    """A screen's bodies made before it is shown (a result decided ahead, while the sensor
+    reads again): :func:`screen_body` of ``data`` and the players' copy of it. Taken only for
+    the very ``data`` object it was made of, and the same screen (:meth:`body_for`)."""
+
+    screen: Screen
+    data: Mapping[str, object]
+    body: dict[str, Any]
+    players: dict[str, Any]
+
+    @classmethod
+    def of(cls, screen: Screen, data: Mapping[str, object]) -> PreparedScreen:
+        body = screen_body(screen, data)
+        return cls(screen, data, body, players_data(str(screen), body))
+
+    def is_for(self, screen: Screen, data: Mapping[str, object]) -> bool:
+        return self.data is data and self.screen is screen
 
 
 def _plain_words(reason: object) -> str:
@@ -752,11 +786,16 @@ def players_data(screen: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def for_players(payload: Mapping[str, Any]) -> dict[str, Any]:
+def for_players(
+    payload: Mapping[str, Any], *, players: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A message of the page's stream (a screen, a notice, a replay, a board) as the players'
-    page is sent it: its screen's data filtered, no corrections' or voids' list."""
+    page is sent it: its screen's data filtered, no corrections' or voids' list. ``players``:
+    its data's players' copy made beforehand (``PreparedScreen``)."""
     shown = {k: v for k, v in payload.items() if k != "interventions"}
-    if isinstance(payload.get("data"), Mapping):
+    if players is not None:
+        shown["data"] = players
+    elif isinstance(payload.get("data"), Mapping):
         shown["data"] = players_data(str(payload.get("screen")), payload["data"])
     if "interventions" in payload:
         shown["interventions"] = []

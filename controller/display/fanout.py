@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from controller.core.state import Screen
-from controller.ports import TableDisplay
+from controller.ports import PreparesScreens, TableDisplay
 
 log = logging.getLogger("paigow.display")
 
@@ -32,6 +32,16 @@ class DisplayFanout:
                 log.exception("a display failed to show %s", screen)
         for observer in self.observers:
             observer(screen, data)
+
+    def prepare(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """The displays that can make a screen ready before it is shown (``PreparesScreens``)
+        do so; one that fails is logged, and shows the screen as any other when it comes."""
+        for display in self.displays:
+            if isinstance(display, PreparesScreens):
+                try:
+                    display.prepare(screen, data)
+                except Exception:
+                    log.exception("a display failed to prepare %s", screen)
 
     def close(self) -> None:
         for display in self.displays:

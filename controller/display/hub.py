@@ -40,6 +40,7 @@ from controller.core.state import Screen
 from controller.display.events import (
     INTERVENTIONS,
     EventId,
+    PreparedScreen,
     ShiftTally,
     TrendBoard,
     anchor_of,
@@ -174,6 +175,7 @@ class DisplayHub:
         self._shift = ShiftTally()  # the players' statistics, with every result
         self._table = table
         self._closed = False
+        self._prepared: PreparedScreen | None = None  # the next screen's bodies, made ahead
 
     # --- writers -------------------------------------------------------------------------
 
@@ -201,8 +203,20 @@ class DisplayHub:
             self._last_id = EventId(last_seq, -1)  # the next screen after it gets "last_seq"
             self._size = last_seq
 
+    def prepare(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """A screen that will be shown unless something else happens first (a result decided
+        ahead): its bodies made now (``PreparedScreen``), on the control thread while the
+        sensor reads again, so that its :meth:`publish` only numbers and sends it. Replaces any
+        screen prepared before; taken by the next publish of this very ``data``."""
+        prepared = PreparedScreen.of(screen, data)
+        with self._cond:
+            self._prepared = prepared
+
     def publish(self, screen: Screen, data: Mapping[str, object], seq: int | None) -> None:
         with self._cond:
+            prepared, self._prepared = self._prepared, None
+            if prepared is not None and not prepared.is_for(screen, data):
+                prepared = None
             commitment = commitment_of(data, seq)
             if commitment is not None:
                 self._commitment = commitment
@@ -212,7 +226,13 @@ class DisplayHub:
                 return
             event_id = self._last_id.next_for(seq)
             self._last_id = event_id
-            payload = screen_event(screen, data, event_id, round_number=self._round)
+            payload = screen_event(
+                screen,
+                data,
+                event_id,
+                round_number=self._round,
+                body=None if prepared is None else prepared.body,
+            )
             self._round = payload["round"]
             self._keep(payload["data"])
             self._tally(screen, payload)
@@ -229,7 +249,8 @@ class DisplayHub:
                     )
                     self._trend.result(cell)
             self._current = payload
-            self._append("screen", payload, event_id, with_board=True)
+            players = None if prepared is None else prepared.players
+            self._append("screen", payload, event_id, with_board=True, players=players)
 
     def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
         """Records just committed (from the log, on the control thread): the feed's lines, sent
@@ -470,17 +491,19 @@ class DisplayHub:
         event_id: EventId | None,
         *,
         with_board: bool = False,
+        players: dict[str, Any] | None = None,
     ) -> None:
         """A message of the page's stream, ``with_board``: the trend board, the commitment, the
         anchor, the table's name and the last corrections and voids after the payload's
         members; serialised once, here, with each cell of the trend board serialised when it
-        was added (the whole board was four fifths of the cost of a result's message)."""
+        was added (the whole board was four fifths of the cost of a result's message).
+        ``players``: the players' copy of the payload's data, made beforehand."""
         self._number += 1
         event_id_text = None if event_id is None else str(event_id)
-        players = for_players(payload)
+        shown = for_players(payload, players=players)
         stats = self._players_stats()
         if stats is not None and payload.get("screen") == Screen.RESULT:
-            players["data"] = {**players["data"], "stats": stats}  # the panel, with every result
+            shown["data"] = {**shown["data"], "stats": stats}  # the panel, with every result
         if with_board:
             board = (
                 f'"trend":[{",".join(self._trend.json)}],"commitment":'
@@ -490,10 +513,10 @@ class DisplayHub:
             data = sse_of_json(
                 event, _joined(payload, board + self._interventions_json), event_id_text
             )
-            players_data = sse_of_json(event, _joined(players, board + "[]"), event_id_text)
+            players_data = sse_of_json(event, _joined(shown, board + "[]"), event_id_text)
         else:
             data = sse(event, payload, event_id_text)
-            players_data = sse(event, players, event_id_text)
+            players_data = sse(event, shown, event_id_text)
         if self._live_pages:  # first: the page waits for nothing that follows
             for client in self._live_pages:
                 client._send(players_data if client.is_players else data)

@@ -284,6 +284,10 @@ class DisplayServer:
         on a client: it only updates memory and wakes the streams."""
         self.hub.publish(Screen(screen), data, seq)
 
+    def prepare(self, screen: Screen, data: Mapping[str, object]) -> None:
+        """A screen decided ahead, made ready on the control thread (``PreparesScreens``)."""
+        self.hub.prepare(Screen(screen), data)
+
     def committed(self, records: Sequence[StoredRecord], checkpoint: LoggedCheckpoint) -> None:
         """Called by the audit log on the control thread after each commit: the records go to
         the hub, serialised for the feed, and a correction, a void or an RNG commitment to the

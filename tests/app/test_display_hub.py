@@ -17,6 +17,7 @@ from controller.core import canonical
 from controller.core.dealing import DeliveryStyle
 from controller.core.records import RecordKind, StoredRecord
 from controller.core.state import LidClosed, LidOpened, NoMoreBets, Refusal, Screen, occurrence
+from controller.display import events
 from controller.display.events import (
     PLAYER_FAULT_OTHER,
     PLAYER_FAULTS,
@@ -445,6 +446,55 @@ def test_the_players_statistics_count_every_result_once_and_no_test_round() -> N
     hub.publish(Screen.READY, {"round": 4, "mode": "shaker", "stats": newer}, 5)
     hub.publish(Screen.RESULT, {"round": 4, "attempt": 1, "result": red3}, 6)
     assert hub.snapshot(players=True)[1]["stats"]["shift"]["red"] == [0, 0, 2, 0, 0, 0]
+
+
+def _screens(prepare: bool, monkeypatch: Any) -> tuple[list[tuple[bytes, bytes]], int]:
+    """A hub shown a sequence of screens (each result, a no roll and a fault ``prepare``d
+    first when asked, and one prepared for data it is not shown: an equal copy); its messages'
+    bytes in both streams, and how many screens' bodies were made (prepared or shown)."""
+    made = [0]
+    real_body = events.screen_body
+
+    def counting(screen: Any, data: Any) -> Any:
+        made[0] += 1
+        return real_body(screen, data)
+
+    monkeypatch.setattr(events, "screen_body", counting)
+    hub = DisplayHub(table="t")
+    zero = {"red": [0] * 6, "blue": [0] * 6, "total": [0] * 16}
+    hub.publish(Screen.READY, {"round": 1, "stats": {"shift": zero}}, 1)
+    for number in range(1, 6):
+        red = {**RESULT, "dice": {"red": number, "blue": [2, 6]}, "faults": ["sensor"]}
+        shown = [
+            (Screen.NO_ROLL, {"round": number, "reason": "not_flat", "employee": "E1"}),
+            (Screen.RESULT, {"round": number, "attempt": 2, "result": red, "bank": "dealer"}),
+            (Screen.FAULT, {"faults": ["storage", "sensor"], "round": number}),
+        ]
+        for screen, data in shown:
+            if prepare:
+                hub.prepare(screen, data)
+            hub.publish(screen, data, number * 3)
+        copy = {"round": number, "note": "an equal copy"}
+        if prepare:
+            hub.prepare(Screen.READY, copy)
+        hub.publish(Screen.READY, dict(copy), number * 3 + 1)
+    messages, _ = hub.wait_messages(0, 0)
+    return [(m.sse, m.players_sse) for m in messages], made[0]
+
+
+def test_a_screen_prepared_ahead_is_sent_as_the_same_bytes_and_only_for_its_own_data(
+    monkeypatch: Any,
+) -> None:
+    """A screen decided ahead has its bodies made before it is shown (``prepare``): its
+    messages, in the supervisor's stream and the players', are byte for byte those of the
+    screen made when shown; and the bodies are taken only for the very data they were made
+    of (an equal copy's are made again)."""
+    plain, made_plain = _screens(False, monkeypatch)
+    prepared, made_prepared = _screens(True, monkeypatch)
+    assert prepared == plain
+    assert made_plain == 1 + 5 * 4
+    # each prepared once and not made again when shown, but the copies: made again
+    assert made_prepared == 1 + 5 * 4 + 5
 
 
 def test_the_core_s_refusals_carry_their_stable_code_beside_the_operator_s_words() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,33 @@ class Sensor:
         self.seen.append("read asked")
 
 
+class PreparingScreens(ScreenLog):
+    """A display that makes screens ready ahead (``PreparesScreens``): notes what it was
+    given to prepare, and each screen shown with whether it is the very data last prepared."""
+
+    def __init__(self, seen: list[str], *, fails: bool = False) -> None:
+        super().__init__()
+        self.seen = seen
+        self.fails = fails
+        self.prepared: list[tuple[Screen, Mapping[str, object]]] = []
+        self.taken: list[tuple[Screen, bool]] = []
+
+    def prepare(self, screen: Screen, data: Mapping[str, object]) -> None:
+        self.seen.append(f"prepared {screen}")
+        if self.fails:
+            raise RuntimeError("a bug preparing a screen")
+        self.prepared.append((screen, data))
+
+    def show(self, screen: Screen, data: Mapping[str, object], *, seq: int | None) -> None:
+        taken = bool(self.prepared) and self.prepared[-1] == (screen, data)
+        self.taken.append((screen, taken and self.prepared[-1][1] is data))
+        super().show(screen, data, seq=seq)
+
+
 class ManualTable:
-    def __init__(self, state_dir: Path, seen: list[str]) -> None:
+    def __init__(self, state_dir: Path, seen: list[str], screens: ScreenLog | None = None) -> None:
         self.log = AuditLog.open(state_dir)
-        self.screens = ScreenLog()
+        self.screens = ScreenLog() if screens is None else screens
         latch = FaultLatch()
         ports = Ports(
             log=self.log,
@@ -166,6 +190,52 @@ def test_the_deciding_commit_takes_the_records_prepared_ahead(
     # the same readings and result (the logs differ in their keys and wall clocks)
     assert _records(ahead_leaves) == _records([r.leaf for r in plain.log.records()])
     for t in (table, plain):
+        t.log.close()
+
+
+def test_the_result_decided_ahead_is_made_ready_by_the_display_and_shown_as_that_data(
+    tmp_path: Path,
+) -> None:
+    """The display makes the decided result's screen ready before the second read is asked
+    for; the deciding step shows that very data (its body is then only sent)."""
+    seen: list[str] = []
+    screens = PreparingScreens(seen)
+    table = ManualTable(tmp_path, seen, screens)
+    table.play(good_reading(2, 3, 4), good_reading(2, 3, 4, shift=1))
+    assert seen == ["read asked", "prepared result", "read asked"]
+    assert (Screen.RESULT, True) in screens.taken
+    assert [screen for screen, taken in screens.taken if taken] == [Screen.RESULT]
+    [result] = table.results()
+    assert result["round"] == 1
+    table.log.close()
+
+
+def test_a_result_prepared_for_a_reading_that_disagrees_is_not_shown(tmp_path: Path) -> None:
+    """The second reading reads other dice: its step decides without the decision made
+    ahead, and the result shown is not the one the display made ready."""
+    screens = PreparingScreens([])
+    table = ManualTable(tmp_path, [], screens)
+    table.play(good_reading(2, 3, 4), good_reading(5, 1, 6), good_reading(5, 1, 6, shift=1))
+    [(_, first), *_] = screens.prepared
+    [result] = table.results()
+    assert result["result"] != first["result"]
+    assert (Screen.RESULT, True) in screens.taken  # the agreeing pair's, prepared in turn
+    table.log.close()
+
+
+def test_a_display_that_fails_to_prepare_is_logged_and_shows_the_result_as_it_comes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = ManualTable(tmp_path / "plain", [])
+    plain.play(good_reading(5, 1, 6), good_reading(5, 1, 6, shift=1))
+    screens = PreparingScreens([], fails=True)
+    table = ManualTable(tmp_path / "failing", [], screens)
+    with caplog.at_level(logging.ERROR, logger="paigow.daemon"):
+        table.play(good_reading(5, 1, 6), good_reading(5, 1, 6, shift=1))
+    assert "internal error preparing result" in caplog.text
+    assert [r["result"] for r in table.results()] == [r["result"] for r in plain.results()]
+    assert table.loop.is_healthy
+    for t in (plain, table):
         t.log.close()
 
 
