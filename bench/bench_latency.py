@@ -42,12 +42,14 @@ script with status 1, naming the stream, what it sent and the simulation's stder
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import queue
 import selectors
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,7 @@ from common import (
     title,
     tmpfs_dir,
 )
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from controller.app import simulate
 from controller.core.config import Config
@@ -270,13 +273,51 @@ RELAY_GAP_S = 0.05
 RELAY_FRAME = 98  # bytes: about a reading frame's size
 
 
-def relay_child(port: int, frames: int) -> None:
-    """The baseline's hops, with nothing done on them; prints the frames' times as JSON."""
+FLOOR_RECORDS = 2  # the deciding reading's record and the result's
+FLOOR_RECORD = 700  # bytes of a record's canonical text, about a result's
+
+
+class _Floor:
+    """The least a result's path does under the write-ahead guarantee, whatever the design:
+    its records made durable before anything is sent (one SQLite transaction in WAL mode,
+    ``synchronous=FULL``, as the audit log's: ``FLOOR_RECORDS`` rows and the head row's
+    update) and the log's new checkpoint signed (one Ed25519 signature); nothing else (no
+    state machine, no JSON, no page)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, leaf BLOB, hash BLOB)")
+        self.db.execute("CREATE TABLE head (id INTEGER PRIMARY KEY, size INTEGER, note BLOB)")
+        self.db.execute("INSERT INTO head VALUES (1, 0, x'')")
+        self.key = Ed25519PrivateKey.generate()
+        self.seq = 0
+
+    def commit(self, frame: bytes) -> None:
+        rows = []
+        for _ in range(FLOOR_RECORDS):
+            self.seq += 1
+            leaf = frame + b"%d" % self.seq + b"x" * (FLOOR_RECORD - len(frame))
+            rows.append((self.seq, leaf, hashlib.sha256(leaf).digest()))
+        note = b"table\n%d\n" % self.seq + rows[-1][2] + b"\n"
+        signed = note + self.key.sign(note)
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("INSERT INTO records VALUES (?, ?, ?)", rows)
+        self.db.execute("UPDATE head SET size = ?, note = ? WHERE id = 1", (self.seq, signed))
+        self.db.execute("COMMIT")
+
+
+def relay_child(port: int, frames: int, floor_dir: str | None = None) -> None:
+    """The baseline's hops, with nothing done on them, or (``floor_dir``: where its database
+    goes) with the floor's work (``_Floor``) before the line; prints the frames' times as
+    JSON."""
     master, slave = os.openpty()
     tty.setraw(slave)
     hand_over: queue.Queue[bytes] = queue.Queue()
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    floor = None if floor_dir is None else _Floor(Path(floor_dir) / "floor.db")
 
     def reader() -> None:
         while True:
@@ -284,6 +325,8 @@ def relay_child(port: int, frames: int) -> None:
 
     def control() -> None:
         while (data := hand_over.get()) != b"end":
+            if floor is not None:
+                floor.commit(data)
             sock.sendall(data[:8] + b"\n")
         sock.close()
 
@@ -301,12 +344,14 @@ def relay_child(port: int, frames: int) -> None:
     print(json.dumps(times))
 
 
-def run_baseline(frames: int) -> list[float]:
-    """The baseline's latencies, in ms."""
+def run_baseline(frames: int, floor_dir: Path | None = None) -> list[float]:
+    """The baseline's latencies, in ms; with ``floor_dir``, the floor's (``_Floor``)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     command = [sys.executable, __file__, "--relay", str(server.getsockname()[1]), str(frames)]
+    if floor_dir is not None:
+        command.append(str(floor_dir))
     proc = subprocess.Popen(command, stdout=subprocess.PIPE)
     server.settimeout(CONNECT_TIMEOUT_S)
     conn, _ = server.accept()
@@ -459,8 +504,11 @@ def main() -> None:
         note("no tmpfs found: the figures include the fsyncs of the commits")
     runs = []
     baselines = []
-    for _ in range(repeats):  # interleaved: each run has its baseline beside it in time
+    floors = []
+    for _ in range(repeats):  # interleaved: each run has its baselines beside it in time
         baselines.append(run_baseline(rounds))
+        with tempfile.TemporaryDirectory(dir=base) as floor_dir:
+            floors.append(run_baseline(rounds, Path(floor_dir)))
         runs.append(run_once(rounds, seed, base))
     base_p50 = median([percentile(b, 0.50) for b in baselines])
     base_p99 = median([percentile(b, 0.99) for b in baselines])
@@ -469,6 +517,15 @@ def main() -> None:
     note(
         f"p99 {spread([percentile(b, 0.99) for b in baselines], 'ms', 3)}: pty -> reader"
         " thread -> queue -> control thread -> TCP, a frame every 50 ms"
+    )
+    floor_p50 = median([percentile(f, 0.50) for f in floors])
+    floor_p99 = median([percentile(f, 0.99) for f in floors])
+    figure("floor: the hops, one transaction and one signature, p50", f"{floor_p50:.3f} ms")
+    figure("floor: the hops, one transaction and one signature, p99", f"{floor_p99:.3f} ms")
+    note(
+        f"p99 {spread([percentile(f, 0.99) for f in floors], 'ms', 3)}: the least any design"
+        f" does under the write-ahead guarantee ({FLOOR_RECORDS} records in a WAL transaction,"
+        " synchronous=FULL, and an Ed25519 signature, before the line is sent)"
     )
     for stream, what in (("feed", "feed (JSON lines over TCP)"), ("page", "page (SSE /events)")):
         p50s = [percentile(run[stream], 0.50) for run in runs]
@@ -484,7 +541,8 @@ def main() -> None:
         )
         note(
             f"over the baseline: p50 {p50 / base_p50:.1f}x (+{p50 - base_p50:.3f} ms),"
-            f" p99 {p99 / base_p99:.1f}x (+{p99 - base_p99:.3f} ms)"
+            f" p99 {p99 / base_p99:.1f}x (+{p99 - base_p99:.3f} ms); over the floor:"
+            f" p50 +{p50 - floor_p50:.3f} ms, p99 +{p99 - floor_p99:.3f} ms"
         )
     if arm64_rounds:
         title(f"the same path under arm64 emulation: {arm64_rounds} rounds (seed {seed})")
@@ -494,7 +552,7 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "--child":
         child(sys.argv[2:])
-    elif len(sys.argv) == 4 and sys.argv[1] == "--relay":
-        relay_child(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "--relay":
+        relay_child(int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
     else:
         main()
