@@ -131,13 +131,19 @@ class Reopened:
 
 
 @runtime_checkable
-class SettlesAhead(Protocol):
-    """A log that leaves some of a commit's own bookkeeping (not its records: they are
-    durable when the commit returns) for later, and does it at ``settle``: called while the
-    table waits (a result decided ahead, the sensor reading again), so that the deciding
-    commit does not do it on the way to the display. Never raises."""
+class SettlesLater(Protocol):
+    """A log that leaves some of a commit's own upkeep (never its records: they are durable
+    when the commit returns) for when no one waits for a screen. Neither method raises."""
 
-    def settle(self) -> None: ...
+    def settle(self) -> None:
+        """The cheap part (the running totals), while the table waits for the sensor to read
+        again (a result decided ahead): not on the deciding commit's way to the display."""
+        ...
+
+    def settle_between_rounds(self) -> None:
+        """All of it, the WAL's copy into the database included (megabytes and a sync: long
+        on a Pi's storage), between rounds, when no event waits."""
+        ...
 
 
 class AuditLog(Protocol):

@@ -21,7 +21,7 @@ again (``prepare``), and so is a record when it waits; the commit that takes the
 records the core made: the decided actions are the objects decided ahead) then only stamps,
 chains, signs and writes them. A record that cannot be prepared is committed as it is, and the
 log refuses it there, as it would have. What the log left of its last commit for later (its
-running totals: ``SettlesAhead``) it does then too.
+running totals: ``SettlesLater``) it does then too.
 
 A commit the log refuses before writing anything (a record its schema refuses, a context that
 cannot be encoded: a bug, not the storage) is taken the same way, as an internal fault.
@@ -42,7 +42,7 @@ from controller.core.records import RecordKind
 from controller.core.snapshot import decode_context, encode_context
 from controller.core.state import Action, ActionKind, Fault, RoundContext
 from controller.errors import AuditLogError, SnapshotError
-from controller.ports import AuditLog, Committed, SettlesAhead
+from controller.ports import AuditLog, Committed, SettlesLater
 
 log = logging.getLogger("paigow.daemon")
 
@@ -153,9 +153,15 @@ class Committer:
         prepared = [_prepared(record) for record in records_of(actions)]
         self._ahead = {id(r[1]): r for r in prepared if isinstance(r, Prepared)}
         store = self._store()
-        if isinstance(store, SettlesAhead):  # what the last commit left, done while we wait
+        if isinstance(store, SettlesLater):  # what the last commit left, done while we wait
             store.settle()
         return len(self._ahead)
+
+    def settle_between_rounds(self) -> None:
+        """The log's upkeep left from its commits (``SettlesLater``), done between rounds."""
+        store = self._store()
+        if isinstance(store, SettlesLater):
+            store.settle_between_rounds()
 
     def _take_prepared(self, record: Record) -> Record:
         """The record prepared ahead for this very record, if there is one."""

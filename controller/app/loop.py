@@ -287,12 +287,13 @@ class ControlLoop:
                 self.dispatch(FaultRaised(at=self.clock(), fault=Fault.INTERNAL, detail=detail))
             self.run_duties()
             if (
-                self.between_rounds is not None
-                and self.machine.state is State.IDLE
+                self.machine.state is State.IDLE
                 and not self.is_storage_failed
                 and self.events.empty()
             ):
-                self.between_rounds()
+                self.committer.settle_between_rounds()  # the WAL's copy, when it is due
+                if self.between_rounds is not None:
+                    self.between_rounds()
             if self.is_healthy and self.on_alive is not None:
                 self.on_alive()
 

@@ -169,9 +169,13 @@ __all__ = [
 log = logging.getLogger("paigow.audit")
 
 # Copy the WAL into the database once it holds about this many pages (8 MiB at 512-byte
-# pages, some 800 rounds): each copy costs two syncs (the WAL's and the database's), so the
-# fewer the better per round, and a reader never has more than this to look through.
+# pages, some 800 rounds), between rounds: each copy costs two syncs (the WAL's and the
+# database's), so the fewer the better per round, and a reader seldom has more than this (never
+# more than OVERDUE times it) to look through.
 CHECKPOINT_PAGES = 16384
+# A WAL that reaches OVERDUE times CHECKPOINT_PAGES (a table that is never between rounds, where
+# the copy is made: ``settle_between_rounds``) is copied after the commit that took it there.
+OVERDUE = 2
 # A signed checkpoint is kept with the Merkle frontier every this many records (some 600
 # rounds): a start rebuilds the tree from the last one and the leaves after it (a few ms).
 FRONTIER_EVERY = 4096
@@ -633,7 +637,7 @@ class AuditLog:
         # them, the tree's parent page, the head and the database's header; a checkpoint is a
         # page of its own.
         self._wal_pages += 3 + 2 * len(appended.rows) + len(appended.checkpoints)
-        if self._wal_pages >= CHECKPOINT_PAGES:
+        if self._wal_pages >= CHECKPOINT_PAGES * OVERDUE:  # (a table never between rounds)
             self._checkpoint_wal()
         return Committed([row.seq for row in appended.rows], anchor_error)
 
@@ -645,9 +649,21 @@ class AuditLog:
         return running, dice
 
     def settle(self) -> None:
-        """What the last commit left for later done now (``ports.SettlesAhead``): its records
-        counted into the running totals."""
+        """The last commit's records counted into the running totals (``SettlesLater``)."""
         self._count_uncounted()
+
+    def settle_between_rounds(self) -> None:
+        """The running totals, and the WAL copied into the database once it holds some
+        ``CHECKPOINT_PAGES`` pages (:meth:`_checkpoint_wal`): between rounds, so that no
+        screen waits for the copy (``SettlesLater``). Nothing for a log that takes no commit."""
+        self._count_uncounted()
+        if (
+            self._wal_pages >= CHECKPOINT_PAGES
+            and self.locked is None
+            and self._poisoned is None
+            and self._connection is not None
+        ):
+            self._checkpoint_wal()
 
     def _count_uncounted(self) -> None:
         """The last commit's records counted into the running totals, if they are not yet

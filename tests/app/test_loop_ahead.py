@@ -4,6 +4,7 @@ fails is logged and the reading stepped without it. The real audit log, a manual
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Mapping
@@ -15,9 +16,12 @@ from support import ScreenLog, opening
 from support.table import good_reading
 
 from controller.app import loop as loop_module
+from controller.app import simulate
 from controller.app.adapters import NoShaker
 from controller.app.loop import ControlLoop, Ports
-from controller.audit.log import AuditLog
+from controller.audit import log as audit_log
+from controller.audit.log import AuditLog, load_signer
+from controller.audit.verify import verify_state_dir
 from controller.core.config import Config
 from controller.core.log_state import Prepared
 from controller.core.record_data import config_loaded_data
@@ -29,6 +33,7 @@ from controller.core.state import (
     RoundMachine,
     RoundSettings,
     Screen,
+    State,
     occurrence,
 )
 from drivers.safety import FaultLatch
@@ -242,3 +247,48 @@ def test_a_display_that_fails_to_prepare_is_logged_and_shows_the_result_as_it_co
 def _records(leaves: list[bytes]) -> list[tuple[str, Any]]:
     entries = map(json.loads, leaves)
     return [(e["kind"], e["data"]) for e in entries if e["kind"] in ("reading", "result")]
+
+
+def test_the_wal_is_copied_between_rounds_never_on_a_commits_way_to_the_display(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the WAL's copy due every few rounds, a simulated table (the real loop, the real
+    log) makes each copy between rounds, bets open and no event waiting, none after a commit;
+    the log verifies."""
+    monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", 150)
+    copies: list[tuple[str, State]] = []
+    between = [False]
+    real_copy, real_settle = AuditLog._checkpoint_wal, AuditLog.settle_between_rounds
+    loops: list[ControlLoop] = []
+    real_init = ControlLoop.__init__
+
+    def init(self: ControlLoop, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        loops.append(self)
+
+    def copy(self: AuditLog) -> None:
+        where = "between rounds" if between[0] else "after a commit"
+        copies.append((where, loops[-1].machine.state))
+        real_copy(self)
+
+    def settle(self: AuditLog) -> None:
+        between[0] = True
+        try:
+            real_settle(self)
+        finally:
+            between[0] = False
+
+    monkeypatch.setattr(ControlLoop, "__init__", init)
+    monkeypatch.setattr(AuditLog, "_checkpoint_wal", copy)
+    monkeypatch.setattr(AuditLog, "settle_between_rounds", settle)
+    out = io.StringIO()
+    state = tmp_path / "state"
+    code = simulate.run_simulation(
+        Config(), rounds=12, seed=3, fast=True, faults={}, state_dir=state, out=out
+    )
+    assert code == 0, out.getvalue()
+    assert len(copies) >= 3, copies
+    assert set(copies) == {("between rounds", State.IDLE)}
+    signer = load_signer(state)
+    assert signer is not None
+    verify_state_dir(state, signer.verifier, workers=1)

@@ -277,20 +277,28 @@ def test_the_writer_copies_the_wal_into_the_database_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Automatic checkpoints are off (they would run inside a commit the table waits for): the
-    writer copies the WAL into the database once it holds about CHECKPOINT_PAGES pages."""
+    writer copies the WAL into the database once it holds about CHECKPOINT_PAGES pages, between
+    rounds (``settle_between_rounds``), where no screen waits for it; or after the commit that
+    takes it to OVERDUE times that, for a table that is never between rounds."""
     sizes = {}
-    for pages in (10**6, 40):
+    for pages, settled in ((10**6, True), (40, True), (40, False)):
         monkeypatch.setattr(audit_log, "CHECKPOINT_PAGES", pages)
-        state = tmp_path / str(pages)
+        state = tmp_path / f"{pages}-{settled}"
         log = AuditLog.open(state)
         assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        most = 0
         for _ in range(30):
             log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
-        assert log._wal_pages < pages
-        sizes[pages] = (state / DB_NAME).stat().st_size
+            most = max(most, log._wal_pages)
+            if settled:
+                log.settle_between_rounds()
+                assert log._wal_pages < pages
+        assert most < pages * audit_log.OVERDUE
+        sizes[pages, settled] = (state / DB_NAME).stat().st_size
         log.close()
-    assert sizes[10**6] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
-    assert sizes[40] > 30 * 100  # the records are in the database file
+    assert sizes[10**6, True] < 4 * audit_log.PAGE_SIZE  # nothing copied yet: all in the WAL
+    assert sizes[40, True] > 30 * 100  # the records are in the database file
+    assert sizes[40, False] > 20 * 100  # and without a rest, once overdue
 
 
 def test_the_wal_is_kept_across_a_restart_and_not_grown_anew(
@@ -424,7 +432,9 @@ def test_a_failed_wal_copy_loses_nothing_and_the_log_is_reopened_before_the_next
     assert log._connection is not None
     log._connection = _FailingCheckpoints(log._connection)  # type: ignore[assignment]
     seqs = [log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON)) for _ in range(2)]
-    assert log.is_poisoned  # the second commit went past 10 pages and its copy failed
+    assert not log.is_poisoned  # past 10 pages: the copy is made between rounds
+    log.settle_between_rounds()
+    assert log.is_poisoned  # the copy failed
     with pytest.raises(AuditLogError, match="checkpoint"):
         log.append(RecordKind.POWER_ON, valid(RecordKind.POWER_ON))
     reopened = log.reopen()
