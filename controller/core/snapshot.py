@@ -133,10 +133,11 @@ def encode_context(ctx: RoundContext) -> bytes:
 # bytes, and every commit rewrote an overflow page, the freelist and the header page): zlib
 # (RFC 1950) with a preset dictionary, a context in the result state with the rarer keys in
 # front, so that the keys and the common values cost a few bits each. A context of 600 to
-# 1,221 bytes is stored in 140 to 269 (40 simulated rounds, seed 5). The stream's header names the dictionary (its
-# Adler-32) and its trailer checks what it inflates to: a damaged stored context is refused,
-# never read as another. NEVER change these bytes: the stored contexts of every log need them;
-# a better dictionary is another constant, told apart by its Adler-32.
+# 1,221 bytes is stored in 140 to 269 (40 simulated rounds, seed 5). The stream's header
+# names the dictionary (its Adler-32) and its trailer checks what it inflates to: a damaged
+# stored context is refused, never read as another. NEVER change these bytes: the stored
+# contexts of every log need them; a better dictionary is another constant, told apart by its
+# Adler-32.
 PACK_DICTIONARY = (
     b'"co_bank":true,"correction":{"employee":"","reason":"","was":null},"dealer":"",'
     b'"dice_alarm":{"kind":"","rolls":0},"mode":"service","service_round":1,'
