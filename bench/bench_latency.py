@@ -21,6 +21,12 @@ blocked on the other end puts it on a ``queue.Queue``, a control thread takes it
 line on a TCP connection to this process, one frame every 50 ms (the threads go cold between
 frames, as between rounds). What the product adds is its figure less the baseline's.
 
+Floor, measured in the same run: the baseline's hops with the least any design does under the
+write-ahead guarantee before the line goes out (``_Floor``): one SQLite transaction in WAL
+mode, ``synchronous=FULL``, of two records of a result's size and the head row, and one
+Ed25519 signature. What the product adds over that is its own work: the core's step, the
+records' and the context's encoding, the feed's lines and the page.
+
 Under arm64 emulation (issue 31): where the arm64 tree of tests/arm64 can run here (root,
 binfmt_misc, qemu-user; ``make armtest`` makes it), the same child runs there under qemu-user,
 ``BENCH_LATENCY_ARM64_ROUNDS`` rounds, its state and work directories on the host's /dev/shm
@@ -489,6 +495,16 @@ def report_arm64(runs: list[dict[str, list[float]]], arm: dict[str, list[float]]
     note(f"arm64: {len(arm['feed'])} rounds; qemu-user's ratio is an upper bound on a Pi's")
 
 
+def _hops_figures(label: str, runs: list[list[float]], what: str) -> tuple[float, float]:
+    """The p50 and p99 of a baseline's runs (medians over the runs), printed."""
+    p50 = median([percentile(run, 0.50) for run in runs])
+    p99 = median([percentile(run, 0.99) for run in runs])
+    figure(f"{label}, p50", f"{p50:.3f} ms")
+    figure(f"{label}, p99", f"{p99:.3f} ms")
+    note(f"p99 {spread([percentile(run, 0.99) for run in runs], 'ms', 3)}: {what}")
+    return p50, p99
+
+
 def main() -> None:
     rounds = env_int("BENCH_LATENCY_ROUNDS", 200)
     arm64_rounds = env_int("BENCH_LATENCY_ARM64_ROUNDS", 60, low=0)
@@ -510,22 +526,17 @@ def main() -> None:
         with tempfile.TemporaryDirectory(dir=base) as floor_dir:
             floors.append(run_baseline(rounds, Path(floor_dir)))
         runs.append(run_once(rounds, seed, base))
-    base_p50 = median([percentile(b, 0.50) for b in baselines])
-    base_p99 = median([percentile(b, 0.99) for b in baselines])
-    figure("baseline: the same hops doing nothing, p50", f"{base_p50:.3f} ms")
-    figure("baseline: the same hops doing nothing, p99", f"{base_p99:.3f} ms")
-    note(
-        f"p99 {spread([percentile(b, 0.99) for b in baselines], 'ms', 3)}: pty -> reader"
-        " thread -> queue -> control thread -> TCP, a frame every 50 ms"
+    base_p50, base_p99 = _hops_figures(
+        "baseline: the same hops doing nothing",
+        baselines,
+        "pty -> reader thread -> queue -> control thread -> TCP, a frame every 50 ms",
     )
-    floor_p50 = median([percentile(f, 0.50) for f in floors])
-    floor_p99 = median([percentile(f, 0.99) for f in floors])
-    figure("floor: the hops, one transaction and one signature, p50", f"{floor_p50:.3f} ms")
-    figure("floor: the hops, one transaction and one signature, p99", f"{floor_p99:.3f} ms")
-    note(
-        f"p99 {spread([percentile(f, 0.99) for f in floors], 'ms', 3)}: the least any design"
-        f" does under the write-ahead guarantee ({FLOOR_RECORDS} records in a WAL transaction,"
-        " synchronous=FULL, and an Ed25519 signature, before the line is sent)"
+    floor_p50, floor_p99 = _hops_figures(
+        "floor: the hops, one transaction and one signature",
+        floors,
+        f"the least any design does under the write-ahead guarantee ({FLOOR_RECORDS} records"
+        " in a WAL transaction, synchronous=FULL, and an Ed25519 signature, before the line"
+        " is sent)",
     )
     for stream, what in (("feed", "feed (JSON lines over TCP)"), ("page", "page (SSE /events)")):
         p50s = [percentile(run[stream], 0.50) for run in runs]
