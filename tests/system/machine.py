@@ -9,8 +9,11 @@ machined and to stay in the cgroup it was started in (``--register=no --keep-uni
 a cgroup v2 subgroup of its own (``SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1`` has the guest's systemd
 use the unified hierarchy). ``--private-network`` gives the guest its own loopback, so its
 ports clash with nothing on the host. Commands go in with ``nsenter`` into the guest's
-namespaces, with a clean environment. ``systemctl reboot`` in the guest ends nspawn with exit
-status 133; :meth:`Machine.boot` starts it again, as ``systemd-nspawn@.service`` does.
+namespaces and its root and working directory (``-r -w``: run from a chroot, as when a fresh
+Debian tree is checked by chroot, the namespaces alone did not reach the guest's manager, and
+``systemctl is-system-running`` said "offline"; with them it does), with a clean environment.
+``systemctl reboot`` in the guest ends nspawn with exit status 133; :meth:`Machine.boot` starts
+it again, as ``systemd-nspawn@.service`` does.
 """
 
 from __future__ import annotations
@@ -200,7 +203,7 @@ class Machine:
         """``command`` in the guest's namespaces, as its root, with a clean environment."""
         if not self.leader:
             raise MachineError("the guest is not running")
-        argv = ["nsenter", "-t", str(self.leader), "-m", "-u", "-i", "-n", "-p", "--"]
+        argv = ["nsenter", "-t", str(self.leader), "-m", "-u", "-i", "-n", "-p", "-r", "-w", "--"]
         argv += ["env", "-i", *GUEST_ENV, *env, *command]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and done.returncode != 0:
