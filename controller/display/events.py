@@ -168,7 +168,7 @@ def screen_body(screen: Screen | str, data: Mapping[str, object]) -> dict[str, A
 class PreparedScreen:
     """A screen's bodies made before it is shown (a result decided ahead, while the sensor
     reads again): :func:`screen_body` of ``data`` and the players' copy of it. Taken only for
-    the very ``data`` object it was made of, and the same screen (:meth:`body_for`)."""
+    the very ``data`` object it was made of, and the same screen (:meth:`is_for`)."""
 
     screen: Screen
     data: Mapping[str, object]
