@@ -26,6 +26,7 @@ from controller.audit.log import (
     read_latest_context,
 )
 from controller.audit.reader import newest_of
+from controller.audit.store import open_uri
 from controller.core import canonical
 from controller.core.snapshot import decode_context
 from controller.core.state import ClockSync, RoundContext
@@ -77,13 +78,14 @@ def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
         raise AuditLogError(f"audit log: no log at {path}")
     wal = path.with_name(path.name + "-wal")
     shm = path.with_name(path.name + "-shm")
+    db: sqlite3.Connection
     with contextlib.ExitStack() as stack:
         try:
             if not (wal.is_file() and wal.stat().st_size > 0):
-                db = _connect(path.as_uri() + "?immutable=1")
+                db = open_uri(path.as_uri() + "?immutable=1")
             elif shm.is_file():
                 try:
-                    db = _connect(path.as_uri() + "?mode=ro")
+                    db = open_uri(path.as_uri() + "?mode=ro")
                 except sqlite3.OperationalError:  # cannot open one of them (not: no database)
                     db = _private_copy(path, wal, stack)
             else:
@@ -94,18 +96,6 @@ def quiet_connection(state_dir: Path) -> Iterator[sqlite3.Connection]:
         yield db
 
 
-def _connect(uri: str) -> sqlite3.Connection:
-    """A connection to ``uri``, its schema read (so that a file that is no database fails
-    here)."""
-    db = sqlite3.connect(uri, uri=True, isolation_level=None)
-    try:
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
 def _private_copy(path: Path, wal: Path, stack: contextlib.ExitStack) -> sqlite3.Connection:
     """The log and its WAL copied to a temporary directory (removed with ``stack``), opened
     there."""
@@ -113,7 +103,7 @@ def _private_copy(path: Path, wal: Path, stack: contextlib.ExitStack) -> sqlite3
     copy = scratch / path.name
     shutil.copyfile(path, copy)
     shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-    return _connect(copy.as_uri() + "?mode=ro")
+    return open_uri(copy.as_uri() + "?mode=ro")
 
 
 def log_facts(db: sqlite3.Connection) -> dict[str, Any]:

@@ -188,13 +188,7 @@ def close_keeping_wal(connection: sqlite3.Connection, path: Path) -> None:
                 raise
     holder: sqlite3.Connection | None = None
     with contextlib.suppress(sqlite3.Error, OSError):
-        holder = sqlite3.connect(
-            Path(path).absolute().as_uri() + "?mode=ro",
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        holder.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL
+        holder = open_uri(Path(path).absolute().as_uri() + "?mode=ro")  # opens the WAL too
     try:
         with contextlib.suppress(sqlite3.Error):
             connection.close()
@@ -237,7 +231,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     path = Path(path).absolute()
     _regular_files(path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
     try:
-        return _open_uri(path.as_uri() + "?mode=ro")
+        return open_uri(path.as_uri() + "?mode=ro")
     except sqlite3.Error as exc:
         first = exc
     except UnicodeDecodeError as exc:  # SQLite's message quotes a schema that is not UTF-8
@@ -249,13 +243,13 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     try:
         has_wal = wal.exists() and wal.stat().st_size > 0
         if not has_wal:
-            return _open_uri(path.as_uri() + "?immutable=1")
+            return open_uri(path.as_uri() + "?immutable=1")
         scratch = tempfile.TemporaryDirectory(prefix="paigow-log-")
         try:
             copy = Path(scratch.name) / path.name
             shutil.copyfile(path, copy)
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-            connection = _open_uri(copy.as_uri(), wal_ok=True)
+            connection = open_uri(copy.as_uri(), wal_ok=True)
         except BaseException:
             scratch.cleanup()
             raise
@@ -265,7 +259,10 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
         raise storage_error(exc, f"cannot open {path} for reading ({first})") from exc
 
 
-def _open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
+def open_uri(uri: str, *, wal_ok: bool = False) -> _ReadConnection:
+    """A connection to the database ``uri`` names (``mode=ro``, ``immutable=1``, ...), its
+    schema read, so that a file that is no database fails here (closed then); ``wal_ok``: a
+    private copy with its WAL, made read-only by ``query_only``."""
     connection = sqlite3.connect(
         uri, uri=True, isolation_level=None, check_same_thread=False, factory=_ReadConnection
     )
